@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs what OCX and its tests need on a Debian machine: bubblewrap,
+# Fossil at 2.23 or later (building 2.28 from Debian's own source package
+# when the installed one is older), and the Python MCP client for the
+# client tests. Safe to run again: each step is skipped when already done.
+set -euo pipefail
+
+FOSSIL_FLOOR="2.23"
+need_root() { if [ "$(id -u)" -ne 0 ]; then echo "setup: run as root (or with sudo)" >&2; exit 1; fi; }
+
+apt_updated=0
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  need_root
+  if [ $apt_updated -eq 0 ]; then apt-get update -qq; apt_updated=1; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
+
+fossil_version() {
+  "$1" version 2>/dev/null | sed -n 's/.*version \([0-9][0-9.]*\).*/\1/p'
+}
+
+ensure_fossil() {
+  local f
+  for f in /usr/local/bin/fossil /usr/bin/fossil; do
+    if [ -x "$f" ]; then
+      local v; v=$(fossil_version "$f")
+      if [ -n "$v" ] && version_ge "$v" "$FOSSIL_FLOOR"; then echo "setup: fossil $v at $f"; return 0; fi
+    fi
+  done
+  need_root
+  apt_install build-essential zlib1g-dev libssl-dev tcl dpkg-dev
+  echo "setup: building fossil 2.28 from Debian's source package (about two minutes)"
+  local uri work
+  uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  [ -n "$uri" ] || uri=$(awk '$1=="deb" {print $2; exit}' /etc/apt/sources.list)
+  work=$(mktemp -d); mkdir -p "$work/lists/partial"
+  echo "deb-src $uri sid main" > "$work/sources.list"
+  local opts=(-o Dir::Etc::sourcelist="$work/sources.list" -o Dir::Etc::sourceparts=/dev/null -o Dir::State::Lists="$work/lists")
+  apt-get "${opts[@]}" update -qq
+  (cd "$work" && apt-get "${opts[@]}" source --download-only -qq fossil)
+  (cd "$work" && tar xf fossil_*.orig.tar.* && cd fossil-src-* \
+     && ./configure --prefix=/usr/local >/dev/null && make -j"$(nproc)" >/dev/null \
+     && install -m755 fossil /usr/local/bin/fossil)
+  rm -rf "$work"
+  echo "setup: $(/usr/local/bin/fossil version)"
+}
+
+ensure_python_mcp() {
+  if python3 -c 'import mcp' 2>/dev/null; then return 0; fi
+  python3 -m pip install -q 'mcp>=2,<3' >/dev/null
+}
+
+apt_install bubblewrap ca-certificates
+ensure_fossil
+if [ "${OCX_SETUP_CLIENTS:-1}" = "1" ]; then ensure_python_mcp || echo "setup: python mcp client not installed; MCP client tests will say so" >&2; fi

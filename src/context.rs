@@ -1,0 +1,172 @@
+//! Where and as whom a tool runs: the repository (named outright, or the
+//! checkout's), the caller and their capabilities, and the `fossil`
+//! program. Each is found once, when a tool first asks for it.
+
+use crate::fossil::caps::Capabilities;
+use crate::fossil::{Fossil, FossilError, Repository, checkout};
+use crate::registry::Stop;
+use std::cell::OnceCell;
+use std::path::PathBuf;
+
+/// How the caller is known.
+#[derive(Debug, Clone)]
+pub enum Who {
+    /// On the command line (and MCP started from it): `--user`, else the
+    /// repository's default user as Fossil decides it.
+    Local { user: Option<String> },
+    /// On the web page: whom Fossil says signed in (`None`: nobody did).
+    Web { user: Option<String> },
+}
+
+/// The caller: a login of the repository and what it may do there.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub login: String,
+    pub capabilities: Capabilities,
+    /// Whether someone signed in (false only for a web visitor who has not).
+    pub signed_in: bool,
+}
+
+/// Everything a tool may ask of where it runs.
+pub struct Context {
+    /// `--repository`, when given.
+    pub repository: Option<PathBuf>,
+    /// The directory the call was made in, where a checkout is looked for.
+    pub cwd: PathBuf,
+    /// How the caller is known.
+    pub who: Who,
+    repo: OnceCell<Result<Repository, Stop>>,
+    caller: OnceCell<Result<Caller, Stop>>,
+    fossil: OnceCell<Result<Fossil, Stop>>,
+    checkout: OnceCell<Option<checkout::Checkout>>,
+}
+
+impl Context {
+    /// A context for a call made at `cwd`.
+    pub fn new(repository: Option<PathBuf>, cwd: PathBuf, who: Who) -> Context {
+        Context {
+            repository,
+            cwd,
+            who,
+            repo: OnceCell::new(),
+            caller: OnceCell::new(),
+            fossil: OnceCell::new(),
+            checkout: OnceCell::new(),
+        }
+    }
+
+    /// The checkout the call was made in, if any.
+    pub fn checkout(&self) -> Option<&checkout::Checkout> {
+        self.checkout
+            .get_or_init(|| checkout::find(&self.cwd))
+            .as_ref()
+    }
+
+    /// The repository: `--repository` when given, else the checkout's.
+    pub fn repo(&self) -> Result<&Repository, Stop> {
+        self.repo
+            .get_or_init(|| {
+                let (path, field) = match &self.repository {
+                    Some(p) => (self.cwd.join(p), "repository"),
+                    None => match self.checkout() {
+                        Some(c) => (c.repository.clone(), "repository"),
+                        None => {
+                            return Err(Stop::field(
+                                "repository",
+                                "no repository: this directory is in no Fossil checkout",
+                            )
+                            .next("run it in a checkout, or name the repository with --repository FILE"));
+                        }
+                    },
+                };
+                Repository::open(&path).map_err(|e| match e {
+                    FossilError::NoRepository(p) => Stop::field(field, format!("no repository at {}", p.display()))
+                        .next("name an existing repository file with --repository FILE"),
+                    other => Stop::field(field, other.to_string()),
+                })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The `fossil` program.
+    pub fn fossil(&self) -> Result<&Fossil, Stop> {
+        self.fossil
+            .get_or_init(|| {
+                Fossil::locate().map_err(|e| {
+                    Stop::new(e.to_string()).next("install Fossil 2.23 or later (scripts/setup.sh)")
+                })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The caller, with their capabilities in this repository.
+    pub fn caller(&self) -> Result<&Caller, Stop> {
+        self.caller
+            .get_or_init(|| self.find_caller())
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn find_caller(&self) -> Result<Caller, Stop> {
+        let repo = self.repo()?;
+        let (login, field) = match &self.who {
+            Who::Web { user: None } => {
+                let special = repo.special().map_err(Stop::internal)?;
+                return Ok(Caller {
+                    login: "nobody".into(),
+                    capabilities: Capabilities::effective("", &special, false),
+                    signed_in: false,
+                });
+            }
+            Who::Web { user: Some(u) } => (u.clone(), "user"),
+            Who::Local { user: Some(u) } => (u.clone(), "user"),
+            Who::Local { user: None } => (self.default_user(repo)?, "user"),
+        };
+        match repo.capabilities(&login).map_err(Stop::internal)? {
+            Some(capabilities) => Ok(Caller {
+                login,
+                capabilities,
+                signed_in: true,
+            }),
+            None => Err(
+                Stop::field(field, format!("the repository has no login {login:?}"))
+                    .next("name a login of this repository with --user LOGIN"),
+            ),
+        }
+    }
+
+    /// The user Fossil would act as here: the checkout's default user, the
+    /// repository's, then FOSSIL_USER, USER, LOGNAME and USERNAME: the first
+    /// that is a login of the repository, as Fossil chooses.
+    fn default_user(&self, repo: &Repository) -> Result<String, Stop> {
+        let from_checkout = self
+            .repository
+            .is_none()
+            .then(|| self.checkout().and_then(|c| c.default_user.clone()))
+            .flatten();
+        let candidates = [
+            from_checkout,
+            repo.config("default-user").map_err(Stop::internal)?,
+            std::env::var("FOSSIL_USER").ok(),
+            std::env::var("USER").ok(),
+            std::env::var("LOGNAME").ok(),
+            std::env::var("USERNAME").ok(),
+        ];
+        for login in candidates.into_iter().flatten().filter(|u| !u.is_empty()) {
+            if repo
+                .own_capabilities(&login)
+                .map_err(Stop::internal)?
+                .is_some()
+            {
+                return Ok(login);
+            }
+        }
+        Err(Stop::field(
+            "user",
+            "cannot tell who you are: no --user and no default user that is a login here",
+        )
+        .next("name yourself with --user LOGIN, or set one with `fossil user default LOGIN`"))
+    }
+}

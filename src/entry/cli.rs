@@ -1,0 +1,440 @@
+//! The `ocx` command line: `ocx [GLOBAL] TOOL [--FIELD VALUE ...]`. Each
+//! tool's flags are derived from its Input's schema (no second definition);
+//! `--input JSON` (or `--input -` for stdin) gives the whole input at once.
+//! Exit 0 when the tool did its work, 1 when it stopped, 2 when the command
+//! line does not parse.
+
+use crate::context::{Context, Who};
+use crate::registry::{self, Entry, Stop, TOOLS};
+use clap::{
+    Arg, ArgAction, ArgMatches, Command, builder::OsStringValueParser, parser::ValueSource,
+};
+use serde_json::{Map, Value};
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::PathBuf;
+
+/// How one flag's value becomes JSON.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Text,
+    Integer,
+    Boolean,
+    List,
+    Json,
+}
+
+/// One flag derived from a schema property.
+#[derive(Debug, Clone)]
+struct Flag {
+    /// Where its value goes in the input: `["budget", "wall"]`.
+    path: Vec<String>,
+    kind: Kind,
+    doc: String,
+    positional: bool,
+}
+
+const GLOBALS: &[&str] = &[
+    "repository",
+    "user",
+    "json",
+    "dry_run",
+    "input",
+    "mcp",
+    "mcp_http",
+];
+
+/// Runs the command line; answers the exit code.
+pub fn main(args: Vec<OsString>) -> i32 {
+    let flags: Vec<(&dyn Entry, Vec<Flag>)> = TOOLS
+        .iter()
+        .map(|t| (*t, flags_of(&t.input_schema())))
+        .collect();
+    let command = command(&flags);
+    let matches = match command.try_get_matches_from(args) {
+        Ok(m) => m,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    if matches.get_one::<OsString>("mcp_http").is_some() {
+        return super::mcp::main();
+    }
+    let json = matches.get_flag("json");
+    let (tool, sub) = match matches.subcommand() {
+        Some((name, sub)) => (name.to_string(), Some(sub)),
+        None => ("list".to_string(), None),
+    };
+    let flags_of_tool = flags
+        .iter()
+        .find(|(t, _)| t.name() == tool)
+        .map(|(_, f)| f.clone())
+        .unwrap_or_default();
+    let globals = (|| -> Result<(Option<PathBuf>, Option<String>), Stop> {
+        let repository = text_arg(&matches, "repository")?.map(PathBuf::from);
+        let user = text_arg(&matches, "user")?;
+        Ok((repository, user))
+    })();
+    let (repository, user, input) = match globals {
+        Ok((r, u)) => (r, u, build_input(&matches, sub, &flags_of_tool)),
+        Err(stop) => (None, None, Err(stop)),
+    };
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let cx = Context::new(repository, cwd, Who::Local { user });
+    let dry_run = matches.get_flag("dry_run");
+    let (answer, text) = registry::call_with_text(&tool, input, &cx, dry_run);
+    if json {
+        super::print(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&answer).unwrap_or_default()
+        ));
+    } else {
+        super::print(&answer.to_text(text));
+    }
+    if answer.ok { 0 } else { 1 }
+}
+
+fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
+    let global = |id: &'static str, long: &'static str, help: &'static str| {
+        Arg::new(id)
+            .long(long)
+            .global(true)
+            .value_parser(OsStringValueParser::new())
+            .help(help)
+    };
+    let mut cmd = Command::new("ocx")
+        .about("OCX: people and AI agents working together on a Fossil repository")
+        .disable_help_subcommand(true)
+        .disable_version_flag(true)
+        .arg(
+            global(
+                "repository",
+                "repository",
+                "The repository file (default: the checkout's)",
+            )
+            .short('R')
+            .value_name("FILE"),
+        )
+        .arg(
+            global(
+                "user",
+                "user",
+                "Act as this login (default: the repository's default user)",
+            )
+            .short('U')
+            .value_name("LOGIN"),
+        )
+        .arg(
+            global(
+                "input",
+                "input",
+                "The tool's whole input as one JSON object, or - to read it from stdin",
+            )
+            .value_name("JSON"),
+        )
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .global(true)
+                .action(ArgAction::SetTrue)
+                .help("Print the answer as JSON"),
+        )
+        .arg(
+            Arg::new("dry_run")
+                .long("dry-run")
+                .global(true)
+                .action(ArgAction::SetTrue)
+                .help("Check everything and say what would be written, writing nothing"),
+        )
+        .arg(
+            Arg::new("mcp_http")
+                .long("mcp-http")
+                .value_name("127.0.0.1:PORT")
+                .value_parser(OsStringValueParser::new())
+                .help("Serve every tool over MCP's streamable HTTP, on loopback"),
+        );
+    for (tool, fl) in flags {
+        let mut sub = Command::new(tool.name()).about(tool.summary());
+        for f in fl {
+            let id = f.path.join(".");
+            let long = f.path.last().cloned().unwrap_or_default().replace('_', "-");
+            let mut arg = Arg::new(id.clone())
+                .long(long)
+                .help(f.doc.clone())
+                .value_parser(OsStringValueParser::new());
+            arg = match f.kind {
+                Kind::Boolean => arg
+                    .num_args(0..=1)
+                    .default_missing_value("true")
+                    .value_name("true|false"),
+                Kind::List => arg.action(ArgAction::Append).value_name("ITEMS"),
+                Kind::Json => arg.value_name("JSON"),
+                Kind::Integer => arg.value_name("N"),
+                Kind::Text => arg.value_name("TEXT"),
+            };
+            sub = sub.arg(arg);
+            if f.positional {
+                sub = sub.arg(
+                    Arg::new(format!("{id}#positional"))
+                        .value_parser(OsStringValueParser::new())
+                        .help(format!("the same as --{}", f.path[0].replace('_', "-")))
+                        .value_name(f.path[0].to_uppercase())
+                        .conflicts_with(id),
+                );
+            }
+        }
+        cmd = cmd.subcommand(sub);
+    }
+    cmd
+}
+
+/// A global argument's text, refused naming it when it is not UTF-8.
+fn text_arg(m: &ArgMatches, id: &str) -> Result<Option<String>, Stop> {
+    match m.get_one::<OsString>(id) {
+        None => Ok(None),
+        Some(v) => v.to_str().map(|s| Some(s.to_string())).ok_or_else(|| {
+            Stop::field(id, "is not UTF-8").next(format!("give --{id} as UTF-8 text"))
+        }),
+    }
+}
+
+/// The tool's input: `--input`'s object, with each flag given set over it.
+fn build_input(m: &ArgMatches, sub: Option<&ArgMatches>, flags: &[Flag]) -> Result<Value, Stop> {
+    let mut input = match m.get_one::<OsString>("input") {
+        None => Value::Object(Map::new()),
+        Some(v) if v == "-" => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .map_err(|e| Stop::field("input", format!("cannot read stdin: {e}")))?;
+            registry::parse_input(&bytes)?
+        }
+        Some(v) => registry::parse_input(v.as_encoded_bytes())?,
+    };
+    let Some(sub) = sub else { return Ok(input) };
+    for f in flags {
+        let id = f.path.join(".");
+        let field = id.clone();
+        let mut raw: Vec<&OsString> = Vec::new();
+        for key in [id.clone(), format!("{id}#positional")] {
+            if sub.try_contains_id(&key).unwrap_or(false)
+                && sub.value_source(&key) == Some(ValueSource::CommandLine)
+            {
+                raw.extend(sub.get_many::<OsString>(&key).into_iter().flatten());
+            }
+        }
+        if raw.is_empty() {
+            continue;
+        }
+        let texts: Vec<&str> = raw
+            .iter()
+            .map(|v| {
+                v.to_str().ok_or_else(|| {
+                    Stop::field(field.clone(), "is not UTF-8").next("give the value as UTF-8 text")
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let value = to_json(&field, f.kind, &texts)?;
+        set(&mut input, &f.path, value, &field)?;
+    }
+    Ok(input)
+}
+
+fn to_json(field: &str, kind: Kind, texts: &[&str]) -> Result<Value, Stop> {
+    let last = texts.last().copied().unwrap_or("");
+    match kind {
+        Kind::Text => Ok(Value::String(last.to_string())),
+        Kind::Integer => last.parse::<i64>().map(Value::from).map_err(|_| {
+            Stop::field(field, format!("{last:?} is not a whole number"))
+                .next("give a whole number")
+        }),
+        Kind::Boolean => match last {
+            "true" | "yes" | "1" => Ok(Value::Bool(true)),
+            "false" | "no" | "0" => Ok(Value::Bool(false)),
+            _ => Err(Stop::field(field, format!("{last:?} is not true or false"))
+                .next("give true or false")),
+        },
+        Kind::List => {
+            let mut items = Vec::new();
+            for t in texts {
+                if t.trim_start().starts_with('[') {
+                    match registry::parse_input(format!("{{\"v\":{t}}}").as_bytes()) {
+                        Ok(Value::Object(mut o)) => match o.remove("v") {
+                            Some(Value::Array(a)) => items.extend(a),
+                            _ => {
+                                return Err(Stop::field(field, "is not a JSON list")
+                                    .next("give the items separated by spaces"));
+                            }
+                        },
+                        _ => {
+                            return Err(Stop::field(field, "is not a JSON list")
+                                .next("give the items separated by spaces"));
+                        }
+                    }
+                } else {
+                    items.extend(t.split_whitespace().map(|s| Value::String(s.to_string())));
+                }
+            }
+            Ok(Value::Array(items))
+        }
+        Kind::Json => {
+            let wrapped = format!("{{\"v\":{last}}}");
+            match registry::parse_input(wrapped.as_bytes()) {
+                Ok(Value::Object(mut o)) => Ok(o.remove("v").unwrap_or(Value::Null)),
+                _ => Err(Stop::field(field, "is not JSON").next("give the value as JSON")),
+            }
+        }
+    }
+}
+
+fn set(input: &mut Value, path: &[String], value: Value, field: &str) -> Result<(), Stop> {
+    let mut at = input;
+    for (i, key) in path.iter().enumerate() {
+        let obj = at.as_object_mut().ok_or_else(|| {
+            Stop::field(field, "conflicts with --input").next("give the field once")
+        })?;
+        if i + 1 == path.len() {
+            obj.insert(key.clone(), value);
+            return Ok(());
+        }
+        at = obj
+            .entry(key.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    Ok(())
+}
+
+/// The flags a tool's input schema gives: one per property, and one per
+/// property of a nested object (its name alone, when no other flag has it).
+fn flags_of(schema: &Value) -> Vec<Flag> {
+    let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
+    let required: Vec<String> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut nested = Vec::new();
+    let mut positional_taken = false;
+    for (name, p) in props {
+        if GLOBALS.contains(&name.as_str()) {
+            continue;
+        }
+        let p = resolve(p, &defs);
+        let kind = kind_of(&p);
+        let positional = !positional_taken && kind == Kind::Text && required.first() == Some(name);
+        positional_taken |= positional;
+        out.push(Flag {
+            path: vec![name.clone()],
+            kind,
+            doc: doc_of(&p),
+            positional,
+        });
+        if kind == Kind::Json
+            && let Some(sub) = p.get("properties").and_then(Value::as_object)
+        {
+            for (sname, sp) in sub {
+                let sp = resolve(sp, &defs);
+                nested.push(Flag {
+                    path: vec![name.clone(), sname.clone()],
+                    kind: kind_of(&sp),
+                    doc: doc_of(&sp),
+                    positional: false,
+                });
+            }
+        }
+    }
+    let taken: Vec<String> = out.iter().map(|f| f.path[0].clone()).collect();
+    for f in nested {
+        let last = f.path.last().cloned().unwrap_or_default();
+        let clash = taken.contains(&last)
+            || GLOBALS.contains(&last.as_str())
+            || out.iter().filter(|g| g.path.last() == Some(&last)).count() > 0;
+        if !clash {
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// A property schema with `$ref` and `Option`'s `anyOf [.., null]` seen through.
+fn resolve(p: &Value, defs: &Value) -> Value {
+    let mut p = p.clone();
+    for _ in 0..4 {
+        if let Some(r) = p.get("$ref").and_then(Value::as_str) {
+            let name = r.rsplit('/').next().unwrap_or("");
+            let mut target = defs.get(name).cloned().unwrap_or(Value::Null);
+            if let (Some(d), Some(t)) = (p.get("description").cloned(), target.as_object_mut()) {
+                t.insert("description".into(), d);
+            }
+            p = target;
+            continue;
+        }
+        if let Some(any) = p.get("anyOf").and_then(Value::as_array) {
+            let non_null: Vec<&Value> = any
+                .iter()
+                .filter(|v| v.get("type") != Some(&Value::from("null")))
+                .collect();
+            if non_null.len() == 1 {
+                let mut inner = non_null[0].clone();
+                if let (Some(d), Some(t)) = (p.get("description").cloned(), inner.as_object_mut()) {
+                    t.entry("description").or_insert(d);
+                }
+                p = inner;
+                continue;
+            }
+        }
+        break;
+    }
+    p
+}
+
+fn kind_of(p: &Value) -> Kind {
+    let types: Vec<&str> = match p.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|t| *t != "null")
+            .collect(),
+        _ => vec![],
+    };
+    match types.as_slice() {
+        ["string"] => Kind::Text,
+        ["integer"] => Kind::Integer,
+        ["boolean"] => Kind::Boolean,
+        ["array"] => Kind::List,
+        _ if p.get("enum").is_some() => Kind::Text,
+        _ => Kind::Json,
+    }
+}
+
+fn doc_of(p: &Value) -> String {
+    p.get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tools_flags_build_a_valid_command_line() {
+        let flags: Vec<(&dyn Entry, Vec<Flag>)> = TOOLS
+            .iter()
+            .map(|t| (*t, flags_of(&t.input_schema())))
+            .collect();
+        command(&flags).debug_assert();
+    }
+}

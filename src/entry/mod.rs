@@ -1,0 +1,21 @@
+//! The entry points: each turns its input into JSON, calls the registry,
+//! and renders the one Answer. No logic of their own beyond that.
+
+pub mod cgi;
+pub mod cli;
+pub mod mcp;
+
+use std::io::Write;
+
+/// Writes `text` to standard output, ignoring a closed pipe (a reader that
+/// went away is no reason to panic).
+pub fn print(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+/// Writes `text` to standard error, ignoring failure.
+pub fn eprint(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}

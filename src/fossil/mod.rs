@@ -1,0 +1,54 @@
+//! The only module that knows Fossil: its tables, its artifact cards, its
+//! bundle format and its command words. Everything else asks it typed
+//! questions (`Repository`) and gives it typed orders (`Fossil`).
+
+pub mod artifact;
+pub mod bundle;
+pub mod caps;
+pub mod checkout;
+pub mod delta;
+mod program;
+pub mod repo;
+pub mod store;
+
+pub use program::{FLOOR, Fossil, TARGET};
+pub use repo::Repository;
+
+use std::path::PathBuf;
+
+/// What can go wrong between OCX and Fossil, written for the person who reads it.
+#[derive(Debug, thiserror::Error)]
+pub enum FossilError {
+    /// The repository file named is not there.
+    #[error("no repository at {0}")]
+    NoRepository(PathBuf),
+    /// The file is there but SQLite cannot read it as a repository.
+    #[error("cannot read the repository {path}: {message}")]
+    Unreadable { path: PathBuf, message: String },
+    /// A query failed while reading.
+    #[error("reading the repository failed: {0}")]
+    Query(String),
+    /// No usable `fossil` program was found.
+    #[error(
+        "no fossil program of version {FLOOR} or later was found (set OCX_FOSSIL to its absolute path)"
+    )]
+    NoProgram,
+    /// A `fossil` command ran and failed.
+    #[error("fossil {operation} failed: {message}")]
+    Command {
+        operation: &'static str,
+        message: String,
+    },
+    /// An artifact's stored bytes do not read back.
+    #[error("artifact {0} is stored but cannot be read back")]
+    Corrupt(String),
+    /// Writing a bundle file failed.
+    #[error("cannot write the bundle: {0}")]
+    Bundle(String),
+}
+
+impl From<rusqlite::Error> for FossilError {
+    fn from(e: rusqlite::Error) -> Self {
+        FossilError::Query(e.to_string())
+    }
+}

@@ -1,0 +1,209 @@
+//! The `fossil` program behind typed operations: found once, run with a
+//! clean environment (no CGI variables, which would make it answer as a
+//! CGI), never through a shell, stdin from /dev/null, stderr captured.
+
+use super::FossilError;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The oldest Fossil OCX works with: `bundle import --publish` and the
+/// after-receive hook as OCX uses them are verified from here on.
+pub const FLOOR: &str = "2.23";
+/// The Fossil OCX is built and tested against.
+pub const TARGET: &str = "2.28";
+
+/// A `fossil` program of at least [`FLOOR`], by absolute path.
+#[derive(Debug, Clone)]
+pub struct Fossil {
+    path: PathBuf,
+    version: String,
+}
+
+impl Fossil {
+    /// Finds the program: `OCX_FOSSIL` when set (an absolute path), else the
+    /// first of `/usr/local/bin/fossil`, `/usr/bin/fossil` and each `PATH`
+    /// entry whose version is at least [`FLOOR`].
+    pub fn locate() -> Result<Fossil, FossilError> {
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        if let Some(p) = std::env::var_os("OCX_FOSSIL") {
+            let p = PathBuf::from(p);
+            if !p.is_absolute() {
+                return Err(FossilError::NoProgram);
+            }
+            return Fossil::at(&p);
+        }
+        candidates.push("/usr/local/bin/fossil".into());
+        candidates.push("/usr/bin/fossil".into());
+        if let Some(path) = std::env::var_os("PATH") {
+            for dir in std::env::split_paths(&path) {
+                if dir.is_absolute() {
+                    candidates.push(dir.join("fossil"));
+                }
+            }
+        }
+        candidates
+            .iter()
+            .filter(|p| p.is_file())
+            .find_map(|p| Fossil::at(p).ok())
+            .ok_or(FossilError::NoProgram)
+    }
+
+    /// The program at `path`, refused when it is older than [`FLOOR`].
+    pub fn at(path: &Path) -> Result<Fossil, FossilError> {
+        let out = command(path)
+            .arg("version")
+            .output()
+            .map_err(|_| FossilError::NoProgram)?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let version = parse_version(&text).ok_or(FossilError::NoProgram)?;
+        if !version_at_least(&version, FLOOR) {
+            return Err(FossilError::NoProgram);
+        }
+        Ok(Fossil {
+            path: path.to_path_buf(),
+            version,
+        })
+    }
+
+    /// The program's absolute path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its version, as `2.28`.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Stores a bundle's artifacts in `repository` as `user`, so Fossil
+    /// records `user` as their sender; `publish` false keeps them private
+    /// (awaiting moderation). All or nothing: Fossil commits once.
+    pub fn import_bundle(
+        &self,
+        repository: &Path,
+        bundle: &Path,
+        user: &str,
+        publish: bool,
+    ) -> Result<(), FossilError> {
+        let mut args: Vec<&OsStr> = vec!["bundle".as_ref(), "import".as_ref(), bundle.as_os_str()];
+        if publish {
+            args.push("--publish".as_ref());
+        }
+        args.extend::<[&OsStr; 4]>([
+            "-R".as_ref(),
+            repository.as_os_str(),
+            "--user".as_ref(),
+            user.as_ref(),
+        ]);
+        self.run("bundle import", &args).map(|_| ())
+    }
+
+    /// Puts a stored, private forum post in the moderators' queue, as
+    /// Fossil's own forum does for a poster who holds `3` but not `4`.
+    pub fn queue_for_moderation(&self, repository: &Path, hash: &str) -> Result<(), FossilError> {
+        if !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(FossilError::Command {
+                operation: "sql",
+                message: "not a hash".into(),
+            });
+        }
+        let sql = format!(
+            "CREATE TABLE IF NOT EXISTS repository.modreq(objid INTEGER PRIMARY KEY, attachRid INT, tktid TEXT); \
+             INSERT OR IGNORE INTO modreq(objid) SELECT rid FROM blob WHERE uuid='{hash}';"
+        );
+        self.run(
+            "sql",
+            &[
+                "sql".as_ref(),
+                "-R".as_ref(),
+                repository.as_os_str(),
+                sql.as_ref(),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    fn run(&self, operation: &'static str, args: &[&OsStr]) -> Result<String, FossilError> {
+        let out = command(&self.path)
+            .args(args)
+            .output()
+            .map_err(|e| FossilError::Command {
+                operation,
+                message: e.to_string(),
+            })?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let failed_inside = stdout.contains("Database error") || stderr.contains("Database error");
+        if !out.status.success() || failed_inside {
+            let message = stderr
+                .lines()
+                .chain(stdout.lines())
+                .find(|l| {
+                    !l.trim().is_empty()
+                        && !l.starts_with("Imported content")
+                        && !l.starts_with("  ")
+                })
+                .unwrap_or("exited without saying why")
+                .trim()
+                .to_string();
+            return Err(FossilError::Command { operation, message });
+        }
+        Ok(stdout)
+    }
+}
+
+/// A command for the program with nothing inherited that could redirect it:
+/// the environment cleared but for a fixed PATH, HOME (or a FOSSIL_HOME of
+/// OCX's own when there is none) and the C locale.
+fn command(path: &Path) -> Command {
+    let mut c = Command::new(path);
+    c.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match std::env::var_os("HOME") {
+        Some(home) if Path::new(&home).is_absolute() => {
+            c.env("HOME", home);
+        }
+        _ => {
+            let dir = std::env::temp_dir().join("ocx-fossil-home");
+            let _ = std::fs::create_dir_all(&dir);
+            c.env("FOSSIL_HOME", dir);
+        }
+    }
+    c
+}
+
+/// The version number in `fossil version`'s answer: "This is fossil version 2.28 [...]".
+pub fn parse_version(text: &str) -> Option<String> {
+    let rest = text.split("version ").nth(1)?;
+    let v: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
+
+/// Whether dotted version `v` is `floor` or later.
+pub fn version_at_least(v: &str, floor: &str) -> bool {
+    let parts = |s: &str| -> Vec<u32> { s.split('.').map(|p| p.parse().unwrap_or(0)).collect() };
+    parts(v) >= parts(floor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_fossils_version_line() {
+        let line = "This is fossil version 2.28 [52445a27f1] 2026-03-11 11:31:46 UTC\n";
+        assert_eq!(parse_version(line).as_deref(), Some("2.28"));
+        assert!(version_at_least("2.28", FLOOR));
+        assert!(version_at_least("2.23", FLOOR));
+        assert!(!version_at_least("2.21", FLOOR));
+        assert!(version_at_least("2.100", "2.23"));
+    }
+}

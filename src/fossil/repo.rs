@@ -1,0 +1,415 @@
+//! Reading a repository directly with SQLite: query-only, with a busy
+//! timeout, each read a short statement so Fossil's writers are never held
+//! up. Every hot question is answered by an index (see [`HOT_QUERIES`]).
+
+use super::FossilError;
+use super::artifact::{self, HashPolicy, Parsed};
+use super::caps::{Capabilities, Special};
+use super::delta;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// An open repository, read-only.
+pub struct Repository {
+    path: PathBuf,
+    db: Connection,
+}
+
+/// The artifacts a hash or prefix names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// Exactly one: its row id and full hash.
+    One(i64, String),
+    /// None.
+    None,
+    /// More than one.
+    Several,
+}
+
+/// Who sent an artifact to this repository, by its receipt.
+#[derive(Debug, Clone)]
+pub struct Receipt {
+    pub rid: i64,
+    pub rcvid: i64,
+    /// The login the receipt names (`None` when the receipt names no user).
+    pub login: Option<String>,
+    /// Whether the artifact is private (an unmoderated post, say).
+    pub private: bool,
+}
+
+/// One thing said where a record is: a forum post, or a ticket change.
+#[derive(Debug, Clone)]
+pub struct Said {
+    pub rid: i64,
+    pub hash: String,
+    pub rcvid: i64,
+    pub from: Option<String>,
+    /// When it was written, as a Julian day.
+    pub when: f64,
+    pub private: bool,
+    /// A ticket change's comment; a post's text is read from its artifact.
+    pub comment: Option<String>,
+}
+
+/// The queries run for every call of the reading tools, by name, so a
+/// test can hold their query plans to indexed searches.
+pub const HOT_QUERIES: &[(&str, &str)] = &[
+    ("resolve", SQL_RESOLVE),
+    ("receipt", SQL_RECEIPT),
+    ("thread", SQL_THREAD),
+    ("thread_root", SQL_FORUM_ROOT),
+    ("ticket_changes", SQL_TICKET_CHANGES),
+    ("ticket_resolve", SQL_TICKET_RESOLVE),
+    ("content", SQL_CONTENT),
+];
+
+const SQL_RESOLVE: &str = "SELECT b.rid, b.uuid FROM blob b WHERE b.uuid>=?1 AND b.uuid<?2
+     AND NOT EXISTS(SELECT 1 FROM phantom p WHERE p.rid=b.rid) LIMIT 2";
+const SQL_RECEIPT: &str =
+    "SELECT b.rid, b.rcvid, b.size, u.login, EXISTS(SELECT 1 FROM private WHERE rid=b.rid)
+     FROM blob b LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
+     WHERE b.uuid=?1";
+const SQL_THREAD: &str = "SELECT p.fpid, b.uuid, b.rcvid, u.login, p.fmtime, EXISTS(SELECT 1 FROM private WHERE rid=p.fpid)
+     FROM forumpost p JOIN blob b ON b.rid=p.fpid
+     LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
+     WHERE p.froot=?1 ORDER BY b.rcvid, p.fpid";
+const SQL_FORUM_ROOT: &str = "SELECT froot FROM forumpost WHERE fpid=?1";
+const SQL_TICKET_CHANGES: &str = "SELECT c.tkt_rid, b.uuid, b.rcvid, u.login, c.tkt_mtime, EXISTS(SELECT 1 FROM private WHERE rid=c.tkt_rid), c.icomment
+     FROM ticketchng c JOIN blob b ON b.rid=c.tkt_rid
+     LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
+     WHERE c.tkt_id=?1 AND c.icomment IS NOT NULL ORDER BY b.rcvid, c.tkt_rid";
+const SQL_TICKET_RESOLVE: &str =
+    "SELECT tkt_id, tkt_uuid FROM ticket WHERE tkt_uuid>=?1 AND tkt_uuid<?2 LIMIT 2";
+const SQL_CONTENT: &str =
+    "SELECT b.content, b.size, d.srcid FROM blob b LEFT JOIN delta d ON d.rid=b.rid WHERE b.rid=?1";
+
+impl Repository {
+    /// Opens the repository file at `path` for reading. A path that is not
+    /// a file is refused before SQLite could make one there.
+    pub fn open(path: &Path) -> Result<Repository, FossilError> {
+        if !path.is_file() {
+            return Err(FossilError::NoRepository(path.to_path_buf()));
+        }
+        let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let unreadable = |e: rusqlite::Error| FossilError::Unreadable {
+            path: path.clone(),
+            message: e.to_string(),
+        };
+        let db = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(unreadable)?;
+        db.busy_timeout(Duration::from_secs(15))
+            .map_err(unreadable)?;
+        db.pragma_update(None, "query_only", true)
+            .map_err(unreadable)?;
+        let repo = Repository { path, db };
+        repo.project_code().map_err(|e| FossilError::Unreadable {
+            path: repo.path.clone(),
+            message: format!("not a Fossil repository ({e})"),
+        })?;
+        Ok(repo)
+    }
+
+    /// The repository file, absolute.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A row of the `config` table.
+    pub fn config(&self, name: &str) -> Result<Option<String>, FossilError> {
+        Ok(self
+            .db
+            .query_row("SELECT value FROM config WHERE name=?1", [name], |r| {
+                r.get::<_, Option<String>>(0)
+            })
+            .optional()?
+            .flatten())
+    }
+
+    /// The project-code every clone of this project shares.
+    pub fn project_code(&self) -> Result<String, FossilError> {
+        self.config("project-code")?
+            .ok_or_else(|| FossilError::Query("the repository has no project-code".into()))
+    }
+
+    /// This repository's own server-code, which names it as a node.
+    pub fn server_code(&self) -> Result<String, FossilError> {
+        self.config("server-code")?
+            .ok_or_else(|| FossilError::Query("the repository has no server-code".into()))
+    }
+
+    /// The hash that names new artifacts here.
+    pub fn hash_policy(&self) -> Result<HashPolicy, FossilError> {
+        Ok(HashPolicy::from_config(
+            self.config("hash-policy")?.as_deref(),
+        ))
+    }
+
+    /// The letters Fossil's special users hold here.
+    pub fn special(&self) -> Result<Special, FossilError> {
+        let cap = |login: &str| -> Result<String, FossilError> {
+            Ok(self.own_capabilities(login)?.unwrap_or_default())
+        };
+        Ok(Special {
+            nobody: cap("nobody")?,
+            anonymous: cap("anonymous")?,
+            reader: cap("reader")?,
+            developer: cap("developer")?,
+        })
+    }
+
+    /// The letters `login` holds of its own, or `None` when there is no such login.
+    pub fn own_capabilities(&self, login: &str) -> Result<Option<String>, FossilError> {
+        Ok(self
+            .db
+            .query_row("SELECT cap FROM user WHERE login=?1", [login], |r| {
+                r.get::<_, Option<String>>(0)
+            })
+            .optional()?
+            .map(Option::unwrap_or_default))
+    }
+
+    /// What `login` may do here, signed in: its letters with inheritance and
+    /// implications; `None` when there is no such login.
+    pub fn capabilities(&self, login: &str) -> Result<Option<Capabilities>, FossilError> {
+        let Some(own) = self.own_capabilities(login)? else {
+            return Ok(None);
+        };
+        let signed_in = login != "nobody";
+        Ok(Some(Capabilities::effective(
+            &own,
+            &self.special()?,
+            signed_in,
+        )))
+    }
+
+    /// Every login and the letters it holds of its own, by login.
+    pub fn users(&self) -> Result<Vec<(String, String)>, FossilError> {
+        let mut st = self
+            .db
+            .prepare("SELECT login, coalesce(cap,'') FROM user ORDER BY login")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The artifact a full hash or a prefix names (lower-case hex only):
+    /// every such hash sorts from the prefix up to the prefix and a `g`.
+    pub fn resolve(&self, prefix: &str) -> Result<Lookup, FossilError> {
+        let mut st = self.db.prepare_cached(SQL_RESOLVE)?;
+        let rows: Vec<(i64, String)> = st
+            .query_map([prefix.to_string(), format!("{prefix}g")], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(lookup(rows))
+    }
+
+    /// The ticket whose id a full id or prefix names.
+    pub fn resolve_ticket(&self, prefix: &str) -> Result<Lookup, FossilError> {
+        let mut st = self.db.prepare_cached(SQL_TICKET_RESOLVE)?;
+        let rows: Vec<(i64, String)> = st
+            .query_map([prefix.to_string(), format!("{prefix}g")], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(lookup(rows))
+    }
+
+    /// The receipt of the artifact with full hash `hash`, or `None` when
+    /// this repository has not received it (a phantom is not received).
+    pub fn receipt(&self, hash: &str) -> Result<Option<Receipt>, FossilError> {
+        let mut st = self.db.prepare_cached(SQL_RECEIPT)?;
+        let row = st
+            .query_row([hash], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, Option<i64>>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, bool>(4)?,
+                ))
+            })
+            .optional()?;
+        Ok(row.and_then(|(rid, rcvid, size, login, private)| {
+            (size >= 0).then_some(Receipt {
+                rid,
+                rcvid: rcvid.unwrap_or(0),
+                login,
+                private,
+            })
+        }))
+    }
+
+    /// The full hash of artifact `rid`.
+    pub fn hash_of(&self, rid: i64) -> Result<String, FossilError> {
+        Ok(self
+            .db
+            .query_row("SELECT uuid FROM blob WHERE rid=?1", [rid], |r| r.get(0))?)
+    }
+
+    /// The bytes of artifact `rid`, its delta chain applied; `None` for a phantom.
+    pub fn content(&self, rid: i64) -> Result<Option<Vec<u8>>, FossilError> {
+        let mut chain = Vec::new();
+        let mut next = Some(rid);
+        while let Some(id) = next {
+            let mut st = self.db.prepare_cached(SQL_CONTENT)?;
+            let row = st
+                .query_row([id], |r| {
+                    Ok((
+                        r.get::<_, Option<Vec<u8>>>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, Option<i64>>(2)?,
+                    ))
+                })
+                .optional()?;
+            let Some((Some(stored), size, src)) = row else {
+                return Ok(None);
+            };
+            if size < 0 || chain.len() > 10_000 {
+                return Ok(None);
+            }
+            let bytes = delta::uncompress(&stored)
+                .ok_or_else(|| FossilError::Corrupt(format!("rid {id}")))?;
+            chain.push(bytes);
+            next = src;
+        }
+        let mut out = chain.pop().unwrap_or_default();
+        while let Some(d) = chain.pop() {
+            out =
+                delta::apply(&out, &d).ok_or_else(|| FossilError::Corrupt(format!("rid {rid}")))?;
+        }
+        Ok(Some(out))
+    }
+
+    /// Artifact `rid` read into its cards, or `None` when it has none.
+    pub fn parsed(&self, rid: i64) -> Result<Option<Parsed>, FossilError> {
+        Ok(self.content(rid)?.as_deref().and_then(artifact::parse))
+    }
+
+    /// Whether the forum has ever held a post here (its table is made lazily).
+    fn has_table(&self, name: &str) -> Result<bool, FossilError> {
+        Ok(self
+            .db
+            .query_row(
+                "SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?1",
+                [name],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    /// The first post of the thread holding forum post `rid`, or `None`
+    /// when `rid` is no forum post.
+    pub fn thread_root(&self, rid: i64) -> Result<Option<i64>, FossilError> {
+        if !self.has_table("forumpost")? {
+            return Ok(None);
+        }
+        let mut st = self.db.prepare_cached(SQL_FORUM_ROOT)?;
+        Ok(st.query_row([rid], |r| r.get(0)).optional()?)
+    }
+
+    /// Every post of the thread whose first post is `root`, edits included,
+    /// in the order this repository received them (rcvid, then rid).
+    pub fn thread(&self, root: i64) -> Result<Vec<Said>, FossilError> {
+        let mut st = self.db.prepare_cached(SQL_THREAD)?;
+        let rows = st.query_map([root], |r| {
+            Ok(Said {
+                rid: r.get(0)?,
+                hash: r.get(1)?,
+                rcvid: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
+                from: r.get(3)?,
+                when: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
+                private: r.get(5)?,
+                comment: None,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every change of ticket `tkt_id` that sets a comment, in the order
+    /// this repository received them.
+    pub fn ticket_changes(&self, tkt_id: i64) -> Result<Vec<Said>, FossilError> {
+        let mut st = self.db.prepare_cached(SQL_TICKET_CHANGES)?;
+        let rows = st.query_map([tkt_id], |r| {
+            Ok(Said {
+                rid: r.get(0)?,
+                hash: r.get(1)?,
+                rcvid: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
+                from: r.get(3)?,
+                when: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
+                private: r.get(5)?,
+                comment: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The query plan SQLite chooses for `sql`, a line per step.
+    pub fn query_plan(&self, sql: &str) -> Result<Vec<String>, FossilError> {
+        let mut st = self.db.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+        let n = st.parameter_count();
+        let args: Vec<&str> = vec!["1"; n];
+        let rows = st.query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The command of each after-receive hook installed here.
+    pub fn after_receive_hooks(&self) -> Result<Vec<String>, FossilError> {
+        let Some(json) = self.config("hooks")? else {
+            return Ok(Vec::new());
+        };
+        let list: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap_or_default();
+        Ok(list
+            .iter()
+            .filter(|h| h.get("type").and_then(|t| t.as_str()) == Some("after-receive"))
+            .filter_map(|h| h.get("cmd").and_then(|c| c.as_str()).map(str::to_string))
+            .collect())
+    }
+
+    /// Whether the ticket table holds `tkt_id` (its full id).
+    pub fn ticket_id(&self, tkt_id: i64) -> Result<Option<String>, FossilError> {
+        Ok(self
+            .db
+            .query_row(
+                "SELECT tkt_uuid FROM ticket WHERE tkt_id=?1",
+                params![tkt_id],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Every artifact hash held here, for tests and benchmarks that compare
+    /// a repository before and after.
+    pub fn all_hashes(&self) -> Result<Vec<String>, FossilError> {
+        let mut st = self.db.prepare("SELECT uuid FROM blob ORDER BY uuid")?;
+        let rows = st.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+fn lookup(rows: Vec<(i64, String)>) -> Lookup {
+    match rows.len() {
+        0 => Lookup::None,
+        1 => {
+            let (rid, hash) = rows.into_iter().next().expect("one row");
+            Lookup::One(rid, hash)
+        }
+        _ => Lookup::Several,
+    }
+}
+
+/// A Julian day as RFC 3339 in UTC, to the second.
+pub fn julian_to_rfc3339(jd: f64) -> String {
+    let unix = ((jd - 2440587.5) * 86400.0).round() as i64;
+    time::OffsetDateTime::from_unix_timestamp(unix)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}

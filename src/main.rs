@@ -1,0 +1,22 @@
+//! One binary, three entry points chosen by the name it is started under:
+//! `ocx` (the command line), `ocx-cgi` (Fossil's /ext page) and `ocx-mcp`
+//! (MCP over stdio). `ocx --mcp` is `ocx-mcp` too.
+
+use std::path::Path;
+
+fn main() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let name = args
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or("ocx")
+        .to_string();
+    let code = match name.as_str() {
+        "ocx-cgi" => ocx::entry::cgi::main(),
+        "ocx-mcp" => ocx::entry::mcp::main(),
+        _ if args.get(1).is_some_and(|a| a == "--mcp") => ocx::entry::mcp::main(),
+        _ => ocx::entry::cli::main(args),
+    };
+    std::process::exit(code);
+}

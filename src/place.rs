@@ -1,0 +1,73 @@
+//! A place, in the protocol's words: a forum thread or a ticket, where a
+//! record is and where what is said about it goes.
+
+use crate::fossil::repo::Lookup;
+use crate::registry::{Call, Stop, hash_prefix};
+
+/// A thread or a ticket, as a hash or prefix given in a field names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// A forum thread: its first post, and the post the hash named.
+    Thread {
+        root_rid: i64,
+        root: String,
+        post_rid: i64,
+        post: String,
+    },
+    /// A ticket, by its row and its full id.
+    Ticket { tkt_id: i64, ticket: String },
+}
+
+impl Place {
+    /// The place `given` (in `field`) names: any post of a forum thread, a
+    /// ticket's id, or any change of a ticket.
+    pub fn resolve(call: &mut Call, field: &str, given: &str) -> Result<Place, Stop> {
+        let prefix = hash_prefix(field, given)?;
+        call.read(format!("the post or ticket {field} names"));
+        let repo = call.repo()?;
+        let artifact = repo.resolve(&prefix).map_err(Stop::internal)?;
+        let ticket = repo.resolve_ticket(&prefix).map_err(Stop::internal)?;
+        let several = || {
+            Stop::field(field, format!("{given} names several artifacts"))
+                .next("give more digits of the hash")
+        };
+        match (artifact, ticket) {
+            (Lookup::Several, _) | (_, Lookup::Several) | (Lookup::One(..), Lookup::One(..)) => {
+                Err(several())
+            }
+            (Lookup::None, Lookup::One(tkt_id, ticket)) => Ok(Place::Ticket { tkt_id, ticket }),
+            (Lookup::One(rid, hash), Lookup::None) => {
+                if let Some(root_rid) = repo.thread_root(rid).map_err(Stop::internal)? {
+                    let root = if root_rid == rid {
+                        hash.clone()
+                    } else {
+                        repo.hash_of(root_rid).map_err(Stop::internal)?
+                    };
+                    return Ok(Place::Thread {
+                        root_rid,
+                        root,
+                        post_rid: rid,
+                        post: hash,
+                    });
+                }
+                let parsed = repo.parsed(rid).map_err(Stop::internal)?;
+                if let Some(k) = parsed.as_ref().and_then(|p| p.arg(b'K'))
+                    && let Lookup::One(tkt_id, ticket) =
+                        repo.resolve_ticket(&k).map_err(Stop::internal)?
+                {
+                    return Ok(Place::Ticket { tkt_id, ticket });
+                }
+                Err(Stop::field(
+                    field,
+                    format!("{given} names neither a forum post nor a ticket"),
+                )
+                .next("give the hash of a forum post, or a ticket's id"))
+            }
+            (Lookup::None, Lookup::None) => Err(Stop::field(
+                field,
+                format!("{given} names nothing in this repository"),
+            )
+            .next("give the hash of a forum post this repository holds, or a ticket's id")),
+        }
+    }
+}

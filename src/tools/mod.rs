@@ -1,0 +1,9 @@
+//! The tools, one file each: its Input, its Output, what it needs, its run.
+//! A tool never knows which entry point called it and never prints.
+
+pub mod help;
+pub mod list;
+pub mod post;
+pub mod receipt;
+pub mod status;
+pub mod thread;

@@ -1,0 +1,201 @@
+//! `post`: a reply to a forum post, a new thread, or a change to a ticket,
+//! stored so that Fossil records the caller as its sender.
+
+use crate::answer::Op;
+use crate::fossil::artifact::{self, ForumPost};
+use crate::fossil::store::{self, Batch};
+use crate::place::Place;
+use crate::registry::{Call, Needs, Stop, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Input of `post`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// The post to reply to, or the ticket to change, by hash or a prefix of 10+ hex digits. Leave it out to start a new thread.
+    #[serde(default)]
+    pub to: Option<String>,
+    /// The new thread's title, one line; only without `to`.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// What to say, in Markdown.
+    pub text: String,
+}
+
+/// What `post` wrote.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    /// The full hash of the post or ticket change (null on a dry run).
+    pub hash: Option<String>,
+    /// The thread's first post, for a post.
+    pub thread: Option<String>,
+    /// The ticket's id, for a ticket change.
+    pub ticket: Option<String>,
+    /// Whether the post awaits a moderator (the caller holds `3` but not `4`).
+    pub moderated: bool,
+}
+
+/// The `post` tool.
+pub struct Post;
+
+/// A thread title's limit, in characters.
+pub const TITLE_MAX: usize = 200;
+
+impl Tool for Post {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "post";
+    const SUMMARY: &'static str =
+        "Reply to a forum post, start a thread, or add a comment to a ticket, as yourself.";
+    const NEEDS: Needs = Needs::Any("34cw");
+    const WRITES: bool = true;
+
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        if input.text.trim().is_empty() {
+            return Err(Stop::field("text", "is empty").next("say something in text"));
+        }
+        let place = match (&input.to, &input.title) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    Stop::field("title", "a reply has no title; only a new thread does")
+                        .next("leave out title, or leave out to to start a thread"),
+                );
+            }
+            (None, None) => {
+                return Err(Stop::field("title", "a new thread needs a title")
+                    .next("give title, or give to to reply to a post"));
+            }
+            (None, Some(t)) => {
+                one_line("title", t)?;
+                None
+            }
+            (Some(to), None) => Some(Place::resolve(call, "to", to)?),
+        };
+        let repo = call.repo()?;
+        let caller = call.caller()?.clone();
+        let policy = repo.hash_policy().map_err(Stop::internal)?;
+        let date = artifact::now();
+        let mut batch = Batch::default();
+        let mut out = Output {
+            hash: None,
+            thread: None,
+            ticket: None,
+            moderated: false,
+        };
+        match &place {
+            Some(Place::Ticket { ticket, .. }) => {
+                if !caller.capabilities.has_any("wc") {
+                    return Err(Stop::field(
+                        "to",
+                        format!(
+                            "a ticket comment needs capability w or c; {} holds neither",
+                            caller.login
+                        ),
+                    )
+                    .next("ask an administrator for c (append to tickets)"));
+                }
+                let bytes = artifact::ticket_change(
+                    &date,
+                    ticket,
+                    &caller.login,
+                    &[
+                        ("icomment", &input.text),
+                        ("login", &caller.login),
+                        ("mimetype", "text/x-markdown"),
+                    ],
+                );
+                out.hash = Some(batch.add("ticket change", bytes, policy));
+                out.ticket = Some(ticket.clone());
+            }
+            _ => {
+                if !caller.capabilities.has_any("34") {
+                    return Err(Stop::new(format!(
+                        "a forum post needs capability 3 or 4; {} holds neither",
+                        caller.login
+                    ))
+                    .next("ask an administrator for 4 (write to the forum)"));
+                }
+                out.moderated = !caller.capabilities.has('4');
+                let reply = match &place {
+                    Some(Place::Thread { root, post, .. }) => Some((root.as_str(), post.as_str())),
+                    _ => None,
+                };
+                let bytes = ForumPost {
+                    date: &date,
+                    reply,
+                    title: input.title.as_deref(),
+                    mimetype: "text/x-markdown",
+                    user: &caller.login,
+                    text: &input.text,
+                }
+                .compose();
+                let hash = batch.add("forum post", bytes, policy);
+                out.thread = Some(
+                    reply
+                        .map(|r| r.0.to_string())
+                        .unwrap_or_else(|| hash.clone()),
+                );
+                out.hash = Some(hash);
+            }
+        }
+        write(call, &batch, !out.moderated)?;
+        if call.dry_run {
+            out.hash = None;
+            if out.ticket.is_none() && input.to.is_none() {
+                out.thread = None;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Stores `batch` as the caller (or logs what it would store on a dry
+/// run); a batch not `published` goes to the moderators' queue.
+pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop> {
+    for (what, hash, _) in &batch.artifacts {
+        call.log(Op::Compose {
+            artifact: what.clone(),
+            hash: hash.clone(),
+        });
+    }
+    let sender = call.caller()?.login.clone();
+    if !call.dry_run {
+        let (fossil, repo) = (call.fossil()?, call.repo()?);
+        store::store(fossil, repo, &sender, batch, published).map_err(Stop::internal)?;
+        if !published {
+            for h in batch.hashes() {
+                fossil
+                    .queue_for_moderation(repo.path(), &h)
+                    .map_err(Stop::internal)?;
+            }
+        }
+    }
+    call.log(Op::Store {
+        artifacts: batch.hashes(),
+        sender,
+        published,
+        done: !call.dry_run,
+    });
+    Ok(())
+}
+
+/// Refuses text in `field` that is not one line.
+pub fn one_line(field: &str, text: &str) -> Result<(), Stop> {
+    if text.trim().is_empty() {
+        return Err(
+            Stop::field(field, "is empty").next(format!("give {field} as one line of text"))
+        );
+    }
+    if text.contains(['\n', '\r']) {
+        return Err(Stop::field(field, "must be one line")
+            .next(format!("give {field} as one line of text")));
+    }
+    if text.chars().count() > TITLE_MAX {
+        return Err(
+            Stop::field(field, format!("is longer than {TITLE_MAX} characters"))
+                .next(format!("shorten {field}")),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! `status`: who and where the caller is: login, capabilities, repository,
+//! its codes, the Fossil program, whether it is a node and which
+//! restrictions the node enforces. Writes nothing.
+
+use crate::registry::{Call, Needs, Stop, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Input of `status`: nothing.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {}
+
+/// Who and where the caller is.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    /// The caller's login.
+    pub login: String,
+    /// What the caller may do here: their letters with inherited ones.
+    pub capabilities: String,
+    /// The repository file.
+    pub repository: String,
+    /// The checkout the call was made in, if any.
+    pub checkout: Option<String>,
+    /// The project-code every clone of the project shares.
+    pub project_code: String,
+    /// This repository's server-code: a record names its node by it.
+    pub server_code: String,
+    /// The Fossil program OCX runs.
+    pub fossil: FossilProgram,
+    /// Whether this repository is a node (OCX's hook is installed in it).
+    pub node: bool,
+    /// The restrictions (C6) this node holds runs to.
+    pub restrictions_enforced: Vec<String>,
+}
+
+/// The Fossil program.
+#[derive(Serialize, JsonSchema)]
+pub struct FossilProgram {
+    pub path: String,
+    pub version: String,
+}
+
+/// The `status` tool.
+pub struct Status;
+
+impl Tool for Status {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "status";
+    const SUMMARY: &'static str =
+        "Who and where you are: login, capabilities, repository, Fossil, and whether it is a node.";
+    const NEEDS: Needs = Needs::Nothing;
+    const WRITES: bool = false;
+
+    fn run(_: Input, call: &mut Call) -> Result<Output, Stop> {
+        let repo = call.repo()?;
+        let caller = call.caller()?;
+        let fossil = call.fossil()?;
+        let is_node = crate::node::is_node(repo).map_err(Stop::internal)?;
+        let out = Output {
+            login: caller.login.clone(),
+            capabilities: caller.capabilities.to_string(),
+            repository: repo.path().display().to_string(),
+            checkout: call
+                .cx
+                .repository
+                .is_none()
+                .then(|| call.cx.checkout().map(|c| c.root.display().to_string()))
+                .flatten(),
+            project_code: repo.project_code().map_err(Stop::internal)?,
+            server_code: repo.server_code().map_err(Stop::internal)?,
+            fossil: FossilProgram {
+                path: fossil.path().display().to_string(),
+                version: fossil.version().to_string(),
+            },
+            node: is_node,
+            restrictions_enforced: crate::node::restrictions_enforced(),
+        };
+        call.read("the caller's login and capabilities, the repository's settings");
+        Ok(out)
+    }
+}

@@ -1,0 +1,174 @@
+//! `thread`: what was said in a forum thread or on a ticket, in the order
+//! the repository received it (rcvid, then rid), each with its sender.
+//! Writes nothing.
+
+use crate::fossil::repo::{Said, julian_to_rfc3339};
+use crate::place::Place;
+use crate::registry::{Call, Needs, Stop, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// At most this many posts in one answer.
+pub const PAGE: usize = 20;
+
+/// Input of `thread`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// Any post of the thread, or the ticket (its id or any change of it), by hash or a prefix of 10+ hex digits.
+    pub of: String,
+    /// Only what was received after this post or change.
+    #[serde(default)]
+    pub after: Option<String>,
+}
+
+/// What was said, oldest first.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    /// The thread's first post, for a thread.
+    pub thread: Option<String>,
+    /// The ticket's id, for a ticket.
+    pub ticket: Option<String>,
+    /// At most 20 posts or changes.
+    pub posts: Vec<Saying>,
+    /// How many more follow these.
+    pub more: usize,
+}
+
+/// One post or ticket change.
+#[derive(Serialize, JsonSchema)]
+pub struct Saying {
+    /// Its full hash.
+    pub hash: String,
+    /// Its sender: the login this repository received it from (never the name written inside it).
+    pub from: Option<String>,
+    /// When it was written, in UTC (RFC 3339).
+    pub when: String,
+    /// Its text.
+    pub text: String,
+}
+
+/// The `thread` tool.
+pub struct Thread;
+
+impl Tool for Thread {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "thread";
+    const SUMMARY: &'static str =
+        "What was said in a thread or on a ticket, in the order received, with who sent each.";
+    const NEEDS: Needs = Needs::Any("2r");
+    const WRITES: bool = false;
+
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let place = Place::resolve(call, "of", &input.of)?;
+        let caller = call.caller()?.clone();
+        let repo = call.repo()?;
+        let (mut said, thread, ticket) = match &place {
+            Place::Thread { root_rid, root, .. } => {
+                if !caller.capabilities.has('2') {
+                    return Err(Stop::field(
+                        "of",
+                        format!(
+                            "reading the forum needs capability 2; {} lacks it",
+                            caller.login
+                        ),
+                    )
+                    .next("ask an administrator for 2 (read the forum)"));
+                }
+                (
+                    repo.thread(*root_rid).map_err(Stop::internal)?,
+                    Some(root.clone()),
+                    None,
+                )
+            }
+            Place::Ticket { tkt_id, ticket } => {
+                if !caller.capabilities.has('r') {
+                    return Err(Stop::field(
+                        "of",
+                        format!(
+                            "reading tickets needs capability r; {} lacks it",
+                            caller.login
+                        ),
+                    )
+                    .next("ask an administrator for r (read tickets)"));
+                }
+                (
+                    repo.ticket_changes(*tkt_id).map_err(Stop::internal)?,
+                    None,
+                    Some(ticket.clone()),
+                )
+            }
+        };
+        call.read("every post of the place, in received order");
+        if !caller.capabilities.has('x') {
+            said.retain(|s| !s.private);
+        }
+        if let Some(after) = &input.after {
+            let prefix = crate::registry::hash_prefix("after", after)?;
+            let pos = said
+                .iter()
+                .position(|s| s.hash.starts_with(&prefix))
+                .ok_or_else(|| {
+                    Stop::field("after", format!("{after} is not a post of this place"))
+                        .next("give a post of the same thread or ticket")
+                })?;
+            said.drain(..=pos);
+        }
+        let more = said.len().saturating_sub(PAGE);
+        said.truncate(PAGE);
+        let mut posts = Vec::with_capacity(said.len());
+        for s in said {
+            posts.push(text_of(call, s)?);
+        }
+        Ok(Output {
+            thread,
+            ticket,
+            posts,
+            more,
+        })
+    }
+
+    fn text(out: &Output) -> String {
+        let mut s = String::new();
+        for p in &out.posts {
+            s += &format!(
+                "{} from {} at {}\n{}\n\n",
+                &p.hash,
+                p.from.as_deref().unwrap_or("(unknown)"),
+                p.when,
+                p.text
+                    .lines()
+                    .map(|l| format!("  {l}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
+        if out.more > 0 {
+            s += &format!("{} more\n", out.more);
+        }
+        if out.posts.is_empty() {
+            s += "nothing said\n";
+        }
+        s
+    }
+}
+
+fn text_of(call: &Call, s: Said) -> Result<Saying, Stop> {
+    let text = match s.comment {
+        Some(c) => c,
+        None => {
+            let parsed = call.repo()?.parsed(s.rid).map_err(Stop::internal)?;
+            parsed
+                .and_then(|p| p.text)
+                .map(|t| String::from_utf8_lossy(&t).into_owned())
+                .unwrap_or_default()
+        }
+    };
+    Ok(Saying {
+        hash: s.hash,
+        from: s.from,
+        when: julian_to_rfc3339(s.when),
+        text,
+    })
+}

@@ -1,0 +1,8 @@
+//! OCX's integration tests: one binary, real Fossil repositories made per
+//! test with `fossil new`, the real `ocx` binary run as a user would.
+
+mod cli;
+mod messages;
+mod reads;
+mod support;
+mod writes;

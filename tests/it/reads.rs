@@ -1,0 +1,195 @@
+//! Reading: `thread` and `receipt` name each artifact's sender by the
+//! repository's receipt, never the name written inside it, and the hot
+//! queries are answered by indexes.
+
+use crate::support::Repo;
+use ocx::fossil::artifact::{self, ForumPost};
+
+#[test]
+fn thread_gives_posts_in_received_order_with_their_senders() {
+    let r = Repo::new();
+    r.user("alice", "v4").user("bob", "u4");
+    let root = r
+        .json(&[
+            "post", "--user", "alice", "--title", "Order", "--text", "one",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let two = r
+        .json(&["post", "--user", "bob", "--to", &root, "--text", "two"])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let three = r
+        .json(&["post", "--user", "admin", "--to", &two, "--text", "three"])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = r
+        .json(&["thread", "--user", "bob", "--of", &three[..10]])
+        .ok();
+    let posts = out["posts"].as_array().unwrap();
+    let seen: Vec<(&str, &str, &str)> = posts
+        .iter()
+        .map(|p| {
+            (
+                p["hash"].as_str().unwrap(),
+                p["from"].as_str().unwrap(),
+                p["text"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (root.as_str(), "alice", "one"),
+            (two.as_str(), "bob", "two"),
+            (three.as_str(), "admin", "three")
+        ]
+    );
+    assert_eq!(out["more"], 0);
+    assert!(posts[0]["when"].as_str().unwrap().ends_with('Z'));
+    let after = r
+        .json(&["thread", "--user", "bob", "--of", &root, "--after", &two])
+        .ok();
+    assert_eq!(after["posts"].as_array().unwrap().len(), 1);
+    assert_eq!(after["posts"][0]["hash"].as_str(), Some(three.as_str()));
+}
+
+#[test]
+fn thread_pages_at_twenty_and_counts_the_rest() {
+    let r = Repo::new();
+    let root = r.json(&["post", "--title", "Long", "--text", "0"]).ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for i in 1..25 {
+        r.json(&["post", "--to", &root, "--text", &i.to_string()])
+            .ok();
+    }
+    let out = r.json(&["thread", "--of", &root]).ok();
+    assert_eq!(out["posts"].as_array().unwrap().len(), 20);
+    assert_eq!(out["more"], 5);
+    let last = out["posts"][19]["hash"].as_str().unwrap().to_string();
+    let rest = r.json(&["thread", "--of", &root, "--after", &last]).ok();
+    assert_eq!(rest["posts"].as_array().unwrap().len(), 5);
+    assert_eq!(rest["posts"][4]["text"], "24");
+}
+
+#[test]
+fn a_u_card_naming_admin_sent_by_another_is_reported_as_the_other() {
+    let r = Repo::new();
+    r.user("mallory", "i4");
+    let date = artifact::now();
+    let forged = ForumPost {
+        date: &date,
+        reply: None,
+        title: Some("From the admin, honestly"),
+        mimetype: "text/x-markdown",
+        user: "admin",
+        text: "trust me",
+    }
+    .compose();
+    let hash = r.import_as("mallory", &[forged]).remove(0);
+    let receipt = r.json(&["receipt", "--artifacts", &hash]).ok();
+    assert_eq!(receipt["artifacts"][0]["received"], true);
+    assert_eq!(receipt["artifacts"][0]["user"], "mallory");
+    assert!(
+        !receipt["artifacts"][0]["capabilities"]
+            .as_str()
+            .unwrap()
+            .contains('a'),
+        "mallory is no admin"
+    );
+    let thread = r.json(&["thread", "--of", &hash]).ok();
+    assert_eq!(thread["posts"][0]["from"], "mallory");
+    assert!(
+        r.fossil(&["artifact", &hash]).contains("U admin"),
+        "the artifact itself claims admin"
+    );
+}
+
+#[test]
+fn receipt_answers_in_the_order_asked_and_refuses_prefixes() {
+    let r = Repo::new();
+    r.user("alice", "v4").user("zed", "");
+    let h = r
+        .json(&["post", "--user", "alice", "--title", "R", "--text", "x"])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let unknown = "f".repeat(64);
+    let out = r
+        .json(&[
+            "receipt",
+            "--artifacts",
+            &format!("{unknown} {h}"),
+            "--capabilities-of",
+            "alice",
+        ])
+        .ok();
+    assert_eq!(out["artifacts"][0]["received"], false);
+    assert_eq!(out["artifacts"][1]["hash"].as_str(), Some(h.as_str()));
+    assert_eq!(out["artifacts"][1]["user"], "alice");
+    let rcvid = out["artifacts"][1]["rcvid"].as_i64().unwrap();
+    assert!(rcvid > 1);
+    assert_eq!(out["capabilities_of"]["capabilities"], "eghijorvz234");
+    let prefix = r.json(&["receipt", "--artifacts", &h[..12]]);
+    assert_eq!(prefix.refused(), "artifacts[0]");
+    r.fossil(&["user", "capabilities", "nobody", "gz"]);
+    let blind = r
+        .json(&["receipt", "--user", "zed", "--artifacts", &h])
+        .ok();
+    assert_eq!(
+        blind["artifacts"][0]["received"], false,
+        "a caller who may not read learns nothing"
+    );
+}
+
+#[test]
+fn the_hot_queries_use_indexes() {
+    let r = Repo::new();
+    r.json(&["post", "--title", "make the forum table", "--text", "x"])
+        .ok();
+    let repo = ocx::fossil::Repository::open(&r.file).unwrap();
+    for (name, sql) in ocx::fossil::repo::HOT_QUERIES {
+        let plan = repo.query_plan(sql).unwrap();
+        for step in &plan {
+            let scans_big_table = [
+                "blob",
+                "forumpost",
+                "ticketchng",
+                "ticket",
+                "rcvfrom",
+                "event",
+                "tagxref",
+            ]
+            .iter()
+            .any(|t| step.starts_with(&format!("SCAN {t}")) || step == &format!("SCAN {t}"));
+            assert!(!scans_big_table, "{name} scans a table: {plan:?}");
+        }
+    }
+}
+
+#[test]
+fn status_says_who_and_where() {
+    let r = Repo::new();
+    r.user("alice", "v");
+    let out = r.json(&["status", "--user", "alice"]).ok();
+    assert_eq!(out["login"], "alice");
+    assert_eq!(
+        out["capabilities"], "eghijorvz",
+        "developer's letters inherited"
+    );
+    assert_eq!(out["node"], false);
+    assert_eq!(out["restrictions_enforced"], serde_json::json!([]));
+    assert_eq!(out["server_code"].as_str().unwrap().len(), 40);
+    assert!(out["fossil"]["version"].as_str().is_some());
+    let admin = r.json(&["status"]).ok();
+    assert_eq!(admin["login"], "admin", "the repository's default user");
+}

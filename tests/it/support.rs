@@ -1,0 +1,211 @@
+//! What the tests stand on: a fresh repository with logins, the `ocx`
+//! binary run in it, and direct looks at what Fossil stored.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The `fossil` program the tests run against.
+pub fn fossil() -> PathBuf {
+    ocx::fossil::Fossil::locate()
+        .expect("fossil 2.23 or later: run scripts/setup.sh")
+        .path()
+        .to_path_buf()
+}
+
+/// A repository made for one test, in its own directory, with `admin`
+/// (setup) as its default user.
+pub struct Repo {
+    pub dir: tempfile::TempDir,
+    pub file: PathBuf,
+}
+
+impl Repo {
+    /// A new repository whose first user is `admin`.
+    pub fn new() -> Repo {
+        let dir = tempfile::Builder::new()
+            .prefix("ocx-test-")
+            .tempdir()
+            .unwrap();
+        let file = dir.path().join("repo.fossil");
+        let out = Command::new(fossil())
+            .args(["new", "--admin-user", "admin"])
+            .arg(&file)
+            .env("USER", "admin")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "fossil new: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let repo = Repo { dir, file };
+        repo.fossil(&["user", "default", "admin"]);
+        repo
+    }
+
+    /// Runs `fossil ARGS -R REPO` and answers its stdout; panics on failure.
+    pub fn fossil(&self, args: &[&str]) -> String {
+        let out = Command::new(fossil())
+            .args(args)
+            .arg("-R")
+            .arg(&self.file)
+            .env("USER", "admin")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "fossil {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Adds login `login` holding exactly `caps`.
+    pub fn user(&self, login: &str, caps: &str) -> &Repo {
+        self.fossil(&[
+            "user",
+            "new",
+            login,
+            &format!("{login}@example.org"),
+            &format!("{login}-pw"),
+        ]);
+        self.fossil(&["user", "capabilities", login, caps]);
+        self
+    }
+
+    /// Runs `ocx ARGS --repository REPO` and answers what it did.
+    pub fn ocx<S: AsRef<OsStr>>(&self, args: &[S]) -> Run {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ocx"));
+        c.args(args).arg("--repository").arg(&self.file);
+        run(c, None)
+    }
+
+    /// Runs `ocx ARGS --repository REPO --json` and answers the Answer.
+    pub fn json<S: AsRef<OsStr>>(&self, args: &[S]) -> Run {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ocx"));
+        c.args(args)
+            .arg("--json")
+            .arg("--repository")
+            .arg(&self.file);
+        run(c, None)
+    }
+
+    /// Like [`Repo::json`], giving `stdin` on standard input.
+    pub fn json_stdin<S: AsRef<OsStr>>(&self, args: &[S], stdin: &[u8]) -> Run {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ocx"));
+        c.args(args)
+            .arg("--json")
+            .arg("--repository")
+            .arg(&self.file);
+        run(c, Some(stdin))
+    }
+
+    /// Every artifact hash the repository holds, sorted.
+    pub fn hashes(&self) -> Vec<String> {
+        ocx::fossil::Repository::open(&self.file)
+            .unwrap()
+            .all_hashes()
+            .unwrap()
+    }
+
+    /// The login the repository's receipt names for `hash`.
+    pub fn sender(&self, hash: &str) -> Option<String> {
+        let db = rusqlite::Connection::open(&self.file).unwrap();
+        db.query_row(
+            "SELECT u.login FROM blob b JOIN rcvfrom r ON r.rcvid=b.rcvid JOIN user u ON u.uid=r.uid WHERE b.uuid=?1",
+            [hash],
+            |r| r.get(0),
+        )
+        .ok()
+    }
+
+    /// Imports hand-made artifacts as `sender`, as a sync from them would.
+    pub fn import_as(&self, sender: &str, artifacts: &[Vec<u8>]) -> Vec<String> {
+        let repo = ocx::fossil::Repository::open(&self.file).unwrap();
+        let policy = repo.hash_policy().unwrap();
+        let items: Vec<(String, Vec<u8>)> = artifacts
+            .iter()
+            .map(|a| (policy.name(a), a.clone()))
+            .collect();
+        let bundle = self.dir.path().join("hand.bundle");
+        ocx::fossil::bundle::write(&bundle, &repo.project_code().unwrap(), &items).unwrap();
+        self.fossil(&[
+            "bundle",
+            "import",
+            bundle.to_str().unwrap(),
+            "--publish",
+            "--user",
+            sender,
+        ]);
+        items.into_iter().map(|i| i.0).collect()
+    }
+}
+
+/// What one run of `ocx` did.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The Answer printed with `--json`.
+    pub fn answer(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not an answer ({e}): {}{}", self.stdout, self.stderr))
+    }
+
+    /// The answer's result, asserting the tool did its work.
+    pub fn ok(&self) -> Value {
+        let a = self.answer();
+        assert_eq!(a["ok"], true, "expected ok: {a:#}");
+        assert_eq!(self.code, 0);
+        a["result"].clone()
+    }
+
+    /// The field the answer's refusal names, asserting it stopped.
+    pub fn refused(&self) -> String {
+        let a = self.answer();
+        assert_eq!(a["ok"], false, "expected a refusal: {a:#}");
+        assert_eq!(self.code, 1);
+        assert!(
+            a["next_step"].is_string(),
+            "a refusal says what to do instead: {a:#}"
+        );
+        a["stopped"]["field"].as_str().unwrap_or("").to_string()
+    }
+}
+
+/// Runs `c` with a clean environment but PATH, and stdin if given.
+pub fn run(mut c: Command, stdin: Option<&[u8]>) -> Run {
+    c.env_remove("FOSSIL_USER").env("USER", "nobody-here");
+    c.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    if let Some(bytes) = stdin {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(bytes).unwrap();
+    }
+    let out: Output = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The `ocx` binary.
+pub fn ocx_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_ocx"))
+}
