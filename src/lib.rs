@@ -10,4 +10,5 @@ pub mod node;
 pub mod place;
 pub mod protocol;
 pub mod registry;
+pub mod run;
 pub mod tools;

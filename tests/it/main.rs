@@ -4,5 +4,6 @@
 mod cli;
 mod messages;
 mod reads;
+mod sandbox;
 mod support;
 mod writes;

@@ -1,0 +1,109 @@
+//! Running a program inside a run's boundary: its sandbox, its budget, and what the host can hold.
+
+pub mod budget;
+pub mod preflight;
+pub mod sandbox;
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serializer;
+
+pub use budget::{BudgetLimits, CgroupPlan, CgroupSlot, CgroupVersion, Limit};
+pub use preflight::{Capability, Preflight, Unenforceable, preflight};
+pub use sandbox::{Ended, Forbidden, Killer, Plan, Program, Running, SandboxFields, plan, spawn};
+
+/// Why a run was refused or could not be started, naming the field or thing at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The run's name cannot name its cgroup.
+    #[error("run_name {name:?} {reason}")]
+    RunName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A path of a field is relative, missing, not UTF-8 or otherwise unusable.
+    #[error("{field}: {} {reason}", path.display())]
+    Path {
+        /// The record or program field holding the path.
+        field: &'static str,
+        /// The path as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A path of a field is, is inside, or contains a path never visible to a run.
+    #[error("{field}: {} reaches forbidden path {}", path.display(), forbidden.display())]
+    Forbidden {
+        /// The record or program field holding the path.
+        field: &'static str,
+        /// The path as given.
+        path: PathBuf,
+        /// The forbidden path it reaches.
+        forbidden: PathBuf,
+    },
+    /// The program's command is empty or cannot be found.
+    #[error("program.command: {0}")]
+    Command(String),
+    /// The program's environment holds a name or value that cannot be passed.
+    #[error("program.env: {0}")]
+    Env(String),
+    /// Bubblewrap is not installed.
+    #[error("bubblewrap (bwrap) not found")]
+    BwrapMissing,
+    /// A field this host cannot hold.
+    #[error("{0}")]
+    Unenforceable(Unenforceable),
+    /// A cgroup file or directory could not be made, written or removed.
+    #[error("cgroup {}: {source}", path.display())]
+    Cgroup {
+        /// The cgroup file or directory at fault.
+        path: PathBuf,
+        /// The underlying failure.
+        #[source]
+        source: io::Error,
+    },
+    /// Bubblewrap could not be started.
+    #[error("bubblewrap could not start: {0}")]
+    Spawn(#[source] io::Error),
+    /// The run's supervisor failed while waiting for it.
+    #[error("run supervisor: {0}")]
+    Supervisor(String),
+}
+
+impl SandboxError {
+    /// The record or program field this error names, when it names one.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            SandboxError::Path { field, .. } | SandboxError::Forbidden { field, .. } => Some(field),
+            SandboxError::Command(_) => Some("program.command"),
+            SandboxError::Env(_) => Some("program.env"),
+            SandboxError::Unenforceable(u) => Some(u.field),
+            SandboxError::RunName { .. } => Some("run_name"),
+            _ => None,
+        }
+    }
+}
+
+impl From<Unenforceable> for SandboxError {
+    fn from(u: Unenforceable) -> Self {
+        SandboxError::Unenforceable(u)
+    }
+}
+
+pub(crate) fn serialize_secs<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+pub(crate) fn serialize_opt_secs<S: Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}

@@ -1,0 +1,181 @@
+//! What this host can hold of a run's boundary now, and the first field asked for that it cannot.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+use super::BudgetLimits;
+use super::budget::{self, Controller};
+use super::sandbox::{SandboxFields, find_bwrap};
+
+/// Whether one part of the boundary can be held here, how, or why not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Capability {
+    /// True when the host can hold it now.
+    pub available: bool,
+    /// How it is held, when it is.
+    pub how: Option<String>,
+    /// Why it cannot be held, when it cannot.
+    pub reason: Option<String>,
+}
+
+impl Capability {
+    fn yes(how: impl Into<String>) -> Self {
+        Capability {
+            available: true,
+            how: Some(how.into()),
+            reason: None,
+        }
+    }
+
+    fn no(reason: impl Into<String>) -> Self {
+        Capability {
+            available: false,
+            how: None,
+            reason: Some(reason.into()),
+        }
+    }
+
+    fn from_result(r: Result<String, String>) -> Self {
+        match r {
+            Ok(how) => Capability::yes(how),
+            Err(reason) => Capability::no(reason),
+        }
+    }
+}
+
+/// What this host can enforce now, found by trying each part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Preflight {
+    /// The bubblewrap found, if any.
+    pub bwrap: Option<PathBuf>,
+    /// Bubblewrap starts a program in new user, pid, ipc, uts and mount namespaces.
+    pub sandbox: Capability,
+    /// Bubblewrap can give the program a user namespace of its own (needed unless the node runs as root).
+    pub user_namespaces: Capability,
+    /// Bubblewrap can also give the program a network namespace of its own.
+    pub network_isolation: Capability,
+    /// The run's CPU time in total can be read from a cgroup.
+    pub cpu: Capability,
+    /// The run's memory can be limited by a cgroup.
+    pub memory: Capability,
+    /// The run's process count can be limited by a cgroup.
+    pub processes: Capability,
+}
+
+/// A field a record asks for that this host cannot hold, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unenforceable {
+    /// The record field, such as `budget.memory` or `sandbox.network`.
+    pub field: &'static str,
+    /// Why the host cannot hold it.
+    pub reason: String,
+}
+
+impl fmt::Display for Unenforceable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "this node cannot hold {}: {}", self.field, self.reason)
+    }
+}
+
+fn try_bwrap(bwrap: &PathBuf, unshare: &[&str]) -> Result<(), String> {
+    let mut cmd = Command::new(bwrap);
+    cmd.args(unshare)
+        .args(["--new-session", "--die-with-parent"])
+        .args(["--cap-drop", "ALL", "--ro-bind", "/", "/", "true"])
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    match cmd.output() {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => {
+            let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            Err(if said.is_empty() {
+                format!("bubblewrap failed ({})", out.status)
+            } else {
+                format!("bubblewrap failed: {said}")
+            })
+        }
+        Err(e) => Err(format!("bubblewrap could not start: {e}")),
+    }
+}
+
+/// Tries what this host can enforce now: bubblewrap, network isolation, and each cgroup controller.
+pub fn preflight() -> Preflight {
+    static PROBES: AtomicU64 = AtomicU64::new(0);
+    let bwrap = find_bwrap();
+    let missing = || Capability::no("bubblewrap (bwrap) is not installed");
+    let user_namespaces = match &bwrap {
+        None => missing(),
+        Some(b) => match try_bwrap(b, &["--unshare-user"]) {
+            Ok(()) => Capability::yes("a user namespace of its own"),
+            Err(reason) => Capability::no(reason),
+        },
+    };
+    let (sandbox, network_isolation) = match &bwrap {
+        None => (missing(), missing()),
+        Some(b) => match try_bwrap(b, &["--unshare-all"]) {
+            Ok(()) => (
+                Capability::yes("bubblewrap with new namespaces"),
+                Capability::yes("a network namespace of its own"),
+            ),
+            Err(isolated) => match try_bwrap(b, &["--unshare-all", "--share-net"]) {
+                Ok(()) => (
+                    Capability::yes("bubblewrap with new namespaces"),
+                    Capability::no(isolated),
+                ),
+                Err(reason) => (Capability::no(reason.clone()), Capability::no(reason)),
+            },
+        },
+    };
+    let probe = |c: Controller| {
+        let n = PROBES.fetch_add(1, Ordering::Relaxed);
+        Capability::from_result(budget::probe(
+            c,
+            &format!("preflight-{}-{n}", std::process::id()),
+        ))
+    };
+    Preflight {
+        bwrap,
+        sandbox,
+        user_namespaces,
+        network_isolation,
+        cpu: probe(Controller::Cpu),
+        memory: probe(Controller::Memory),
+        processes: probe(Controller::Pids),
+    }
+}
+
+impl Preflight {
+    /// The first field of `sandbox` and `budget` asked for that this host cannot hold.
+    pub fn check(
+        &self,
+        sandbox: &SandboxFields,
+        budget: &BudgetLimits,
+    ) -> Result<(), Unenforceable> {
+        let refuse = |field: &'static str, c: &Capability| Unenforceable {
+            field,
+            reason: c.reason.clone().unwrap_or_else(|| "unavailable".into()),
+        };
+        if !self.sandbox.available {
+            return Err(refuse("sandbox", &self.sandbox));
+        }
+        if !sandbox.network && !self.network_isolation.available {
+            return Err(refuse("sandbox.network", &self.network_isolation));
+        }
+        for c in Controller::ALL {
+            let (asked, cap) = match c {
+                Controller::Cpu => (budget.cpu_seconds.is_some(), &self.cpu),
+                Controller::Memory => (budget.memory_bytes.is_some(), &self.memory),
+                Controller::Pids => (budget.processes.is_some(), &self.processes),
+            };
+            if asked && !cap.available {
+                return Err(refuse(c.field(), cap));
+            }
+        }
+        Ok(())
+    }
+}

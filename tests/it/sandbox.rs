@@ -1,0 +1,947 @@
+//! Attacks from inside a run's sandbox, each contained, and budgets that end runs by their limit.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ocx::run::{
+    BudgetLimits, Ended, Forbidden, Limit, Plan, Preflight, Program, SandboxError, SandboxFields,
+    plan, preflight, spawn,
+};
+use tempfile::TempDir;
+
+const PYTHON: &str = "/usr/bin/python3";
+
+fn host() -> &'static Preflight {
+    static PREFLIGHT: OnceLock<Preflight> = OnceLock::new();
+    PREFLIGHT.get_or_init(preflight)
+}
+
+fn say(line: &str) {
+    let _ = writeln!(io::stderr(), "{line}");
+}
+
+/// Whether this host can hold the fields; when it cannot, asserts that preflight refuses one of `fields` and says so.
+fn holds(test: &str, sandbox: &SandboxFields, budget: &BudgetLimits, fields: &[&str]) -> bool {
+    match host().check(sandbox, budget) {
+        Ok(()) => true,
+        Err(u) => {
+            assert!(
+                u.field == "sandbox" || fields.contains(&u.field),
+                "{test}: preflight refused an unexpected field: {u}"
+            );
+            say(&format!(
+                "NOT ENFORCEABLE ON THIS HOST, {test} asserted preflight's refusal instead: {u}"
+            ));
+            false
+        }
+    }
+}
+
+fn name(test: &str) -> String {
+    format!("it-{test}-{}", std::process::id())
+}
+
+fn sh(script: &str) -> Program {
+    Program {
+        command: vec!["/bin/sh".into(), "-c".into(), script.into()],
+        ..Program::default()
+    }
+}
+
+fn python(code: &str) -> Program {
+    Program {
+        command: vec![PYTHON.into(), "-c".into(), code.into()],
+        ..Program::default()
+    }
+}
+
+fn tmp() -> TempDir {
+    tempfile::Builder::new().prefix("ocx-it").tempdir().unwrap()
+}
+
+fn p(path: &Path) -> String {
+    path.to_str().unwrap().to_string()
+}
+
+fn wall(secs: u64) -> BudgetLimits {
+    BudgetLimits::wall(Duration::from_secs(secs))
+}
+
+struct Out {
+    ended: Ended,
+    stdout: String,
+    stderr: String,
+}
+
+fn run_plan(plan: &Plan) -> Out {
+    let mut running = spawn(plan, Stdio::null(), Stdio::piped(), Stdio::piped()).unwrap();
+    let mut err = running.stderr().unwrap();
+    let err = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut stdout = String::new();
+    let _ = running.stdout().unwrap().read_to_string(&mut stdout);
+    let ended = running.wait().unwrap();
+    let stderr = err.join().unwrap();
+    Out {
+        ended,
+        stdout,
+        stderr,
+    }
+}
+
+fn run(
+    test: &str,
+    workspace: &Path,
+    sandbox: &SandboxFields,
+    budget: &BudgetLimits,
+    program: &Program,
+    forbidden: &Forbidden,
+) -> Out {
+    let plan = plan(&name(test), workspace, sandbox, budget, program, forbidden).unwrap();
+    run_plan(&plan)
+}
+
+fn node_account_home() -> TempDir {
+    let parent = if Path::new("/root").is_dir() {
+        "/root"
+    } else {
+        "/home"
+    };
+    tempfile::Builder::new()
+        .prefix("ocx-it-node-home")
+        .tempdir_in(parent)
+        .unwrap()
+}
+
+#[test]
+fn node_account_home_is_not_readable() {
+    let sandbox = SandboxFields::default();
+    if !holds(
+        "node_account_home",
+        &sandbox,
+        &wall(10),
+        &["sandbox.network"],
+    ) {
+        return;
+    }
+    let home = node_account_home();
+    let secret = home.path().join("credentials");
+    fs::write(&secret, "TOPSECRET-home").unwrap();
+    let real_home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let ws = tmp();
+    let script = format!(
+        "cat '{s}' && echo LEAK-secret; ls '{h}' && echo LEAK-home; ls /root && echo LEAK-root; \
+         ls '{r}' && echo LEAK-real-home; echo \"HOME=$HOME\"; echo done",
+        s = p(&secret),
+        h = p(home.path()),
+        r = real_home,
+    );
+    let forbidden = Forbidden {
+        paths: vec![home.path().to_path_buf()],
+    };
+    let out = run(
+        "home",
+        ws.path(),
+        &sandbox,
+        &wall(10),
+        &sh(&script),
+        &forbidden,
+    );
+    assert!(out.stdout.contains("done"), "{}{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("LEAK"), "{}", out.stdout);
+    assert!(!out.stdout.contains("TOPSECRET"), "{}", out.stdout);
+    assert!(out.stdout.contains(&format!("HOME={}", p(ws.path()))));
+    assert_eq!(out.ended.code, Some(0));
+}
+
+#[test]
+fn served_repository_file_is_not_readable() {
+    let sandbox = SandboxFields::default();
+    if !holds("repository", &sandbox, &wall(10), &["sandbox.network"]) {
+        return;
+    }
+    let node = tmp();
+    let repo = node.path().join("project.fossil");
+    fs::write(&repo, "SQLite format 3 TOPSECRET-repo").unwrap();
+    let ws = tmp();
+    let script = format!(
+        "cat '{r}' && echo LEAK-repo; test -e '{r}' && echo LEAK-exists; echo done",
+        r = p(&repo)
+    );
+    let forbidden = Forbidden { paths: vec![repo] };
+    let out = run(
+        "repo",
+        ws.path(),
+        &sandbox,
+        &wall(10),
+        &sh(&script),
+        &forbidden,
+    );
+    assert!(out.stdout.contains("done"), "{}{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("LEAK"), "{}", out.stdout);
+    assert!(!out.stdout.contains("TOPSECRET"), "{}", out.stdout);
+}
+
+#[test]
+fn node_root_directory_is_not_listable() {
+    let sandbox = SandboxFields::default();
+    if !holds("node_root", &sandbox, &wall(10), &["sandbox.network"]) {
+        return;
+    }
+    let root = tmp();
+    fs::write(root.path().join("node.db"), "TOPSECRET-db").unwrap();
+    fs::create_dir(root.path().join("keys")).unwrap();
+    fs::write(root.path().join("keys/signing"), "TOPSECRET-key").unwrap();
+    let forbidden = Forbidden {
+        paths: vec![root.path().to_path_buf()],
+    };
+
+    let elsewhere = tmp();
+    let script = format!(
+        "ls -la '{r}' && echo LEAK-listed; cat '{r}/node.db' '{r}/keys/signing'; echo done",
+        r = p(root.path())
+    );
+    let out = run(
+        "root-out",
+        elsewhere.path(),
+        &sandbox,
+        &wall(10),
+        &sh(&script),
+        &forbidden,
+    );
+    assert!(out.stdout.contains("done"), "{}{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("LEAK"), "{}", out.stdout);
+    assert!(!out.stdout.contains("TOPSECRET"), "{}", out.stdout);
+
+    let inside = root.path().join("runs/r1/workspace");
+    fs::create_dir_all(&inside).unwrap();
+    let script = format!(
+        "ls -A '{r}'; echo ---; cat '{r}/node.db' '{r}/keys/signing'; echo done",
+        r = p(root.path())
+    );
+    let out = run(
+        "root-in",
+        &inside,
+        &sandbox,
+        &wall(10),
+        &sh(&script),
+        &forbidden,
+    );
+    let listed = out.stdout.split("---").next().unwrap();
+    assert_eq!(listed.split_whitespace().collect::<Vec<_>>(), ["runs"]);
+    assert!(out.stdout.contains("done"), "{}{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("TOPSECRET"), "{}", out.stdout);
+}
+
+#[test]
+fn writes_outside_the_workspace_do_not_reach_the_host() {
+    let sandbox = SandboxFields::default();
+    if !holds("writes_outside", &sandbox, &wall(10), &["sandbox.network"]) {
+        return;
+    }
+    let ws = tmp();
+    let tag = format!("ocx-it-escape-{}", std::process::id());
+    let beside = ws.path().parent().unwrap().join(&tag);
+    let targets = [
+        PathBuf::from("/etc").join(&tag),
+        PathBuf::from("/usr").join(&tag),
+        PathBuf::from("/tmp").join(&tag),
+        PathBuf::from("/").join(&tag),
+        beside,
+    ];
+    let mut script = String::new();
+    for t in &targets {
+        script.push_str(&format!("echo x > '{}' && echo wrote '{}'; ", p(t), p(t)));
+    }
+    script.push_str("echo kept > inside.txt; echo done");
+    let out = run(
+        "writes",
+        ws.path(),
+        &sandbox,
+        &wall(10),
+        &sh(&script),
+        &Forbidden::default(),
+    );
+    assert!(out.stdout.contains("done"), "{}{}", out.stdout, out.stderr);
+    for t in &targets {
+        assert!(!t.exists(), "{} reached the host", t.display());
+    }
+    assert_eq!(
+        fs::read_to_string(ws.path().join("inside.txt")).unwrap(),
+        "kept\n"
+    );
+}
+
+#[test]
+fn read_only_is_read_only_and_read_write_is_writable() {
+    let ro = tmp();
+    let rw = tmp();
+    fs::write(ro.path().join("file"), "original").unwrap();
+    let sandbox = SandboxFields {
+        network: false,
+        read_only: vec![ro.path().to_path_buf()],
+        read_write: vec![rw.path().to_path_buf()],
+    };
+    if !holds("read_only", &sandbox, &wall(10), &["sandbox.network"]) {
+        return;
+    }
+    let ws = tmp();
+    let script = format!(
+        "cat '{ro}/file'; echo; echo changed > '{ro}/file' && echo LEAK-ro-write; \
+         touch '{ro}/new' && echo LEAK-ro-create; echo written > '{rw}/new' && echo rw-ok; echo done",
+        ro = p(ro.path()),
+        rw = p(rw.path()),
+    );
+    let out = run(
+        "rorw",
+        ws.path(),
+        &sandbox,
+        &wall(10),
+        &sh(&script),
+        &Forbidden::default(),
+    );
+    assert!(
+        out.stdout.starts_with("original"),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(
+        out.stdout.contains("rw-ok") && out.stdout.contains("done"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("LEAK"), "{}", out.stdout);
+    assert_eq!(
+        fs::read_to_string(ro.path().join("file")).unwrap(),
+        "original"
+    );
+    assert!(!ro.path().join("new").exists());
+    assert_eq!(
+        fs::read_to_string(rw.path().join("new")).unwrap(),
+        "written\n"
+    );
+}
+
+fn connect_program(port: u16) -> Program {
+    python(&format!(
+        "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3).close()\n    print('CONNECTED')\nexcept OSError as e:\n    print('REFUSED', e)\n"
+    ))
+}
+
+#[test]
+fn without_network_the_host_loopback_is_unreachable() {
+    let sandbox = SandboxFields::default();
+    if !holds("network_false", &sandbox, &wall(10), &["sandbox.network"]) {
+        return;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let ws = tmp();
+    let out = run(
+        "net-off",
+        ws.path(),
+        &sandbox,
+        &wall(10),
+        &connect_program(port),
+        &Forbidden::default(),
+    );
+    assert!(
+        out.stdout.contains("REFUSED"),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+    listener.set_nonblocking(true).unwrap();
+    assert_eq!(
+        listener.accept().unwrap_err().kind(),
+        io::ErrorKind::WouldBlock
+    );
+}
+
+#[test]
+fn with_network_the_host_loopback_is_reachable() {
+    let sandbox = SandboxFields {
+        network: true,
+        ..SandboxFields::default()
+    };
+    if !holds("network_true", &sandbox, &wall(10), &[]) {
+        return;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let ws = tmp();
+    let out = run(
+        "net-on",
+        ws.path(),
+        &sandbox,
+        &wall(10),
+        &connect_program(port),
+        &Forbidden::default(),
+    );
+    assert!(
+        out.stdout.contains("CONNECTED"),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+    listener.set_nonblocking(true).unwrap();
+    assert!(listener.accept().is_ok());
+}
+
+fn assert_cgroup_removed(plan: &Plan) {
+    let cg = plan.cgroup.as_ref().expect("a cgroup plan");
+    for slot in [&cg.cpu, &cg.memory, &cg.pids].into_iter().flatten() {
+        assert!(!slot.dir.exists(), "{} left behind", slot.dir.display());
+    }
+}
+
+#[test]
+fn fork_bomb_ends_by_the_process_limit() {
+    let sandbox = SandboxFields::default();
+    let budget = BudgetLimits {
+        processes: Some(16),
+        ..wall(20)
+    };
+    if !holds(
+        "fork_bomb",
+        &sandbox,
+        &budget,
+        &["sandbox.network", "budget.processes"],
+    ) {
+        return;
+    }
+    let ws = tmp();
+    let plan = plan(
+        &name("forkbomb"),
+        ws.path(),
+        &sandbox,
+        &budget,
+        &python("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"),
+        &Forbidden::default(),
+    )
+    .unwrap();
+    let out = run_plan(&plan);
+    say(&format!("{}: {:?}", plan.run_name, out.ended));
+    assert_eq!(out.ended.limit, Some(Limit::Processes), "{:?}", out.ended);
+    assert!(
+        out.ended.elapsed < Duration::from_secs(10),
+        "{:?}",
+        out.ended
+    );
+    assert_cgroup_removed(&plan);
+    assert!(Command::new("true").status().unwrap().success());
+}
+
+#[test]
+fn memory_hog_ends_by_the_memory_limit() {
+    let sandbox = SandboxFields::default();
+    let budget = BudgetLimits {
+        memory_bytes: Some(64 << 20),
+        ..wall(30)
+    };
+    if !holds(
+        "memory_hog",
+        &sandbox,
+        &budget,
+        &["sandbox.network", "budget.memory"],
+    ) {
+        return;
+    }
+    let ws = tmp();
+    let code =
+        "hog = []\nfor _ in range(256):\n    hog.append(b'x' * (8 << 20))\nprint('SURVIVED')\n";
+    let plan = plan(
+        &name("memhog"),
+        ws.path(),
+        &sandbox,
+        &budget,
+        &python(code),
+        &Forbidden::default(),
+    )
+    .unwrap();
+    let out = run_plan(&plan);
+    say(&format!("{}: {:?}", plan.run_name, out.ended));
+    assert_eq!(
+        out.ended.limit,
+        Some(Limit::Memory),
+        "{:?} {}",
+        out.ended,
+        out.stderr
+    );
+    assert!(!out.stdout.contains("SURVIVED"));
+    assert_cgroup_removed(&plan);
+}
+
+#[test]
+fn busy_loops_end_by_the_cpu_limit_across_processes() {
+    let sandbox = SandboxFields::default();
+    let budget = BudgetLimits {
+        cpu_seconds: Some(1),
+        ..wall(30)
+    };
+    if !holds(
+        "busy_loop",
+        &sandbox,
+        &budget,
+        &["sandbox.network", "budget.cpu"],
+    ) {
+        return;
+    }
+    let ws = tmp();
+    let spin = format!("{PYTHON} -c 'while True: pass'");
+    let plan = plan(
+        &name("busy"),
+        ws.path(),
+        &sandbox,
+        &budget,
+        &sh(&format!("{spin} & {spin} & wait")),
+        &Forbidden::default(),
+    )
+    .unwrap();
+    let out = run_plan(&plan);
+    say(&format!("{}: {:?}", plan.run_name, out.ended));
+    assert_eq!(out.ended.limit, Some(Limit::Cpu), "{:?}", out.ended);
+    let used = out.ended.cpu_used.expect("cpu used");
+    assert!(used >= Duration::from_secs(1), "{:?}", out.ended);
+    assert!(
+        out.ended.elapsed < Duration::from_secs(15),
+        "{:?}",
+        out.ended
+    );
+    assert_cgroup_removed(&plan);
+}
+
+#[test]
+fn sleep_past_wall_ends_by_the_wall_limit() {
+    let sandbox = SandboxFields::default();
+    if !holds("wall", &sandbox, &wall(1), &["sandbox.network"]) {
+        return;
+    }
+    let ws = tmp();
+    let out = run(
+        "wall",
+        ws.path(),
+        &sandbox,
+        &wall(1),
+        &sh("sleep 30"),
+        &Forbidden::default(),
+    );
+    assert_eq!(out.ended.limit, Some(Limit::Wall), "{:?}", out.ended);
+    assert!(out.ended.elapsed >= Duration::from_secs(1));
+    assert!(
+        out.ended.elapsed < Duration::from_secs(3),
+        "{:?}",
+        out.ended
+    );
+}
+
+fn escaper(dir: &Path, then: &str) -> Program {
+    python(&format!(
+        "import os, sys, time\n\
+         if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        \
+         time.sleep(1.5)\n        open('{d}/escaped', 'w').write(str(os.getpid()))\n        os._exit(0)\n    os._exit(0)\n\
+         os.wait()\nprint('parent', flush=True)\n{then}\n",
+        d = p(dir),
+    ))
+}
+
+fn assert_never_escapes(test: &str, budget: BudgetLimits, then: &str, limit: Option<Limit>) {
+    let out_dir = tmp();
+    let sandbox = SandboxFields {
+        read_write: vec![out_dir.path().to_path_buf()],
+        ..SandboxFields::default()
+    };
+    if !holds(
+        test,
+        &sandbox,
+        &budget,
+        &["sandbox.network", "budget.processes"],
+    ) {
+        return;
+    }
+    let ws = tmp();
+    let started = Instant::now();
+    let out = run(
+        test,
+        ws.path(),
+        &sandbox,
+        &budget,
+        &escaper(out_dir.path(), then),
+        &Forbidden::default(),
+    );
+    assert!(
+        out.stdout.contains("parent"),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+    assert_eq!(out.ended.limit, limit, "{:?}", out.ended);
+    thread::sleep(
+        Duration::from_millis(2500).saturating_sub(started.elapsed()) + Duration::from_millis(500),
+    );
+    assert!(
+        !out_dir.path().join("escaped").exists(),
+        "a setsid grandchild outlived the run"
+    );
+}
+
+#[test]
+fn setsid_grandchild_dies_when_the_run_exits() {
+    assert_never_escapes("setsid-exit", wall(10), "", None);
+}
+
+#[test]
+fn setsid_grandchild_dies_when_the_wall_ends_the_run() {
+    let budget = BudgetLimits {
+        processes: Some(32),
+        ..wall(1)
+    };
+    assert_never_escapes("setsid-wall", budget, "time.sleep(30)", Some(Limit::Wall));
+}
+
+#[test]
+fn another_runs_workspace_is_not_visible() {
+    let sandbox = SandboxFields::default();
+    if !holds("other_workspace", &sandbox, &wall(10), &["sandbox.network"]) {
+        return;
+    }
+    let a = tmp();
+    let b = tmp();
+    fs::write(b.path().join("work"), "TOPSECRET-b").unwrap();
+    let plan_b = plan(
+        &name("ws-b"),
+        b.path(),
+        &sandbox,
+        &wall(10),
+        &sh("sleep 5"),
+        &Forbidden::default(),
+    )
+    .unwrap();
+    let running_b = spawn(&plan_b, Stdio::null(), Stdio::null(), Stdio::null()).unwrap();
+    let script = format!(
+        "ls '{b}' && echo LEAK-listed; cat '{b}/work'; echo mine > a.txt; echo done",
+        b = p(b.path())
+    );
+    let out = run(
+        "ws-a",
+        a.path(),
+        &sandbox,
+        &wall(10),
+        &sh(&script),
+        &Forbidden::default(),
+    );
+    running_b.kill();
+    let ended_b = running_b.wait().unwrap();
+    assert!(ended_b.stopped);
+    assert!(out.stdout.contains("done"), "{}{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("LEAK") && !out.stdout.contains("TOPSECRET"));
+    assert!(a.path().join("a.txt").exists());
+    assert!(!b.path().join("a.txt").exists());
+}
+
+#[test]
+fn a_stop_from_another_thread_ends_the_run() {
+    let sandbox = SandboxFields::default();
+    if !holds("stop", &sandbox, &wall(30), &["sandbox.network"]) {
+        return;
+    }
+    let ws = tmp();
+    let plan = plan(
+        &name("stop"),
+        ws.path(),
+        &sandbox,
+        &wall(30),
+        &sh("sleep 30 & sleep 30"),
+        &Forbidden::default(),
+    )
+    .unwrap();
+    let running = spawn(&plan, Stdio::null(), Stdio::null(), Stdio::null()).unwrap();
+    let killer = running.killer();
+    let stopper = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(300));
+        killer.kill();
+    });
+    let ended = running.wait().unwrap();
+    stopper.join().unwrap();
+    assert!(ended.stopped, "{ended:?}");
+    assert_eq!(ended.limit, None);
+    assert!(ended.elapsed < Duration::from_secs(3), "{ended:?}");
+}
+
+#[test]
+fn environment_holds_only_path_home_user_and_the_programs_own() {
+    let sandbox = SandboxFields::default();
+    if !holds("env", &sandbox, &wall(10), &["sandbox.network"]) {
+        return;
+    }
+    let ws = tmp();
+    let home = tmp();
+    let program = Program {
+        command: vec!["env".into()],
+        env: BTreeMap::from([("OCX_TOKEN".to_string(), "t0ken".to_string())]),
+        homes: vec![home.path().to_path_buf()],
+    };
+    let out = run(
+        "env",
+        ws.path(),
+        &sandbox,
+        &wall(10),
+        &program,
+        &Forbidden::default(),
+    );
+    let vars: BTreeMap<&str, &str> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .collect();
+    assert_eq!(
+        vars.keys().copied().collect::<Vec<_>>(),
+        ["HOME", "OCX_TOKEN", "PATH", "PWD", "USER"],
+        "{}",
+        out.stdout
+    );
+    assert_eq!(vars["PWD"], p(ws.path()));
+    assert_eq!(vars["HOME"], p(home.path()));
+    assert_eq!(vars["OCX_TOKEN"], "t0ken");
+    let first = vars["PATH"].split(':').next().unwrap();
+    assert!(Path::new(first).join("env").is_file(), "{}", vars["PATH"]);
+    assert!(!vars["USER"].is_empty());
+}
+
+fn refused(result: Result<Plan, SandboxError>, field: &str) {
+    match result {
+        Ok(_) => panic!("planned a run that {field} should have refused"),
+        Err(e) => {
+            assert_eq!(e.field(), Some(field), "{e}");
+            assert!(e.to_string().contains(field), "{e}");
+        }
+    }
+}
+
+#[test]
+fn relative_and_forbidden_reaching_paths_are_refused_naming_the_field() {
+    let ws = tmp();
+    let node = tmp();
+    let repo = node.path().join("repo.fossil");
+    fs::write(&repo, "").unwrap();
+    let forbidden = Forbidden {
+        paths: vec![repo.clone()],
+    };
+    let prog = sh("true");
+    let b = wall(5);
+    let with = |read_only: Vec<PathBuf>, read_write: Vec<PathBuf>| SandboxFields {
+        network: false,
+        read_only,
+        read_write,
+    };
+    let try_plan = |s: &SandboxFields, prog: &Program| {
+        plan(&name("refuse"), ws.path(), s, &b, prog, &forbidden)
+    };
+
+    refused(
+        try_plan(&with(vec!["relative/dir".into()], vec![]), &prog),
+        "sandbox.read_only",
+    );
+    refused(
+        try_plan(&with(vec![], vec!["./x".into()]), &prog),
+        "sandbox.read_write",
+    );
+    refused(
+        try_plan(&with(vec![repo.clone()], vec![]), &prog),
+        "sandbox.read_only",
+    );
+    refused(
+        try_plan(&with(vec![], vec![node.path().to_path_buf()]), &prog),
+        "sandbox.read_write",
+    );
+    refused(
+        try_plan(&with(vec!["/".into()], vec![]), &prog),
+        "sandbox.read_only",
+    );
+
+    let link_dir = tmp();
+    let link = link_dir.path().join("innocent");
+    std::os::unix::fs::symlink(node.path(), &link).unwrap();
+    refused(
+        try_plan(&with(vec![link], vec![]), &prog),
+        "sandbox.read_only",
+    );
+
+    let home_program = |homes: Vec<PathBuf>| Program {
+        homes,
+        ..sh("true")
+    };
+    refused(
+        try_plan(
+            &with(vec![], vec![]),
+            &home_program(vec![node.path().to_path_buf()]),
+        ),
+        "program.homes",
+    );
+    refused(
+        try_plan(&with(vec![], vec![]), &home_program(vec!["home".into()])),
+        "program.homes",
+    );
+    refused(
+        try_plan(&with(vec![], vec![]), &sh_relative()),
+        "program.command",
+    );
+    refused(
+        plan(
+            &name("refuse"),
+            Path::new("ws"),
+            &with(vec![], vec![]),
+            &b,
+            &prog,
+            &forbidden,
+        ),
+        "workspace",
+    );
+    refused(
+        plan(
+            &name("refuse"),
+            node.path(),
+            &with(vec![], vec![]),
+            &b,
+            &prog,
+            &forbidden,
+        ),
+        "workspace",
+    );
+    refused(
+        plan(
+            "../escape",
+            ws.path(),
+            &with(vec![], vec![]),
+            &b,
+            &prog,
+            &forbidden,
+        ),
+        "run_name",
+    );
+    assert!(try_plan(&with(vec![link_dir.path().to_path_buf()], vec![]), &prog).is_ok());
+}
+
+fn sh_relative() -> Program {
+    Program {
+        command: vec!["bin/sh".into()],
+        ..Program::default()
+    }
+}
+
+#[test]
+fn plan_serializes_to_json_without_secret_values() {
+    let ws = tmp();
+    let ro = tmp();
+    let program = Program {
+        env: BTreeMap::from([("API_KEY".to_string(), "sk-verysecret".to_string())]),
+        ..sh("true")
+    };
+    let budget = BudgetLimits {
+        memory_bytes: Some(1 << 30),
+        ..wall(60)
+    };
+    let sandbox = SandboxFields {
+        network: false,
+        read_only: vec![ro.path().to_path_buf()],
+        read_write: vec![],
+    };
+    let planned = plan(
+        &name("json"),
+        ws.path(),
+        &sandbox,
+        &budget,
+        &program,
+        &Forbidden::default(),
+    );
+    let planned = match planned {
+        Err(SandboxError::Unenforceable(u)) => {
+            say(&format!("NOT ENFORCEABLE ON THIS HOST, plan refused: {u}"));
+            assert_eq!(u.field, "budget.memory");
+            return;
+        }
+        other => other.unwrap(),
+    };
+    let json = serde_json::to_string_pretty(&planned).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(!json.contains("sk-verysecret"), "{json}");
+    assert_eq!(v["env"]["API_KEY"], "<hidden>");
+    assert_eq!(v["wall"], 60.0);
+    assert_eq!(v["network"], false);
+    assert_eq!(v["cgroup"]["memory_bytes"], 1u64 << 30);
+    let args: Vec<&str> = v["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for needed in ["--new-session", "--die-with-parent", "--unshare-all"] {
+        assert!(args.contains(&needed), "{needed} missing: {json}");
+    }
+    assert!(!args.contains(&"--share-net"));
+    assert!(
+        args.windows(3)
+            .any(|w| w == ["--ro-bind", p(ro.path()).as_str(), p(ro.path()).as_str()])
+    );
+    let pre = serde_json::to_string(host()).unwrap();
+    say(&format!("preflight on this host: {pre}"));
+}
+
+#[test]
+fn forbidden_paths_inside_system_directories_are_masked() {
+    let sandbox = SandboxFields::default();
+    if !holds("system_masks", &sandbox, &wall(10), &["sandbox.network"]) {
+        return;
+    }
+    let made = tempfile::Builder::new()
+        .prefix("ocx-it-node")
+        .tempdir_in("/etc")
+        .and_then(|d| {
+            let f = tempfile::Builder::new()
+                .prefix("ocx-it-repo")
+                .tempfile_in("/etc")?;
+            Ok((d, f))
+        });
+    let (root, repo) = match made {
+        Ok(made) => made,
+        Err(e) => {
+            say(&format!(
+                "NOT CHECKED ON THIS HOST, system_masks cannot write under /etc: {e}"
+            ));
+            return;
+        }
+    };
+    fs::write(root.path().join("secret"), "TOPSECRET-dir").unwrap();
+    fs::write(repo.path(), "TOPSECRET-file").unwrap();
+    let forbidden = Forbidden {
+        paths: vec![root.path().to_path_buf(), repo.path().to_path_buf()],
+    };
+    let script = format!(
+        "cat '{r}/secret'; ls -A '{r}'; cat '{f}'; echo done",
+        r = p(root.path()),
+        f = p(repo.path())
+    );
+    let ws = tmp();
+    let out = run(
+        "masks",
+        ws.path(),
+        &sandbox,
+        &wall(10),
+        &sh(&script),
+        &forbidden,
+    );
+    assert!(out.stdout.contains("done"), "{}{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("TOPSECRET"), "{}", out.stdout);
+    assert!(!out.stdout.contains("secret"), "{}", out.stdout);
+}
