@@ -1,7 +1,9 @@
 //! A place, in the protocol's words: a forum thread or a ticket, where a
 //! record is and where what is said about it goes.
 
+use crate::fossil::artifact::{self, ForumPost, HashPolicy};
 use crate::fossil::repo::Lookup;
+use crate::fossil::store::Batch;
 use crate::registry::{Call, Stop, hash_prefix};
 
 /// A thread or a ticket, as a hash or prefix given in a field names it.
@@ -70,4 +72,90 @@ impl Place {
             .next("give the hash of a forum post this repository holds, or a ticket's id")),
         }
     }
+}
+
+/// Where something is to be said: a new thread, or an existing place.
+#[derive(Debug, Clone)]
+pub enum Where {
+    /// A new thread with this title.
+    NewThread(String),
+    /// A reply in a thread (to the post the place names), or a change of a ticket.
+    At(Place),
+}
+
+/// Composes what `user` says at `at` (a forum post, or a ticket change as
+/// Fossil's ticket page writes a comment) into `batch`; answers its hash.
+pub fn compose(
+    batch: &mut Batch,
+    policy: HashPolicy,
+    date: &str,
+    user: &str,
+    at: &Where,
+    text: &str,
+) -> String {
+    match at {
+        Where::At(Place::Ticket { ticket, .. }) => {
+            let bytes = artifact::ticket_change(
+                date,
+                ticket,
+                user,
+                &[
+                    ("icomment", text),
+                    ("login", user),
+                    ("mimetype", "text/x-markdown"),
+                ],
+            );
+            batch.add("ticket change", bytes, policy)
+        }
+        Where::At(Place::Thread { root, post, .. }) => {
+            let bytes = ForumPost {
+                date,
+                reply: Some((root, post)),
+                title: None,
+                mimetype: "text/x-markdown",
+                user,
+                text,
+            }
+            .compose();
+            batch.add("forum post", bytes, policy)
+        }
+        Where::NewThread(title) => {
+            let bytes = ForumPost {
+                date,
+                reply: None,
+                title: Some(title),
+                mimetype: "text/x-markdown",
+                user,
+                text,
+            }
+            .compose();
+            batch.add("forum post", bytes, policy)
+        }
+    }
+}
+
+/// Composes a message at `at` with its `ocx-message` tag into `batch`, as
+/// every OCX message is written; answers the message's hash.
+pub fn compose_message(
+    batch: &mut Batch,
+    policy: HashPolicy,
+    user: &str,
+    at: &Where,
+    text: &str,
+    kind: &str,
+) -> String {
+    let date = artifact::now();
+    let hash = compose(batch, policy, &date, user, at, text);
+    let tag = artifact::control(
+        &date,
+        user,
+        &[artifact::TagChange {
+            op: '+',
+            name: crate::protocol::MESSAGE_TAG.into(),
+            target: hash.clone(),
+            value: Some(kind.into()),
+        }],
+    );
+    batch.add("ocx-message tag", tag, policy);
+    hash
 }

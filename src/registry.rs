@@ -310,6 +310,11 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::post::Post>::new(),
     &Def::<crate::tools::thread::Thread>::new(),
     &Def::<crate::tools::receipt::ReceiptTool>::new(),
+    &Def::<crate::tools::create::Create>::new(),
+    &Def::<crate::tools::stop::StopTool>::new(),
+    &Def::<crate::tools::audit::Audit>::new(),
+    &Def::<crate::tools::verdicts::Verdicts>::new(),
+    &Def::<crate::tools::unaudited::Unaudited>::new(),
 ];
 
 /// The tool called `name`.

@@ -24,11 +24,21 @@ enum Kind {
     Json,
 }
 
+impl Flag {
+    /// Its clap id, apart from the global flags' ids.
+    fn id(&self) -> String {
+        format!("field:{}", self.path.join("."))
+    }
+}
+
 /// One flag derived from a schema property.
 #[derive(Debug, Clone)]
 struct Flag {
     /// Where its value goes in the input: `["budget", "wall"]`.
     path: Vec<String>,
+    /// The flag's name when the schema gives one (`x-flag`), as for a
+    /// field whose own name is a global flag's.
+    long: Option<String>,
     kind: Kind,
     doc: String,
     positional: bool,
@@ -158,8 +168,11 @@ fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
     for (tool, fl) in flags {
         let mut sub = Command::new(tool.name()).about(tool.summary());
         for f in fl {
-            let id = f.path.join(".");
-            let long = f.path.last().cloned().unwrap_or_default().replace('_', "-");
+            let id = f.id();
+            let long = f
+                .long
+                .clone()
+                .unwrap_or_else(|| f.path.last().cloned().unwrap_or_default().replace('_', "-"));
             let mut arg = Arg::new(id.clone())
                 .long(long)
                 .help(f.doc.clone())
@@ -215,8 +228,8 @@ fn build_input(m: &ArgMatches, sub: Option<&ArgMatches>, flags: &[Flag]) -> Resu
     };
     let Some(sub) = sub else { return Ok(input) };
     for f in flags {
-        let id = f.path.join(".");
-        let field = id.clone();
+        let id = f.id();
+        let field = f.path.join(".");
         let mut raw: Vec<&OsString> = Vec::new();
         for key in [id.clone(), format!("{id}#positional")] {
             if sub.try_contains_id(&key).unwrap_or(false)
@@ -326,7 +339,8 @@ fn flags_of(schema: &Value) -> Vec<Flag> {
     let mut nested = Vec::new();
     let mut positional_taken = false;
     for (name, p) in props {
-        if GLOBALS.contains(&name.as_str()) {
+        let flag = p.get("x-flag").and_then(Value::as_str);
+        if GLOBALS.contains(&name.as_str()) && flag.is_none() {
             continue;
         }
         let p = resolve(p, &defs);
@@ -335,6 +349,7 @@ fn flags_of(schema: &Value) -> Vec<Flag> {
         positional_taken |= positional;
         out.push(Flag {
             path: vec![name.clone()],
+            long: flag.map(str::to_string),
             kind,
             doc: doc_of(&p),
             positional,
@@ -346,6 +361,7 @@ fn flags_of(schema: &Value) -> Vec<Flag> {
                 let sp = resolve(sp, &defs);
                 nested.push(Flag {
                     path: vec![name.clone(), sname.clone()],
+                    long: None,
                     kind: kind_of(&sp),
                     doc: doc_of(&sp),
                     positional: false,
@@ -408,8 +424,13 @@ fn kind_of(p: &Value) -> Kind {
             .collect(),
         _ => vec![],
     };
+    let any_text = p.get("anyOf").and_then(Value::as_array).is_some_and(|a| {
+        a.iter()
+            .any(|v| v.get("type") == Some(&Value::from("string")))
+    });
     match types.as_slice() {
         ["string"] => Kind::Text,
+        [] if any_text => Kind::Text,
         ["integer"] => Kind::Integer,
         ["boolean"] => Kind::Boolean,
         ["array"] => Kind::List,

@@ -80,7 +80,7 @@ pub fn write(message: &Map<String, Value>) -> String {
 }
 
 /// The contents of each fenced code block whose info string is `json` or empty.
-fn json_blocks(text: &str) -> Vec<String> {
+pub fn json_blocks(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut current: Option<String> = None;
     for ev in Parser::new(text) {

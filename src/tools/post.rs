@@ -2,9 +2,9 @@
 //! stored so that Fossil records the caller as its sender.
 
 use crate::answer::Op;
-use crate::fossil::artifact::{self, ForumPost};
+use crate::fossil::artifact;
 use crate::fossil::store::{self, Batch};
-use crate::place::Place;
+use crate::place::{self, Place, Where};
 use crate::registry::{Call, Needs, Stop, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -75,7 +75,6 @@ impl Tool for Post {
         let repo = call.repo()?;
         let caller = call.caller()?.clone();
         let policy = repo.hash_policy().map_err(Stop::internal)?;
-        let date = artifact::now();
         let mut batch = Batch::default();
         let mut out = Output {
             hash: None,
@@ -83,8 +82,8 @@ impl Tool for Post {
             ticket: None,
             moderated: false,
         };
-        match &place {
-            Some(Place::Ticket { ticket, .. }) => {
+        let at = match place {
+            Some(Place::Ticket { ticket, tkt_id }) => {
                 if !caller.capabilities.has_any("wc") {
                     return Err(Stop::field(
                         "to",
@@ -95,20 +94,10 @@ impl Tool for Post {
                     )
                     .next("ask an administrator for c (append to tickets)"));
                 }
-                let bytes = artifact::ticket_change(
-                    &date,
-                    ticket,
-                    &caller.login,
-                    &[
-                        ("icomment", &input.text),
-                        ("login", &caller.login),
-                        ("mimetype", "text/x-markdown"),
-                    ],
-                );
-                out.hash = Some(batch.add("ticket change", bytes, policy));
                 out.ticket = Some(ticket.clone());
+                Where::At(Place::Ticket { ticket, tkt_id })
             }
-            _ => {
+            other => {
                 if !caller.capabilities.has_any("34") {
                     return Err(Stop::new(format!(
                         "a forum post needs capability 3 or 4; {} holds neither",
@@ -117,28 +106,29 @@ impl Tool for Post {
                     .next("ask an administrator for 4 (write to the forum)"));
                 }
                 out.moderated = !caller.capabilities.has('4');
-                let reply = match &place {
-                    Some(Place::Thread { root, post, .. }) => Some((root.as_str(), post.as_str())),
-                    _ => None,
-                };
-                let bytes = ForumPost {
-                    date: &date,
-                    reply,
-                    title: input.title.as_deref(),
-                    mimetype: "text/x-markdown",
-                    user: &caller.login,
-                    text: &input.text,
+                match other {
+                    Some(p) => {
+                        if let Place::Thread { root, .. } = &p {
+                            out.thread = Some(root.clone());
+                        }
+                        Where::At(p)
+                    }
+                    None => Where::NewThread(input.title.clone().unwrap_or_default()),
                 }
-                .compose();
-                let hash = batch.add("forum post", bytes, policy);
-                out.thread = Some(
-                    reply
-                        .map(|r| r.0.to_string())
-                        .unwrap_or_else(|| hash.clone()),
-                );
-                out.hash = Some(hash);
             }
+        };
+        let hash = place::compose(
+            &mut batch,
+            policy,
+            &artifact::now(),
+            &caller.login,
+            &at,
+            &input.text,
+        );
+        if out.thread.is_none() && out.ticket.is_none() {
+            out.thread = Some(hash.clone());
         }
+        out.hash = Some(hash);
         write(call, &batch, !out.moderated)?;
         if call.dry_run {
             out.hash = None;

@@ -3,6 +3,7 @@
 
 mod cli;
 mod messages;
+mod protocol;
 mod reads;
 mod sandbox;
 mod support;

@@ -36,3 +36,31 @@ fn what_the_writer_writes_the_reader_reads() {
         Reading::Message { message: msg }
     );
 }
+
+#[test]
+fn every_kind_fixture_reads_as_expected() {
+    use ocx::protocol::kinds::{self, Kind};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("spec-fixtures/kinds");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let case: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let message = case["message"].as_object().unwrap();
+        let (kind, field) = match kinds::read(message) {
+            Kind::Known(_) => ("known", None),
+            Kind::Other => ("other", None),
+            Kind::Refused(_, p) => ("refused", Some(p.field)),
+            Kind::Malformed(p) => ("malformed", Some(p.field)),
+        };
+        assert_eq!(kind, case["expected"]["kind"], "{}", path.display());
+        assert_eq!(
+            field.as_deref(),
+            case["expected"]["field"].as_str(),
+            "{}",
+            path.display()
+        );
+        seen += 1;
+    }
+    assert!(seen >= 10, "the fixtures are there ({seen})");
+}

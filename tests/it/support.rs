@@ -209,3 +209,63 @@ pub fn run(mut c: Command, stdin: Option<&[u8]>) -> Run {
 pub fn ocx_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_ocx"))
 }
+
+impl Repo {
+    /// Commits `file` holding `content` as `user` (on `branch` when given,
+    /// starting it); answers the check-in's full hash.
+    pub fn commit_as(&self, user: &str, file: &str, content: &str, branch: Option<&str>) -> String {
+        let work = self.dir.path().join("work");
+        if !work.join(".fslckout").exists() {
+            std::fs::create_dir_all(&work).unwrap();
+            let out = Command::new(fossil())
+                .arg("open")
+                .arg(&self.file)
+                .arg("--workdir")
+                .arg(&work)
+                .env("USER", "admin")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::fs::write(work.join(file), content).unwrap();
+        let fossil_in = |args: &[&str]| {
+            let out = Command::new(fossil())
+                .args(args)
+                .current_dir(&work)
+                .env("USER", "admin")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "fossil {args:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        fossil_in(&["add", file]);
+        let mut args = vec!["commit", "-m", "a change", "--user", user, "--no-warnings"];
+        if let Some(b) = branch {
+            args.extend(["--branch", b]);
+        }
+        fossil_in(&args);
+        let db = rusqlite::Connection::open(&self.file).unwrap();
+        db.query_row(
+            "SELECT b.uuid FROM event e JOIN blob b ON b.rid=e.objid WHERE e.type='ci' ORDER BY e.objid DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    /// The server-code.
+    pub fn server_code(&self) -> String {
+        ocx::fossil::Repository::open(&self.file)
+            .unwrap()
+            .server_code()
+            .unwrap()
+    }
+}

@@ -1,0 +1,81 @@
+//! Runners (design decision 10): `command` is built in; a session runner
+//! is defined by the wiki page `sandbox/NAME`, counted only when its newest
+//! version was sent by a login holding admin or setup.
+
+use crate::fossil::{FossilError, Repository};
+use crate::protocol::message;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The built-in runner: a program run once per check-in.
+pub const COMMAND: &str = "command";
+
+/// How a session runner's program takes its deliveries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InputMode {
+    /// One line on stdin per delivery.
+    Lines,
+    /// Claude Code's stream-json user messages.
+    ClaudeStreamJson,
+}
+
+/// A session runner as its page defines it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerPage {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Environment variables its runs get.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Host directories its runs share, bound read-write.
+    #[serde(default)]
+    pub homes: Vec<String>,
+    /// Whether it offers remote control.
+    #[serde(default)]
+    pub remote: bool,
+    /// How it takes deliveries.
+    #[serde(default = "lines")]
+    pub input: InputMode,
+}
+
+fn lines() -> InputMode {
+    InputMode::Lines
+}
+
+/// The wiki page defining runner `name`.
+pub fn page_name(name: &str) -> String {
+    format!("sandbox/{name}")
+}
+
+/// Runner `name`'s page, when it counts (its newest version sent by a login
+/// holding admin or setup) and its first fenced JSON block reads.
+pub fn page(repo: &Repository, name: &str) -> Result<Option<RunnerPage>, FossilError> {
+    let Some((rid, sender)) = repo.wiki_newest(&page_name(name))? else {
+        return Ok(None);
+    };
+    let Some(sender) = sender else {
+        return Ok(None);
+    };
+    if !repo.capabilities(&sender)?.is_some_and(|c| c.is_admin()) {
+        return Ok(None);
+    }
+    let Some(text) = repo.parsed(rid)?.and_then(|p| p.text) else {
+        return Ok(None);
+    };
+    let text = String::from_utf8_lossy(&text);
+    Ok(message::json_blocks(&text)
+        .into_iter()
+        .next()
+        .and_then(|b| serde_json::from_str::<RunnerPage>(&b).ok()))
+}
+
+/// Whether `name` can name a runner: lower-case letters, digits, `-` and `_`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 40
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}

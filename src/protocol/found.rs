@@ -1,0 +1,140 @@
+//! Messages as they stand in a repository: what a post or ticket change
+//! holds, the records, stops and responses of a place, and whether a
+//! record is answered. The sender of each is its receipt's login.
+
+use super::kinds::{self, Kind, Message, Record};
+use super::message::{self, Reading};
+use crate::fossil::repo::Said;
+use crate::fossil::{FossilError, Repository};
+use crate::place::Place;
+
+/// A message found in a post or ticket change.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub said: Said,
+    pub kind: Kind,
+}
+
+/// What a post or ticket change holds, read as a message of its kind.
+/// An edit of a post is never a message (C1).
+pub fn read(repo: &Repository, said: &Said) -> Result<Option<Kind>, FossilError> {
+    if said.edit {
+        return Ok(None);
+    }
+    let text = match &said.comment {
+        Some(c) => c.clone().into_bytes(),
+        None => match repo.parsed(said.rid)?.and_then(|p| p.text) {
+            Some(t) => t,
+            None => return Ok(None),
+        },
+    };
+    Ok(match message::read(&text) {
+        Reading::Message { message } => Some(kinds::read(&message)),
+        Reading::Refused { field, reason } => {
+            Some(Kind::Malformed(kinds::Problem { field, reason }))
+        }
+        Reading::NotAMessage { .. } => None,
+    })
+}
+
+/// Every message said at `place`, in received order.
+pub fn at(repo: &Repository, place: &Place) -> Result<Vec<Found>, FossilError> {
+    let said = match place {
+        Place::Thread { root_rid, .. } => repo.thread(*root_rid)?,
+        Place::Ticket { tkt_id, .. } => repo.ticket_changes(*tkt_id)?,
+    };
+    let mut out = Vec::new();
+    for s in said {
+        if let Some(kind) = read(repo, &s)? {
+            out.push(Found { said: s, kind });
+        }
+    }
+    Ok(out)
+}
+
+/// The login a node acts as: `node-` and the first 8 digits of its server-code.
+pub fn node_login(server_code: &str) -> String {
+    format!("node-{}", &server_code[..server_code.len().min(8)])
+}
+
+/// The response to record `hash` at `place` that counts: one sent by the
+/// node's own login (C1), whatever a U card inside says.
+pub fn response(
+    repo: &Repository,
+    place: &Place,
+    record: &str,
+    node: &str,
+) -> Result<Option<Found>, FossilError> {
+    let node_user = node_login(node);
+    Ok(at(repo, place)?.into_iter().find(|f| {
+        matches!(&f.kind, Kind::Known(Message::Response(r)) if r.answers == record && r.node == node)
+            && f.said.from.as_deref() == Some(node_user.as_str())
+    }))
+}
+
+/// A record as it stands: its post or change, its place and its fields.
+#[derive(Debug, Clone)]
+pub struct StandingRecord {
+    pub hash: String,
+    pub said: Said,
+    pub place: Place,
+    pub record: Record,
+    /// Why the node must refuse it, if it must.
+    pub problem: Option<kinds::Problem>,
+}
+
+/// The record `rid` (with full hash `hash`), or `None` when that artifact holds no record.
+pub fn record(
+    repo: &Repository,
+    rid: i64,
+    hash: &str,
+) -> Result<Option<StandingRecord>, FossilError> {
+    let Some(said) = repo.said(rid)? else {
+        return Ok(None);
+    };
+    let (record, problem) = match read(repo, &said)? {
+        Some(Kind::Known(Message::Record(r))) => (*r, None),
+        Some(Kind::Refused(Message::Record(r), p)) => (*r, Some(p)),
+        _ => return Ok(None),
+    };
+    let place = place_of(repo, rid)?;
+    Ok(place.map(|place| StandingRecord {
+        hash: hash.to_string(),
+        said,
+        place,
+        record,
+        problem,
+    }))
+}
+
+/// The place of post or ticket change `rid`.
+pub fn place_of(repo: &Repository, rid: i64) -> Result<Option<Place>, FossilError> {
+    if let Some(root_rid) = repo.thread_root(rid)? {
+        return Ok(Some(Place::Thread {
+            root_rid,
+            root: repo.hash_of(root_rid)?,
+            post_rid: rid,
+            post: repo.hash_of(rid)?,
+        }));
+    }
+    let Some(k) = repo.parsed(rid)?.and_then(|p| p.arg(b'K')) else {
+        return Ok(None);
+    };
+    Ok(match repo.resolve_ticket(&k)? {
+        crate::fossil::repo::Lookup::One(tkt_id, ticket) => Some(Place::Ticket { tkt_id, ticket }),
+        _ => None,
+    })
+}
+
+/// Every record carrying OCX's `ocx-message` tag, in received order, with
+/// whether it is answered.
+pub fn tagged_records(repo: &Repository) -> Result<Vec<(StandingRecord, bool)>, FossilError> {
+    let mut out = Vec::new();
+    for (rid, hash) in repo.tagged(crate::protocol::MESSAGE_TAG)? {
+        if let Some(r) = record(repo, rid, &hash)? {
+            let answered = response(repo, &r.place, &r.hash, &r.record.node)?.is_some();
+            out.push((r, answered));
+        }
+    }
+    Ok(out)
+}

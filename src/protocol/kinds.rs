@@ -1,0 +1,442 @@
+//! The three kinds of message (C2–C4): `record`, `stop` and `response`,
+//! typed; their readers (C7: unknown keys ignored, except inside `sandbox`,
+//! `budget` and `restrict`, where they make a record refused) and the
+//! checks a record's values must pass, shared by `create` and the node.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A problem with a message, naming its field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub field: String,
+    pub reason: String,
+}
+
+impl Problem {
+    fn new(field: impl Into<String>, reason: impl Into<String>) -> Problem {
+        Problem {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The restrictions a record asks its node to hold its run to (C6).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Restrict {
+    /// The run holds no password for its user: its tools run on the node, and its check-ins leave only by `push`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_password: Option<bool>,
+    /// Its check-ins go only on this branch (needs no_password).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// It posts only in its record's place (needs no_password).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_thread: Option<bool>,
+}
+
+impl Restrict {
+    /// The restrictions asked for, by name, in the protocol's order.
+    pub fn asked(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.no_password == Some(true) {
+            out.push("no_password");
+        }
+        if self.branch.is_some() {
+            out.push("branch");
+        }
+        if self.own_thread == Some(true) {
+            out.push("own_thread");
+        }
+        out
+    }
+}
+
+/// What a run's processes see of the host besides its checkout, its program and the system's files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Sandbox {
+    /// Whether the run may use the network.
+    #[serde(default = "yes")]
+    pub network: bool,
+    /// Absolute host paths it may read.
+    #[serde(default)]
+    pub read_only: Vec<String>,
+    /// Absolute host paths it may read and write.
+    #[serde(default)]
+    pub read_write: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Sandbox {
+            network: true,
+            read_only: Vec::new(),
+            read_write: Vec::new(),
+        }
+    }
+}
+
+/// Limits on all a run's processes together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Wall-clock time: a whole number followed by s, m, h or d (as 4h).
+    pub wall: String,
+    /// CPU seconds in total, a positive whole number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u64>,
+    /// Memory at once: bytes, or a number followed by K, M or G (binary units).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
+    /// Processes at once, a positive whole number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+}
+
+/// A memory limit as a record may give it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Memory {
+    /// Bytes.
+    Bytes(u64),
+    /// A number, optionally followed by K, M or G.
+    Text(String),
+}
+
+/// A record (C2): what a node is asked to run, as whom, and within what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub ocx: u64,
+    pub kind: String,
+    pub node: String,
+    pub user: String,
+    pub runner: String,
+    pub objective: String,
+    #[serde(default)]
+    pub checkins: Vec<String>,
+    #[serde(default)]
+    pub hears: Vec<String>,
+    #[serde(default)]
+    pub remote: bool,
+    #[serde(default)]
+    pub restrict: Restrict,
+    #[serde(default)]
+    pub sandbox: Sandbox,
+    pub budget: Budget,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+}
+
+/// A stop (C3): ends the run of the record it names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopMessage {
+    pub ocx: u64,
+    pub kind: String,
+    pub node: String,
+    pub stops: String,
+}
+
+/// A response (C4): the node's one answer to a record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response {
+    pub ocx: u64,
+    pub kind: String,
+    pub node: String,
+    pub answers: String,
+    pub outcome: String,
+    #[serde(default)]
+    pub note: String,
+}
+
+/// A message of a known kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    Record(Box<Record>),
+    Stop(StopMessage),
+    Response(Response),
+}
+
+impl Message {
+    /// The node the message is for.
+    pub fn node(&self) -> &str {
+        match self {
+            Message::Record(r) => &r.node,
+            Message::Stop(s) => &s.node,
+            Message::Response(r) => &r.node,
+        }
+    }
+}
+
+/// How a message block reads as a kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// A message of a known kind, its values checked.
+    Known(Message),
+    /// Not one of the three kinds: no one acts on it.
+    Other,
+    /// A message that must be refused, naming the first field at fault
+    /// (a record the node answers `refused`).
+    Refused(Message, Problem),
+    /// Its shape does not read (a missing or mistyped field).
+    Malformed(Problem),
+}
+
+/// Reads a message's object as its kind.
+pub fn read(map: &Map<String, Value>) -> Kind {
+    let kind = map.get("kind").and_then(Value::as_str).unwrap_or("");
+    let value = Value::Object(map.clone());
+    let typed = |v: Value| -> Result<Message, Problem> {
+        match kind {
+            "record" => serde_path_to_error::deserialize(v).map(|r| Message::Record(Box::new(r))),
+            "stop" => serde_path_to_error::deserialize(v).map(Message::Stop),
+            "response" => serde_path_to_error::deserialize(v).map(Message::Response),
+            _ => unreachable!("kind checked"),
+        }
+        .map_err(problem)
+    };
+    if !matches!(kind, "record" | "stop" | "response") {
+        return Kind::Other;
+    }
+    match typed(value) {
+        Ok(Message::Record(r)) => match check_record(&r) {
+            Ok(()) => Kind::Known(Message::Record(r)),
+            Err(p) => Kind::Refused(Message::Record(r), p),
+        },
+        Ok(m) => Kind::Known(m),
+        Err(p) => {
+            if kind == "record"
+                && let Some(r) = lenient_record(map)
+            {
+                return Kind::Refused(Message::Record(Box::new(r)), p);
+            }
+            Kind::Malformed(p)
+        }
+    }
+}
+
+/// A record whose `sandbox`, `budget` or `restrict` holds a key this
+/// reader does not know still names its node, user and place: read it
+/// without those parts, so the node can answer it `refused`.
+fn lenient_record(map: &Map<String, Value>) -> Option<Record> {
+    let mut m = map.clone();
+    for key in ["sandbox", "budget", "restrict"] {
+        m.remove(key);
+    }
+    m.insert("budget".into(), serde_json::json!({"wall": "0s"}));
+    serde_json::from_value(Value::Object(m)).ok()
+}
+
+fn problem(e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
+    let path = e.path().to_string();
+    let message = e.inner().to_string();
+    let message = message
+        .split(" at line ")
+        .next()
+        .unwrap_or(&message)
+        .to_string();
+    let named = message.split('`').nth(1).unwrap_or("").to_string();
+    let field = if message.starts_with("unknown field") && path != "." {
+        path
+    } else if message.starts_with("missing field") || message.starts_with("unknown field") {
+        if path == "." {
+            named
+        } else {
+            format!("{path}.{named}")
+        }
+    } else {
+        path
+    };
+    let reason = if message.starts_with("unknown field") {
+        "is a key this node does not know: it may be a limit".to_string()
+    } else {
+        message
+    };
+    Problem::new(field, reason)
+}
+
+/// Seconds a `wall` value stands for: a positive whole number followed by s, m, h or d.
+pub fn wall_seconds(wall: &str) -> Option<u64> {
+    let (digits, unit) = wall.split_at(wall.len().checked_sub(1)?);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    let per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => return None,
+    };
+    (n > 0).then(|| n.checked_mul(per)).flatten()
+}
+
+/// Bytes a `memory` value stands for: bytes, or a number followed by K, M or G (binary).
+pub fn memory_bytes(memory: &Memory) -> Option<u64> {
+    match memory {
+        Memory::Bytes(n) => (*n > 0).then_some(*n),
+        Memory::Text(t) => {
+            let (digits, mult) = match t.chars().last()? {
+                'K' => (&t[..t.len() - 1], 1u64 << 10),
+                'M' => (&t[..t.len() - 1], 1 << 20),
+                'G' => (&t[..t.len() - 1], 1 << 30),
+                _ => (t.as_str(), 1),
+            };
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let n: u64 = digits.parse().ok()?;
+            (n > 0).then(|| n.checked_mul(mult)).flatten()
+        }
+    }
+}
+
+/// Whether `s` is 40 lower-case hex digits, as a server-code is.
+pub fn is_server_code(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Checks a budget's values, naming the first at fault.
+pub fn check_budget(b: &Budget) -> Result<(), Problem> {
+    if wall_seconds(&b.wall).is_none() {
+        return Err(Problem::new(
+            "budget.wall",
+            format!(
+                "{:?} is not a whole number followed by s, m, h or d",
+                b.wall
+            ),
+        ));
+    }
+    if b.cpu == Some(0) {
+        return Err(Problem::new(
+            "budget.cpu",
+            "is not a positive whole number of seconds",
+        ));
+    }
+    if let Some(m) = &b.memory
+        && memory_bytes(m).is_none()
+    {
+        return Err(Problem::new(
+            "budget.memory",
+            "is not bytes, or a number followed by K, M or G",
+        ));
+    }
+    if b.processes == Some(0) {
+        return Err(Problem::new(
+            "budget.processes",
+            "is not a positive whole number",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a sandbox's paths are absolute, naming the first that is not.
+pub fn check_sandbox(s: &Sandbox) -> Result<(), Problem> {
+    for (name, paths) in [("read_only", &s.read_only), ("read_write", &s.read_write)] {
+        for (i, p) in paths.iter().enumerate() {
+            if !p.starts_with('/') {
+                return Err(Problem::new(
+                    format!("sandbox.{name}[{i}]"),
+                    format!("{p:?} is not an absolute path"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks restrictions that need others (C6: branch and own_thread need no_password).
+pub fn check_restrict(r: &Restrict) -> Result<(), Problem> {
+    let holds_password = r.no_password != Some(true);
+    if r.branch.is_some() && holds_password {
+        return Err(Problem::new(
+            "restrict.branch",
+            "needs no_password: a run that holds its password can write past any tool",
+        ));
+    }
+    if r.own_thread == Some(true) && holds_password {
+        return Err(Problem::new(
+            "restrict.own_thread",
+            "needs no_password: a run that holds its password can write past any tool",
+        ));
+    }
+    if let Some(b) = &r.branch
+        && (b.trim().is_empty() || b.contains(['\n', '\r']))
+    {
+        return Err(Problem::new("restrict.branch", "is not a branch name"));
+    }
+    Ok(())
+}
+
+/// Checks every value of a record that can be checked without a
+/// repository, naming the first at fault.
+pub fn check_record(r: &Record) -> Result<(), Problem> {
+    if !is_server_code(&r.node) {
+        return Err(Problem::new(
+            "node",
+            "is not 40 lower-case hex digits (a server-code)",
+        ));
+    }
+    if r.objective.trim().is_empty() {
+        return Err(Problem::new("objective", "is empty"));
+    }
+    if r.user.trim().is_empty() || r.user.contains(char::is_whitespace) {
+        return Err(Problem::new("user", "is not a login"));
+    }
+    check_restrict(&r.restrict)?;
+    check_sandbox(&r.sandbox)?;
+    check_budget(&r.budget)?;
+    match (&r.runner[..], &r.command) {
+        ("command", None) => {
+            return Err(Problem::new(
+                "command",
+                "a command record needs its command",
+            ));
+        }
+        ("command", Some(c)) if c.is_empty() || c[0].is_empty() => {
+            return Err(Problem::new("command", "names no program"));
+        }
+        ("command", Some(_)) if !r.hears.is_empty() => {
+            return Err(Problem::new(
+                "hears",
+                "a command record hears no one: give []",
+            ));
+        }
+        (_, Some(_)) if r.runner != "command" => {
+            return Err(Problem::new(
+                "command",
+                "only the command runner takes a command",
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walls_and_memory_read_as_the_protocol_says() {
+        assert_eq!(wall_seconds("4h"), Some(14400));
+        assert_eq!(wall_seconds("90s"), Some(90));
+        for bad in ["", "h", "4", "4x", "-4h", "4.5h", "0s", " 4h"] {
+            assert_eq!(wall_seconds(bad), None, "{bad:?}");
+        }
+        assert_eq!(memory_bytes(&Memory::Text("512M".into())), Some(512 << 20));
+        assert_eq!(memory_bytes(&Memory::Bytes(4096)), Some(4096));
+        assert_eq!(memory_bytes(&Memory::Text("1024".into())), Some(1024));
+        for bad in ["", "M", "1.5G", "2T", "-1K"] {
+            assert_eq!(memory_bytes(&Memory::Text(bad.into())), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! `create`: writes a record (C2) at a place: a new thread, a reply to a
+//! post, or a change of a ticket, with its `ocx-message` tag, as the
+//! caller. Every field is checked first, its defaults written out.
+
+use crate::fossil::store::Batch;
+use crate::node::runner;
+use crate::place::{self, Place, Where};
+use crate::protocol::found;
+use crate::protocol::kinds::{self, Budget, Problem, Record, Restrict, Sandbox};
+use crate::protocol::message;
+use crate::registry::{Call, Needs, Stop, Tool};
+use rand::Rng;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Input of `create`: the record's own fields, and where to write it.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// How it runs: `command` (a program once per check-in, for CI), or a session runner the node offers (its wiki page sandbox/NAME), such as claude or codex. Default: claude.
+    #[serde(default)]
+    pub runner: Option<String>,
+    /// The task in plain words, and what counts as passing.
+    pub objective: String,
+    /// The branches whose check-ins it is given.
+    #[serde(default)]
+    pub checkins: Vec<String>,
+    /// The logins whose posts in its place it is given. Default: every login holding admin or setup now; [] for a command.
+    #[serde(default)]
+    pub hears: Option<Vec<String>>,
+    /// Whether people may reach the session through its runner's remote control. Default: true where the runner offers it.
+    #[serde(default)]
+    pub remote: Option<bool>,
+    /// Restrictions the node must hold the run to: no_password, branch, own_thread. Default: none.
+    #[serde(default)]
+    pub restrict: Option<Restrict>,
+    /// What its processes see of the host. Default: network true, no paths.
+    #[serde(default)]
+    pub sandbox: Option<Sandbox>,
+    /// Limits on all its processes together; wall is required.
+    pub budget: Budget,
+    /// The program and its arguments, for the command runner only.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// The login the run acts as. Default: a new one, the runner's name, a hyphen and six hex digits.
+    #[serde(default)]
+    #[schemars(extend("x-flag" = "run-user"))]
+    pub user: Option<String>,
+    /// The node it is for, by server-code. Default: this repository's.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// A post to reply to with the record (its thread is the record's place).
+    #[serde(default)]
+    pub to: Option<String>,
+    /// A ticket to write the record on, by its id.
+    #[serde(default)]
+    pub ticket: Option<String>,
+}
+
+/// What `create` wrote.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    /// The record's full hash (null on a dry run).
+    pub record: Option<String>,
+    /// The thread's first post, when the record is in a thread (null for a new thread on a dry run).
+    pub thread: Option<String>,
+    /// The ticket's id, when the record is on a ticket.
+    pub ticket: Option<String>,
+    /// The record as written, every default filled in.
+    pub fields: serde_json::Value,
+}
+
+/// The `create` tool.
+pub struct Create;
+
+/// A new thread's title is the objective's first line, cut to this many characters.
+pub const TITLE_CHARS: usize = 80;
+
+impl Tool for Create {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "create";
+    const SUMMARY: &'static str = "Write a record: ask a node to run an agent or a CI command, within a sandbox and a budget.";
+    const NEEDS: Needs = Needs::Any("as");
+    const WRITES: bool = true;
+
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let refuse = |p: Problem| {
+            Stop::field(p.field, p.reason)
+                .next("correct the field; `ocx help create` describes each")
+        };
+        let repo = call.repo()?;
+        let runner = input.runner.clone().unwrap_or_else(|| "claude".into());
+        if !runner::valid_name(&runner) {
+            return Err(
+                Stop::field("runner", format!("{runner:?} is not a runner's name"))
+                    .next("give command, or a runner such as claude"),
+            );
+        }
+        if input.objective.trim().is_empty() {
+            return Err(Stop::field("objective", "is empty").next("say what the run is for"));
+        }
+        let is_command = runner == runner::COMMAND;
+        let page = if is_command {
+            None
+        } else {
+            runner::page(repo, &runner).map_err(Stop::internal)?
+        };
+        let hears = match input.hears.clone() {
+            Some(h) => h,
+            None if is_command => Vec::new(),
+            None => admins(call)?,
+        };
+        let repo = call.repo()?;
+        for (i, login) in hears.iter().enumerate() {
+            if repo
+                .own_capabilities(login)
+                .map_err(Stop::internal)?
+                .is_none()
+            {
+                return Err(Stop::field(
+                    format!("hears[{i}]"),
+                    format!("the repository has no login {login:?}"),
+                )
+                .next("name logins of this repository"));
+            }
+        }
+        let offers_remote = page.as_ref().is_some_and(|p| p.remote);
+        let remote = match input.remote {
+            Some(true) if !offers_remote => {
+                return Err(Stop::field(
+                    "remote",
+                    format!("the runner {runner:?} offers no remote control"),
+                )
+                .next("leave remote out, or give false"));
+            }
+            Some(r) => r,
+            None => offers_remote,
+        };
+        let server_code = repo.server_code().map_err(Stop::internal)?;
+        let node = input.node.clone().unwrap_or_else(|| server_code.clone());
+        if !kinds::is_server_code(&node) {
+            return Err(
+                Stop::field("node", "is not 40 lower-case hex digits (a server-code)")
+                    .next("give the node's server-code, as `ocx status` shows it"),
+            );
+        }
+        let user = match &input.user {
+            Some(u) => {
+                check_user(call, u, &node, &server_code)?;
+                u.clone()
+            }
+            None => format!(
+                "{runner}-{:06x}",
+                rand::rng().random_range(0..0x100_0000u32)
+            ),
+        };
+        let record = Record {
+            ocx: crate::protocol::message::VERSION,
+            kind: "record".into(),
+            node: node.clone(),
+            user: user.clone(),
+            runner: runner.clone(),
+            objective: input.objective.clone(),
+            checkins: input.checkins.clone(),
+            hears,
+            remote,
+            restrict: input.restrict.clone().unwrap_or_default(),
+            sandbox: input.sandbox.clone().unwrap_or_default(),
+            budget: input.budget.clone(),
+            command: input.command.clone(),
+        };
+        kinds::check_record(&record).map_err(refuse)?;
+        if call.dry_run
+            && node == server_code
+            && crate::node::is_node(call.repo()?).map_err(Stop::internal)?
+        {
+            call.read("what this node can enforce");
+            crate::node::check_enforceable(call.repo()?, &record)
+                .map_err(Stop::internal)?
+                .map_err(|p| {
+                    Stop::field(p.field, format!("this node would refuse it: {}", p.reason))
+                        .next("ask only for what `ocx status` says the node enforces")
+                })?;
+        }
+        let at = match (&input.to, &input.ticket) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    Stop::field("ticket", "give to or ticket, not both").next("leave one out")
+                );
+            }
+            (Some(to), None) => match Place::resolve(call, "to", to)? {
+                p @ Place::Thread { .. } => Where::At(p),
+                Place::Ticket { .. } => {
+                    return Err(
+                        Stop::field("to", "names a ticket").next("give the ticket as ticket")
+                    );
+                }
+            },
+            (None, Some(t)) => match Place::resolve(call, "ticket", t)? {
+                p @ Place::Ticket { .. } => Where::At(p),
+                Place::Thread { .. } => {
+                    return Err(Stop::field("ticket", "names a forum post, not a ticket")
+                        .next("give the post as to"));
+                }
+            },
+            (None, None) => Where::NewThread(title_of(&input.objective)),
+        };
+        let fields =
+            serde_json::to_value(&record).map_err(|e| Stop::new(format!("internal error: {e}")))?;
+        let block = message::write(fields.as_object().expect("a record is an object"));
+        let text = format!(
+            "OCX record: asks node `{}` to run `{runner}` as `{user}`{}.\n\n{block}",
+            &node[..8],
+            if is_command { " once per check-in" } else { "" }
+        );
+        let repo = call.repo()?;
+        let policy = repo.hash_policy().map_err(Stop::internal)?;
+        let caller = call.caller()?.login.clone();
+        let mut batch = Batch::default();
+        let hash = place::compose_message(&mut batch, policy, &caller, &at, &text, "record");
+        super::post::write(call, &batch, true)?;
+        let (thread, ticket) = match &at {
+            Where::At(Place::Thread { root, .. }) => (Some(root.clone()), None),
+            Where::At(Place::Ticket { ticket, .. }) => (None, Some(ticket.clone())),
+            Where::NewThread(_) => ((!call.dry_run).then(|| hash.clone()), None),
+        };
+        Ok(Output {
+            record: (!call.dry_run).then_some(hash),
+            thread,
+            ticket,
+            fields,
+        })
+    }
+}
+
+/// A new thread's title: the objective's first line, cut to [`TITLE_CHARS`].
+pub fn title_of(objective: &str) -> String {
+    objective
+        .trim()
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(TITLE_CHARS)
+        .collect()
+}
+
+/// Every login holding admin or setup of its own, but a node's.
+fn admins(call: &Call) -> Result<Vec<String>, Stop> {
+    let repo = call.repo()?;
+    let users = repo.users().map_err(Stop::internal)?;
+    Ok(users
+        .into_iter()
+        .filter(|(login, cap)| cap.contains(['a', 's']) && !login.starts_with("node-"))
+        .map(|(login, _)| login)
+        .collect())
+}
+
+/// Refuses a run user that holds admin or setup, is a node's login, or has an open record.
+fn check_user(call: &mut Call, user: &str, node: &str, server_code: &str) -> Result<(), Stop> {
+    if user.is_empty() || user.contains(char::is_whitespace) || user.len() > 64 {
+        return Err(Stop::field("user", format!("{user:?} is not a login"))
+            .next("give a login of letters, digits and hyphens"));
+    }
+    if user == found::node_login(node) || user == found::node_login(server_code) {
+        return Err(Stop::field("user", format!("{user} is a node's own login"))
+            .next("leave user out to make a new login"));
+    }
+    let repo = call.repo()?;
+    if let Some(caps) = repo.capabilities(user).map_err(Stop::internal)?
+        && caps.is_admin()
+    {
+        return Err(Stop::field(
+            "user",
+            format!("{user} holds admin or setup; a run never may"),
+        )
+        .next("leave user out to make a new login"));
+    }
+    call.read("the open records");
+    let repo = call.repo()?;
+    let open = found::tagged_records(repo).map_err(Stop::internal)?;
+    if let Some((r, _)) = open
+        .iter()
+        .find(|(r, answered)| !answered && r.record.user == user)
+    {
+        return Err(Stop::field(
+            "user",
+            format!("{user} already has an open record ({})", &r.hash[..10]),
+        )
+        .next("stop that record first, or name another user"));
+    }
+    Ok(())
+}

@@ -1,0 +1,91 @@
+//! `stop`: writes a stop (C3) for an open record, at the record's place,
+//! as the caller; its node ends the run and answers `stopped`.
+
+use crate::fossil::store::Batch;
+use crate::place::{self, Where};
+use crate::protocol::found;
+use crate::protocol::kinds::StopMessage;
+use crate::protocol::message;
+use crate::registry::{Call, Needs, Stop, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Input of `stop`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// The record to stop, by hash or a prefix of 10+ hex digits.
+    pub record: String,
+}
+
+/// What `stop` wrote.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    /// The stop's full hash (null on a dry run).
+    pub stop: Option<String>,
+    /// The record it stops, in full.
+    pub record: String,
+}
+
+/// The `stop` tool.
+pub struct StopTool;
+
+impl Tool for StopTool {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "stop";
+    const SUMMARY: &'static str = "Stop a record's run: its node ends it and answers `stopped`.";
+    const NEEDS: Needs = Needs::Any("as");
+    const WRITES: bool = true;
+
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let (rid, hash) = call.artifact("record", &input.record)?;
+        let repo = call.repo()?;
+        let standing = found::record(repo, rid, &hash)
+            .map_err(Stop::internal)?
+            .ok_or_else(|| {
+                Stop::field("record", format!("{} holds no record", input.record))
+                    .next("give the hash of a record's post")
+            })?;
+        call.read("the record and its place");
+        let repo = call.repo()?;
+        if let Some(r) = found::response(repo, &standing.place, &hash, &standing.record.node)
+            .map_err(Stop::internal)?
+        {
+            return Err(Stop::field(
+                "record",
+                format!("the record is answered already ({})", &r.said.hash[..10]),
+            )
+            .next("nothing to stop; `ocx thread` shows its response"));
+        }
+        let msg = StopMessage {
+            ocx: message::VERSION,
+            kind: "stop".into(),
+            node: standing.record.node.clone(),
+            stops: hash.clone(),
+        };
+        let fields =
+            serde_json::to_value(&msg).map_err(|e| Stop::new(format!("internal error: {e}")))?;
+        let text = format!(
+            "OCX stop: asks node `{}` to stop this record's run.\n\n{}",
+            &msg.node[..8],
+            message::write(fields.as_object().expect("an object"))
+        );
+        let policy = repo.hash_policy().map_err(Stop::internal)?;
+        let caller = call.caller()?.login.clone();
+        let mut batch = Batch::default();
+        let stop = place::compose_message(
+            &mut batch,
+            policy,
+            &caller,
+            &Where::At(standing.place),
+            &text,
+            "stop",
+        );
+        super::post::write(call, &batch, true)?;
+        Ok(Output {
+            stop: (!call.dry_run).then_some(stop),
+            record: hash,
+        })
+    }
+}
