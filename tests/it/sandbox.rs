@@ -1025,6 +1025,15 @@ fn the_program_is_not_root_on_the_host() {
     let ws = tmp();
     let home = tmp();
     fs::write(ws.path().join("given"), "from the maintainer").unwrap();
+    let outside = tmp();
+    fs::write(outside.path().join("host-file"), "host").unwrap();
+    fs::create_dir(ws.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("host-file"),
+        ws.path().join("sub/file-link"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("dir-link")).unwrap();
     let program = Program {
         homes: vec![home.path().to_path_buf()],
         ..sh("echo mine > made; echo state > \"$HOME/state\"; cat given; echo; echo done")
@@ -1056,6 +1065,20 @@ fn the_program_is_not_root_on_the_host() {
                 assert_eq!((m.uid(), m.gid()), (a.uid, a.gid));
             }
             assert_eq!(me, a.uid, "the workspace was not handed over");
+            let link = fs::symlink_metadata(ws.path().join("sub/file-link")).unwrap();
+            assert_eq!(link.uid(), a.uid, "a link inside was not handed over");
+            for host in [
+                outside.path().to_path_buf(),
+                outside.path().join("host-file"),
+            ] {
+                let m = fs::metadata(&host).unwrap();
+                assert_eq!(
+                    m.uid(),
+                    0,
+                    "{} was handed over through a link",
+                    host.display()
+                );
+            }
         }
         None => {
             assert_ne!(made.uid(), 0);
