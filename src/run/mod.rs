@@ -1,5 +1,6 @@
 //! Running a program inside a run's boundary: its sandbox, its budget, and what the host can hold.
 
+pub mod account;
 pub mod budget;
 pub mod preflight;
 pub mod sandbox;
@@ -10,9 +11,12 @@ use std::time::Duration;
 
 use serde::Serializer;
 
+pub use account::{RUN_ACCOUNT_VAR, RunAccount, run_account};
 pub use budget::{BudgetLimits, CgroupPlan, CgroupSlot, CgroupVersion, Limit};
 pub use preflight::{Capability, Preflight, Unenforceable, preflight};
-pub use sandbox::{Ended, Forbidden, Killer, Plan, Program, Running, SandboxFields, plan, spawn};
+pub use sandbox::{
+    Bind, Ended, Forbidden, Killer, Plan, Program, Running, SandboxFields, plan, spawn,
+};
 
 /// Why a run was refused or could not be started, naming the field or thing at fault.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +55,14 @@ pub enum SandboxError {
     /// The program's environment holds a name or value that cannot be passed.
     #[error("program.env: {0}")]
     Env(String),
+    /// The host account runs are to run as cannot be used.
+    #[error("run account {name:?} {reason}")]
+    Account {
+        /// The account's login name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Bubblewrap is not installed.
     #[error("bubblewrap (bwrap) not found")]
     BwrapMissing,

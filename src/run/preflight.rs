@@ -1,13 +1,17 @@
 //! What this host can hold of a run's boundary now, and the first field asked for that it cannot.
 
 use std::fmt;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
+use nix::unistd::{Gid, Uid};
+
 use super::BudgetLimits;
+use super::account::{RunAccount, become_account, run_account};
 use super::budget::{self, Controller};
 use super::sandbox::{SandboxFields, find_bwrap};
 
@@ -52,9 +56,12 @@ impl Capability {
 pub struct Preflight {
     /// The bubblewrap found, if any.
     pub bwrap: Option<PathBuf>,
-    /// Bubblewrap starts a program in new user, pid, ipc, uts and mount namespaces.
+    /// The host account runs run as, when the node runs as root.
+    pub account: Option<RunAccount>,
+    /// Bubblewrap, started as the run account when there is one, starts a program in new user,
+    /// pid, ipc, uts and mount namespaces.
     pub sandbox: Capability,
-    /// Bubblewrap can give the program a user namespace of its own (needed unless the node runs as root).
+    /// Bubblewrap can give the program a user namespace of its own, as every run needs.
     pub user_namespaces: Capability,
     /// Bubblewrap can also give the program a network namespace of its own.
     pub network_isolation: Capability,
@@ -81,8 +88,19 @@ impl fmt::Display for Unenforceable {
     }
 }
 
-fn try_bwrap(bwrap: &PathBuf, unshare: &[&str]) -> Result<(), String> {
+fn try_bwrap(
+    bwrap: &PathBuf,
+    account: Option<&RunAccount>,
+    unshare: &[&str],
+) -> Result<(), String> {
     let mut cmd = Command::new(bwrap);
+    if let Some(a) = account {
+        let (uid, gid) = (Uid::from_raw(a.uid), Gid::from_raw(a.gid));
+        // SAFETY: the hook only sets groups, gid and uid, all async-signal-safe, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || Ok(become_account(uid, gid)?));
+        }
+    }
     cmd.args(unshare)
         .args(["--new-session", "--die-with-parent"])
         .args(["--cap-drop", "ALL", "--ro-bind", "/", "/", "true"])
@@ -103,32 +121,42 @@ fn try_bwrap(bwrap: &PathBuf, unshare: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Tries what this host can enforce now: bubblewrap, network isolation, and each cgroup controller.
+/// Tries what this host can enforce now: bubblewrap (as the run account, when the node runs as
+/// root), network isolation, and each cgroup controller.
 pub fn preflight() -> Preflight {
     static PROBES: AtomicU64 = AtomicU64::new(0);
-    let bwrap = find_bwrap();
-    let missing = || Capability::no("bubblewrap (bwrap) is not installed");
-    let user_namespaces = match &bwrap {
+    let (bwrap, account, unusable) = match run_account() {
+        Ok(account) => (find_bwrap(), account, None),
+        Err(e) => (find_bwrap(), None, Some(e.to_string())),
+    };
+    let missing = || match &unusable {
+        Some(reason) => Capability::no(reason.clone()),
+        None => Capability::no("bubblewrap (bwrap) is not installed"),
+    };
+    let bwrap_usable = bwrap.as_ref().filter(|_| unusable.is_none());
+    let user_namespaces = match bwrap_usable {
         None => missing(),
-        Some(b) => match try_bwrap(b, &["--unshare-user"]) {
+        Some(b) => match try_bwrap(b, account.as_ref(), &["--unshare-user"]) {
             Ok(()) => Capability::yes("a user namespace of its own"),
             Err(reason) => Capability::no(reason),
         },
     };
-    let (sandbox, network_isolation) = match &bwrap {
+    let (sandbox, network_isolation) = match bwrap_usable {
         None => (missing(), missing()),
-        Some(b) => match try_bwrap(b, &["--unshare-all"]) {
+        Some(b) => match try_bwrap(b, account.as_ref(), &["--unshare-all"]) {
             Ok(()) => (
                 Capability::yes("bubblewrap with new namespaces"),
                 Capability::yes("a network namespace of its own"),
             ),
-            Err(isolated) => match try_bwrap(b, &["--unshare-all", "--share-net"]) {
-                Ok(()) => (
-                    Capability::yes("bubblewrap with new namespaces"),
-                    Capability::no(isolated),
-                ),
-                Err(reason) => (Capability::no(reason.clone()), Capability::no(reason)),
-            },
+            Err(isolated) => {
+                match try_bwrap(b, account.as_ref(), &["--unshare-all", "--share-net"]) {
+                    Ok(()) => (
+                        Capability::yes("bubblewrap with new namespaces"),
+                        Capability::no(isolated),
+                    ),
+                    Err(reason) => (Capability::no(reason.clone()), Capability::no(reason)),
+                }
+            }
         },
     };
     let probe = |c: Controller| {
@@ -140,6 +168,7 @@ pub fn preflight() -> Preflight {
     };
     Preflight {
         bwrap,
+        account,
         sandbox,
         user_namespaces,
         network_isolation,

@@ -17,10 +17,11 @@ use nix::fcntl::{OFlag, open};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::stat::Mode;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{Pid, Uid, User};
+use nix::unistd::{Gid, Pid, Uid, User};
 use serde::{Serialize, Serializer};
 
 use super::SandboxError;
+use super::account::{Need, RunAccount, account_can, become_account, hand_over, run_account};
 use super::budget::{BudgetLimits, Cgroup, CgroupPlan, Limit};
 
 /// The `sandbox` fields of a record: what of the host a run may reach.
@@ -74,6 +75,23 @@ pub struct Plan {
     pub workspace: PathBuf,
     /// Whether the run shares the host's network.
     pub network: bool,
+    /// The host account the run's processes run as, when the node runs as root; `None` otherwise.
+    pub account: Option<RunAccount>,
+    /// The host paths bound inside besides the system directories, each with the field naming it.
+    pub binds: Vec<Bind>,
+}
+
+/// A host path bound inside a run at the path its field named.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Bind {
+    /// The field naming it: `workspace`, `sandbox.read_only`, `sandbox.read_write`, `program.command` or `program.homes`.
+    pub field: &'static str,
+    /// The path on the host, resolved.
+    pub host: PathBuf,
+    /// The path inside, as named.
+    pub inside: PathBuf,
+    /// Whether it is bound read-write.
+    pub writable: bool,
 }
 
 const SHOWN_ENV: [&str; 3] = ["PATH", "HOME", "USER"];
@@ -350,6 +368,9 @@ fn system_binds(
 /// inside one, as a workspace under the node's root does, and nothing else of it becomes visible);
 /// a budget field no cgroup controller of this host offers. Forbidden paths inside the system
 /// directories bound read-only are covered by an empty directory or file.
+///
+/// When this process runs as root, the run is to run as the account [`run_account`] names,
+/// which is refused when unknown or root; nothing on the host changes until [`spawn`].
 pub fn plan(
     run_name: &str,
     workspace: &Path,
@@ -359,6 +380,7 @@ pub fn plan(
     forbidden: &Forbidden,
 ) -> Result<Plan, SandboxError> {
     check_run_name(run_name)?;
+    let account = run_account()?;
     let forbidden = forbidden_forms(forbidden)?;
 
     let ws = Named::new("workspace", workspace)?;
@@ -471,7 +493,17 @@ pub fn plan(
         .map(|(_, n)| &n.named)
         .unwrap_or(&workspace_named);
     env.insert("HOME".into(), text(home));
-    env.insert("USER".into(), host_user());
+    let user = account.as_ref().map_or_else(host_user, |a| a.name.clone());
+    env.insert("USER".into(), user);
+    let binds = binds
+        .into_iter()
+        .map(|(how, n)| Bind {
+            field: n.field,
+            host: n.real,
+            inside: n.named,
+            writable: how == "--bind",
+        })
+        .collect();
 
     Ok(Plan {
         run_name: run_name.to_string(),
@@ -482,6 +514,8 @@ pub fn plan(
         wall: budget.wall,
         workspace: workspace_named,
         network: sandbox.network,
+        account,
+        binds,
     })
 }
 
@@ -675,11 +709,25 @@ fn supervise(
         .stdin(stdin)
         .stdout(stdout)
         .stderr(stderr);
-    if let Some(cg) = &cgroup {
-        let files = cg.procs_files();
-        // SAFETY: the hook only opens and writes files, both async-signal-safe, and allocates nothing.
+    let files = cgroup
+        .as_ref()
+        .map(|cg| cg.procs_files())
+        .unwrap_or_default();
+    let ids = plan
+        .account
+        .as_ref()
+        .map(|a| (Uid::from_raw(a.uid), Gid::from_raw(a.gid)));
+    if !files.is_empty() || ids.is_some() {
+        // SAFETY: the hook only opens and writes files and sets its groups, gid and uid, all
+        // async-signal-safe, and allocates nothing.
         unsafe {
-            cmd.pre_exec(move || join_cgroups(&files));
+            cmd.pre_exec(move || {
+                join_cgroups(&files)?;
+                if let Some((uid, gid)) = ids {
+                    become_account(uid, gid)?;
+                }
+                Ok(())
+            });
         }
     }
     let start = Instant::now();
@@ -779,12 +827,21 @@ fn supervise(
 ///
 /// Every limit of the plan is in force before the program starts, or the run does not start.
 /// The supervisor thread is bubblewrap's parent, so the run also ends if that thread ends.
+///
+/// When the plan names a run account, bubblewrap runs as that account, which first becomes the
+/// owner of the workspace and the program's homes (everything under them too, never following a
+/// symbolic link). The run is refused, naming the field, when the account cannot read a
+/// `sandbox.read_only` path, read and write a `sandbox.read_write` path (the maintainer grants
+/// that access; it is never handed over), execute the program, or reach the workspace or a home.
 pub fn spawn(
     plan: &Plan,
     stdin: Stdio,
     stdout: Stdio,
     stderr: Stdio,
 ) -> Result<Running, SandboxError> {
+    if let Some(account) = &plan.account {
+        prepare_for(plan, account)?;
+    }
     let cgroup = plan
         .cgroup
         .as_ref()
@@ -817,6 +874,61 @@ pub fn spawn(
             .err()
             .unwrap_or_else(|| SandboxError::Supervisor("ended before starting".into()))),
     }
+}
+
+fn prepare_for(plan: &Plan, account: &RunAccount) -> Result<(), SandboxError> {
+    let exe = plan
+        .command()
+        .first()
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let mut checks: Vec<(&'static str, &Path, Need)> =
+        vec![("program.command", &exe, Need::Execute)];
+    for b in &plan.binds {
+        let need = match b.field {
+            "sandbox.read_only" | "program.command" => Need::Read,
+            "sandbox.read_write" => Need::Write,
+            _ => Need::Reach,
+        };
+        checks.push((b.field, &b.host, need));
+    }
+    let asked: Vec<(&Path, Need)> = checks
+        .iter()
+        .map(|(_, p, need)| match need {
+            Need::Reach => (p.parent().unwrap_or(p), *need),
+            _ => (*p, *need),
+        })
+        .collect();
+    let allowed = account_can(account, &asked).map_err(|reason| SandboxError::Account {
+        name: account.name.clone(),
+        reason,
+    })?;
+    if let Some(((field, path, need), _)) = checks.iter().zip(&allowed).find(|(_, ok)| !**ok) {
+        let whose = format!("the run account {} (uid {})", account.name, account.uid);
+        let reason = match need {
+            Need::Read => format!("is not readable by {whose}"),
+            Need::Write => format!(
+                "is not readable and writable by {whose}; grant it that access, as runs never take it over"
+            ),
+            Need::Execute => format!("is not executable by {whose}"),
+            Need::Reach => {
+                format!("cannot be reached by {whose}: a directory above it is closed to it")
+            }
+        };
+        return Err(path_err(field, path, reason));
+    }
+    for b in &plan.binds {
+        if matches!(b.field, "workspace" | "program.homes") {
+            hand_over(&b.host, account).map_err(|e| {
+                path_err(
+                    b.field,
+                    &b.host,
+                    format!("cannot be handed to the run account {}: {e}", account.name),
+                )
+            })?;
+        }
+    }
+    Ok(())
 }
 
 impl Plan {

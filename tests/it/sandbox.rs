@@ -10,9 +10,11 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
 use ocx::run::{
-    BudgetLimits, Ended, Forbidden, Limit, Plan, Preflight, Program, SandboxError, SandboxFields,
-    plan, preflight, spawn,
+    BudgetLimits, Ended, Forbidden, Limit, Plan, Preflight, Program, RunAccount, SandboxError,
+    SandboxFields, plan, preflight, run_account, spawn,
 };
 use tempfile::TempDir;
 
@@ -64,6 +66,18 @@ fn python(code: &str) -> Program {
 
 fn tmp() -> TempDir {
     tempfile::Builder::new().prefix("ocx-it").tempdir().unwrap()
+}
+
+/// The host account runs run as here, when the tests run as root.
+fn account() -> Option<RunAccount> {
+    run_account().unwrap()
+}
+
+/// Grants the run account read and write access to a `sandbox.read_write` directory, as a maintainer must.
+fn grant(dir: &Path) {
+    if let Some(a) = account() {
+        std::os::unix::fs::chown(dir, Some(a.uid), Some(a.gid)).unwrap();
+    }
 }
 
 fn p(path: &Path) -> String {
@@ -287,6 +301,7 @@ fn read_only_is_read_only_and_read_write_is_writable() {
     let ro = tmp();
     let rw = tmp();
     fs::write(ro.path().join("file"), "original").unwrap();
+    grant(rw.path());
     let sandbox = SandboxFields {
         network: false,
         read_only: vec![ro.path().to_path_buf()],
@@ -558,6 +573,7 @@ fn escaper(dir: &Path, then: &str) -> Program {
 
 fn assert_never_escapes(test: &str, budget: BudgetLimits, then: &str, limit: Option<Limit>) {
     let out_dir = tmp();
+    grant(out_dir.path());
     let sandbox = SandboxFields {
         read_write: vec![out_dir.path().to_path_buf()],
         ..SandboxFields::default()
@@ -944,4 +960,202 @@ fn forbidden_paths_inside_system_directories_are_masked() {
     assert!(out.stdout.contains("done"), "{}{}", out.stdout, out.stderr);
     assert!(!out.stdout.contains("TOPSECRET"), "{}", out.stdout);
     assert!(!out.stdout.contains("secret"), "{}", out.stdout);
+}
+
+#[test]
+fn root_only_files_of_the_system_directories_are_not_readable() {
+    let sandbox = SandboxFields::default();
+    if !holds("root_only", &sandbox, &wall(10), &["sandbox.network"]) {
+        return;
+    }
+    let mut targets = Vec::new();
+    let made = tempfile::Builder::new()
+        .prefix("ocx-it-root-only")
+        .tempfile_in("/etc");
+    let _made = match made {
+        Ok(f) => {
+            fs::write(f.path(), "TOPSECRET-etc").unwrap();
+            fs::set_permissions(f.path(), fs::Permissions::from_mode(0o600)).unwrap();
+            targets.push(f.path().to_path_buf());
+            Some(f)
+        }
+        Err(e) => {
+            say(&format!(
+                "NOT CHECKED ON THIS HOST, root_only cannot write under /etc: {e}"
+            ));
+            None
+        }
+    };
+    let shadow = Path::new("/etc/shadow");
+    if shadow.is_file() {
+        targets.push(shadow.to_path_buf());
+    }
+    if targets.is_empty() {
+        return;
+    }
+    let mut script = String::new();
+    for t in &targets {
+        script.push_str(&format!(
+            "cat '{t}' && echo LEAK-read; head -c1 '{t}' >/dev/null 2>&1 && echo LEAK-opened; ",
+            t = p(t)
+        ));
+    }
+    script.push_str("echo done");
+    let ws = tmp();
+    let out = run(
+        "root-only",
+        ws.path(),
+        &sandbox,
+        &wall(10),
+        &sh(&script),
+        &Forbidden::default(),
+    );
+    assert!(out.stdout.contains("done"), "{}{}", out.stdout, out.stderr);
+    assert!(!out.stdout.contains("LEAK"), "{}", out.stdout);
+    assert!(!out.stdout.contains("TOPSECRET"), "{}", out.stdout);
+    assert!(out.stderr.contains("Permission denied"), "{}", out.stderr);
+}
+
+#[test]
+fn the_program_is_not_root_on_the_host() {
+    let sandbox = SandboxFields::default();
+    if !holds("not_root", &sandbox, &wall(10), &["sandbox.network"]) {
+        return;
+    }
+    let ws = tmp();
+    let home = tmp();
+    fs::write(ws.path().join("given"), "from the maintainer").unwrap();
+    let outside = tmp();
+    fs::write(outside.path().join("host-file"), "host").unwrap();
+    fs::create_dir(ws.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("host-file"),
+        ws.path().join("sub/file-link"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("dir-link")).unwrap();
+    let program = Program {
+        homes: vec![home.path().to_path_buf()],
+        ..sh("echo mine > made; echo state > \"$HOME/state\"; cat given; echo; echo done")
+    };
+    let planned = plan(
+        &name("not-root"),
+        ws.path(),
+        &sandbox,
+        &wall(10),
+        &program,
+        &Forbidden::default(),
+    )
+    .unwrap();
+    let out = run_plan(&planned);
+    assert!(
+        out.stdout.contains("from the maintainer"),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(out.stdout.contains("done"), "{}{}", out.stdout, out.stderr);
+    let made = fs::metadata(ws.path().join("made")).unwrap();
+    let state = fs::metadata(home.path().join("state")).unwrap();
+    let me = fs::metadata(ws.path()).unwrap().uid();
+    match &planned.account {
+        Some(a) => {
+            assert_ne!(a.uid, 0);
+            for m in [&made, &state] {
+                assert_eq!((m.uid(), m.gid()), (a.uid, a.gid));
+            }
+            assert_eq!(me, a.uid, "the workspace was not handed over");
+            let link = fs::symlink_metadata(ws.path().join("sub/file-link")).unwrap();
+            assert_eq!(link.uid(), a.uid, "a link inside was not handed over");
+            for host in [
+                outside.path().to_path_buf(),
+                outside.path().join("host-file"),
+            ] {
+                let m = fs::metadata(&host).unwrap();
+                assert_eq!(
+                    m.uid(),
+                    0,
+                    "{} was handed over through a link",
+                    host.display()
+                );
+            }
+        }
+        None => {
+            assert_ne!(made.uid(), 0);
+            assert_eq!(made.uid(), me);
+        }
+    }
+}
+
+fn spawn_refused(planned: &Plan, field: &str) {
+    match spawn(planned, Stdio::null(), Stdio::null(), Stdio::null()) {
+        Ok(r) => {
+            let _ = r.wait();
+            panic!("started a run that {field} should have refused");
+        }
+        Err(e) => {
+            assert_eq!(e.field(), Some(field), "{e}");
+            assert!(e.to_string().contains(field), "{e}");
+        }
+    }
+}
+
+#[test]
+fn paths_the_run_account_cannot_use_are_refused_at_spawn() {
+    let Some(account) = account() else {
+        say(
+            "NOT CHECKED ON THIS HOST, runs are not started as a run account unless the node is root",
+        );
+        return;
+    };
+    let closed = tmp();
+    fs::set_permissions(closed.path(), fs::Permissions::from_mode(0o700)).unwrap();
+    let not_granted = tmp();
+    let ws = tmp();
+    let b = wall(5);
+    for (sandbox, field) in [
+        (
+            SandboxFields {
+                read_only: vec![closed.path().to_path_buf()],
+                ..SandboxFields::default()
+            },
+            "sandbox.read_only",
+        ),
+        (
+            SandboxFields {
+                read_write: vec![not_granted.path().to_path_buf()],
+                ..SandboxFields::default()
+            },
+            "sandbox.read_write",
+        ),
+    ] {
+        let planned = plan(
+            &name("refuse-account"),
+            ws.path(),
+            &sandbox,
+            &b,
+            &sh("true"),
+            &Forbidden::default(),
+        )
+        .unwrap();
+        assert_eq!(planned.account.as_ref(), Some(&account));
+        spawn_refused(&planned, field);
+    }
+    assert_eq!(
+        fs::metadata(ws.path()).unwrap().uid(),
+        0,
+        "a refused run changed its workspace"
+    );
+    let inside = closed.path().join("workspace");
+    fs::create_dir(&inside).unwrap();
+    let planned = plan(
+        &name("refuse-reach"),
+        &inside,
+        &SandboxFields::default(),
+        &b,
+        &sh("true"),
+        &Forbidden::default(),
+    )
+    .unwrap();
+    spawn_refused(&planned, "workspace");
 }

@@ -1,0 +1,251 @@
+//! The unprivileged host account a run's processes run as when the node runs as root.
+
+use std::ffi::{CStr, CString};
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, open, openat};
+use nix::sys::stat::Mode;
+use nix::sys::wait::waitpid;
+use nix::unistd::{
+    AccessFlags, ForkResult, Gid, Uid, User, access, fchown, fchownat, fork, pipe, setgid,
+    setgroups, setuid, write,
+};
+use serde::Serialize;
+
+use super::SandboxError;
+
+/// The environment variable naming the login runs run as when the node runs as root.
+pub const RUN_ACCOUNT_VAR: &str = "OCX_RUN_ACCOUNT";
+
+const NOBODY: &str = "nobody";
+const NOBODY_ID: u32 = 65534;
+
+/// A host account with neither root's uid nor root's group, which a run's processes (bubblewrap included) run as.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunAccount {
+    /// The account's host uid.
+    pub uid: u32,
+    /// The account's host primary gid; the run has no supplementary groups.
+    pub gid: u32,
+    /// The account's login name.
+    pub name: String,
+}
+
+impl RunAccount {
+    fn from_user(u: User) -> RunAccount {
+        RunAccount {
+            uid: u.uid.as_raw(),
+            gid: u.gid.as_raw(),
+            name: u.name,
+        }
+    }
+
+    fn ids(&self) -> (Uid, Gid) {
+        (Uid::from_raw(self.uid), Gid::from_raw(self.gid))
+    }
+}
+
+fn refuse(name: &str, reason: impl Into<String>) -> SandboxError {
+    SandboxError::Account {
+        name: name.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The account runs run as: none unless this process's effective uid is 0; then the login
+/// `OCX_RUN_ACCOUNT` names when set, else `nobody` (65534:65534 when the host has no such login).
+///
+/// Refuses an account that is unknown, or whose uid or gid is 0.
+pub fn run_account() -> Result<Option<RunAccount>, SandboxError> {
+    if !Uid::effective().is_root() {
+        return Ok(None);
+    }
+    let account = match std::env::var_os(RUN_ACCOUNT_VAR) {
+        Some(named) => {
+            let Some(name) = named.to_str() else {
+                return Err(refuse(
+                    &named.to_string_lossy(),
+                    format!("({RUN_ACCOUNT_VAR}) is not valid UTF-8"),
+                ));
+            };
+            if name.is_empty() {
+                return Err(refuse(name, format!("({RUN_ACCOUNT_VAR}) is empty")));
+            }
+            match User::from_name(name) {
+                Ok(Some(u)) => RunAccount::from_user(u),
+                Ok(None) => {
+                    return Err(refuse(
+                        name,
+                        format!("({RUN_ACCOUNT_VAR}) is not a login of this host"),
+                    ));
+                }
+                Err(e) => {
+                    return Err(refuse(
+                        name,
+                        format!("({RUN_ACCOUNT_VAR}) cannot be looked up: {e}"),
+                    ));
+                }
+            }
+        }
+        None => match User::from_name(NOBODY) {
+            Ok(Some(u)) => RunAccount::from_user(u),
+            _ => RunAccount {
+                uid: NOBODY_ID,
+                gid: NOBODY_ID,
+                name: NOBODY.to_string(),
+            },
+        },
+    };
+    if account.uid == 0 {
+        return Err(refuse(
+            &account.name,
+            "has uid 0: a run must not be root on the host",
+        ));
+    }
+    if account.gid == 0 {
+        return Err(refuse(
+            &account.name,
+            "has gid 0: a run must not hold root's group on the host",
+        ));
+    }
+    Ok(Some(account))
+}
+
+/// Becomes the account for good: no supplementary groups, its gid, then its uid.
+///
+/// Only async-signal-safe calls, so it may run between fork and exec.
+pub(crate) fn become_account(uid: Uid, gid: Gid) -> nix::Result<()> {
+    setgroups(&[])?;
+    setgid(gid)?;
+    setuid(uid)
+}
+
+/// What a path must allow the account.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Need {
+    /// Reading it (and searching it, for a directory).
+    Read,
+    /// Reading and writing it (and searching it, for a directory).
+    Write,
+    /// Executing it.
+    Execute,
+    /// Searching it and every directory above it.
+    Reach,
+}
+
+impl Need {
+    fn flags(self, dir: bool) -> AccessFlags {
+        let search = if dir {
+            AccessFlags::X_OK
+        } else {
+            AccessFlags::empty()
+        };
+        match self {
+            Need::Read => AccessFlags::R_OK | search,
+            Need::Write => AccessFlags::R_OK | AccessFlags::W_OK | search,
+            Need::Execute => AccessFlags::X_OK,
+            Need::Reach => AccessFlags::X_OK,
+        }
+    }
+}
+
+/// For each path, whether the account has what it needs there, tried with `access` in a forked
+/// child that has become the account.
+pub(crate) fn account_can(
+    account: &RunAccount,
+    checks: &[(&Path, Need)],
+) -> Result<Vec<bool>, String> {
+    let mut tried: Vec<(CString, AccessFlags)> = Vec::with_capacity(checks.len());
+    for (p, need) in checks {
+        let c = CString::new(p.as_os_str().as_encoded_bytes())
+            .map_err(|_| format!("{} holds a NUL byte", p.display()))?;
+        tried.push((c, need.flags(p.is_dir())));
+    }
+    let (uid, gid) = account.ids();
+    let (reader, writer) = pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
+    // SAFETY: the child calls only async-signal-safe functions (setgroups, setgid, setuid,
+    // access, write, _exit) on data prepared before the fork, and allocates nothing.
+    match unsafe { fork() } {
+        Err(e) => Err(format!("cannot fork: {e}")),
+        Ok(ForkResult::Child) => {
+            drop(reader);
+            let became = become_account(uid, gid).is_ok();
+            let _ = write(&writer, &[u8::from(became)]);
+            for (c, flags) in &tried {
+                let ok = became && access(c.as_c_str(), *flags).is_ok();
+                let _ = write(&writer, &[u8::from(ok)]);
+            }
+            // SAFETY: ends the forked child at once, running no handler of the parent.
+            unsafe { nix::libc::_exit(0) }
+        }
+        Ok(ForkResult::Parent { child }) => {
+            drop(writer);
+            let mut said = Vec::new();
+            let read = File::from(reader).read_to_end(&mut said);
+            let _ = waitpid(child, None);
+            read.map_err(|e| format!("cannot read what the account may do: {e}"))?;
+            match said.split_first() {
+                Some((1, rest)) if rest.len() == tried.len() => {
+                    Ok(rest.iter().map(|b| *b == 1).collect())
+                }
+                Some((1, _)) => Err("the account's check ended early".into()),
+                _ => Err(format!(
+                    "cannot become uid {} gid {}",
+                    account.uid, account.gid
+                )),
+            }
+        }
+    }
+}
+
+const OPEN_DIR: OFlag = OFlag::O_RDONLY
+    .union(OFlag::O_DIRECTORY)
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_CLOEXEC);
+
+/// Makes the account the owner of a directory and of everything under it, changing symbolic
+/// links themselves and never following one, nor leaving the directory's own tree by one.
+pub(crate) fn hand_over(dir: &Path, account: &RunAccount) -> nix::Result<()> {
+    let (uid, gid) = account.ids();
+    let fd = open(dir, OPEN_DIR, Mode::empty())?;
+    fchown(&fd, Some(uid), Some(gid))?;
+    hand_over_under(fd, uid, gid)
+}
+
+fn hand_over_under(dir: OwnedFd, uid: Uid, gid: Gid) -> nix::Result<()> {
+    let names: Vec<CString> = {
+        let mut listing = Dir::from_fd(dir.try_clone().map_err(|_| Errno::EMFILE)?)?;
+        let mut names = Vec::new();
+        for entry in listing.iter() {
+            let name = entry?.file_name().to_owned();
+            if !is_dot(&name) {
+                names.push(name);
+            }
+        }
+        names
+    };
+    for name in names {
+        fchownat(
+            dir.as_fd(),
+            name.as_c_str(),
+            Some(uid),
+            Some(gid),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        )?;
+        match openat(dir.as_fd(), name.as_c_str(), OPEN_DIR, Mode::empty()) {
+            Ok(sub) => hand_over_under(sub, uid, gid)?,
+            Err(Errno::ENOTDIR | Errno::ELOOP | Errno::ENOENT) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn is_dot(name: &CStr) -> bool {
+    matches!(name.to_bytes(), b"." | b"..")
+}
