@@ -16,6 +16,7 @@ fn main() {
         "ocx-cgi" => ocx::entry::cgi::main(),
         "ocx-mcp" => ocx::entry::mcp::main(),
         _ if args.get(1).is_some_and(|a| a == "--mcp") => ocx::entry::mcp::main(),
+        _ if let Some(code) = ocx::entry::internal::main(&args) => code,
         _ => ocx::entry::cli::main(args),
     };
     std::process::exit(code);

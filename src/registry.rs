@@ -315,6 +315,8 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::audit::Audit>::new(),
     &Def::<crate::tools::verdicts::Verdicts>::new(),
     &Def::<crate::tools::unaudited::Unaudited>::new(),
+    &Def::<crate::tools::hook::Hook>::new(),
+    &Def::<crate::tools::node::NodeTool>::new(),
 ];
 
 /// The tool called `name`.

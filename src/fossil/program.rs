@@ -124,10 +124,172 @@ impl Fossil {
         .map(|_| ())
     }
 
+    /// Adds an after-receive hook running `command` (through /bin/sh, as
+    /// Fossil runs hooks) to `repository`.
+    pub fn hook_add(&self, repository: &Path, command: &str) -> Result<(), FossilError> {
+        let args: [&OsStr; 9] = [
+            "hook".as_ref(),
+            "add".as_ref(),
+            "--type".as_ref(),
+            "after-receive".as_ref(),
+            "--sequence".as_ref(),
+            "50".as_ref(),
+            "--command".as_ref(),
+            command.as_ref(),
+            "-R".as_ref(),
+        ];
+        let mut all: Vec<&OsStr> = args.to_vec();
+        all.push(repository.as_os_str());
+        self.run("hook add", &all).map(|_| ())
+    }
+
+    /// Deletes the hook at `index` in the repository's list of hooks.
+    pub fn hook_delete(&self, repository: &Path, index: usize) -> Result<(), FossilError> {
+        let i = index.to_string();
+        self.run(
+            "hook delete",
+            &[
+                "hook".as_ref(),
+                "delete".as_ref(),
+                i.as_ref(),
+                "-R".as_ref(),
+                repository.as_os_str(),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// Makes login `login` with `password` and no capabilities.
+    pub fn user_new(
+        &self,
+        repository: &Path,
+        login: &str,
+        password: &str,
+    ) -> Result<(), FossilError> {
+        self.run(
+            "user new",
+            &[
+                "user".as_ref(),
+                "new".as_ref(),
+                login.as_ref(),
+                "".as_ref(),
+                password.as_ref(),
+                "-R".as_ref(),
+                repository.as_os_str(),
+            ],
+        )?;
+        self.user_capabilities(repository, login, "")
+    }
+
+    /// Sets exactly the capabilities `login` holds of its own.
+    pub fn user_capabilities(
+        &self,
+        repository: &Path,
+        login: &str,
+        letters: &str,
+    ) -> Result<(), FossilError> {
+        let sql = format!(
+            "UPDATE user SET cap='{}' WHERE login='{}'",
+            letters.replace('\'', ""),
+            login.replace('\'', "''")
+        );
+        if !letters.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Err(FossilError::Command {
+                operation: "user capabilities",
+                message: format!("{letters:?} are not capability letters"),
+            });
+        }
+        self.run(
+            "user capabilities",
+            &[
+                "sql".as_ref(),
+                "-R".as_ref(),
+                repository.as_os_str(),
+                sql.as_ref(),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// Sets `login`'s password.
+    pub fn user_password(
+        &self,
+        repository: &Path,
+        login: &str,
+        password: &str,
+    ) -> Result<(), FossilError> {
+        self.run(
+            "user password",
+            &[
+                "user".as_ref(),
+                "password".as_ref(),
+                login.as_ref(),
+                password.as_ref(),
+                "-R".as_ref(),
+                repository.as_os_str(),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// Clones `url` into `file` over HTTP, opening a checkout of `version`
+    /// (or the newest) in `workdir`. The URL, which may hold a password, is
+    /// given on standard input (`--args -`), never on the command line;
+    /// `remember` keeps its password in the clone.
+    pub fn clone_open(
+        &self,
+        url: &str,
+        file: &Path,
+        workdir: &Path,
+        version: Option<&str>,
+        remember: bool,
+    ) -> Result<(), FossilError> {
+        let mut args = format!("{url}\n{}\n", file.display());
+        if remember {
+            args += "--save-http-password\n";
+        }
+        args += "--no-open\n";
+        self.run_with_input(
+            "clone",
+            &["--args".as_ref(), "-".as_ref(), "clone".as_ref()],
+            args.as_bytes(),
+        )?;
+        let mut open: Vec<&OsStr> = vec!["open".as_ref(), file.as_os_str()];
+        if let Some(v) = version {
+            open.push(v.as_ref());
+        }
+        open.extend::<[&OsStr; 3]>([
+            "--workdir".as_ref(),
+            workdir.as_os_str(),
+            "--nosync".as_ref(),
+        ]);
+        self.run("open", &open).map(|_| ())
+    }
+
     fn run(&self, operation: &'static str, args: &[&OsStr]) -> Result<String, FossilError> {
-        let out = command(&self.path)
-            .args(args)
-            .output()
+        self.run_with_input(operation, args, b"")
+    }
+
+    fn run_with_input(
+        &self,
+        operation: &'static str,
+        args: &[&OsStr],
+        input: &[u8],
+    ) -> Result<String, FossilError> {
+        use std::io::Write;
+        let mut cmd = command(&self.path);
+        cmd.args(args);
+        if !input.is_empty() {
+            cmd.stdin(Stdio::piped());
+        }
+        let out = cmd
+            .spawn()
+            .and_then(|mut child| {
+                if let Some(mut stdin) = child.stdin.take() {
+                    stdin.write_all(input)?;
+                }
+                child.wait_with_output()
+            })
             .map_err(|e| FossilError::Command {
                 operation,
                 message: e.to_string(),

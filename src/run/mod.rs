@@ -4,6 +4,7 @@ pub mod account;
 pub mod budget;
 pub mod preflight;
 pub mod sandbox;
+pub mod watch;
 
 use std::io;
 use std::path::PathBuf;

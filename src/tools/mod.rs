@@ -4,7 +4,9 @@
 pub mod audit;
 pub mod create;
 pub mod help;
+pub mod hook;
 pub mod list;
+pub mod node;
 pub mod post;
 pub mod receipt;
 pub mod status;

@@ -1,0 +1,69 @@
+//! What `ocx hook install` records for the node under its root directory:
+//! the served repository, its URL, the `fossil` and `ocx` programs, the
+//! node's own login. Operational state only: it may be lost, and
+//! `ocx hook install` makes it again.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The node's configuration, `ROOT/node.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// The served repository file, absolute.
+    pub repository: PathBuf,
+    /// The URL the repository is served at, which runs clone.
+    pub url: String,
+    /// The `fossil` program, absolute.
+    pub fossil: PathBuf,
+    /// The `ocx` program, absolute.
+    pub ocx: PathBuf,
+    /// The repository's server-code, by which records name this node.
+    pub server_code: String,
+    /// The node's own login.
+    pub login: String,
+}
+
+/// The node's root directory for a repository: beside it, named for it.
+pub fn default_root(repository: &Path) -> PathBuf {
+    let mut name = repository.file_name().unwrap_or_default().to_os_string();
+    name.push(".ocx-node");
+    repository.with_file_name(name)
+}
+
+impl NodeConfig {
+    /// The file it is kept in.
+    pub fn file(root: &Path) -> PathBuf {
+        root.join("node.json")
+    }
+
+    /// Reads it from `root`.
+    pub fn load(root: &Path) -> Option<NodeConfig> {
+        serde_json::from_slice(&std::fs::read(Self::file(root)).ok()?).ok()
+    }
+
+    /// Writes it under `root`, readable by its owner alone.
+    pub fn save(&self, root: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        std::fs::create_dir_all(root)?;
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))?;
+        let tmp = root.join("node.json.new");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        std::io::Write::write_all(&mut f, &serde_json::to_vec_pretty(self).unwrap_or_default())?;
+        std::fs::rename(tmp, Self::file(root))
+    }
+
+    /// The socket the node listens on for pokes.
+    pub fn socket(root: &Path) -> PathBuf {
+        root.join("node.sock")
+    }
+
+    /// The directory of one record's run.
+    pub fn run_dir(root: &Path, record: &str) -> PathBuf {
+        root.join("runs").join(&record[..record.len().min(16)])
+    }
+}

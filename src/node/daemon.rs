@@ -1,0 +1,129 @@
+//! The node's one long-lived process (`ocx node-daemon`): it wakes on a
+//! poke at its socket (from Fossil's hook, or from OCX's own writes), and
+//! on every change of the repository file (inotify): interrupts, never a
+//! timer. At its start, and at `ocx node start`, it answers `lost` for each
+//! open session whose watcher is gone.
+
+use super::config::NodeConfig;
+use super::wake::{self, State};
+use super::{NodeError, respond};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use std::io::Write;
+use std::path::Path;
+use std::sync::mpsc;
+
+fn log(root: &Path, lines: &[String]) {
+    if lines.is_empty() {
+        return;
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join("node.log"))
+    {
+        for l in lines {
+            let _ = writeln!(f, "{} {l}", crate::fossil::artifact::now());
+        }
+    }
+}
+
+/// Answers `lost` for each open session whose watcher is gone (C3, C4);
+/// answers what it did.
+pub fn sweep_lost(root: &Path) -> Result<Vec<String>, NodeError> {
+    let _lock = super::lock(&root.join("wake.lock"), true)?;
+    let (cfg, fossil, repo) = respond::open(root).ok_or(NodeError::NotANode)?;
+    let mut state = State::load(root);
+    let mut done = Vec::new();
+    let open: Vec<(String, wake::OpenRun)> = state
+        .open
+        .iter()
+        .map(|(h, o)| (h.clone(), o.clone()))
+        .collect();
+    for (hash, run) in open {
+        let dir = NodeConfig::run_dir(root, &hash);
+        if !run.session || super::watcher_alive(&dir) {
+            continue;
+        }
+        let Some(receipt) = repo.receipt(&hash)? else {
+            continue;
+        };
+        let Some(r) = crate::protocol::found::record(&repo, receipt.rid, &hash)? else {
+            continue;
+        };
+        if crate::protocol::found::response(&repo, &r.place, &hash, &cfg.server_code)?.is_none() {
+            respond::respond(
+                &fossil,
+                &repo,
+                &r,
+                &cfg.login,
+                "lost",
+                "the node lost the run's watcher",
+                true,
+            )?;
+            done.push(format!("answered {} lost", &hash[..10]));
+        }
+        state.open.remove(&hash);
+    }
+    std::fs::write(
+        root.join("state.json"),
+        serde_json::to_vec_pretty(&state).unwrap_or_default(),
+    )?;
+    log(root, &done);
+    Ok(done)
+}
+
+/// Runs the node at `root` until it is killed. Returns at once when
+/// another node process already runs there.
+pub fn run(root: &Path) -> Result<(), NodeError> {
+    let Some(_lock) = super::lock(&root.join("node.lock"), false)? else {
+        return Ok(());
+    };
+    std::fs::write(root.join("node.pid"), std::process::id().to_string())?;
+    let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
+    let (tx, rx) = mpsc::channel::<()>();
+    let socket_path = NodeConfig::socket(root);
+    let _ = std::fs::remove_file(&socket_path);
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o666))?;
+    }
+    let poked = tx.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        while socket.recv(&mut buf).is_ok() {
+            if poked.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(std::io::Error::from)?;
+    inotify
+        .add_watch(
+            &cfg.repository,
+            AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_ATTRIB,
+        )
+        .map_err(std::io::Error::from)?;
+    std::thread::spawn(move || {
+        while inotify.read_events().is_ok() {
+            if tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    log(
+        root,
+        &sweep_lost(root).unwrap_or_else(|e| vec![format!("sweep failed: {e}")]),
+    );
+    loop {
+        match wake::wake(root) {
+            Ok(report) => log(root, &report),
+            Err(e) => log(root, &[format!("wake failed: {e}")]),
+        }
+        if rx.recv().is_err() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        while rx.try_recv().is_ok() {}
+    }
+}

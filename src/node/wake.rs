@@ -1,0 +1,383 @@
+//! One wake of the node (C3): read what arrived since the last row it
+//! handled, act on each in arrival order, and keep the open records. The
+//! repository is the truth; the state kept under the root (the last row,
+//! the open records) is a cache that may be lost: with none, every
+//! artifact is read again and each record's answer looked for.
+
+use super::config::NodeConfig;
+use super::{NodeError, deliver, respond, runner};
+use crate::fossil::repo::{Arrival, ArrivalKind};
+use crate::fossil::{Fossil, Repository};
+use crate::place::Place;
+use crate::protocol::found::{self, StandingRecord};
+use crate::protocol::kinds::{Kind, Message};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The capabilities a run's user holds while its record is open (design decision 11).
+pub const RUN_CAPABILITIES: &str = "gijor234";
+
+/// What the node keeps between wakes.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct State {
+    /// The last row handled.
+    pub last_rid: i64,
+    /// The open records, by full hash.
+    pub open: BTreeMap<String, OpenRun>,
+}
+
+/// An open record, as the node needs it between wakes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct OpenRun {
+    pub rid: i64,
+    pub user: String,
+    pub session: bool,
+    pub checkins: Vec<String>,
+    pub hears: Vec<String>,
+    /// The thread's first post, or the ticket, by row.
+    pub place: PlaceKey,
+}
+
+/// A place by its row, to match arrivals against.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum PlaceKey {
+    Thread(i64),
+    Ticket(i64),
+}
+
+impl PlaceKey {
+    fn of(p: &Place) -> PlaceKey {
+        match p {
+            Place::Thread { root_rid, .. } => PlaceKey::Thread(*root_rid),
+            Place::Ticket { tkt_id, .. } => PlaceKey::Ticket(*tkt_id),
+        }
+    }
+}
+
+impl State {
+    fn file(root: &Path) -> std::path::PathBuf {
+        root.join("state.json")
+    }
+    /// The state under `root`, or a fresh one.
+    pub fn load(root: &Path) -> State {
+        std::fs::read(Self::file(root))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+    fn save(&self, root: &Path) -> std::io::Result<()> {
+        let tmp = root.join("state.json.new");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self).unwrap_or_default())?;
+        std::fs::rename(tmp, Self::file(root))
+    }
+}
+
+/// What a wake did, a line each, for the node's log and for tests.
+pub type Report = Vec<String>;
+
+/// One wake: acts on every arrival since the last, in order.
+pub fn wake(root: &Path) -> Result<Report, NodeError> {
+    let _lock = super::lock(&root.join("wake.lock"), true)?;
+    let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
+    let fossil = Fossil::at(&cfg.fossil)?;
+    let repo = Repository::open(&cfg.repository)?;
+    let mut state = State::load(root);
+    let mut report = Report::new();
+    let arrivals = repo.arrivals_after(state.last_rid)?;
+    let mut node = Node {
+        root,
+        cfg: &cfg,
+        fossil: &fossil,
+        repo: &repo,
+        state: &mut state,
+        report: &mut report,
+    };
+    for a in arrivals {
+        if !a.private {
+            node.arrival(&a)?;
+        }
+        node.state.last_rid = node.state.last_rid.max(a.rid);
+        node.state.save(root)?;
+    }
+    let open: Vec<String> = node.state.open.keys().cloned().collect();
+    for hash in open {
+        if let Some(r) = node.standing(&hash)?
+            && found::response(&repo, &r.place, &hash, &cfg.server_code)?.is_some()
+        {
+            node.state.open.remove(&hash);
+        }
+    }
+    state.save(root)?;
+    Ok(report)
+}
+
+struct Node<'a> {
+    root: &'a Path,
+    cfg: &'a NodeConfig,
+    fossil: &'a Fossil,
+    repo: &'a Repository,
+    state: &'a mut State,
+    report: &'a mut Report,
+}
+
+impl Node<'_> {
+    fn standing(&self, hash: &str) -> Result<Option<StandingRecord>, NodeError> {
+        let Some(r) = self.repo.receipt(hash)? else {
+            return Ok(None);
+        };
+        Ok(found::record(self.repo, r.rid, hash)?)
+    }
+
+    fn may_send_requests(&self, sender: Option<&str>) -> Result<bool, NodeError> {
+        Ok(match sender {
+            Some(s) => self.repo.capabilities(s)?.is_some_and(|c| c.is_admin()),
+            None => false,
+        })
+    }
+
+    fn arrival(&mut self, a: &Arrival) -> Result<(), NodeError> {
+        match &a.kind {
+            ArrivalKind::Post { .. } | ArrivalKind::TicketChange => {
+                let Some(said) = self.repo.said(a.rid)? else {
+                    return Ok(());
+                };
+                match found::read(self.repo, &said)? {
+                    Some(kind) => self.message(a, kind),
+                    None => self.post(
+                        a,
+                        &said
+                            .comment
+                            .clone()
+                            .map(Ok)
+                            .unwrap_or_else(|| self.text_of(a.rid))?,
+                    ),
+                }
+            }
+            ArrivalKind::CheckIn { branch } => self.checkin(a, branch.as_deref().unwrap_or("")),
+            ArrivalKind::Other => Ok(()),
+        }
+    }
+
+    fn text_of(&self, rid: i64) -> Result<String, NodeError> {
+        Ok(self
+            .repo
+            .parsed(rid)?
+            .and_then(|p| p.text)
+            .map(|t| String::from_utf8_lossy(&t).into_owned())
+            .unwrap_or_default())
+    }
+
+    /// A post or ticket change that holds no message: given to each open
+    /// session whose place it is in and whose record hears its sender.
+    fn post(&mut self, a: &Arrival, text: &str) -> Result<(), NodeError> {
+        let Some(place) = found::place_of(self.repo, a.rid)? else {
+            return Ok(());
+        };
+        let key = PlaceKey::of(&place);
+        let Some(sender) = a.sender.clone() else {
+            return Ok(());
+        };
+        let targets: Vec<(String, OpenRun)> = self
+            .state
+            .open
+            .iter()
+            .filter(|(_, o)| {
+                o.session
+                    && o.place == key
+                    && o.hears.contains(&sender)
+                    && o.user != sender
+                    && o.rid != a.rid
+            })
+            .map(|(h, o)| (h.clone(), o.clone()))
+            .collect();
+        for (hash, _) in targets {
+            let line = match &place {
+                Place::Thread { .. } => format!("Post {} from {sender}: {text}", a.hash),
+                Place::Ticket { ticket, .. } => {
+                    format!("Change {} to {ticket} from {sender}: {text}", a.hash)
+                }
+            };
+            self.give(&hash, &line);
+        }
+        Ok(())
+    }
+
+    fn checkin(&mut self, a: &Arrival, branch: &str) -> Result<(), NodeError> {
+        let Some(sender) = a.sender.clone() else {
+            return Ok(());
+        };
+        let targets: Vec<(String, OpenRun)> = self
+            .state
+            .open
+            .iter()
+            .filter(|(_, o)| o.checkins.iter().any(|b| b == branch) && o.user != sender)
+            .map(|(h, o)| (h.clone(), o.clone()))
+            .collect();
+        for (hash, open) in targets {
+            if open.session {
+                self.give(
+                    &hash,
+                    &format!("Check-in {} on {branch} by {sender}", a.hash),
+                );
+            } else {
+                super::spawn_watcher(self.root, self.cfg, &hash, Some(&a.hash))?;
+                self.report
+                    .push(format!("ran {} on check-in {}", &hash[..10], &a.hash[..10]));
+            }
+        }
+        Ok(())
+    }
+
+    fn give(&mut self, record: &str, line: &str) {
+        let dir = NodeConfig::run_dir(self.root, record);
+        match deliver(&dir, line) {
+            Ok(()) => self.report.push(format!(
+                "gave {}: {}",
+                &record[..10],
+                line.lines().next().unwrap_or("")
+            )),
+            Err(e) => self
+                .report
+                .push(format!("could not give {}: {e}", &record[..10])),
+        }
+    }
+
+    fn message(&mut self, a: &Arrival, kind: Kind) -> Result<(), NodeError> {
+        let message = match &kind {
+            Kind::Known(m) | Kind::Refused(m, _) => m.clone(),
+            Kind::Other | Kind::Malformed(_) => return Ok(()),
+        };
+        if message.node() != self.cfg.server_code {
+            return Ok(());
+        }
+        match message {
+            Message::Record(_) => {
+                if !self.may_send_requests(a.sender.as_deref())? {
+                    self.report.push(format!(
+                        "ignored record {}: its sender may not send one",
+                        &a.hash[..10]
+                    ));
+                    return Ok(());
+                }
+                let Some(standing) = self.standing(&a.hash)? else {
+                    return Ok(());
+                };
+                if found::response(self.repo, &standing.place, &a.hash, &self.cfg.server_code)?
+                    .is_some()
+                {
+                    return Ok(());
+                }
+                self.record(standing)
+            }
+            Message::Stop(s) => {
+                if !self.may_send_requests(a.sender.as_deref())? {
+                    self.report.push(format!(
+                        "ignored stop {}: its sender may not send one",
+                        &a.hash[..10]
+                    ));
+                    return Ok(());
+                }
+                self.stop(&s.stops)
+            }
+            Message::Response(r) => {
+                if a.sender.as_deref() == Some(self.cfg.login.as_str()) {
+                    self.state.open.remove(&r.answers);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn refuse(&mut self, r: &StandingRecord, field: &str, reason: &str) -> Result<(), NodeError> {
+        let note = format!("{field}: {reason}");
+        respond::respond(
+            self.fossil,
+            self.repo,
+            r,
+            &self.cfg.login,
+            "refused",
+            &note,
+            false,
+        )?;
+        self.report
+            .push(format!("refused {}: {note}", &r.hash[..10]));
+        Ok(())
+    }
+
+    fn record(&mut self, r: StandingRecord) -> Result<(), NodeError> {
+        if let Some(p) = &r.problem {
+            return self.refuse(&r, &p.field, &p.reason);
+        }
+        if let Err(p) = super::check_enforceable(self.repo, &r.record)? {
+            return self.refuse(&r, &p.field, &p.reason);
+        }
+        let user = r.record.user.clone();
+        if user == self.cfg.login || user.starts_with("node-") {
+            return self.refuse(&r, "user", "is a node's own login");
+        }
+        if self.repo.capabilities(&user)?.is_some_and(|c| c.is_admin()) {
+            return self.refuse(&r, "user", "holds admin or setup; a run never may");
+        }
+        if self.state.open.values().any(|o| o.user == user) {
+            return self.refuse(&r, "user", "has another open record");
+        }
+        let password = super::random_password();
+        if self.repo.own_capabilities(&user)?.is_none() {
+            self.fossil.user_new(self.repo.path(), &user, &password)?;
+        } else {
+            self.fossil
+                .user_password(self.repo.path(), &user, &password)?;
+        }
+        self.fossil
+            .user_capabilities(self.repo.path(), &user, RUN_CAPABILITIES)?;
+        let dir = NodeConfig::run_dir(self.root, &r.hash);
+        super::prepare_run_dir(&dir, &password)?;
+        let session = r.record.runner != runner::COMMAND;
+        self.state.open.insert(
+            r.hash.clone(),
+            OpenRun {
+                rid: r.said.rid,
+                user: user.clone(),
+                session,
+                checkins: r.record.checkins.clone(),
+                hears: r.record.hears.clone(),
+                place: PlaceKey::of(&r.place),
+            },
+        );
+        self.state.save(self.root)?;
+        if session {
+            super::spawn_watcher(self.root, self.cfg, &r.hash, None)?;
+            super::await_reader(&dir);
+        }
+        self.report
+            .push(format!("opened {} as {user}", &r.hash[..10]));
+        Ok(())
+    }
+
+    fn stop(&mut self, record: &str) -> Result<(), NodeError> {
+        let Some(open) = self.state.open.get(record).cloned() else {
+            return Ok(());
+        };
+        let dir = NodeConfig::run_dir(self.root, record);
+        if open.session && super::watcher_alive(&dir) {
+            super::signal_watcher(&dir);
+            self.report.push(format!("stopping {}", &record[..10]));
+            return Ok(());
+        }
+        if let Some(r) = self.standing(record)? {
+            respond::respond(
+                self.fossil,
+                self.repo,
+                &r,
+                &self.cfg.login,
+                "stopped",
+                "stopped by a stop",
+                true,
+            )?;
+        }
+        self.state.open.remove(record);
+        self.report.push(format!("stopped {}", &record[..10]));
+        Ok(())
+    }
+}

@@ -1,0 +1,390 @@
+//! A run's watcher (`ocx watch`), started by the node detached in its own
+//! session: it prepares the run's workspace (a clone of the served
+//! repository over HTTP as the run's user, and a checkout), starts the
+//! program confined by the sandbox within the budget, gives it
+//! `Record HASH: OBJECTIVE` and then each delivery from its inbox one line
+//! at a time, and answers the record when the run ends. For a `command`
+//! record it runs the program once on one check-in and adds a `ci` verdict.
+
+use super::{BudgetLimits, Forbidden, Program, SandboxFields};
+use crate::fossil::artifact::{self, TagChange};
+use crate::fossil::store::{self, Batch};
+use crate::node::config::NodeConfig;
+use crate::node::runner::{self, InputMode};
+use crate::node::{self, respond};
+use crate::protocol::found::{self, StandingRecord};
+use crate::protocol::kinds::{self, Record};
+use crate::protocol::verdict;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_term(_: nix::libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// The sandbox fields and budget limits a record asks for.
+pub fn limits(record: &Record) -> (SandboxFields, BudgetLimits) {
+    let sandbox = SandboxFields {
+        network: record.sandbox.network,
+        read_only: record.sandbox.read_only.iter().map(PathBuf::from).collect(),
+        read_write: record
+            .sandbox
+            .read_write
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
+    };
+    let budget = BudgetLimits {
+        wall: Duration::from_secs(kinds::wall_seconds(&record.budget.wall).unwrap_or(1)),
+        cpu_seconds: record.budget.cpu,
+        memory_bytes: record.budget.memory.as_ref().and_then(kinds::memory_bytes),
+        processes: record.budget.processes,
+    };
+    (sandbox, budget)
+}
+
+/// A run's line for a person reading the watcher's log.
+fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{} {line}", artifact::now());
+}
+
+/// Runs the watcher of `record` (or a command run on `checkin`); answers the exit code.
+pub fn main(root: &Path, record: &str, checkin: Option<&str>) -> i32 {
+    match watch(root, record, checkin) {
+        Ok(()) => 0,
+        Err(e) => {
+            say(&format!("watcher failed: {e}"));
+            1
+        }
+    }
+}
+
+fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), String> {
+    let (cfg, fossil, repo) = respond::open(root).ok_or("no node configuration under the root")?;
+    let receipt = repo
+        .receipt(hash)
+        .map_err(|e| e.to_string())?
+        .ok_or("the record is not in the repository")?;
+    let standing = found::record(&repo, receipt.rid, hash)
+        .map_err(|e| e.to_string())?
+        .ok_or("the artifact holds no record")?;
+    let dir = NodeConfig::run_dir(root, hash);
+    match checkin {
+        Some(c) => command_run(&cfg, &fossil, &repo, &standing, &dir, c),
+        None => session(root, &cfg, &fossil, &repo, &standing, &dir),
+    }
+}
+
+fn url_with(cfg: &NodeConfig, user: &str, password: &str) -> String {
+    match cfg.url.split_once("://") {
+        Some((scheme, rest)) => format!("{scheme}://{user}:{password}@{rest}"),
+        None => cfg.url.clone(),
+    }
+}
+
+fn forbidden(cfg: &NodeConfig, root: &Path) -> Forbidden {
+    let mut paths = vec![cfg.repository.clone(), root.to_path_buf()];
+    if let Some(home) = std::env::var_os("HOME") {
+        let home = PathBuf::from(home);
+        if home.is_absolute() && home != Path::new("/") {
+            paths.push(home);
+        }
+    }
+    Forbidden { paths }
+}
+
+/// Prepares a fresh workspace at `ws`: the run user's clone (its password
+/// remembered) and a checkout of `version` (or the newest).
+fn workspace(
+    fossil: &crate::fossil::Fossil,
+    cfg: &NodeConfig,
+    dir: &Path,
+    ws: &Path,
+    user: &str,
+    version: Option<&str>,
+) -> Result<(), String> {
+    let password = std::fs::read_to_string(dir.join("password"))
+        .map_err(|e| format!("the run's password: {e}"))?;
+    let _ = std::fs::remove_dir_all(ws);
+    std::fs::create_dir_all(ws).map_err(|e| e.to_string())?;
+    fossil
+        .clone_open(
+            &url_with(cfg, user, password.trim()),
+            &ws.join(".clone.fossil"),
+            ws,
+            version,
+            true,
+        )
+        .map_err(|e| e.to_string())
+}
+
+fn session(
+    root: &Path,
+    cfg: &NodeConfig,
+    fossil: &crate::fossil::Fossil,
+    repo: &crate::fossil::Repository,
+    r: &StandingRecord,
+    dir: &Path,
+) -> Result<(), String> {
+    let Some(_lock) = node::lock(&dir.join("lock"), false).map_err(|e| e.to_string())? else {
+        return Err("another watcher holds this run".into());
+    };
+    std::fs::write(dir.join("watcher.pid"), std::process::id().to_string())
+        .map_err(|e| e.to_string())?;
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        let _ = nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGTERM,
+            nix::sys::signal::SigHandler::Handler(on_term),
+        );
+    }
+    let inbox = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join("inbox"))
+        .map_err(|e| format!("the inbox: {e}"))?;
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(inbox).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let answer = |outcome: &str, note: &str| -> Result<(), String> {
+        respond::respond(fossil, repo, r, &cfg.login, outcome, note, true)
+            .map_err(|e| e.to_string())?;
+        say(&format!("answered {outcome}: {note}"));
+        node::poke(root);
+        Ok(())
+    };
+    let page = match runner::page(repo, &r.record.runner) {
+        Ok(Some(p)) => p,
+        _ => {
+            return answer(
+                "unenforced",
+                &format!(
+                    "runner: the page sandbox/{} no longer counts",
+                    r.record.runner
+                ),
+            );
+        }
+    };
+    let ws = dir.join("ws");
+    if let Err(e) = workspace(fossil, cfg, dir, &ws, &r.record.user, None) {
+        return answer(
+            "exited",
+            &format!("never started: the workspace could not be prepared: {e}"),
+        );
+    }
+    let (sandbox, budget) = limits(&r.record);
+    let program = Program {
+        command: page.command.clone(),
+        env: page.env.clone(),
+        homes: page.homes.iter().map(PathBuf::from).collect(),
+    };
+    let run_name = format!("run-{}", &r.hash[..16]);
+    let plan = match super::plan(
+        &run_name,
+        &ws,
+        &sandbox,
+        &budget,
+        &program,
+        &forbidden(cfg, root),
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            return answer(
+                "unenforced",
+                &format!("{}: {e}", e.field().unwrap_or("sandbox")),
+            );
+        }
+    };
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("output.log"))
+        .map_err(|e| e.to_string())?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let mut running = match super::spawn(&plan, Stdio::piped(), Stdio::from(out), Stdio::from(err))
+    {
+        Ok(r) => r,
+        Err(e) => {
+            return answer(
+                "unenforced",
+                &format!("{}: {e}", e.field().unwrap_or("sandbox")),
+            );
+        }
+    };
+    say(&format!("started {run_name} as {}", r.record.user));
+    let mut stdin = running.stdin().ok_or("the program has no stdin")?;
+    let mode = page.input;
+    let first = format!("Record {}: {}", r.hash, r.record.objective);
+    std::thread::spawn(move || {
+        if feed(&mut stdin, mode, &escape(&first)).is_err() {
+            return;
+        }
+        while let Ok(line) = rx.recv() {
+            if feed(&mut stdin, mode, &line).is_err() {
+                return;
+            }
+        }
+    });
+    let killer = running.killer();
+    let mut stopped = false;
+    while !running.is_finished() {
+        if STOP.load(Ordering::SeqCst) {
+            stopped = true;
+            killer.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ended = running.wait().map_err(|e| e.to_string())?;
+    let secs = started.elapsed().as_secs();
+    if stopped {
+        answer(
+            "stopped",
+            &format!("stopped by a stop after {secs} seconds"),
+        )
+    } else if let Some(limit) = ended.limit {
+        answer(
+            "budget",
+            &format!("{limit} limit reached after {secs} seconds"),
+        )
+    } else {
+        let code = ended
+            .code
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "none".into());
+        answer("exited", &format!("exit {code} after {secs} seconds"))
+    }
+}
+
+/// A line as a delivery writes it: a newline as `\n`, a backslash as `\\`.
+fn escape(line: &str) -> String {
+    line.replace('\\', "\\\\")
+        .replace('\n', "\\n")
+        .replace('\r', "\\r")
+}
+
+/// The inbox's escaped line back to its text, for a runner that takes JSON.
+fn unescape(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut it = line.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some(o) => out.push(o),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+fn feed(stdin: &mut std::process::ChildStdin, mode: InputMode, line: &str) -> std::io::Result<()> {
+    let text = match mode {
+        InputMode::Lines => format!("{line}\n"),
+        InputMode::ClaudeStreamJson => {
+            let msg = serde_json::json!({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": unescape(line)}]}});
+            format!("{msg}\n")
+        }
+    };
+    stdin.write_all(text.as_bytes())?;
+    stdin.flush()
+}
+
+fn command_run(
+    cfg: &NodeConfig,
+    fossil: &crate::fossil::Fossil,
+    repo: &crate::fossil::Repository,
+    r: &StandingRecord,
+    dir: &Path,
+    checkin: &str,
+) -> Result<(), String> {
+    let _lock = node::lock(&dir.join("command.lock"), true).map_err(|e| e.to_string())?;
+    let root = dir
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("the run's directory")?;
+    let ws = dir.join(format!("ci-{}", &checkin[..16]));
+    workspace(fossil, cfg, dir, &ws, &r.record.user, Some(checkin))?;
+    let (sandbox, budget) = limits(&r.record);
+    let program = Program {
+        command: r.record.command.clone().unwrap_or_default(),
+        env: Default::default(),
+        homes: Vec::new(),
+    };
+    let log_path = dir.join(format!("ci-{}.log", &checkin[..16]));
+    let run_name = format!("ci-{}-{}", &r.hash[..10], &checkin[..10]);
+    let (pass, reason) = match super::plan(
+        &run_name,
+        &ws,
+        &sandbox,
+        &budget,
+        &program,
+        &forbidden(cfg, root),
+    ) {
+        Err(e) => (false, format!("could not run: {e}")),
+        Ok(plan) => {
+            let out = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
+            let err = out.try_clone().map_err(|e| e.to_string())?;
+            match super::spawn(&plan, Stdio::null(), Stdio::from(out), Stdio::from(err))
+                .and_then(|run| run.wait())
+            {
+                Err(e) => (false, format!("could not run: {e}")),
+                Ok(ended) => {
+                    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+                    let last = text
+                        .lines()
+                        .rev()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("")
+                        .trim();
+                    let last: String = last.chars().filter(|c| !c.is_control()).take(300).collect();
+                    let pass = ended.code == Some(0) && ended.limit.is_none();
+                    let reason = match (ended.limit, last.is_empty()) {
+                        (Some(l), _) => format!("{l} limit reached"),
+                        (None, false) => last,
+                        (None, true) => format!("exit {}", ended.code.unwrap_or(-1)),
+                    };
+                    (pass, reason)
+                }
+            }
+        }
+    };
+    let reason = reason.replace("(against", "(against:");
+    let value = verdict::format(pass, &reason, &r.hash);
+    let bytes = artifact::control(
+        &artifact::now(),
+        &r.record.user,
+        &[TagChange {
+            op: '+',
+            name: "ci".into(),
+            target: checkin.to_string(),
+            value: Some(value.clone()),
+        }],
+    );
+    let mut batch = Batch::default();
+    batch.add(
+        "ci verdict",
+        bytes,
+        repo.hash_policy().map_err(|e| e.to_string())?,
+    );
+    store::store(fossil, repo, &r.record.user, &batch, true).map_err(|e| e.to_string())?;
+    say(&format!("ci verdict on {}: {value}", &checkin[..10]));
+    let _ = std::fs::remove_dir_all(&ws);
+    node::poke(root);
+    Ok(())
+}

@@ -1,0 +1,201 @@
+//! `hook`: makes the served repository a node, or no longer one: installs
+//! (or removes) OCX's after-receive hook, makes the node's own login and
+//! records what the node needs under its root.
+
+use crate::answer::Op;
+use crate::node::{self, config::NodeConfig};
+use crate::registry::{Call, Needs, Stop, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// What to do.
+#[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HookAction {
+    /// Install the hook: this repository becomes a node.
+    Install,
+    /// Remove it: the repository is no longer a node.
+    Remove,
+}
+
+/// Input of `hook`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// install or remove.
+    pub action: HookAction,
+    /// The URL the repository is served at (http or https), which runs clone; for install.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The node's root directory (runs, logs, state). Default: beside the repository, named REPO.ocx-node.
+    #[serde(default)]
+    pub root: Option<String>,
+}
+
+/// What `hook` did.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    /// The node's root directory.
+    pub root: Option<String>,
+    /// The node's own login.
+    pub login: Option<String>,
+    /// The hook command installed.
+    pub hook: Option<String>,
+    /// How many OCX hooks were removed.
+    pub removed: usize,
+}
+
+/// The `hook` tool.
+pub struct Hook;
+
+/// The capabilities the node's own login holds: read, post to the forum
+/// unmoderated, read and append to tickets. It writes on the node only.
+pub const NODE_CAPABILITIES: &str = "cor4";
+
+impl Tool for Hook {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "hook";
+    const SUMMARY: &'static str =
+        "Make the served repository a node (install OCX's after-receive hook), or no longer one.";
+    const NEEDS: Needs = Needs::Any("s");
+    const WRITES: bool = true;
+
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let repo = call.repo()?;
+        let fossil = call.fossil()?.clone();
+        let hooks = repo.after_receive_hooks().map_err(Stop::internal)?;
+        let ours: Vec<usize> = hooks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.contains(node::HOOK_MARK))
+            .map(|(i, _)| i)
+            .collect();
+        let all_hooks: Vec<String> = {
+            let json = repo
+                .config("hooks")
+                .map_err(Stop::internal)?
+                .unwrap_or_default();
+            let list: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap_or_default();
+            list.iter()
+                .map(|h| {
+                    h.get("cmd")
+                        .and_then(|c| c.as_str())
+                        .unwrap_or("")
+                        .to_string()
+                })
+                .collect()
+        };
+        let indexes: Vec<usize> = all_hooks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.contains(node::HOOK_MARK))
+            .map(|(i, _)| i)
+            .rev()
+            .collect();
+        let path = repo.path().to_path_buf();
+        match input.action {
+            HookAction::Remove => {
+                for i in &indexes {
+                    if !call.dry_run {
+                        fossil.hook_delete(&path, *i).map_err(Stop::internal)?;
+                    }
+                    call.log(Op::Fossil {
+                        operation: format!("delete hook {i}"),
+                        done: !call.dry_run,
+                    });
+                }
+                Ok(Output {
+                    root: None,
+                    login: None,
+                    hook: None,
+                    removed: ours.len(),
+                })
+            }
+            HookAction::Install => {
+                let url = input.url.clone().ok_or_else(|| {
+                    Stop::field("url", "install needs the URL the repository is served at")
+                        .next("give --url http://HOST/REPO")
+                })?;
+                let ok = (url.starts_with("http://") || url.starts_with("https://"))
+                    && !url.contains(char::is_whitespace)
+                    && url.split_once("://").is_some_and(|(_, rest)| {
+                        !rest.is_empty() && !rest.split('/').next().unwrap_or("").contains('@')
+                    });
+                if !ok {
+                    return Err(Stop::field(
+                        "url",
+                        format!("{url:?} is not an http or https URL with a host and no login"),
+                    )
+                    .next("give --url http://HOST/REPO"));
+                }
+                let root = match &input.root {
+                    Some(r) if r.starts_with('/') => PathBuf::from(r),
+                    Some(r) => {
+                        return Err(
+                            Stop::field("root", format!("{r:?} is not an absolute path"))
+                                .next("give an absolute path, or leave root out"),
+                        );
+                    }
+                    None => node::config::default_root(&path),
+                };
+                let server_code = repo.server_code().map_err(Stop::internal)?;
+                let login = crate::protocol::found::node_login(&server_code);
+                let ocx = std::env::current_exe()
+                    .and_then(|p| p.canonicalize())
+                    .map_err(|e| Stop::new(format!("cannot tell where ocx is: {e}")))?;
+                let command = node::hook_command(&ocx, &root);
+                let has_login = repo
+                    .own_capabilities(&login)
+                    .map_err(Stop::internal)?
+                    .is_some();
+                if !call.dry_run {
+                    for i in &indexes {
+                        fossil.hook_delete(&path, *i).map_err(Stop::internal)?;
+                    }
+                    if !has_login {
+                        fossil
+                            .user_new(&path, &login, &node::random_password())
+                            .map_err(Stop::internal)?;
+                    }
+                    fossil
+                        .user_capabilities(&path, &login, NODE_CAPABILITIES)
+                        .map_err(Stop::internal)?;
+                    NodeConfig {
+                        repository: path.clone(),
+                        url: url.clone(),
+                        fossil: fossil.path().to_path_buf(),
+                        ocx: ocx.clone(),
+                        server_code,
+                        login: login.clone(),
+                    }
+                    .save(&root)
+                    .map_err(|e| {
+                        Stop::field("root", format!("cannot write the node's root: {e}"))
+                    })?;
+                    fossil.hook_add(&path, &command).map_err(Stop::internal)?;
+                }
+                let done = !call.dry_run;
+                call.log(Op::Fossil {
+                    operation: format!("make the node's login {login} holding {NODE_CAPABILITIES}"),
+                    done,
+                });
+                call.log(Op::Fossil {
+                    operation: format!("write {}", NodeConfig::file(&root).display()),
+                    done,
+                });
+                call.log(Op::Fossil {
+                    operation: format!("add the after-receive hook {command}"),
+                    done,
+                });
+                Ok(Output {
+                    root: Some(root.display().to_string()),
+                    login: Some(login),
+                    hook: Some(command),
+                    removed: indexes.len(),
+                })
+            }
+        }
+    }
+}

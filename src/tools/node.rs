@@ -1,0 +1,167 @@
+//! `node`: starts the node's process for this repository (answering
+//! `lost` for each open session whose watcher is gone), or stops it.
+
+use crate::answer::Op;
+use crate::node::{self, config::NodeConfig};
+use crate::registry::{Call, Needs, Stop, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::os::unix::process::CommandExt;
+use std::time::{Duration, Instant};
+
+/// What to do.
+#[derive(Deserialize, Serialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeAction {
+    /// Start the node (if it is not running) after answering `lost` for runs whose watcher is gone.
+    Start,
+    /// Stop the node's process (runs go on; their watchers answer them).
+    Stop,
+}
+
+/// Input of `node`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// start or stop.
+    pub action: NodeAction,
+}
+
+/// What `node` did.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    /// The node's root directory.
+    pub root: String,
+    /// The records answered `lost`.
+    pub lost: Vec<String>,
+    /// Whether the node's process runs now.
+    pub running: bool,
+}
+
+/// The `node` tool.
+pub struct NodeTool;
+
+impl Tool for NodeTool {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "node";
+    const SUMMARY: &'static str =
+        "Start the node's process (answering `lost` for runs whose watcher is gone), or stop it.";
+    const NEEDS: Needs = Needs::Any("as");
+    const WRITES: bool = true;
+
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let repo = call.repo()?;
+        let root = node::root_of(repo)
+            .map_err(Stop::internal)?
+            .ok_or_else(|| {
+                Stop::new("this repository is no node")
+                    .next("install the hook first: ocx hook install --url URL")
+            })?;
+        let cfg = NodeConfig::load(&root).ok_or_else(|| {
+            Stop::new(format!(
+                "the node's root {} holds no node.json",
+                root.display()
+            ))
+            .next("run ocx hook install again")
+        })?;
+        let running =
+            |root: &std::path::Path| matches!(node::lock(&root.join("node.lock"), false), Ok(None));
+        match input.action {
+            NodeAction::Stop => {
+                if !call.dry_run
+                    && let Some(pid) = std::fs::read_to_string(root.join("node.pid"))
+                        .ok()
+                        .and_then(|s| s.trim().parse::<i32>().ok())
+                    && running(&root)
+                {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGTERM,
+                    );
+                    let until = Instant::now() + Duration::from_secs(5);
+                    while running(&root) && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                call.log(Op::Fossil {
+                    operation: "stop the node's process".into(),
+                    done: !call.dry_run,
+                });
+                Ok(Output {
+                    root: root.display().to_string(),
+                    lost: Vec::new(),
+                    running: running(&root),
+                })
+            }
+            NodeAction::Start => {
+                if call.dry_run {
+                    call.log(Op::Fossil {
+                        operation: "answer lost for each open session whose watcher is gone".into(),
+                        done: false,
+                    });
+                    call.log(Op::Fossil {
+                        operation: "start the node's process".into(),
+                        done: false,
+                    });
+                    return Ok(Output {
+                        root: root.display().to_string(),
+                        lost: Vec::new(),
+                        running: running(&root),
+                    });
+                }
+                let lost = node::daemon::sweep_lost(&root).map_err(|e| Stop::new(e.to_string()))?;
+                for l in &lost {
+                    call.log(Op::Fossil {
+                        operation: l.clone(),
+                        done: true,
+                    });
+                }
+                if !running(&root) {
+                    let log = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(root.join("node.log"))
+                        .map_err(|e| Stop::new(e.to_string()))?;
+                    let mut cmd = std::process::Command::new(&cfg.ocx);
+                    cmd.arg("node-daemon")
+                        .arg("--root")
+                        .arg(&root)
+                        .env_clear()
+                        .env("PATH", "/usr/local/bin:/usr/bin:/bin");
+                    if let Some(home) = std::env::var_os("HOME") {
+                        cmd.env("HOME", home);
+                    }
+                    cmd.stdin(std::process::Stdio::null())
+                        .stdout(log.try_clone().map_err(|e| Stop::new(e.to_string()))?)
+                        .stderr(log);
+                    // SAFETY: setsid is async-signal-safe and allocates nothing.
+                    unsafe {
+                        cmd.pre_exec(|| {
+                            nix::unistd::setsid()
+                                .map(|_| ())
+                                .map_err(std::io::Error::from)
+                        });
+                    }
+                    cmd.spawn()
+                        .map_err(|e| Stop::new(format!("cannot start the node: {e}")))?;
+                    let until = Instant::now() + Duration::from_secs(10);
+                    while !(running(&root) && NodeConfig::socket(&root).exists())
+                        && Instant::now() < until
+                    {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                call.log(Op::Fossil {
+                    operation: "start the node's process".into(),
+                    done: true,
+                });
+                Ok(Output {
+                    root: root.display().to_string(),
+                    lost,
+                    running: running(&root),
+                })
+            }
+        }
+    }
+}
