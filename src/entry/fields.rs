@@ -223,4 +223,3 @@ fn doc_of(p: &Value) -> String {
         .unwrap_or("")
         .replace('\n', " ")
 }
-
