@@ -193,8 +193,15 @@ fn configured_fossil() -> Result<Fossil, Stop> {
         })?,
         _ => Config::default(),
     };
-    Fossil::locate_for_web(config.fossil.as_deref()).map_err(|e| {
-        Stop::field("fossil", e.to_string()).next(format!(
+    Fossil::locate_for_web(config.fossil.as_deref()).map_err(|_| {
+        let reason = match &config.fossil {
+            Some(p) => format!(
+                "{} (named in {CONFIG}) is not an absolute path to fossil 2.23 or later",
+                p.display()
+            ),
+            None => "no fossil 2.23 or later at /usr/local/bin/fossil or /usr/bin/fossil".into(),
+        };
+        Stop::field("fossil", reason).next(format!(
             "install Fossil 2.23 or later as /usr/local/bin/fossil, or name it in {CONFIG} beside ocx-cgi"
         ))
     })
