@@ -250,6 +250,25 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
         form_input(tool, &flags, request.query.as_bytes(), true)
     };
     let bad_input = input.is_err();
+    let given = input.as_ref().ok().cloned();
+    let nothing_given = given
+        .as_ref()
+        .and_then(Value::as_object)
+        .is_some_and(Map::is_empty);
+    if !json && !request.is_post() && nothing_given && form_fields(tool).iter().any(|f| f.required)
+    {
+        let mut html = tool_page_head(request, &cx);
+        html += &format!(
+            "<p class=\"ocx-notice\">Fill in the form to run {}.</p>\n",
+            esc(tool.name())
+        );
+        html += &card(request, &cx, tool, true, None);
+        return Response {
+            status: 200,
+            content_type: "text/html",
+            body: page("OCX", &html),
+        };
+    }
     let mut notice = None;
     if tool.writes() {
         notice = if !request.is_post() {
@@ -274,24 +293,31 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
     if json {
         return json_response(status, &answer);
     }
-    let mut html = String::new();
-    html += &format!(
-        "<p><a class=\"ocx-button\" href=\"{}\">&larr; All tools</a></p>\n",
-        esc(&request.link(None))
-    );
-    html += &bar(request);
-    html += &who(request, &cx);
+    let mut html = tool_page_head(request, &cx);
     html += &format!("<h2>{}: the answer</h2>\n", esc(tool.name()));
     if let Some(n) = notice {
         html += &format!("<p class=\"ocx-notice\">{}</p>\n", esc(n));
     }
     html += &render_answer(&answer, text);
-    html += &card(request, &cx, tool, !answer.dry_run);
+    let refill = (answer.dry_run || !answer.ok)
+        .then_some(given.as_ref())
+        .flatten();
+    html += &card(request, &cx, tool, !answer.dry_run, refill);
     Response {
         status,
         content_type: "text/html",
         body: page("OCX", &html),
     }
+}
+
+/// A tool's page begins: a button back to the list, the bar, the viewer.
+fn tool_page_head(request: &Request, cx: &Context) -> String {
+    format!(
+        "<p><a class=\"ocx-button\" href=\"{}\">&larr; All tools</a></p>\n{}{}",
+        esc(&request.link(None)),
+        bar(request),
+        who(request, cx)
+    )
 }
 
 /// The status an answer is given: 200 when the tool did its work, 403 when
@@ -506,7 +532,7 @@ fn index(request: &Request, cx: &Context) -> String {
     html += &who(request, cx);
     html += "<p>Every tool OCX offers on this repository. A tool that changes something does so only from a form on this page, as you.</p>\n";
     for tool in TOOLS {
-        html += &card(request, cx, *tool, true);
+        html += &card(request, cx, *tool, true, None);
     }
     page("OCX", &html)
 }
@@ -560,8 +586,14 @@ fn who(request: &Request, cx: &Context) -> String {
 
 /// A tool's card: what it does, what it needs (held or not), what it would
 /// do now when it changes something and needs no input (`now`), and its
-/// form, or why there is none.
-fn card(request: &Request, cx: &Context, tool: &dyn Entry, now: bool) -> String {
+/// form (filled in from `given`), or why there is none.
+fn card(
+    request: &Request,
+    cx: &Context,
+    tool: &dyn Entry,
+    now: bool,
+    given: Option<&Value>,
+) -> String {
     let name = tool.name();
     let mut html = format!(
         "<section class=\"ocx-card\" id=\"tool-{0}\">\n<h3><a href=\"{1}\">{0}</a></h3>\n<p>{2}</p>\n",
@@ -615,8 +647,16 @@ fn card(request: &Request, cx: &Context, tool: &dyn Entry, now: bool) -> String 
     };
     let fields = form_fields(tool);
     let needs_input = fields.iter().any(|f| f.required);
+    let mut refused = refused;
     if now && tool.writes() && !needs_input && refused.is_none() {
         let answer = registry::call(name, Ok(Value::Object(Map::new())), cx, true);
+        let nothing_to_fill = fields.iter().all(|f| f.path[0] == "dry_run");
+        if let (Some(s), true) = (&answer.stopped, nothing_to_fill) {
+            refused = Some(format!(
+                "it has nothing to fill in, and it would stop: {}",
+                s.reason
+            ));
+        }
         html += "<div class=\"ocx-now\"><p>What it would do now:</p>\n";
         if let Some(s) = &answer.stopped {
             html += &format!("<p>it would stop: {}</p>\n", esc(&s.reason));
@@ -635,13 +675,14 @@ fn card(request: &Request, cx: &Context, tool: &dyn Entry, now: bool) -> String 
         Some(why) => {
             html += &format!("<p class=\"ocx-noform\">No form: {}.</p>\n", esc(&why));
         }
-        None => html += &form(request, tool, &fields),
+        None => html += &form(request, tool, &fields, given),
     }
     html + "</section>\n"
 }
 
-/// A tool's form: a POST to its own page, a field for each of its input's.
-fn form(request: &Request, tool: &dyn Entry, fields: &[Flag]) -> String {
+/// A tool's form: a POST to its own page, a field for each of its
+/// input's, filled in from `given` (what the request gave) when there is one.
+fn form(request: &Request, tool: &dyn Entry, fields: &[Flag], given: Option<&Value>) -> String {
     let name = tool.name();
     let mut html = format!(
         "<form class=\"ocx-form\" method=\"post\" action=\"{}\" enctype=\"application/x-www-form-urlencoded\">\n",
@@ -649,51 +690,72 @@ fn form(request: &Request, tool: &dyn Entry, fields: &[Flag]) -> String {
     );
     for f in fields {
         let field = &f.path[0];
-        let id = format!("{name}-{field}");
+        let id = esc(&format!("{name}-{field}"));
         let doc = esc(&f.doc);
-        let label = format!(
-            "{}{}",
-            esc(field),
-            if f.required { " (required)" } else { "" }
-        );
+        let value = given.and_then(|g| g.get(field));
+        let text = esc(&value.map(field_text).unwrap_or_default());
+        let label = |extra: &str| {
+            format!(
+                "<label for=\"{id}\" title=\"{doc}\">{}{}{extra}</label>\n",
+                esc(field),
+                if f.required { " (required)" } else { "" }
+            )
+        };
+        let attrs = format!("id=\"{id}\" name=\"{}\" title=\"{doc}\"", esc(field));
         html += &match f.kind {
             Kind::Boolean => format!(
-                "<label title=\"{doc}\"><input type=\"checkbox\" id=\"{id}\" name=\"{field}\" value=\"true\"> {label}</label>\n<small>{doc}</small>\n",
-                id = esc(&id),
-                field = esc(field)
+                "<label title=\"{doc}\"><input type=\"checkbox\" {attrs} value=\"true\"{}> {}</label>\n",
+                if value == Some(&Value::Bool(true)) {
+                    " checked"
+                } else {
+                    ""
+                },
+                esc(field)
             ),
             Kind::Integer => format!(
-                "<label for=\"{id}\" title=\"{doc}\">{label}</label>\n<input type=\"number\" step=\"1\" id=\"{id}\" name=\"{field}\" title=\"{doc}\">\n<small>{doc}</small>\n",
-                id = esc(&id),
-                field = esc(field)
+                "{}<input type=\"number\" step=\"1\" {attrs} value=\"{text}\">\n",
+                label("")
             ),
             Kind::Json => format!(
-                "<label for=\"{id}\" title=\"{doc}\">{label} (JSON)</label>\n<textarea rows=\"3\" id=\"{id}\" name=\"{field}\" title=\"{doc}\"></textarea>\n<small>{doc}</small>\n",
-                id = esc(&id),
-                field = esc(field)
+                "{}<textarea rows=\"3\" {attrs}>{text}</textarea>\n",
+                label(" (JSON)")
             ),
             Kind::List => format!(
-                "<label for=\"{id}\" title=\"{doc}\">{label} (separated by spaces)</label>\n<input type=\"text\" id=\"{id}\" name=\"{field}\" title=\"{doc}\">\n<small>{doc}</small>\n",
-                id = esc(&id),
-                field = esc(field)
+                "{}<input type=\"text\" {attrs} value=\"{text}\">\n",
+                label(" (separated by spaces)")
             ),
-            Kind::Text if f.doc.contains("Markdown") => format!(
-                "<label for=\"{id}\" title=\"{doc}\">{label}</label>\n<textarea rows=\"5\" id=\"{id}\" name=\"{field}\" title=\"{doc}\"></textarea>\n<small>{doc}</small>\n",
-                id = esc(&id),
-                field = esc(field)
-            ),
+            Kind::Text if f.doc.contains("Markdown") => {
+                format!(
+                    "{}<textarea rows=\"5\" {attrs}>{text}</textarea>\n",
+                    label("")
+                )
+            }
             Kind::Text => format!(
-                "<label for=\"{id}\" title=\"{doc}\">{label}</label>\n<input type=\"text\" id=\"{id}\" name=\"{field}\" title=\"{doc}\">\n<small>{doc}</small>\n",
-                id = esc(&id),
-                field = esc(field)
+                "{}<input type=\"text\" {attrs} value=\"{text}\">\n",
+                label("")
             ),
         };
+        html += &format!("<small>{doc}</small>\n");
     }
     html += &format!(
         "<p><button type=\"submit\" id=\"{0}-submit\">Run {0}</button></p>\n</form>\n",
         esc(name)
     );
     html
+}
+
+/// A field's value as its form shows it: text as it is, a list's items
+/// separated by spaces, anything else as JSON.
+fn field_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Array(items) if items.iter().all(Value::is_string) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => other.to_string(),
+    }
 }
 
 /// An answer on the page: the result (or why it stopped) before the log.

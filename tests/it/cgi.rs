@@ -247,6 +247,22 @@ fn a_get_of_a_writing_tool_shows_its_dry_run_and_writes_nothing() {
     );
     assert!(page.body.contains("&larr; All tools"));
     assert!(page.body.contains("id=\"tool-post\""), "its card again");
+    assert!(page.body.contains("name=\"title\" title=\"The new thread&#39;s title, one line; only without `to`.\" value=\"Plans\""), "the form is filled in again: {}", page.body);
+    assert!(page.body.contains(">hello</textarea>"));
+    assert_eq!(repo.hashes(), before);
+    let page = cgi(
+        &ext,
+        &repo,
+        &[("FOSSIL_USER", "alice"), ("PATH_INFO", "/post")],
+        b"",
+    );
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("Fill in the form to run post."),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("class=\"ocx-answer"));
     assert_eq!(repo.hashes(), before);
 }
 
