@@ -375,14 +375,13 @@ fn refusal(
     if json {
         return json_response(status, &answer);
     }
-    let mut html = format!(
-        "<p><a class=\"ocx-button\" href=\"{}\">&larr; All tools</a></p>\n",
-        esc(&request.link(None))
-    );
-    if let Some(cx) = cx {
-        html += &bar(request);
-        html += &who(request, cx);
-    }
+    let mut html = match cx {
+        Some(cx) => tool_page_head(request, cx),
+        None => format!(
+            "<p><a class=\"ocx-button\" href=\"{}\">&larr; All tools</a></p>\n",
+            esc(&request.link(None))
+        ),
+    };
     html += &render_answer(&answer, None);
     Response {
         status,
