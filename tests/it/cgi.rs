@@ -563,6 +563,22 @@ fn a_card_leaves_out_a_form_its_viewer_cannot_use() {
     );
     assert_eq!(page.status, 403);
     assert_eq!(page.answer()["ok"], false);
+    let page = cgi(
+        &ext,
+        &repo,
+        &[
+            ("FOSSIL_USER", "bob"),
+            ("FOSSIL_CAPABILITIES", "s"),
+            ("PATH_INFO", "/post"),
+            ("QUERY_STRING", "json"),
+            ("HTTP_REFERER", OWN),
+        ],
+        format!("to={root}&text=no").as_bytes(),
+    );
+    assert_eq!(
+        page.status, 403,
+        "FOSSIL_CAPABILITIES is shown, never trusted"
+    );
     assert_eq!(repo.hashes(), before);
     let thread_card = index
         .body
