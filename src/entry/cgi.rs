@@ -37,19 +37,33 @@ pub struct Config {
 /// uses, by value, and no other.
 #[derive(Debug, Default, Clone)]
 pub struct Request {
+    /// `FOSSIL_REPOSITORY`: the repository file.
     pub repository: Option<String>,
+    /// `FOSSIL_USER`: who signed in, if anyone.
     pub user: Option<String>,
+    /// `FOSSIL_CAPABILITIES`: shown, never used to decide.
     pub capabilities: Option<String>,
+    /// `FOSSIL_NONCE`: what a script would carry (the page has none).
     pub nonce: Option<String>,
+    /// `FOSSIL_URI`: the site's path below its host (empty at the root).
     pub uri: String,
+    /// `REQUEST_METHOD`.
     pub method: String,
+    /// `QUERY_STRING`.
     pub query: String,
+    /// `PATH_INFO`: `/TOOL`, or nothing for the OCX page.
     pub path_info: String,
+    /// `CONTENT_LENGTH`.
     pub content_length: Option<String>,
+    /// `CONTENT_TYPE`.
     pub content_type: Option<String>,
+    /// Whether `HTTPS` is `on`.
     pub https: bool,
+    /// `HTTP_HOST`.
     pub host: Option<String>,
+    /// `HTTP_REFERER`.
     pub referer: Option<String>,
+    /// `HTTP_ACCEPT`, which `fossil server` does not pass.
     pub accept: Option<String>,
 }
 
@@ -127,8 +141,11 @@ impl Request {
 
 /// What the page answers: a status, a type and a body.
 pub struct Response {
+    /// The HTTP status.
     pub status: u16,
+    /// The body's type.
     pub content_type: &'static str,
+    /// The body.
     pub body: String,
 }
 
