@@ -726,7 +726,7 @@ fn the_page_runs_fossil_as_configured_never_from_path() {
 }
 
 /// A `fossil server` of `repo` on a free loopback port, with `ext` as its
-/// extroot; stopped when dropped.
+/// extroot and no backoffice (which would outlive it); stopped when dropped.
 struct Server {
     child: Child,
     port: u16,
@@ -734,6 +734,7 @@ struct Server {
 
 impl Server {
     fn start(repo: &Repo, ext: &Ext) -> Server {
+        repo.fossil(&["settings", "backoffice-disable", "1"]);
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
