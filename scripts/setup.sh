@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what OCX and its tests need on a Debian machine: bubblewrap,
 # Fossil at 2.23 or later (building 2.28 from Debian's own source package
-# when the installed one is older), and the Python MCP client for the
-# client tests. Safe to run again: each step is skipped when already done.
+# when the installed one is older), the Python MCP client for the
+# client tests, and Chromium with playwright-core (installed under
+# tests/browser/node_modules) for the web page's browser test. Safe to run
+# again: each step is skipped when already done.
 set -euo pipefail
 
 FOSSIL_FLOOR="2.23"
@@ -55,6 +57,16 @@ ensure_python_mcp() {
   python3 -m pip install -q 'mcp>=2,<3' >/dev/null
 }
 
+ensure_browser() {
+  apt_install chromium
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then apt_install nodejs npm; fi
+  local dir; dir="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+  if [ ! -d "$dir/node_modules/playwright-core" ]; then
+    (cd "$dir" && npm install --no-audit --no-fund --silent >/dev/null)
+  fi
+}
+
 apt_install bubblewrap ca-certificates
 ensure_fossil
 if [ "${OCX_SETUP_CLIENTS:-1}" = "1" ]; then ensure_python_mcp || echo "setup: python mcp client not installed; MCP client tests will say so" >&2; fi
+ensure_browser

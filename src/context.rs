@@ -55,6 +55,13 @@ impl Context {
         }
     }
 
+    /// The same context with the `fossil` program already chosen (the web
+    /// page chooses it from its own configuration, not the environment).
+    pub fn with_fossil(self, fossil: Result<Fossil, Stop>) -> Context {
+        let _ = self.fossil.set(fossil);
+        self
+    }
+
     /// The checkout the call was made in, if any.
     pub fn checkout(&self) -> Option<&checkout::Checkout> {
         self.checkout

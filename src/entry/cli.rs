@@ -4,6 +4,7 @@
 //! Exit 0 when the tool did its work, 1 when it stopped, 2 when the command
 //! line does not parse.
 
+use super::fields::{Flag, Kind, flags_of, set, to_json};
 use crate::context::{Context, Who};
 use crate::registry::{self, Entry, Stop, TOOLS};
 use clap::{
@@ -13,36 +14,6 @@ use serde_json::{Map, Value};
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::PathBuf;
-
-/// How one flag's value becomes JSON.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind {
-    Text,
-    Integer,
-    Boolean,
-    List,
-    Json,
-}
-
-impl Flag {
-    /// Its clap id, apart from the global flags' ids.
-    fn id(&self) -> String {
-        format!("field:{}", self.path.join("."))
-    }
-}
-
-/// One flag derived from a schema property.
-#[derive(Debug, Clone)]
-struct Flag {
-    /// Where its value goes in the input: `["budget", "wall"]`.
-    path: Vec<String>,
-    /// The flag's name when the schema gives one (`x-flag`), as for a
-    /// field whose own name is a global flag's.
-    long: Option<String>,
-    kind: Kind,
-    doc: String,
-    positional: bool,
-}
 
 const GLOBALS: &[&str] = &[
     "repository",
@@ -58,7 +29,7 @@ const GLOBALS: &[&str] = &[
 pub fn main(args: Vec<OsString>) -> i32 {
     let flags: Vec<(&dyn Entry, Vec<Flag>)> = TOOLS
         .iter()
-        .map(|t| (*t, flags_of(&t.input_schema())))
+        .map(|t| (*t, flags_of(&t.input_schema(), GLOBALS)))
         .collect();
     let command = command(&flags);
     let matches = match command.try_get_matches_from(args) {
@@ -169,10 +140,7 @@ fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
         let mut sub = Command::new(tool.name()).about(tool.summary());
         for f in fl {
             let id = f.id();
-            let long = f
-                .long
-                .clone()
-                .unwrap_or_else(|| f.path.last().cloned().unwrap_or_default().replace('_', "-"));
+            let long = f.name();
             let mut arg = Arg::new(id.clone())
                 .long(long)
                 .help(f.doc.clone())
@@ -255,197 +223,6 @@ fn build_input(m: &ArgMatches, sub: Option<&ArgMatches>, flags: &[Flag]) -> Resu
     Ok(input)
 }
 
-fn to_json(field: &str, kind: Kind, texts: &[&str]) -> Result<Value, Stop> {
-    let last = texts.last().copied().unwrap_or("");
-    match kind {
-        Kind::Text => Ok(Value::String(last.to_string())),
-        Kind::Integer => last.parse::<i64>().map(Value::from).map_err(|_| {
-            Stop::field(field, format!("{last:?} is not a whole number"))
-                .next("give a whole number")
-        }),
-        Kind::Boolean => match last {
-            "true" | "yes" | "1" => Ok(Value::Bool(true)),
-            "false" | "no" | "0" => Ok(Value::Bool(false)),
-            _ => Err(Stop::field(field, format!("{last:?} is not true or false"))
-                .next("give true or false")),
-        },
-        Kind::List => {
-            let mut items = Vec::new();
-            for t in texts {
-                if t.trim_start().starts_with('[') {
-                    match registry::parse_input(format!("{{\"v\":{t}}}").as_bytes()) {
-                        Ok(Value::Object(mut o)) => match o.remove("v") {
-                            Some(Value::Array(a)) => items.extend(a),
-                            _ => {
-                                return Err(Stop::field(field, "is not a JSON list")
-                                    .next("give the items separated by spaces"));
-                            }
-                        },
-                        _ => {
-                            return Err(Stop::field(field, "is not a JSON list")
-                                .next("give the items separated by spaces"));
-                        }
-                    }
-                } else {
-                    items.extend(t.split_whitespace().map(|s| Value::String(s.to_string())));
-                }
-            }
-            Ok(Value::Array(items))
-        }
-        Kind::Json => {
-            let wrapped = format!("{{\"v\":{last}}}");
-            match registry::parse_input(wrapped.as_bytes()) {
-                Ok(Value::Object(mut o)) => Ok(o.remove("v").unwrap_or(Value::Null)),
-                _ => Err(Stop::field(field, "is not JSON").next("give the value as JSON")),
-            }
-        }
-    }
-}
-
-fn set(input: &mut Value, path: &[String], value: Value, field: &str) -> Result<(), Stop> {
-    let mut at = input;
-    for (i, key) in path.iter().enumerate() {
-        let obj = at.as_object_mut().ok_or_else(|| {
-            Stop::field(field, "conflicts with --input").next("give the field once")
-        })?;
-        if i + 1 == path.len() {
-            obj.insert(key.clone(), value);
-            return Ok(());
-        }
-        at = obj
-            .entry(key.clone())
-            .or_insert_with(|| Value::Object(Map::new()));
-    }
-    Ok(())
-}
-
-/// The flags a tool's input schema gives: one per property, and one per
-/// property of a nested object (its name alone, when no other flag has it).
-fn flags_of(schema: &Value) -> Vec<Flag> {
-    let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
-    let required: Vec<String> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let mut nested = Vec::new();
-    let mut positional_taken = false;
-    for (name, p) in props {
-        let flag = p.get("x-flag").and_then(Value::as_str);
-        if GLOBALS.contains(&name.as_str()) && flag.is_none() {
-            continue;
-        }
-        let p = resolve(p, &defs);
-        let kind = kind_of(&p);
-        let positional = !positional_taken && kind == Kind::Text && required.first() == Some(name);
-        positional_taken |= positional;
-        out.push(Flag {
-            path: vec![name.clone()],
-            long: flag.map(str::to_string),
-            kind,
-            doc: doc_of(&p),
-            positional,
-        });
-        if kind == Kind::Json
-            && let Some(sub) = p.get("properties").and_then(Value::as_object)
-        {
-            for (sname, sp) in sub {
-                let sp = resolve(sp, &defs);
-                nested.push(Flag {
-                    path: vec![name.clone(), sname.clone()],
-                    long: None,
-                    kind: kind_of(&sp),
-                    doc: doc_of(&sp),
-                    positional: false,
-                });
-            }
-        }
-    }
-    let taken: Vec<String> = out.iter().map(|f| f.path[0].clone()).collect();
-    for f in nested {
-        let last = f.path.last().cloned().unwrap_or_default();
-        let clash = taken.contains(&last)
-            || GLOBALS.contains(&last.as_str())
-            || out.iter().filter(|g| g.path.last() == Some(&last)).count() > 0;
-        if !clash {
-            out.push(f);
-        }
-    }
-    out
-}
-
-/// A property schema with `$ref` and `Option`'s `anyOf [.., null]` seen through.
-fn resolve(p: &Value, defs: &Value) -> Value {
-    let mut p = p.clone();
-    for _ in 0..4 {
-        if let Some(r) = p.get("$ref").and_then(Value::as_str) {
-            let name = r.rsplit('/').next().unwrap_or("");
-            let mut target = defs.get(name).cloned().unwrap_or(Value::Null);
-            if let (Some(d), Some(t)) = (p.get("description").cloned(), target.as_object_mut()) {
-                t.insert("description".into(), d);
-            }
-            p = target;
-            continue;
-        }
-        if let Some(any) = p.get("anyOf").and_then(Value::as_array) {
-            let non_null: Vec<&Value> = any
-                .iter()
-                .filter(|v| v.get("type") != Some(&Value::from("null")))
-                .collect();
-            if non_null.len() == 1 {
-                let mut inner = non_null[0].clone();
-                if let (Some(d), Some(t)) = (p.get("description").cloned(), inner.as_object_mut()) {
-                    t.entry("description").or_insert(d);
-                }
-                p = inner;
-                continue;
-            }
-        }
-        break;
-    }
-    p
-}
-
-fn kind_of(p: &Value) -> Kind {
-    let types: Vec<&str> = match p.get("type") {
-        Some(Value::String(t)) => vec![t.as_str()],
-        Some(Value::Array(ts)) => ts
-            .iter()
-            .filter_map(Value::as_str)
-            .filter(|t| *t != "null")
-            .collect(),
-        _ => vec![],
-    };
-    let any_text = p.get("anyOf").and_then(Value::as_array).is_some_and(|a| {
-        a.iter()
-            .any(|v| v.get("type") == Some(&Value::from("string")))
-    });
-    match types.as_slice() {
-        ["string"] => Kind::Text,
-        [] if any_text => Kind::Text,
-        ["integer"] => Kind::Integer,
-        ["boolean"] => Kind::Boolean,
-        ["array"] => Kind::List,
-        _ if p.get("enum").is_some() => Kind::Text,
-        _ => Kind::Json,
-    }
-}
-
-fn doc_of(p: &Value) -> String {
-    p.get("description")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .replace('\n', " ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,7 +231,7 @@ mod tests {
     fn every_tools_flags_build_a_valid_command_line() {
         let flags: Vec<(&dyn Entry, Vec<Flag>)> = TOOLS
             .iter()
-            .map(|t| (*t, flags_of(&t.input_schema())))
+            .map(|t| (*t, flags_of(&t.input_schema(), GLOBALS)))
             .collect();
         command(&flags).debug_assert();
     }

@@ -18,7 +18,34 @@ pub const TARGET: &str = "2.28";
 pub struct Fossil {
     path: PathBuf,
     version: String,
+    home: Home,
 }
+
+/// Where the program keeps its per-user settings while OCX runs it.
+#[derive(Debug, Clone)]
+enum Home {
+    /// `HOME` as OCX was given it.
+    User(PathBuf),
+    /// A directory of OCX's own, given as `FOSSIL_HOME`.
+    Own(PathBuf),
+}
+
+impl Home {
+    /// The caller's `HOME` when it is absolute, else a directory of OCX's own.
+    fn from_environment() -> Home {
+        match std::env::var_os("HOME") {
+            Some(home) if Path::new(&home).is_absolute() => Home::User(home.into()),
+            _ => Home::Own(std::env::temp_dir().join("ocx-fossil-home")),
+        }
+    }
+}
+
+/// Where the web page finds `fossil` when its configuration names none.
+pub const WEB_CANDIDATES: &[&str] = &["/usr/local/bin/fossil", "/usr/bin/fossil"];
+
+/// The directory given as `FOSSIL_HOME` to a `fossil` the web page starts,
+/// which consults no environment variable to find it.
+const WEB_HOME: &str = "/tmp/ocx-fossil-home";
 
 impl Fossil {
     /// Finds the program: `OCX_FOSSIL` when set (an absolute path), else the
@@ -49,9 +76,33 @@ impl Fossil {
             .ok_or(FossilError::NoProgram)
     }
 
+    /// The program for the web page, where the environment is the request's:
+    /// `configured` (an absolute path) when given, else the first of
+    /// [`WEB_CANDIDATES`] of at least [`FLOOR`]; never from `PATH` or
+    /// `OCX_FOSSIL`, and run with a `FOSSIL_HOME` of OCX's own.
+    pub fn locate_for_web(configured: Option<&Path>) -> Result<Fossil, FossilError> {
+        let home = || Home::Own(PathBuf::from(WEB_HOME));
+        if let Some(p) = configured {
+            if !p.is_absolute() {
+                return Err(FossilError::NoProgram);
+            }
+            return Fossil::with_home(p, home());
+        }
+        WEB_CANDIDATES
+            .iter()
+            .map(Path::new)
+            .filter(|p| p.is_file())
+            .find_map(|p| Fossil::with_home(p, home()).ok())
+            .ok_or(FossilError::NoProgram)
+    }
+
     /// The program at `path`, refused when it is older than [`FLOOR`].
     pub fn at(path: &Path) -> Result<Fossil, FossilError> {
-        let out = command(path)
+        Fossil::with_home(path, Home::from_environment())
+    }
+
+    fn with_home(path: &Path, home: Home) -> Result<Fossil, FossilError> {
+        let out = command(path, &home)
             .arg("version")
             .output()
             .map_err(|_| FossilError::NoProgram)?;
@@ -63,6 +114,7 @@ impl Fossil {
         Ok(Fossil {
             path: path.to_path_buf(),
             version,
+            home,
         })
     }
 
@@ -277,7 +329,7 @@ impl Fossil {
         input: &[u8],
     ) -> Result<String, FossilError> {
         use std::io::Write;
-        let mut cmd = command(&self.path);
+        let mut cmd = command(&self.path, &self.home);
         cmd.args(args);
         if !input.is_empty() {
             cmd.stdin(Stdio::piped());
@@ -316,9 +368,8 @@ impl Fossil {
 }
 
 /// A command for the program with nothing inherited that could redirect it:
-/// the environment cleared but for a fixed PATH, HOME (or a FOSSIL_HOME of
-/// OCX's own when there is none) and the C locale.
-fn command(path: &Path) -> Command {
+/// the environment cleared but for a fixed PATH, `home` and the C locale.
+fn command(path: &Path, home: &Home) -> Command {
     let mut c = Command::new(path);
     c.env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -326,13 +377,12 @@ fn command(path: &Path) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    match std::env::var_os("HOME") {
-        Some(home) if Path::new(&home).is_absolute() => {
-            c.env("HOME", home);
+    match home {
+        Home::User(dir) => {
+            c.env("HOME", dir);
         }
-        _ => {
-            let dir = std::env::temp_dir().join("ocx-fossil-home");
-            let _ = std::fs::create_dir_all(&dir);
+        Home::Own(dir) => {
+            let _ = std::fs::create_dir_all(dir);
             c.env("FOSSIL_HOME", dir);
         }
     }

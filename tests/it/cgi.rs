@@ -1,0 +1,941 @@
+//! The web page, `ocx-cgi`: run directly as Fossil runs it (its environment
+//! and stdin), through a real `fossil server`, and in headless Chromium.
+
+use crate::support::{Repo, fossil};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A directory Fossil serves as its extroot: `ocx-cgi` linked to the
+/// binary, and the page's configuration naming the tests' fossil.
+struct Ext {
+    dir: tempfile::TempDir,
+}
+
+impl Ext {
+    fn new() -> Ext {
+        let dir = tempfile::Builder::new()
+            .prefix("ocx-ext-")
+            .tempdir()
+            .unwrap();
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ocx"), dir.path().join("ocx-cgi")).unwrap();
+        let config = serde_json::json!({"fossil": fossil()});
+        std::fs::write(dir.path().join(".ocx-cgi.json"), config.to_string()).unwrap();
+        Ext { dir }
+    }
+
+    fn program(&self) -> PathBuf {
+        self.dir.path().join("ocx-cgi")
+    }
+}
+
+/// What the page answered.
+#[derive(Debug)]
+struct Page {
+    status: u16,
+    content_type: String,
+    body: String,
+}
+
+impl Page {
+    fn answer(&self) -> Value {
+        assert_eq!(self.content_type, "application/json", "{}", self.body);
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+const HOST: &str = "example.org:8080";
+const OWN: &str = "http://example.org:8080/ext/ocx-cgi";
+
+/// One request to the page, as Fossil makes it: `env` over the variables
+/// every request has, `body` on stdin.
+fn cgi(ext: &Ext, repo: &Repo, env: &[(&str, &str)], body: &[u8]) -> Page {
+    let mut c = Command::new(ext.program());
+    c.env_clear()
+        .current_dir(repo.dir.path())
+        .env("GATEWAY_INTERFACE", "CGI/1.0")
+        .env("FOSSIL_REPOSITORY", "repo.fossil")
+        .env("FOSSIL_URI", "")
+        .env("HTTP_HOST", HOST)
+        .env(
+            "REQUEST_METHOD",
+            if body.is_empty() { "GET" } else { "POST" },
+        )
+        .env("PATH_INFO", "")
+        .env("QUERY_STRING", "")
+        .env("FOSSIL_NONCE", "0123456789abcdef");
+    if !body.is_empty() {
+        c.env("CONTENT_LENGTH", body.len().to_string())
+            .env("CONTENT_TYPE", "application/x-www-form-urlencoded");
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(body);
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no headers: {text}"));
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix(name).map(str::trim).map(str::to_string))
+            .unwrap_or_default()
+    };
+    Page {
+        status: header("Status:")
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap(),
+        content_type: header("Content-Type:"),
+        body: body.to_string(),
+    }
+}
+
+/// A POST of a form `body` to TOOL as `user`, from `referer`.
+fn post(
+    ext: &Ext,
+    repo: &Repo,
+    tool: &str,
+    user: Option<&str>,
+    referer: Option<&str>,
+    body: &str,
+) -> Page {
+    let path = format!("/{tool}");
+    let mut env = vec![("PATH_INFO", path.as_str()), ("QUERY_STRING", "json")];
+    if let Some(u) = user {
+        env.push(("FOSSIL_USER", u));
+    }
+    if let Some(r) = referer {
+        env.push(("HTTP_REFERER", r));
+    }
+    cgi(ext, repo, &env, body.as_bytes())
+}
+
+fn repo() -> Repo {
+    let repo = Repo::new();
+    repo.user("alice", "v234").user("bob", "o");
+    repo
+}
+
+fn thread(repo: &Repo) -> String {
+    repo.json(&[
+        "post",
+        "--user",
+        "alice",
+        "--title",
+        "Plans",
+        "--text",
+        "Let us plan.",
+    ])
+    .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn the_ocx_page_is_in_the_skin_with_a_card_for_each_tool() {
+    let (ext, repo) = (Ext::new(), repo());
+    let page = cgi(
+        &ext,
+        &repo,
+        &[
+            ("FOSSIL_USER", "alice"),
+            ("FOSSIL_CAPABILITIES", "eghijorvz234"),
+        ],
+        b"",
+    );
+    assert_eq!(page.status, 200);
+    assert_eq!(page.content_type, "text/html");
+    assert!(
+        page.body
+            .starts_with("<div class=\"fossil-doc\" data-title=\"OCX\">"),
+        "{}",
+        page.body
+    );
+    for tool in ["list", "help", "status", "post", "thread", "receipt"] {
+        assert!(
+            page.body.contains(&format!("id=\"tool-{tool}\"")),
+            "no card for {tool}"
+        );
+        assert!(
+            page.body.contains(&format!("href=\"/ext/ocx-cgi/{tool}\"")),
+            "no link to {tool}"
+        );
+    }
+    assert!(page.body.contains("action=\"/ext/ocx-cgi/post\""));
+    assert!(page.body.contains("name=\"dry_run\""));
+    assert!(
+        page.body
+            .contains("class=\"ocx-held\" title=\"you hold it\">4 (held)")
+    );
+    assert!(
+        page.body
+            .contains("class=\"ocx-not-held\" title=\"you do not hold it\">c (not held)")
+    );
+    assert!(page.body.contains("Signed in as <b>alice</b>"));
+    assert!(!page.body.contains("<script"), "the page needs no script");
+    let style = page
+        .body
+        .split("<style>")
+        .nth(1)
+        .unwrap()
+        .split("</style>")
+        .next()
+        .unwrap();
+    assert!(
+        !style.contains('#') && !style.contains("rgb"),
+        "a colour of its own: {style}"
+    );
+}
+
+#[test]
+fn text_on_the_page_is_escaped() {
+    let (ext, repo) = (Ext::new(), repo());
+    let page = cgi(
+        &ext,
+        &repo,
+        &[
+            ("FOSSIL_USER", "alice"),
+            ("PATH_INFO", "/help"),
+            ("QUERY_STRING", "tool=%3Cb%3Ex"),
+        ],
+        b"",
+    );
+    assert_eq!(page.status, 400);
+    assert!(page.body.contains("&lt;b&gt;x"), "{}", page.body);
+    assert!(!page.body.contains("<b>x"));
+}
+
+#[test]
+fn a_get_of_a_writing_tool_shows_its_dry_run_and_writes_nothing() {
+    let (ext, repo) = (Ext::new(), repo());
+    let before = repo.hashes();
+    let page = cgi(
+        &ext,
+        &repo,
+        &[
+            ("FOSSIL_USER", "alice"),
+            ("PATH_INFO", "/post"),
+            ("QUERY_STRING", "title=Plans&text=hello"),
+            ("HTTP_REFERER", OWN),
+        ],
+        b"",
+    );
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains("Dry run: nothing was written"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("would store 1 artifact as alice"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("&larr; All tools"));
+    assert!(page.body.contains("id=\"tool-post\""), "its card again");
+    assert!(page.body.contains("name=\"title\" title=\"The new thread&#39;s title, one line; only without `to`.\" value=\"Plans\""), "the form is filled in again: {}", page.body);
+    assert!(page.body.contains(">hello</textarea>"));
+    assert_eq!(repo.hashes(), before);
+    let page = cgi(
+        &ext,
+        &repo,
+        &[("FOSSIL_USER", "alice"), ("PATH_INFO", "/post")],
+        b"",
+    );
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("Fill in the form to run post."),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("class=\"ocx-answer"));
+    assert_eq!(repo.hashes(), before);
+}
+
+#[test]
+fn a_post_from_ocxs_own_page_writes_as_the_viewer() {
+    let (ext, repo) = (Ext::new(), repo());
+    let root = thread(&repo);
+    for referer in [OWN.to_string(), format!("{OWN}/post"), format!("{OWN}?x=1")] {
+        let page = post(
+            &ext,
+            &repo,
+            "post",
+            Some("alice"),
+            Some(&referer),
+            &format!("to={root}&text=Agreed+%26+done"),
+        );
+        assert_eq!(page.status, 200, "{}", page.body);
+        let a = page.answer();
+        assert_eq!(a["ok"], true, "{a:#}");
+        assert_eq!(a["dry_run"], false);
+        let hash = a["result"]["hash"].as_str().unwrap();
+        assert_eq!(repo.sender(hash).as_deref(), Some("alice"));
+    }
+    let thread = repo.json(&["thread", "--of", &root]).ok();
+    assert!(thread.to_string().contains("Agreed & done"), "{thread:#}");
+}
+
+#[test]
+fn a_post_from_any_other_page_writes_nothing() {
+    let (ext, repo) = (Ext::new(), repo());
+    let root = thread(&repo);
+    let before = repo.hashes();
+    let body = format!("to={root}&text=forged");
+    for referer in [
+        Some("http://example.org:8080/doc/tip/evil.html"),
+        Some("http://example.org:8080/ext/ocx-cgi-next"),
+        Some("http://example.org:8080/ext/ocx-cgix"),
+        Some("http://other.example/ext/ocx-cgi"),
+        Some("http://example.org:8080.other.example/ext/ocx-cgi"),
+        None,
+    ] {
+        let page = post(&ext, &repo, "post", Some("alice"), referer, &body);
+        let a = page.answer();
+        assert_eq!(a["dry_run"], true, "{referer:?}: {a:#}");
+        assert_eq!(repo.hashes(), before, "{referer:?} wrote");
+    }
+    let page = post(
+        &ext,
+        &repo,
+        "post",
+        Some("alice"),
+        Some("http://example.org:8080/doc/tip/x"),
+        &body,
+    );
+    let html = cgi(
+        &ext,
+        &repo,
+        &[
+            ("FOSSIL_USER", "alice"),
+            ("PATH_INFO", "/post"),
+            ("HTTP_REFERER", "http://example.org:8080/doc/tip/x"),
+        ],
+        body.as_bytes(),
+    );
+    assert!(
+        html.body.contains("did not come from OCX&#39;s own page"),
+        "{}",
+        html.body
+    );
+    assert_eq!(page.answer()["ok"], true);
+    assert_eq!(repo.hashes(), before);
+}
+
+#[test]
+fn an_https_site_takes_only_an_https_referer() {
+    let (ext, repo) = (Ext::new(), repo());
+    let root = thread(&repo);
+    let before = repo.hashes();
+    let body = format!("to={root}&text=secure");
+    let env = |referer: &'static str| {
+        vec![
+            ("FOSSIL_USER", "alice"),
+            ("PATH_INFO", "/post"),
+            ("QUERY_STRING", "json"),
+            ("HTTPS", "on"),
+            ("HTTP_REFERER", referer),
+        ]
+    };
+    let page = cgi(
+        &ext,
+        &repo,
+        &env("http://example.org:8080/ext/ocx-cgi"),
+        body.as_bytes(),
+    );
+    assert_eq!(page.answer()["dry_run"], true);
+    assert_eq!(repo.hashes(), before);
+    let page = cgi(
+        &ext,
+        &repo,
+        &env("https://example.org:8080/ext/ocx-cgi"),
+        body.as_bytes(),
+    );
+    let a = page.answer();
+    assert_eq!(a["dry_run"], false, "{a:#}");
+    assert_eq!(
+        repo.sender(a["result"]["hash"].as_str().unwrap())
+            .as_deref(),
+        Some("alice")
+    );
+}
+
+#[test]
+fn a_site_under_a_prefix_has_its_prefix_in_the_referer_and_links() {
+    let (ext, repo) = (Ext::new(), repo());
+    let root = thread(&repo);
+    let body = format!("to={root}&text=prefixed");
+    let env = |referer: &'static str| {
+        vec![
+            ("FOSSIL_USER", "alice"),
+            ("FOSSIL_URI", "/proj"),
+            ("PATH_INFO", "/post"),
+            ("QUERY_STRING", "json"),
+            ("HTTP_REFERER", referer),
+        ]
+    };
+    let page = cgi(
+        &ext,
+        &repo,
+        &env("http://example.org:8080/ext/ocx-cgi"),
+        body.as_bytes(),
+    );
+    assert_eq!(page.answer()["dry_run"], true);
+    let page = cgi(
+        &ext,
+        &repo,
+        &env("http://example.org:8080/proj/ext/ocx-cgi"),
+        body.as_bytes(),
+    );
+    assert_eq!(page.answer()["dry_run"], false);
+    let index = cgi(
+        &ext,
+        &repo,
+        &[("FOSSIL_USER", "alice"), ("FOSSIL_URI", "/proj")],
+        b"",
+    );
+    assert!(index.body.contains("action=\"/proj/ext/ocx-cgi/post\""));
+}
+
+#[test]
+fn json_answers_the_one_answer() {
+    let (ext, repo) = (Ext::new(), repo());
+    let page = cgi(
+        &ext,
+        &repo,
+        &[
+            ("FOSSIL_USER", "alice"),
+            ("PATH_INFO", "/status"),
+            ("QUERY_STRING", "json"),
+        ],
+        b"",
+    );
+    assert_eq!(page.status, 200);
+    let a = page.answer();
+    assert_eq!(a["tool"], "status");
+    assert_eq!(a["ok"], true);
+    for key in [
+        "ok",
+        "tool",
+        "dry_run",
+        "log",
+        "result",
+        "stopped",
+        "next_step",
+        "took_ms",
+    ] {
+        assert!(a.get(key).is_some(), "no {key}");
+    }
+    let page = cgi(
+        &ext,
+        &repo,
+        &[
+            ("PATH_INFO", "/status"),
+            ("HTTP_ACCEPT", "application/json"),
+        ],
+        b"",
+    );
+    assert_eq!(page.answer()["tool"], "status");
+    let page = cgi(&ext, &repo, &[("QUERY_STRING", "json")], b"");
+    let a = page.answer();
+    assert_eq!(a["tool"], "list");
+    assert_eq!(
+        a["result"]["tools"].as_array().unwrap().len(),
+        ocx::registry::TOOLS.len()
+    );
+    let page = cgi(
+        &ext,
+        &repo,
+        &[("PATH_INFO", "/nosuch"), ("QUERY_STRING", "json")],
+        b"",
+    );
+    assert_eq!(page.status, 404);
+    assert_eq!(page.answer()["stopped"]["field"], "tool");
+}
+
+#[test]
+fn a_json_body_is_taken_as_the_input() {
+    let (ext, repo) = (Ext::new(), repo());
+    let root = thread(&repo);
+    let body = serde_json::json!({"to": root, "text": "as JSON"}).to_string();
+    let page = cgi(
+        &ext,
+        &repo,
+        &[
+            ("FOSSIL_USER", "alice"),
+            ("PATH_INFO", "/post"),
+            ("QUERY_STRING", "json"),
+            ("HTTP_REFERER", OWN),
+            ("CONTENT_TYPE", "application/json"),
+        ],
+        body.as_bytes(),
+    );
+    let a = page.answer();
+    assert_eq!(a["ok"], true, "{a:#}");
+    assert_eq!(
+        repo.sender(a["result"]["hash"].as_str().unwrap())
+            .as_deref(),
+        Some("alice")
+    );
+}
+
+#[test]
+fn nobody_signed_in_writes_nothing() {
+    let (ext, repo) = (Ext::new(), repo());
+    repo.fossil(&["user", "capabilities", "nobody", "gjorz234"]);
+    repo.fossil(&["user", "capabilities", "anonymous", "hz234"]);
+    let root = thread(&repo);
+    let before = repo.hashes();
+    for user in [None, Some("anonymous")] {
+        let page = post(
+            &ext,
+            &repo,
+            "post",
+            user,
+            Some(OWN),
+            &format!("to={root}&text=anon"),
+        );
+        let a = page.answer();
+        assert_eq!(a["dry_run"], true, "{user:?}: {a:#}");
+        assert_eq!(repo.hashes(), before, "{user:?} wrote");
+        let mut env = vec![];
+        if let Some(u) = user {
+            env.push(("FOSSIL_USER", u));
+        }
+        let index = cgi(&ext, &repo, &env, b"");
+        let card = index
+            .body
+            .split("id=\"tool-post\"")
+            .nth(1)
+            .unwrap()
+            .split("</section>")
+            .next()
+            .unwrap();
+        assert!(card.contains("No form: sign in to use it"), "{card}");
+        assert!(!card.contains("<form"), "{card}");
+    }
+    let page = cgi(
+        &ext,
+        &repo,
+        &[("PATH_INFO", "/status"), ("QUERY_STRING", "json")],
+        b"",
+    );
+    assert_eq!(page.answer()["ok"], true, "reading needs nobody to sign in");
+}
+
+#[test]
+fn a_card_leaves_out_a_form_its_viewer_cannot_use() {
+    let (ext, repo) = (Ext::new(), repo());
+    let root = thread(&repo);
+    let before = repo.hashes();
+    let index = cgi(&ext, &repo, &[("FOSSIL_USER", "bob")], b"");
+    let card = index
+        .body
+        .split("id=\"tool-post\"")
+        .nth(1)
+        .unwrap()
+        .split("</section>")
+        .next()
+        .unwrap();
+    assert!(
+        card.contains("No form: you (bob) hold none of 3 or 4 or c or w"),
+        "{card}"
+    );
+    assert!(!card.contains("<form"));
+    let page = post(
+        &ext,
+        &repo,
+        "post",
+        Some("bob"),
+        Some(OWN),
+        &format!("to={root}&text=no"),
+    );
+    assert_eq!(page.status, 403);
+    assert_eq!(page.answer()["ok"], false);
+    let page = cgi(
+        &ext,
+        &repo,
+        &[
+            ("FOSSIL_USER", "bob"),
+            ("FOSSIL_CAPABILITIES", "s"),
+            ("PATH_INFO", "/post"),
+            ("QUERY_STRING", "json"),
+            ("HTTP_REFERER", OWN),
+        ],
+        format!("to={root}&text=no").as_bytes(),
+    );
+    assert_eq!(
+        page.status, 403,
+        "FOSSIL_CAPABILITIES is shown, never trusted"
+    );
+    assert_eq!(repo.hashes(), before);
+    let thread_card = index
+        .body
+        .split("id=\"tool-thread\"")
+        .nth(1)
+        .unwrap()
+        .split("</section>")
+        .next()
+        .unwrap();
+    assert!(thread_card.contains("<form"), "bob reads: {thread_card}");
+}
+
+#[test]
+fn bad_input_is_refused_naming_the_field_and_writes_nothing() {
+    let (ext, repo) = (Ext::new(), repo());
+    let root = thread(&repo);
+    let before = repo.hashes();
+    let cases: Vec<(Vec<u8>, &str, &str)> = vec![
+        (
+            format!("to={root}&text=x&colour=red").into_bytes(),
+            "application/x-www-form-urlencoded",
+            "colour",
+        ),
+        (
+            format!("to={root}&text=a%00b").into_bytes(),
+            "application/x-www-form-urlencoded",
+            "text",
+        ),
+        (
+            format!("to={root}&text=a%FFb").into_bytes(),
+            "application/x-www-form-urlencoded",
+            "text",
+        ),
+        (
+            format!("to={root}&text=a\u{0}b").into_bytes(),
+            "application/x-www-form-urlencoded",
+            "text",
+        ),
+        (
+            format!("{{\"to\":\"{root}\",\"text\":\"a\\u0000b\"}}").into_bytes(),
+            "application/json",
+            "text",
+        ),
+        (
+            format!("{{\"to\":\"{root}\",\"text\":\"a\",\"x\":1}}").into_bytes(),
+            "application/json",
+            "x",
+        ),
+        (b"to=x&text=y".to_vec(), "text/plain", "input"),
+        (
+            b"--boundary\r\n".to_vec(),
+            "multipart/form-data; boundary=boundary",
+            "input",
+        ),
+    ];
+    for (body, content_type, field) in cases {
+        for json in [true, false] {
+            let page = cgi(
+                &ext,
+                &repo,
+                &[
+                    ("FOSSIL_USER", "alice"),
+                    ("PATH_INFO", "/post"),
+                    ("QUERY_STRING", if json { "json" } else { "" }),
+                    ("HTTP_REFERER", OWN),
+                    ("CONTENT_TYPE", content_type),
+                ],
+                &body,
+            );
+            assert!(matches!(page.status, 400 | 403), "{field}: {page:?}");
+            if json {
+                let a = page.answer();
+                assert_eq!(a["stopped"]["field"], field, "{a:#}");
+            } else {
+                assert!(
+                    page.body
+                        .contains(&format!("<b class=\"ocx-field\">{field}</b>")),
+                    "{field}: {}",
+                    page.body
+                );
+            }
+            assert_eq!(repo.hashes(), before, "{field} wrote");
+        }
+    }
+    let big = vec![b'a'; 1024 * 1024 + 1];
+    let mut body = format!("to={root}&text=").into_bytes();
+    body.extend(&big);
+    let page = post(
+        &ext,
+        &repo,
+        "post",
+        Some("alice"),
+        Some(OWN),
+        std::str::from_utf8(&body).unwrap(),
+    );
+    assert_eq!(page.status, 400);
+    assert_eq!(page.answer()["stopped"]["field"], "input");
+    assert_eq!(repo.hashes(), before);
+}
+
+#[test]
+fn the_page_runs_fossil_as_configured_never_from_path() {
+    let (ext, repo) = (Ext::new(), repo());
+    let root = thread(&repo);
+    let fake = ext.dir.path().join("bin");
+    std::fs::create_dir(&fake).unwrap();
+    std::fs::write(fake.join("fossil"), "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::write(
+        ext.dir.path().join(".ocx-cgi.json"),
+        serde_json::json!({"fossil": fake.join("fossil")}).to_string(),
+    )
+    .unwrap();
+    let page = post(
+        &ext,
+        &repo,
+        "post",
+        Some("alice"),
+        Some(OWN),
+        &format!("to={root}&text=x"),
+    );
+    let a = page.answer();
+    assert_eq!(a["stopped"]["field"], "fossil", "{a:#}");
+    std::fs::remove_file(ext.dir.path().join(".ocx-cgi.json")).unwrap();
+    let path = fake.to_str().unwrap();
+    let page = cgi(
+        &ext,
+        &repo,
+        &[
+            ("FOSSIL_USER", "alice"),
+            ("PATH_INFO", "/post"),
+            ("QUERY_STRING", "json"),
+            ("HTTP_REFERER", OWN),
+            ("PATH", path),
+            ("OCX_FOSSIL", path),
+        ],
+        format!("to={root}&text=default+fossil").as_bytes(),
+    );
+    let a = page.answer();
+    assert_eq!(a["ok"], true, "{a:#}");
+    assert_eq!(
+        repo.sender(a["result"]["hash"].as_str().unwrap())
+            .as_deref(),
+        Some("alice")
+    );
+}
+
+/// A `fossil server` of `repo` on a free loopback port, with `ext` as its
+/// extroot and no backoffice (which would outlive it); stopped when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(repo: &Repo, ext: &Ext) -> Server {
+        repo.fossil(&["settings", "backoffice-disable", "1"]);
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(fossil())
+            .args([
+                "server",
+                "--port",
+                &port.to_string(),
+                "--localhost",
+                "--nojail",
+                "--extroot",
+            ])
+            .arg(ext.dir.path())
+            .arg(&repo.file)
+            .current_dir(repo.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = Server { child, port };
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "fossil server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// One request; answers the status, the headers and the body.
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String, String) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let mut req = format!(
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n",
+            self.port
+        );
+        for (k, v) in headers {
+            req += &format!("{k}: {v}\r\n");
+        }
+        if method == "POST" {
+            req += &format!(
+                "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
+                body.len()
+            );
+        }
+        req += "\r\n";
+        req += body;
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
+        (status, head.to_string(), body.to_string())
+    }
+
+    /// Signs `login` in with its password, as the login form does; answers the cookie.
+    fn login(&self, login: &str) -> String {
+        let (status, head, _) =
+            self.request("POST", "/login", &[], &format!("u={login}&p={login}-pw"));
+        assert_eq!(status, 302, "{login} did not sign in: {head}");
+        let cookie = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Set-Cookie: "))
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap();
+        cookie.to_string()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn through_fossil_server_a_signed_in_user_writes_and_others_do_not() {
+    let (ext, repo) = (Ext::new(), repo());
+    let root = thread(&repo);
+    let server = Server::start(&repo, &ext);
+    let own = format!("{}/ext/ocx-cgi", server.base());
+    let (status, head, page) = server.request("GET", "/ext/ocx-cgi", &[], "");
+    assert_eq!(status, 200, "{head}");
+    assert!(head.contains("Content-Type: text/html"));
+    assert!(
+        page.contains("<title>") && page.contains(": OCX</title>"),
+        "not in the skin: {page}"
+    );
+    assert!(page.contains("class=\"mainmenu\""), "not in the skin");
+    assert!(page.contains("Nobody is signed in"));
+    let cookie = server.login("alice");
+    let (_, _, page) = server.request("GET", "/ext/ocx-cgi", &[("Cookie", &cookie)], "");
+    assert!(page.contains("Signed in as <b>alice</b>"), "{page}");
+    assert!(page.contains("action=\"/ext/ocx-cgi/post\""));
+    let before = repo.hashes();
+    let body = format!("to={root}&text=via+the+server");
+    let (status, _, _) = server.request(
+        "POST",
+        "/ext/ocx-cgi/post",
+        &[
+            ("Cookie", &cookie),
+            ("Referer", &format!("{}/doc/tip/x.html", server.base())),
+        ],
+        &body,
+    );
+    assert_eq!(status, 200);
+    let (status, _, _) = server.request("POST", "/ext/ocx-cgi/post", &[("Referer", &own)], &body);
+    assert!(matches!(status, 200 | 403));
+    assert_eq!(repo.hashes(), before, "a forged or anonymous post wrote");
+    let (status, _, json) = server.request(
+        "POST",
+        "/ext/ocx-cgi/post?json",
+        &[("Cookie", &cookie), ("Referer", &own)],
+        &body,
+    );
+    assert_eq!(status, 200, "{json}");
+    let a: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(a["dry_run"], false, "{a:#}");
+    assert_eq!(
+        repo.sender(a["result"]["hash"].as_str().unwrap())
+            .as_deref(),
+        Some("alice")
+    );
+}
+
+/// The browser test's driver, beside the test suite.
+fn driver() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+#[test]
+fn in_chromium_a_person_signs_in_and_replies_through_the_form() {
+    assert!(
+        Path::new("/usr/bin/chromium").is_file(),
+        "chromium is missing: run scripts/setup.sh"
+    );
+    assert!(
+        driver().join("node_modules/playwright-core").is_dir(),
+        "playwright-core is missing: run scripts/setup.sh"
+    );
+    let (ext, repo) = (Ext::new(), repo());
+    let root = thread(&repo);
+    let server = Server::start(&repo, &ext);
+    let profile = tempfile::Builder::new()
+        .prefix("ocx-chromium-")
+        .tempdir()
+        .unwrap();
+    let shot = std::env::var_os("OCX_SCREENSHOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| profile.path().join("ocx.png"));
+    let out = Command::new("node")
+        .arg(driver().join("ocx-cgi.mjs"))
+        .env("OCX_BASE", server.base())
+        .env("OCX_LOGIN", "alice")
+        .env("OCX_PASSWORD", "alice-pw")
+        .env("OCX_THREAD", &root)
+        .env("OCX_PROFILE", profile.path().join("profile"))
+        .env("OCX_SHOT", &shot)
+        .env("OCX_TOOLS", ocx::registry::TOOLS.len().to_string())
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "the browser test failed: {said}");
+    assert!(shot.is_file(), "no screenshot: {said}");
+    let thread = repo.json(&["thread", "--of", &root]).ok().to_string();
+    assert!(thread.contains("Replied from Chromium"), "{thread}");
+    assert!(!thread.contains("Forged from another page"), "{thread}");
+    let posts = repo.hashes();
+    let by_alice: Vec<_> = posts
+        .iter()
+        .filter(|h| repo.sender(h).as_deref() == Some("alice"))
+        .collect();
+    assert_eq!(
+        by_alice.len(),
+        2,
+        "the thread's first post and the reply, nothing else"
+    );
+}
