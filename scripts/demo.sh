@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Sets up OCX and shows it on a demo repository made fresh in ./demo (or
-# $OCX_DEMO_DIR): a maintainer and a contributor, a first thread, a reply,
-# then `ocx status` and `ocx thread` as each of them.
+# Sets up OCX and shows its whole loop on a demo repository made fresh in
+# ./demo (or $OCX_DEMO_DIR): the repository served on 127.0.0.1, made a
+# node, a record whose runner is OCX's demo agent, a post the run hears and
+# answers in the forum, then a stop and the node's response.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -9,17 +10,38 @@ cargo build --locked --release -q
 ocx="$PWD/target/release/ocx"
 fossil=$(command -v /usr/local/bin/fossil || command -v fossil)
 demo="${OCX_DEMO_DIR:-$PWD/demo}"
-rm -rf "$demo"; mkdir -p "$demo"
+port="${OCX_DEMO_PORT:-8089}"
+rm -rf "$demo"; mkdir -p "$demo"; chmod 755 "$demo"
 repo="$demo/demo.fossil"
 export USER="${USER:-maintainer}"
+say() { printf '\n$ %s\n' "$*" | sed "s#$ocx#ocx#g"; "$@"; }
 "$fossil" new --admin-user maintainer "$repo" >/dev/null
 "$fossil" user default maintainer -R "$repo"
 "$fossil" user new pat pat@example.org pat-password -R "$repo" >/dev/null
 "$fossil" user capabilities pat v4 -R "$repo" >/dev/null
-say() { printf '\n$ %s\n' "$*"; "$@"; }
-root=$("$ocx" post -R "$repo" --title "Welcome to the demo" --text "Say hello in this thread." --json \
-  | sed -n 's/^    "hash": "\([0-9a-f]*\)",$/\1/p')
-say "$ocx" post -R "$repo" --user pat --to "${root:0:12}" --text "Hello from pat."
-say "$ocx" status -R "$repo" --user pat
-say "$ocx" thread -R "$repo" --of "${root:0:12}"
-printf '\nThe demo repository is %s; try: %s list\n' "$repo" "$ocx"
+printf '# The demo agent\n\nAnswers each post it hears.\n\n```json\n{"command": ["%s", "demo-agent"], "input": "lines"}\n```\n' "$ocx" > "$demo/sandbox-demo.md"
+"$fossil" wiki create sandbox/demo "$demo/sandbox-demo.md" --mimetype text/x-markdown -R "$repo" >/dev/null
+"$fossil" server --port "$port" --localhost "$repo" >"$demo/server.log" 2>&1 &
+server=$!
+cleanup() { "$ocx" node stop -R "$repo" >/dev/null 2>&1 || true; kill "$server" 2>/dev/null || true; }
+trap cleanup EXIT
+sleep 0.5
+say "$ocx" hook install --url "http://127.0.0.1:$port/" -R "$repo"
+say "$ocx" node start -R "$repo"
+record=$("$ocx" create -R "$repo" --runner demo --objective "Answer each post you hear." --wall 10m --json \
+  | sed -n 's/^    "record": "\([0-9a-f]*\)",$/\1/p')
+printf '\n$ ocx create --runner demo --objective "Answer each post you hear." --wall 10m\nrecord: %s\n' "$record"
+sleep 2
+say "$ocx" post -R "$repo" --to "${record:0:12}" --text "Hello, agent."
+for _ in $(seq 1 50); do
+  "$ocx" thread -R "$repo" --of "${record:0:12}" | grep -q "I heard you say" && break
+  sleep 0.2
+done
+say "$ocx" thread -R "$repo" --of "${record:0:12}"
+say "$ocx" stop -R "$repo" --record "${record:0:12}"
+for _ in $(seq 1 50); do
+  "$ocx" thread -R "$repo" --of "${record:0:12}" | grep -q '"kind": "response"' && break
+  sleep 0.2
+done
+say "$ocx" thread -R "$repo" --of "${record:0:12}"
+printf '\nThe demo repository is %s (served at http://127.0.0.1:%s/ while this ran).\n' "$repo" "$port"

@@ -235,9 +235,13 @@ fn kind_of(p: &Value) -> Kind {
         a.iter()
             .any(|v| v.get("type") == Some(&Value::from("string")))
     });
+    let choice_of_texts = p.get("oneOf").and_then(Value::as_array).is_some_and(|a| {
+        a.iter()
+            .all(|v| v.get("const").is_some_and(Value::is_string))
+    });
     match types.as_slice() {
         ["string"] => Kind::Text,
-        [] if any_text => Kind::Text,
+        [] if any_text || choice_of_texts => Kind::Text,
         ["integer"] => Kind::Integer,
         ["boolean"] => Kind::Boolean,
         ["array"] => Kind::List,

@@ -41,6 +41,61 @@ pub fn main(args: &[OsString]) -> Option<i32> {
             let checkin = value("--checkin").and_then(|c| c.to_str().map(str::to_string));
             Some(crate::run::watch::main(&root, &record, checkin.as_deref()))
         }
+        "demo-agent" => Some(demo_agent()),
         _ => None,
     }
+}
+
+/// The demo agent shipped with OCX, a session runner's program: it answers
+/// each post it is given with a post of its own in the same thread, as the
+/// run's user, and pushes it from the run's clone. It reads its deliveries
+/// as lines on stdin and ends when its input does.
+fn demo_agent() -> i32 {
+    use std::io::BufRead;
+    let user = std::env::var(crate::run::watch::RUN_USER_VAR).unwrap_or_default();
+    let Ok(fossil) = crate::fossil::Fossil::locate() else {
+        super::eprint("demo-agent: no fossil program\n");
+        return 1;
+    };
+    let Ok(me) = std::env::current_exe() else {
+        return 1;
+    };
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let Some(checkout) = crate::fossil::checkout::find(&cwd) else {
+        super::eprint("demo-agent: not in a checkout\n");
+        return 1;
+    };
+    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+        let Some(rest) = line.strip_prefix("Post ") else {
+            continue;
+        };
+        let Some((hash, said)) = rest.split_once(" from ") else {
+            continue;
+        };
+        let (from, text) = said.split_once(": ").unwrap_or((said, ""));
+        let reply = format!(
+            "Hello {from}, I heard you say: {}",
+            text.replace("\\n", " ")
+        );
+        if let Err(e) = fossil.pull(&checkout.repository) {
+            super::eprint(&format!("demo-agent: {e}\n"));
+            continue;
+        }
+        let posted = std::process::Command::new(&me)
+            .args(["post", "--user", &user, "--to", hash, "--text", &reply])
+            .output();
+        match posted {
+            Ok(out) if out.status.success() => {
+                if let Err(e) = fossil.push(&checkout.repository) {
+                    super::eprint(&format!("demo-agent: {e}\n"));
+                }
+            }
+            Ok(out) => super::eprint(&format!(
+                "demo-agent: {}",
+                String::from_utf8_lossy(&out.stdout)
+            )),
+            Err(e) => super::eprint(&format!("demo-agent: {e}\n")),
+        }
+    }
+    0
 }

@@ -301,11 +301,19 @@ impl Fossil {
             args += "--save-http-password\n";
         }
         args += "--no-open\n";
+        let redact = |e: FossilError| match e {
+            FossilError::Command { operation, message } => FossilError::Command {
+                operation,
+                message: redact_password(&message),
+            },
+            other => other,
+        };
         self.run_with_input(
             "clone",
-            &["--args".as_ref(), "-".as_ref(), "clone".as_ref()],
+            &["clone".as_ref(), "--args".as_ref(), "-".as_ref()],
             args.as_bytes(),
-        )?;
+        )
+        .map_err(redact)?;
         let mut open: Vec<&OsStr> = vec!["open".as_ref(), file.as_os_str()];
         if let Some(v) = version {
             open.push(v.as_ref());
@@ -316,6 +324,38 @@ impl Fossil {
             "--nosync".as_ref(),
         ]);
         self.run("open", &open).map(|_| ())
+    }
+
+    /// Pulls into `repository` (a clone) what the server it remembers holds.
+    pub fn pull(&self, repository: &Path) -> Result<(), FossilError> {
+        let out = self.run(
+            "pull",
+            &["pull".as_ref(), "-R".as_ref(), repository.as_os_str()],
+        )?;
+        match out.lines().find(|l| l.contains("Error:")) {
+            Some(e) => Err(FossilError::Command {
+                operation: "pull",
+                message: redact_password(e.trim()),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Pushes what `repository` (a clone) holds to the server it remembers,
+    /// as the login it remembers. Fossil says "Error:" and still exits 0 when
+    /// the server refuses: that is a failure here.
+    pub fn push(&self, repository: &Path) -> Result<(), FossilError> {
+        let out = self.run(
+            "push",
+            &["push".as_ref(), "-R".as_ref(), repository.as_os_str()],
+        )?;
+        match out.lines().find(|l| l.contains("Error:")) {
+            Some(e) => Err(FossilError::Command {
+                operation: "push",
+                message: redact_password(e.trim()),
+            }),
+            None => Ok(()),
+        }
     }
 
     fn run(&self, operation: &'static str, args: &[&OsStr]) -> Result<String, FossilError> {
@@ -389,6 +429,31 @@ fn command(path: &Path, home: &Home) -> Command {
     c
 }
 
+/// `text` with the password of any `scheme://user:password@` in it hidden.
+pub fn redact_password(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c.is_whitespace() || c == '/')
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match (authority.rfind('@'), authority.find(':')) {
+            (Some(at), Some(colon)) if colon < at => {
+                out.push_str(&authority[..colon]);
+                out.push_str(":***");
+                out.push_str(&authority[at..]);
+            }
+            _ => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The version number in `fossil version`'s answer: "This is fossil version 2.28 [...]".
 pub fn parse_version(text: &str) -> Option<String> {
     let rest = text.split("version ").nth(1)?;
@@ -408,6 +473,15 @@ pub fn version_at_least(v: &str, floor: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_in_urls_are_hidden() {
+        assert_eq!(
+            redact_password("unknown command: http://run-1:s3cret@127.0.0.1:8080/ now"),
+            "unknown command: http://run-1:***@127.0.0.1:8080/ now"
+        );
+        assert_eq!(redact_password("http://host:8080/x"), "http://host:8080/x");
+    }
 
     #[test]
     fn reads_fossils_version_line() {

@@ -23,6 +23,11 @@ use std::time::{Duration, Instant};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
+/// The variable naming the run's login in the program's environment.
+pub const RUN_USER_VAR: &str = "OCX_RUN_USER";
+/// The variable naming the run's record (its full hash).
+pub const RECORD_VAR: &str = "OCX_RECORD";
+
 extern "C" fn on_term(_: nix::libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
@@ -184,9 +189,12 @@ fn session(
         );
     }
     let (sandbox, budget) = limits(&r.record);
+    let mut env = page.env.clone();
+    env.insert(RUN_USER_VAR.into(), r.record.user.clone());
+    env.insert(RECORD_VAR.into(), r.hash.clone());
     let program = Program {
         command: page.command.clone(),
-        env: page.env.clone(),
+        env,
         homes: page.homes.iter().map(PathBuf::from).collect(),
     };
     let run_name = format!("run-{}", &r.hash[..16]);

@@ -4,6 +4,7 @@
 mod cgi;
 mod cli;
 mod messages;
+mod node;
 mod protocol;
 mod reads;
 mod sandbox;

@@ -1,0 +1,451 @@
+//! The node end to end: a repository served by `fossil server` on
+//! 127.0.0.1 with OCX's hook installed and the node started, records
+//! written by the tools, and a small runner program of ours standing where
+//! Claude Code would: it writes each line it is given to a log and exits
+//! when told to.
+
+use crate::support::{Repo, fossil};
+use ocx::fossil::store::{self, Batch};
+use ocx::place::{self, Where};
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+const RUNNER: &str = r#"#!/usr/bin/python3
+import sys, os, re
+log = os.environ["OCX_TEST_LOG"]
+for line in sys.stdin:
+    with open(log, "a") as f:
+        f.write(line)
+    m = re.search(r"exit-now (\d+)", line)
+    if m:
+        sys.exit(int(m.group(1)))
+"#;
+
+/// A served repository that is a node, with the runner `echo` defined.
+struct Served {
+    repo: Repo,
+    server: Child,
+    out: PathBuf,
+}
+
+impl Served {
+    fn new() -> Served {
+        let repo = Repo::new();
+        repo.user("pat", "v4").user("maint", "a");
+        let dir = repo.dir.path();
+        let prog = dir.join("prog");
+        let out = dir.join("out");
+        std::fs::create_dir_all(&prog).unwrap();
+        std::fs::create_dir_all(&out).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let runner = prog.join("runner.py");
+        std::fs::write(&runner, RUNNER).unwrap();
+        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let page = dir.join("page.md");
+        let block = json!({"command": [runner], "env": {"OCX_TEST_LOG": out.join("log")}, "input": "lines"});
+        std::fs::write(
+            &page,
+            format!("# The echo runner\n\n```json\n{block}\n```\n"),
+        )
+        .unwrap();
+        repo.fossil(&[
+            "wiki",
+            "create",
+            "sandbox/echo",
+            page.to_str().unwrap(),
+            "--mimetype",
+            "text/x-markdown",
+        ]);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = Command::new(fossil())
+            .args(["server", "--port", &port.to_string(), "--localhost"])
+            .arg(&repo.file)
+            .env("USER", "admin")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        repo.json(&[
+            "hook",
+            "install",
+            "--url",
+            &format!("http://127.0.0.1:{port}/"),
+        ])
+        .ok();
+        repo.json(&["node", "start"]).ok();
+        Served { repo, server, out }
+    }
+
+    /// A record for the echo runner, its run hearing admin and maint.
+    fn record(&self, extra: &[&str]) -> String {
+        let mut args = vec![
+            "create",
+            "--runner",
+            "echo",
+            "--objective",
+            "Echo what you hear",
+            "--wall",
+            "5m",
+            "--read-write",
+        ];
+        let out = self.out.to_str().unwrap().to_string();
+        args.push(&out);
+        args.extend_from_slice(extra);
+        self.repo.json(&args).ok()["record"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.out.join("log")).unwrap_or_default()
+    }
+
+    /// Waits until the runner's log holds `n` lines; answers them.
+    fn lines(&self, n: usize) -> Vec<String> {
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            let lines: Vec<String> = self.log().lines().map(str::to_string).collect();
+            if lines.len() >= n || Instant::now() > until {
+                return lines;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Waits for the node's response to `record`; answers its outcome and note.
+    fn response(&self, record: &str) -> Option<(String, String, String)> {
+        let until = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < until {
+            let thread = self.repo.json(&["thread", "--of", record]).ok();
+            for p in thread["posts"].as_array().unwrap() {
+                let text = p["text"].as_str().unwrap();
+                if let ocx::protocol::message::Reading::Message { message } =
+                    ocx::protocol::message::read(text.as_bytes())
+                    && message["kind"] == "response"
+                    && message["answers"] == record
+                {
+                    return Some((
+                        message["outcome"].as_str().unwrap().into(),
+                        message["note"].as_str().unwrap().into(),
+                        p["from"].as_str().unwrap().into(),
+                    ));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    }
+
+    fn caps(&self, login: &str) -> Option<String> {
+        ocx::fossil::Repository::open(&self.repo.file)
+            .unwrap()
+            .own_capabilities(login)
+            .unwrap()
+    }
+
+    fn root(&self) -> PathBuf {
+        ocx::node::config::default_root(&self.repo.file.canonicalize().unwrap())
+    }
+
+    fn node_log(&self) -> String {
+        std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default()
+    }
+
+    /// Waits until the node has handled every artifact the repository holds.
+    fn settled(&self) {
+        let until = Instant::now() + Duration::from_secs(20);
+        let last = ocx::fossil::Repository::open(&self.repo.file)
+            .unwrap()
+            .last_rid()
+            .unwrap();
+        while Instant::now() < until {
+            if ocx::node::wake::State::load(&self.root()).last_rid >= last {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.repo.json(&["node", "stop"]);
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+fn user_of(s: &Served, record: &str) -> String {
+    let repo = ocx::fossil::Repository::open(&s.repo.file).unwrap();
+    let r = repo.receipt(record).unwrap().unwrap();
+    ocx::protocol::found::record(&repo, r.rid, record)
+        .unwrap()
+        .unwrap()
+        .record
+        .user
+}
+
+#[test]
+fn a_record_opens_a_run_that_hears_what_its_record_says() {
+    let s = Served::new();
+    let record = s.record(&["--checkins", "trunk", "--run-user", "echo-0a0b0c"]);
+    assert_eq!(
+        s.lines(1),
+        vec![format!("Record {record}: Echo what you hear")]
+    );
+    assert_eq!(
+        s.caps("echo-0a0b0c").as_deref(),
+        Some("gijor234"),
+        "exactly the run's capabilities while it runs"
+    );
+    s.repo
+        .json(&["post", "--to", &record, "--text", "first, from admin"])
+        .ok();
+    s.repo
+        .json(&[
+            "post",
+            "--user",
+            "pat",
+            "--to",
+            &record,
+            "--text",
+            "pat is not heard",
+        ])
+        .ok();
+    s.repo
+        .json(&[
+            "post",
+            "--user",
+            "maint",
+            "--to",
+            &record,
+            "--text",
+            "second\nfrom maint",
+        ])
+        .ok();
+    let checkin = s.repo.commit_as("pat", "a.txt", "a", None);
+    s.repo.commit_as("echo-0a0b0c", "b.txt", "b", None);
+    s.repo.commit_as("pat", "c.txt", "c", Some("elsewhere"));
+    let lines = s.lines(4);
+    s.settled();
+    std::thread::sleep(Duration::from_millis(300));
+    let lines_after = s.lines(4);
+    assert_eq!(lines, lines_after, "nothing more arrives");
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert!(
+        lines[1].starts_with("Post ") && lines[1].ends_with(" from admin: first, from admin"),
+        "{lines:#?}"
+    );
+    assert!(
+        lines[2].ends_with(" from maint: second\\nfrom maint"),
+        "a newline is written as \\n: {lines:#?}"
+    );
+    assert_eq!(lines[3], format!("Check-in {checkin} on trunk by pat"));
+    s.repo
+        .json(&["post", "--to", &record, "--text", "exit-now 3"])
+        .ok();
+    let (outcome, note, from) = s.response(&record).expect("answered");
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        (
+            "exited",
+            format!("node-{}", &s.repo.server_code()[..8]).as_str()
+        )
+    );
+    assert!(note.starts_with("exit 3 "), "{note}");
+    assert_eq!(
+        s.caps("echo-0a0b0c").as_deref(),
+        Some(""),
+        "capabilities withdrawn after the response"
+    );
+}
+
+#[test]
+fn stop_ends_the_run_with_stopped() {
+    let s = Served::new();
+    let record = s.record(&[]);
+    s.lines(1);
+    s.repo.json(&["stop", "--record", &record]).ok();
+    let (outcome, note, _) = s.response(&record).expect("answered");
+    assert_eq!(outcome, "stopped", "{note}");
+    let again = s.repo.json(&["stop", "--record", &record]);
+    assert_eq!(again.refused(), "record");
+}
+
+fn forged_record(s: &Served, sender: &str, node: &str, budget: serde_json::Value) -> String {
+    let repo = ocx::fossil::Repository::open(&s.repo.file).unwrap();
+    let record = json!({"ocx": 1, "kind": "record", "node": node, "user": "echo-f0f0f0", "runner": "echo",
+        "objective": "forged", "checkins": [], "hears": [], "remote": false, "restrict": {},
+        "sandbox": {"network": true, "read_only": [], "read_write": [s.out]}, "budget": budget});
+    let text = format!(
+        "A record.\n\n{}",
+        ocx::protocol::message::write(record.as_object().unwrap())
+    );
+    let mut batch = Batch::default();
+    let hash = place::compose_message(
+        &mut batch,
+        repo.hash_policy().unwrap(),
+        sender,
+        &Where::NewThread("forged".into()),
+        &text,
+        "record",
+    );
+    store::store(
+        &ocx::fossil::Fossil::locate().unwrap(),
+        &repo,
+        sender,
+        &batch,
+        true,
+    )
+    .unwrap();
+    ocx::node::poke_repository(&repo);
+    hash
+}
+
+#[test]
+fn records_the_node_must_not_act_on_are_ignored_or_refused() {
+    let s = Served::new();
+    let node = s.repo.server_code();
+    let from_pat = forged_record(&s, "pat", &node, json!({"wall": "1m"}));
+    let other_node = forged_record(&s, "admin", &"0".repeat(40), json!({"wall": "1m"}));
+    let unknown_key = forged_record(&s, "admin", &node, json!({"wall": "1m", "gpus": 1}));
+    let (outcome, note, _) = s.response(&unknown_key).expect("answered");
+    assert_eq!(outcome, "refused");
+    assert!(note.starts_with("budget.gpus:"), "{note}");
+    let restricted = s.record(&["--no-password", "--branch", "fixes"]);
+    let (outcome, note, _) = s.response(&restricted).expect("answered");
+    assert_eq!(outcome, "refused");
+    assert!(note.starts_with("restrict.no_password:"), "{note}");
+    s.settled();
+    for ignored in [&from_pat, &other_node] {
+        let thread = s.repo.json(&["thread", "--of", ignored]).ok();
+        assert_eq!(
+            thread["posts"].as_array().unwrap().len(),
+            1,
+            "nothing written for {ignored}"
+        );
+    }
+    assert_eq!(s.log(), "", "no run started");
+    assert_eq!(s.caps("echo-f0f0f0"), None, "no login made");
+}
+
+#[test]
+fn a_killed_watcher_is_answered_lost_once() {
+    let s = Served::new();
+    let record = s.record(&[]);
+    s.lines(1);
+    let dir = ocx::node::config::NodeConfig::run_dir(&s.root(), &record);
+    let pid: i32 = std::fs::read_to_string(dir.join("watcher.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while ocx::node::watcher_alive(&dir) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let first = s.repo.json(&["node", "start"]).ok();
+    assert_eq!(first["lost"].as_array().unwrap().len(), 1, "{first:#}");
+    let (outcome, _, _) = s.response(&record).expect("answered");
+    assert_eq!(outcome, "lost");
+    let second = s.repo.json(&["node", "start"]).ok();
+    assert_eq!(second["lost"], json!([]));
+    let thread = s.repo.json(&["thread", "--of", &record]).ok();
+    let responses = thread["posts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            p["text"]
+                .as_str()
+                .unwrap()
+                .contains("\"kind\": \"response\"")
+        })
+        .count();
+    assert_eq!(responses, 1);
+    assert_eq!(s.caps(&user_of(&s, &record)).as_deref(), Some(""));
+}
+
+#[test]
+fn a_command_record_gives_each_checkin_a_ci_verdict() {
+    let s = Served::new();
+    let script = s.repo.dir.path().join("prog/check.sh");
+    std::fs::write(&script, "#!/bin/sh\ntest -f must-exist.txt && echo all good && exit 0\necho missing must-exist.txt\nexit 1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let record = s
+        .repo
+        .json(&[
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            script.to_str().unwrap(),
+            "--objective",
+            "CI",
+            "--checkins",
+            "trunk",
+            "--wall",
+            "1m",
+            "--run-user",
+            "ci-trunk",
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.settled();
+    let failing = s.repo.commit_as("pat", "a.txt", "a", None);
+    let passing = s.repo.commit_as("pat", "must-exist.txt", "x", None);
+    let verdict_of = |checkin: &str| -> Option<(String, String)> {
+        let until = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < until {
+            let v = s.repo.json(&["verdicts", "--checkin", checkin]).ok();
+            if let Some(j) = v["counting"].as_array().unwrap().first() {
+                return Some((
+                    j["from"].as_str().unwrap().into(),
+                    j["value"].as_str().unwrap().into(),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        None
+    };
+    assert_eq!(
+        verdict_of(&failing),
+        Some((
+            "ci-trunk".into(),
+            format!("fail: missing must-exist.txt (against {record})")
+        ))
+    );
+    assert_eq!(
+        verdict_of(&passing),
+        Some((
+            "ci-trunk".into(),
+            format!("pass: all good (against {record})")
+        ))
+    );
+    assert_eq!(
+        s.caps("ci-trunk").as_deref(),
+        Some("gijor234"),
+        "a command record stays open"
+    );
+}
