@@ -339,6 +339,11 @@ fn records_the_node_must_not_act_on_are_ignored_or_refused() {
         );
     }
     assert_eq!(s.log(), "", "no run started");
+    assert!(
+        s.node_log().contains(&format!("ignored record {}: its sender may not send one", &from_pat[..10])),
+        "{}",
+        s.node_log()
+    );
     assert_eq!(s.caps("echo-f0f0f0"), None, "no login made");
 }
 
