@@ -32,6 +32,9 @@ pub struct Output {
     pub node: bool,
     /// The restrictions (C6) this node holds runs to.
     pub restrictions_enforced: Vec<String>,
+    /// What this host can enforce of a record's sandbox and budget now (on a node).
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub preflight: Option<crate::run::Preflight>,
 }
 
 /// The Fossil program.
@@ -76,6 +79,7 @@ impl Tool for Status {
             },
             node: is_node,
             restrictions_enforced: crate::node::restrictions_enforced(),
+            preflight: is_node.then(crate::run::preflight),
         };
         call.read("the caller's login and capabilities, the repository's settings");
         Ok(out)

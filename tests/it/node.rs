@@ -340,7 +340,10 @@ fn records_the_node_must_not_act_on_are_ignored_or_refused() {
     }
     assert_eq!(s.log(), "", "no run started");
     assert!(
-        s.node_log().contains(&format!("ignored record {}: its sender may not send one", &from_pat[..10])),
+        s.node_log().contains(&format!(
+            "ignored record {}: its sender may not send one",
+            &from_pat[..10]
+        )),
         "{}",
         s.node_log()
     );
@@ -453,4 +456,96 @@ fn a_command_record_gives_each_checkin_a_ci_verdict() {
         Some("gijor234"),
         "a command record stays open"
     );
+}
+
+#[test]
+fn hook_install_is_idempotent_and_remove_undoes_it() {
+    let r = Repo::new();
+    let before = r.json(&["status"]).ok();
+    assert_eq!(before["node"], false);
+    let dry = r
+        .json(&[
+            "hook",
+            "install",
+            "--url",
+            "http://127.0.0.1:9/",
+            "--dry-run",
+        ])
+        .ok();
+    assert!(dry["hook"].as_str().unwrap().contains("hook-poke"));
+    assert_eq!(
+        r.json(&["status"]).ok()["node"],
+        false,
+        "a dry run installs nothing"
+    );
+    r.json(&["hook", "install", "--url", "http://127.0.0.1:9/"])
+        .ok();
+    r.json(&["hook", "install", "--url", "http://127.0.0.1:9/"])
+        .ok();
+    let hooks = r.fossil(&["hook", "list"]);
+    assert_eq!(hooks.matches("hook-poke").count(), 1, "{hooks}");
+    let status = r.json(&["status"]).ok();
+    assert_eq!(status["node"], true);
+    assert_eq!(
+        status["preflight"]["sandbox"]["available"], true,
+        "{status:#}"
+    );
+    let login = format!("node-{}", &r.server_code()[..8]);
+    let caps = ocx::fossil::Repository::open(&r.file)
+        .unwrap()
+        .own_capabilities(&login)
+        .unwrap();
+    assert_eq!(
+        caps.as_deref(),
+        Some("cor4"),
+        "the node's own login, never a person's capabilities"
+    );
+    assert_eq!(
+        r.json(&["hook", "install", "--url", "ftp://x/"]).refused(),
+        "url"
+    );
+    assert_eq!(
+        r.json(&["hook", "install", "--url", "http://me:pw@127.0.0.1/"])
+            .refused(),
+        "url"
+    );
+    assert_eq!(r.json(&["hook", "remove"]).ok()["removed"], 1);
+    assert!(!r.fossil(&["hook", "list"]).contains("hook-poke"));
+    assert_eq!(r.json(&["status"]).ok()["node"], false);
+}
+
+#[test]
+fn the_hook_reads_its_input_prints_nothing_and_pokes_the_node() {
+    use std::io::Write;
+    let root = tempfile::tempdir().unwrap();
+    let socket = std::os::unix::net::UnixDatagram::bind(root.path().join("node.sock")).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ocx"))
+        .arg("hook-poke")
+        .arg(root.path())
+        .env("GATEWAY_INTERFACE", "CGI/1.0")
+        .env("REQUEST_METHOD", "GET")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = "abc check-in to trunk by pat on 2026-11-29 17:39\n".repeat(3000);
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(lines.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "a hook must not print"
+    );
+    let mut buf = [0u8; 16];
+    let n = socket.recv(&mut buf).expect("the node was poked");
+    assert_eq!(&buf[..n], b"wake");
 }

@@ -1,0 +1,198 @@
+//! Benchmark of delivery latency: from a `fossil push` of a check-in
+//! returning, to the run's program reading its line. A repository is served
+//! on 127.0.0.1 and made a node; a session's runner program notes when it
+//! reads each line; a clone pushes 50 check-ins, one at a time.
+//!
+//! Run: `cargo bench --bench delivery` (as root, as the node runs).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const PUSHES: usize = 50;
+
+const RUNNER: &str = r#"#!/usr/bin/python3
+import sys, os, time
+log = os.environ["OCX_BENCH_LOG"]
+for line in sys.stdin:
+    with open(log, "a") as f:
+        f.write("%d %s" % (time.time_ns(), line))
+"#;
+
+fn main() {
+    let fossil = ocx::fossil::Fossil::locate()
+        .expect("fossil: run scripts/setup.sh")
+        .path()
+        .to_path_buf();
+    assert!(
+        Command::new("cargo")
+            .args(["build", "--release", "--quiet"])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let ocx = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ocx");
+    let tmp = tempfile::Builder::new()
+        .prefix("ocx-bench-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = dir.join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let runner = dir.join("runner.py");
+    std::fs::write(&runner, RUNNER).unwrap();
+    std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let repo = dir.join("served.fossil");
+    let f = |args: &[&str]| {
+        let o = Command::new(&fossil)
+            .args(args)
+            .env("USER", "admin")
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let r = repo.to_str().unwrap();
+    f(&["new", "--admin-user", "admin", r]);
+    f(&["user", "default", "admin", "-R", r]);
+    f(&["user", "new", "pat", "x", "patpw", "-R", r]);
+    f(&["user", "capabilities", "pat", "v4", "-R", r]);
+    let page = dir.join("page.md");
+    let block = serde_json::json!({"command": [runner], "env": {"OCX_BENCH_LOG": out.join("log")}, "input": "lines"});
+    std::fs::write(&page, format!("```json\n{block}\n```\n")).unwrap();
+    f(&[
+        "wiki",
+        "create",
+        "sandbox/bench",
+        page.to_str().unwrap(),
+        "--mimetype",
+        "text/x-markdown",
+        "-R",
+        r,
+    ]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(&fossil)
+        .args(["server", "--port", &port.to_string(), "--localhost", r])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let o = |args: &[&str]| {
+        let out = Command::new(&ocx)
+            .args(args)
+            .args(["--repository", r])
+            .env("USER", "admin")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let url = format!("http://127.0.0.1:{port}/");
+    o(&["hook", "install", "--url", &url]);
+    o(&["node", "start"]);
+    o(&[
+        "create",
+        "--runner",
+        "bench",
+        "--objective",
+        "Note each check-in",
+        "--checkins",
+        "trunk",
+        "--wall",
+        "1h",
+        "--read-write",
+        out.to_str().unwrap(),
+    ]);
+    let clone = dir.join("clone.fossil");
+    let work = dir.join("work");
+    std::fs::create_dir(&work).unwrap();
+    let url_pw = format!("http://pat:patpw@127.0.0.1:{port}/");
+    f(&[
+        "clone",
+        &url_pw,
+        clone.to_str().unwrap(),
+        "--save-http-password",
+        "--workdir",
+        work.to_str().unwrap(),
+    ]);
+    let in_work = |args: &[&str]| {
+        let o = Command::new(&fossil)
+            .args(args)
+            .current_dir(&work)
+            .env("USER", "pat")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    in_work(&["settings", "autosync", "off"]);
+    wait_lines(&out.join("log"), 1);
+    let mut push_ms = Vec::new();
+    let mut latency_ms = Vec::new();
+    for i in 0..PUSHES {
+        std::fs::write(work.join("f.txt"), format!("{i}\n")).unwrap();
+        if i == 0 {
+            in_work(&["add", "f.txt"]);
+        }
+        in_work(&["commit", "-m", &format!("change {i}"), "--no-warnings"]);
+        let started = Instant::now();
+        in_work(&["push"]);
+        let pushed = started.elapsed();
+        let returned = now_ns();
+        let line = wait_lines(&out.join("log"), i + 2);
+        let read_at: u128 = line.split_whitespace().next().unwrap().parse().unwrap();
+        push_ms.push(pushed.as_secs_f64() * 1000.0);
+        latency_ms.push((read_at as f64 - returned as f64) / 1e6);
+    }
+    o(&["node", "stop"]);
+    let _ = server.kill();
+    let stat = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        (v[v.len() / 2], v[(v.len() * 95).div_ceil(100) - 1])
+    };
+    let (pm, pp) = stat(&mut push_ms);
+    let (lm, lp) = stat(&mut latency_ms);
+    println!("{PUSHES} check-ins pushed one at a time to a served node:");
+    println!("  the push itself            median {pm:>7.1} ms   p95 {pp:>7.1} ms");
+    println!("  push returned -> line read median {lm:>7.1} ms   p95 {lp:>7.1} ms");
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn wait_lines(log: &Path, n: usize) -> String {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        if lines.len() >= n {
+            return lines[n - 1].to_string();
+        }
+        assert!(Instant::now() < until, "line {n} never arrived");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
