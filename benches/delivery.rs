@@ -166,6 +166,7 @@ fn main() {
     }
     o(&["node", "stop"]);
     let _ = server.kill();
+    let _ = server.wait();
     let stat = |v: &mut Vec<f64>| {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
         (v[v.len() / 2], v[(v.len() * 95).div_ceil(100) - 1])
