@@ -42,7 +42,9 @@ fn main() {
     let out = dir.join("out");
     std::fs::create_dir(&out).unwrap();
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let runner = dir.join("runner.py");
+    let prog = dir.join("prog");
+    std::fs::create_dir(&prog).unwrap();
+    let runner = prog.join("runner.py");
     std::fs::write(&runner, RUNNER).unwrap();
     std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
     let repo = dir.join("served.fossil");

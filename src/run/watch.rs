@@ -208,10 +208,7 @@ fn session(
     ) {
         Ok(p) => p,
         Err(e) => {
-            return answer(
-                "unenforced",
-                &format!("{}: {e}", e.field().unwrap_or("sandbox")),
-            );
+            return answer("unenforced", &named(&e));
         }
     };
     let out = std::fs::OpenOptions::new()
@@ -224,10 +221,7 @@ fn session(
     {
         Ok(r) => r,
         Err(e) => {
-            return answer(
-                "unenforced",
-                &format!("{}: {e}", e.field().unwrap_or("sandbox")),
-            );
+            return answer("unenforced", &named(&e));
         }
     };
     say(&format!("started {run_name} as {}", r.record.user));
@@ -272,6 +266,15 @@ fn session(
             .map(|c| c.to_string())
             .unwrap_or_else(|| "none".into());
         answer("exited", &format!("exit {code} after {secs} seconds"))
+    }
+}
+
+/// A sandbox error as a response's note: the field at fault first.
+fn named(e: &super::SandboxError) -> String {
+    let text = e.to_string();
+    match e.field() {
+        Some(f) if !text.starts_with(f) => format!("{f}: {text}"),
+        _ => text,
     }
 }
 
