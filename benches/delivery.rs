@@ -152,7 +152,7 @@ fn main() {
     let mut push_ms = Vec::new();
     let mut latency_ms = Vec::new();
     for i in 0..PUSHES {
-        std::fs::write(work.join("f.txt"), format!("{i}\n")).unwrap();
+        std::fs::write(work.join("f.txt"), format!("{i} {}\n", "x".repeat(i))).unwrap();
         if i == 0 {
             in_work(&["add", "f.txt"]);
         }

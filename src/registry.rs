@@ -317,6 +317,7 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::unaudited::Unaudited>::new(),
     &Def::<crate::tools::hook::Hook>::new(),
     &Def::<crate::tools::node::NodeTool>::new(),
+    &Def::<crate::tools::lost::Lost>::new(),
 ];
 
 /// The tool called `name`.

@@ -57,8 +57,9 @@ pub fn node_login(server_code: &str) -> String {
     format!("node-{}", &server_code[..server_code.len().min(8)])
 }
 
-/// The response to record `hash` at `place` that counts: one sent by the
-/// node's own login (C1), whatever a U card inside says.
+/// The response to record `hash` at `place` that counts (C1, C4): one sent
+/// by the node's own login, whatever a U card inside says; or a `lost` sent
+/// by an administrator once the run's start and its `wall` have passed.
 pub fn response(
     repo: &Repository,
     place: &Place,
@@ -66,10 +67,37 @@ pub fn response(
     node: &str,
 ) -> Result<Option<Found>, FossilError> {
     let node_user = node_login(node);
-    Ok(at(repo, place)?.into_iter().find(|f| {
-        matches!(&f.kind, Kind::Known(Message::Response(r)) if r.answers == record && r.node == node)
-            && f.said.from.as_deref() == Some(node_user.as_str())
-    }))
+    let found = at(repo, place)?;
+    let started = found
+        .iter()
+        .find(|f| f.said.hash == record)
+        .map(|f| (f.said.when, &f.kind));
+    let deadline = match started {
+        Some((when, Kind::Known(Message::Record(r)))) => {
+            super::kinds::wall_seconds(&r.budget.wall).map(|w| when + w as f64 / 86400.0)
+        }
+        _ => None,
+    };
+    for f in found {
+        let Kind::Known(Message::Response(r)) = &f.kind else {
+            continue;
+        };
+        if r.answers != record || r.node != node {
+            continue;
+        }
+        let from = f.said.from.as_deref();
+        if from == Some(node_user.as_str()) {
+            return Ok(Some(f));
+        }
+        let by_admin = match from {
+            Some(login) => repo.capabilities(login)?.is_some_and(|c| c.is_admin()),
+            None => false,
+        };
+        if r.outcome == "lost" && by_admin && deadline.is_some_and(|d| f.said.when >= d) {
+            return Ok(Some(f));
+        }
+    }
+    Ok(None)
 }
 
 /// A record as it stands: its post or change, its place and its fields.

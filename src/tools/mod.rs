@@ -6,6 +6,7 @@ pub mod create;
 pub mod help;
 pub mod hook;
 pub mod list;
+pub mod lost;
 pub mod node;
 pub mod post;
 pub mod receipt;

@@ -666,3 +666,48 @@ fn unaudited_lists_oldest_first_and_ignores_the_authors_own() {
     assert_eq!(out["count"], 1);
     assert_eq!(out["checkins"][0]["checkin"].as_str(), Some(first.as_str()));
 }
+
+#[test]
+fn an_administrator_answers_lost_once_the_wall_has_passed() {
+    let r = team();
+    let long = r
+        .json(&["create", "--objective", "Long", "--wall", "1h"])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let early = r.json(&["lost", "--record", &long]);
+    assert_eq!(early.refused(), "record");
+    assert!(
+        early.answer()["stopped"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("wall passes at")
+    );
+    let short = r
+        .json(&["create", "--objective", "Short", "--wall", "1s"])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(
+        r.json(&["lost", "--user", "pat", "--record", &short]).code,
+        1,
+        "only an administrator"
+    );
+    let out = r
+        .json(&["lost", "--user", "maint", "--record", &short])
+        .ok();
+    assert_eq!(
+        r.sender(out["response"].as_str().unwrap()).as_deref(),
+        Some("maint")
+    );
+    let stop = r.json(&["stop", "--record", &short]);
+    assert_eq!(stop.refused(), "record", "the record is answered");
+    assert_eq!(
+        r.json(&["lost", "--record", &short]).refused(),
+        "record",
+        "answered once"
+    );
+}
