@@ -16,6 +16,27 @@ pub enum Who {
     Local { user: Option<String> },
     /// On the web page: whom Fossil says signed in (`None`: nobody did).
     Web { user: Option<String> },
+    /// A run's tools, served by its watcher on the node: the run's user,
+    /// within its record's restrictions.
+    Run(RunScope),
+}
+
+/// What a run's tools act within: its user, its record and place, the
+/// restrictions the node holds it to, and its clone and checkout.
+#[derive(Debug, Clone)]
+pub struct RunScope {
+    /// The run's login.
+    pub user: String,
+    /// The record's full hash.
+    pub record: String,
+    /// The record's place.
+    pub place: crate::place::Place,
+    /// The restrictions its record asks for.
+    pub restrict: crate::protocol::kinds::Restrict,
+    /// The run's clone of the served repository.
+    pub clone: PathBuf,
+    /// The node's root, poked after a write.
+    pub root: PathBuf,
 }
 
 /// The caller: a login of the repository and what it may do there.
@@ -60,6 +81,14 @@ impl Context {
     pub fn with_fossil(self, fossil: Result<Fossil, Stop>) -> Context {
         let _ = self.fossil.set(fossil);
         self
+    }
+
+    /// The run this call is made for, when a run's watcher serves it.
+    pub fn run(&self) -> Option<&RunScope> {
+        match &self.who {
+            Who::Run(scope) => Some(scope),
+            _ => None,
+        }
     }
 
     /// The checkout the call was made in, if any.
@@ -128,6 +157,7 @@ impl Context {
                 });
             }
             Who::Web { user: Some(u) } => (u.clone(), "user"),
+            Who::Run(scope) => (scope.user.clone(), "user"),
             Who::Local { user: Some(u) } => (u.clone(), "user"),
             Who::Local { user: None } => (self.default_user(repo)?, "user"),
         };

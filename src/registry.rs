@@ -318,6 +318,7 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::hook::Hook>::new(),
     &Def::<crate::tools::node::NodeTool>::new(),
     &Def::<crate::tools::lost::Lost>::new(),
+    &Def::<crate::tools::push::Push>::new(),
 ];
 
 /// The tool called `name`.

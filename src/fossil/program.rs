@@ -326,6 +326,39 @@ impl Fossil {
         self.run("open", &open).map(|_| ())
     }
 
+    /// Adds check-in `checkin` of `repository`, with its files in full, to
+    /// the bundle file `bundle` (made when it is not there).
+    pub fn bundle_export(&self, repository: &Path, bundle: &Path, checkin: &str) -> Result<(), FossilError> {
+        self.run(
+            "bundle export",
+            &[
+                "bundle".as_ref(),
+                "export".as_ref(),
+                bundle.as_os_str(),
+                "--checkin".as_ref(),
+                checkin.as_ref(),
+                "--standalone".as_ref(),
+                "-R".as_ref(),
+                repository.as_os_str(),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// Clones `url` into `file` as nobody in particular (no login, no
+    /// password), its local administrator named `user`, and opens a
+    /// checkout in `workdir`: a clone that can pull but never push.
+    pub fn clone_open_anonymous(&self, url: &str, file: &Path, workdir: &Path, user: &str) -> Result<(), FossilError> {
+        let args = format!("{url}\n{}\n--admin-user\n{user}\n--no-open\n", file.display());
+        self.run_with_input("clone", &["clone".as_ref(), "--args".as_ref(), "-".as_ref()], args.as_bytes())?;
+        self.run(
+            "open",
+            &["open".as_ref(), file.as_os_str(), "--workdir".as_ref(), workdir.as_os_str(), "--nosync".as_ref()],
+        )?;
+        self.run("user default", &["user".as_ref(), "default".as_ref(), user.as_ref(), "-R".as_ref(), file.as_os_str()])
+            .map(|_| ())
+    }
+
     /// Pulls into `repository` (a clone) what the server it remembers holds.
     pub fn pull(&self, repository: &Path) -> Result<(), FossilError> {
         let out = self.run(

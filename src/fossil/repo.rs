@@ -440,6 +440,14 @@ impl Repository {
         Ok(st.query_row([rid], checkin_row).optional()?)
     }
 
+    /// Every public check-in, in received order.
+    pub fn checkins(&self) -> Result<Vec<CheckIn>, FossilError> {
+        let sql = SQL_CHECKINS.replace("AND EXISTS(SELECT 1 FROM mlink m WHERE m.mid=e.objid)", "");
+        let mut st = self.db.prepare(&format!("SELECT * FROM ({sql}) ORDER BY rcvid, rid"))?;
+        let rows = st.query_map([], checkin_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// The check-ins that change files (a check-in with no file changed is
     /// none to judge), on `branch` or every branch, in received order.
     pub fn checkins_changing_files(

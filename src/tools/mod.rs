@@ -9,6 +9,7 @@ pub mod list;
 pub mod lost;
 pub mod node;
 pub mod post;
+pub mod push;
 pub mod receipt;
 pub mod status;
 pub mod stop;
