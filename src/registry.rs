@@ -91,8 +91,14 @@ pub trait Tool: 'static {
     const SUMMARY: &'static str;
     /// The capabilities it needs.
     const NEEDS: Needs;
-    /// Whether it may change the repository (false: it only reads).
+    /// Whether it may change the repository or the checkout (false: it only reads).
     const WRITES: bool;
+    /// Whether a write may replace or remove what was there (MCP's
+    /// destructive hint); adding to the record is not.
+    const DESTRUCTIVE: bool = false;
+    /// Whether calling it twice with the same input does no more than once
+    /// (MCP's idempotent hint); a tool that only reads always is.
+    const IDEMPOTENT: bool = !Self::WRITES;
     /// Runs it; with `call.dry_run` it checks everything, logs what it
     /// would write and writes nothing.
     fn run(input: Self::Input, call: &mut Call) -> Result<Self::Output, Stop>;
@@ -108,6 +114,10 @@ pub trait Entry: Sync {
     fn summary(&self) -> &'static str;
     fn needs(&self) -> Needs;
     fn writes(&self) -> bool;
+    /// Whether a write may replace what was there ([`Tool::DESTRUCTIVE`]).
+    fn destructive(&self) -> bool;
+    /// Whether a second identical call does nothing more ([`Tool::IDEMPOTENT`]).
+    fn idempotent(&self) -> bool;
     /// The input's JSON schema, `dry_run` included.
     fn input_schema(&self) -> Value;
     /// The result's JSON schema.
@@ -146,6 +156,12 @@ impl<T: Tool> Entry for Def<T> {
     }
     fn writes(&self) -> bool {
         T::WRITES
+    }
+    fn destructive(&self) -> bool {
+        T::DESTRUCTIVE
+    }
+    fn idempotent(&self) -> bool {
+        T::IDEMPOTENT
     }
     fn input_schema(&self) -> Value {
         let mut schema =
