@@ -326,6 +326,12 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::post::Post>::new(),
     &Def::<crate::tools::thread::Thread>::new(),
     &Def::<crate::tools::receipt::ReceiptTool>::new(),
+    &Def::<crate::tools::context::Context>::new(),
+    &Def::<crate::tools::find::Find>::new(),
+    &Def::<crate::tools::read::Read>::new(),
+    &Def::<crate::tools::edit::Edit>::new(),
+    &Def::<crate::tools::test::Test>::new(),
+    &Def::<crate::tools::save::Save>::new(),
 ];
 
 /// The tool called `name`.

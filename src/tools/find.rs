@@ -1,0 +1,125 @@
+//! `find`: each line of the checkout holding a text, matched exactly, case
+//! and all: its path, its line number and its text, at most 50, and how
+//! many more there are. Walks and searches with ripgrep's own crates.
+
+use crate::registry::{Call, Needs, Stop, Tool};
+use crate::tools::workspace::{self, FIND_MATCHES};
+use grep::regex::RegexMatcherBuilder;
+use grep::searcher::{BinaryDetection, SearcherBuilder, sinks::Lossy};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Input of `find`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// The text to look for, matched exactly, case and all, within one line.
+    pub text: String,
+    /// A file or directory to search under, relative to the checkout's top; the whole checkout without it.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// The lines found.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    /// Each line holding the text, at most 50, by path then line.
+    pub matches: Vec<Match>,
+    /// How many more lines hold it beyond those given.
+    pub more: usize,
+}
+
+/// One line holding the text.
+#[derive(Serialize, JsonSchema, Debug, Clone, PartialEq, Eq)]
+pub struct Match {
+    /// Its file, from the checkout's top.
+    pub path: String,
+    /// Its line number, from 1.
+    pub line: u64,
+    /// The line's text, without its line ending.
+    pub text: String,
+}
+
+/// The `find` tool.
+pub struct Find;
+
+/// The longest line text `find` gives, in characters.
+const LINE_MAX: usize = 300;
+
+impl Tool for Find {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "find";
+    const SUMMARY: &'static str = "Find each line of the checkout holding a text, exactly: path, line number and text, at most 50.";
+    const NEEDS: Needs = Needs::Nothing;
+    const WRITES: bool = false;
+
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let root = workspace::root(call)?;
+        let under = match &input.path {
+            Some(p) => workspace::confine(&root, "path", p)?,
+            None => root.clone(),
+        };
+        call.read("the checkout's files");
+        search(&root, &under, &input.text)
+    }
+}
+
+/// Every line under `under` (inside the checkout at `root`) holding `text`:
+/// the first [`FIND_MATCHES`] by path then line, and how many more.
+pub fn search(root: &std::path::Path, under: &std::path::Path, text: &str) -> Result<Output, Stop> {
+    if text.is_empty() {
+        return Err(Stop::field("text", "is empty").next("give the text to look for"));
+    }
+    if text.contains('\n') {
+        return Err(
+            Stop::field("text", "holds a line break; find matches within one line")
+                .next("give one line of the text, then read around what it finds"),
+        );
+    }
+    let matcher = RegexMatcherBuilder::new()
+        .fixed_strings(true)
+        .build(text)
+        .map_err(|e| Stop::field("text", format!("cannot be searched for: {e}")))?;
+    let mut searcher = SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(0))
+        .line_number(true)
+        .build();
+    let mut matches = Vec::new();
+    let mut more = 0usize;
+    let walk = ignore::WalkBuilder::new(under)
+        .hidden(true)
+        .git_ignore(true)
+        .require_git(false)
+        .follow_links(false)
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build();
+    for entry in walk.flatten() {
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let path = entry.path();
+        let shown = workspace::shown(root, path);
+        if shown == "_FOSSIL_" {
+            continue;
+        }
+        let _ = searcher.search_path(
+            &matcher,
+            path,
+            Lossy(|line, found: &str| {
+                if matches.len() < FIND_MATCHES {
+                    let t = found.trim_end_matches(['\n', '\r']);
+                    matches.push(Match {
+                        path: shown.clone(),
+                        line,
+                        text: t.chars().take(LINE_MAX).collect(),
+                    });
+                } else {
+                    more += 1;
+                }
+                Ok(true)
+            }),
+        );
+    }
+    Ok(Output { matches, more })
+}
