@@ -332,6 +332,11 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::edit::Edit>::new(),
     &Def::<crate::tools::test::Test>::new(),
     &Def::<crate::tools::save::Save>::new(),
+    &Def::<crate::tools::wiki_read::WikiRead>::new(),
+    &Def::<crate::tools::wiki_edit::WikiEdit>::new(),
+    &Def::<crate::tools::unversioned_list::UnversionedList>::new(),
+    &Def::<crate::tools::unversioned_get::UnversionedGet>::new(),
+    &Def::<crate::tools::unversioned_put::UnversionedPut>::new(),
 ];
 
 /// The tool called `name`.
