@@ -2,6 +2,7 @@
 //! test with `fossil new`, the real `ocx` binary run as a user would.
 
 mod cli;
+mod mcp;
 mod messages;
 mod reads;
 mod sandbox;
