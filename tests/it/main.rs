@@ -1,6 +1,7 @@
 //! OCX's integration tests: one binary, real Fossil repositories made per
 //! test with `fossil new`, the real `ocx` binary run as a user would.
 
+mod agent;
 mod cli;
 mod mcp;
 mod messages;
