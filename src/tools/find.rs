@@ -6,8 +6,11 @@ use crate::registry::{Call, Needs, Stop, Tool};
 use crate::tools::workspace::{self, FIND_MATCHES};
 use grep::regex::RegexMatcherBuilder;
 use grep::searcher::{BinaryDetection, SearcherBuilder, sinks::Lossy};
+use ignore::WalkState;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Mutex;
 
 /// Input of `find`.
 #[derive(Deserialize, JsonSchema)]
@@ -81,45 +84,69 @@ pub fn search(root: &std::path::Path, under: &std::path::Path, text: &str) -> Re
         .fixed_strings(true)
         .build(text)
         .map_err(|e| Stop::field("text", format!("cannot be searched for: {e}")))?;
-    let mut searcher = SearcherBuilder::new()
-        .binary_detection(BinaryDetection::quit(0))
-        .line_number(true)
-        .build();
-    let mut matches = Vec::new();
-    let mut more = 0usize;
-    let walk = ignore::WalkBuilder::new(under)
+    let found: Mutex<Vec<(PathBuf, usize, Vec<Match>)>> = Mutex::new(Vec::new());
+    ignore::WalkBuilder::new(under)
         .hidden(true)
         .git_ignore(true)
         .require_git(false)
         .follow_links(false)
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .build();
-    for entry in walk.flatten() {
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let path = entry.path();
-        let shown = workspace::shown(root, path);
-        if shown == "_FOSSIL_" {
-            continue;
-        }
-        let _ = searcher.search_path(
-            &matcher,
-            path,
-            Lossy(|line, found: &str| {
-                if matches.len() < FIND_MATCHES {
-                    let t = found.trim_end_matches(['\n', '\r']);
-                    matches.push(Match {
-                        path: shown.clone(),
-                        line,
-                        text: t.chars().take(LINE_MAX).collect(),
-                    });
-                } else {
-                    more += 1;
+        .build_parallel()
+        .run(|| {
+            let matcher = matcher.clone();
+            let found = &found;
+            let mut searcher = SearcherBuilder::new()
+                .binary_detection(BinaryDetection::quit(0))
+                .line_number(true)
+                .build();
+            Box::new(move |entry| {
+                let Ok(entry) = entry else {
+                    return WalkState::Continue;
+                };
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    return WalkState::Continue;
                 }
-                Ok(true)
-            }),
-        );
+                let path = entry.path();
+                let shown = workspace::shown(root, path);
+                if crate::fossil::checkout::FILES.contains(&shown.as_str()) {
+                    return WalkState::Continue;
+                }
+                let mut count = 0usize;
+                let mut first = Vec::new();
+                let _ = searcher.search_path(
+                    &matcher,
+                    path,
+                    Lossy(|line, text: &str| {
+                        count += 1;
+                        if first.len() < FIND_MATCHES {
+                            first.push(Match {
+                                path: shown.clone(),
+                                line,
+                                text: text
+                                    .trim_end_matches(['\n', '\r'])
+                                    .chars()
+                                    .take(LINE_MAX)
+                                    .collect(),
+                            });
+                        }
+                        Ok(true)
+                    }),
+                );
+                if count > 0
+                    && let Ok(mut f) = found.lock()
+                {
+                    f.push((path.to_path_buf(), count, first));
+                }
+                WalkState::Continue
+            })
+        });
+    let mut files = found.into_inner().unwrap_or_default();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut matches = Vec::new();
+    let mut more = 0usize;
+    for (_, count, first) in files {
+        let room = FIND_MATCHES - matches.len();
+        more += count - count.min(room);
+        matches.extend(first.into_iter().take(room));
     }
     Ok(Output { matches, more })
 }

@@ -66,10 +66,7 @@ pub fn confine(root: &Path, field: &str, given: &str) -> Result<PathBuf, Stop> {
     if rel.as_os_str().is_empty() {
         return Err(refuse("names the checkout itself, not a file"));
     }
-    if matches!(
-        first.as_str(),
-        ".fslckout" | "_FOSSIL_" | ".fos" | STATE_DIR
-    ) {
+    if crate::fossil::checkout::FILES.contains(&first.as_str()) || first == STATE_DIR {
         return Err(refuse("is Fossil's or OCX's own file"));
     }
     let full = root.join(&rel);
