@@ -351,14 +351,7 @@ const NOT_UTF8: char = '\u{FDD0}';
 /// Reads a tool's whole input given as JSON text (`--input`, a web form's
 /// body, an MCP call's arguments).
 pub fn parse_input(bytes: &[u8]) -> Result<Value, Stop> {
-    let mut text = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        text.push_str(chunk.valid());
-        if !chunk.invalid().is_empty() {
-            text.push(NOT_UTF8);
-        }
-    }
-    let text = mark_lone_surrogates(&text);
+    let text = mark_invalid(bytes);
     let value: Value = serde_json::from_str(&text).map_err(|e| {
         Stop::field("input", format!("not a JSON object: {e}"))
             .next("give the input as one JSON object")
@@ -369,6 +362,21 @@ pub fn parse_input(bytes: &[u8]) -> Result<Value, Stop> {
         );
     }
     Ok(value)
+}
+
+/// JSON text whose bytes that are not UTF-8, and whose escapes of half a
+/// surrogate pair, are each replaced by a mark [`check_text`] refuses, so
+/// such text still parses and the field holding it can be named. Valid
+/// text comes back unchanged.
+pub fn mark_invalid(bytes: &[u8]) -> String {
+    let mut text = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        text.push_str(chunk.valid());
+        if !chunk.invalid().is_empty() {
+            text.push(NOT_UTF8);
+        }
+    }
+    mark_lone_surrogates(&text)
 }
 
 /// Replaces each `\uD800`–`\uDFFF` escape that is not half of a pair with

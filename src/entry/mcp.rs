@@ -21,6 +21,7 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 /// The largest request body the HTTP server reads: 10 MiB.
 pub const MAX_BODY: usize = 10 * 1024 * 1024;
@@ -162,8 +163,26 @@ fn runtime() -> Result<tokio::runtime::Runtime, McpError> {
 
 fn serve_stdio(caller: Caller) -> Result<(), McpError> {
     runtime()?.block_on(async move {
+        let (server_side, mut feed) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                match stdin.read_until(b'\n', &mut line).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let marked = registry::mark_invalid(&line);
+                        if feed.write_all(marked.as_bytes()).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let (reader, _unused) = tokio::io::split(server_side);
         let running = Server::new(caller)
-            .serve(rmcp::transport::stdio())
+            .serve((reader, tokio::io::stdout()))
             .await
             .map_err(|e| McpError::Start(e.to_string()))?;
         let _ = running.waiting().await;
@@ -200,12 +219,34 @@ fn serve_http_at(addr: &str, caller: Caller) -> Result<(), McpError> {
             Arc::new(LocalSessionManager::default()),
             config,
         );
-        let app = axum::Router::new().route_service("/mcp", service);
+        let app = axum::Router::new()
+            .route_service("/mcp", service)
+            .layer(axum::middleware::map_request(mark_body));
         super::eprint(&format!("ocx-mcp: serving MCP at http://{bound}/mcp\n"));
         axum::serve(listener, app)
             .await
             .map_err(|e| McpError::Start(e.to_string()))
     })
+}
+
+/// Reads a request's body (at most [`MAX_BODY`]: 413 past it) and marks
+/// what in it is not UTF-8, so the registry refuses it naming its field
+/// rather than the JSON reader dropping the whole message.
+async fn mark_body(
+    request: axum::extract::Request,
+) -> Result<axum::extract::Request, axum::http::StatusCode> {
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| axum::http::StatusCode::PAYLOAD_TOO_LARGE)?;
+    let body = if std::str::from_utf8(&bytes).is_ok()
+        && !bytes.windows(3).any(|w| w == b"\\ud" || w == b"\\uD")
+    {
+        axum::body::Body::from(bytes)
+    } else {
+        axum::body::Body::from(registry::mark_invalid(&bytes))
+    };
+    Ok(axum::extract::Request::from_parts(parts, body))
 }
 
 impl ServerHandler for Server {

@@ -224,22 +224,28 @@ fn a_real_client_over_http_lists_calls_and_is_refused_by_field() {
 
 /// Sends one raw HTTP request; answers the status code.
 fn status_of(addr: &str, request: &[u8]) -> u16 {
+    let text = response_of(addr, request, 12);
+    text.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"))
+}
+
+/// Sends one raw HTTP request; answers the response, read to its end or
+/// at least `enough` bytes of it.
+fn response_of(addr: &str, request: &[u8], enough: usize) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let _ = s.write_all(request);
-    let mut buf = [0u8; 64];
+    let mut buf = [0u8; 4096];
     let mut got = Vec::new();
-    while got.len() < 12 {
+    while got.len() < enough {
         match s.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => got.extend_from_slice(&buf[..n]),
         }
     }
-    let text = String::from_utf8_lossy(&got);
-    text.split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {text:?}"))
+    String::from_utf8_lossy(&got).into_owned()
 }
 
 fn post(host: &str, body: &[u8]) -> Vec<u8> {
@@ -280,6 +286,76 @@ fn http_serves_loopback_alone_by_its_rules() {
     assert_eq!(status_of(a, &r), 413, "a body over 10 MiB");
     let init = br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
     assert_eq!(status_of(a, &post(a, init)), 200, "still serving");
+    let mut call = br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ocx_post","arguments":{"title":"ok","text":"a"#.to_vec();
+    call.extend_from_slice(b"\xff");
+    call.extend_from_slice(br#"b","dry_run":true}}}"#);
+    let answer = response_of(a, &post(a, &call), usize::MAX);
+    assert!(
+        answer.contains(r#""field":"text""#),
+        "bytes not UTF-8 refused by field: {answer}"
+    );
+    let call = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ocx_post","arguments":{"title":"\ud800","text":"x","dry_run":true}}}"#;
+    let answer = response_of(a, &post(a, call), usize::MAX);
+    assert!(
+        answer.contains(r#""field":"title""#),
+        "a lone surrogate refused by field: {answer}"
+    );
+}
+
+/// Under the name `ocx-mcp`, raw JSON-RPC lines on stdin: text that is not
+/// UTF-8 (raw bytes, a lone surrogate escape) refused naming its field,
+/// and the next call still answered.
+#[test]
+fn stdio_under_its_own_name_refuses_text_that_is_not_utf8_by_field() {
+    let repo = Repo::new();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("ocx-mcp");
+    std::os::unix::fs::symlink(ocx_bin(), &exe).unwrap();
+    let mut input = Vec::new();
+    input.extend_from_slice(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
+    input.extend_from_slice(b"\n");
+    input.extend_from_slice(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    input.extend_from_slice(b"\n");
+    input.extend_from_slice(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ocx_post","arguments":{"title":"\ud800","text":"x","dry_run":true}}}"#);
+    input.extend_from_slice(b"\n");
+    input.extend_from_slice(br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ocx_post","arguments":{"title":"t","text":"a"#);
+    input.extend_from_slice(b"\xff");
+    input.extend_from_slice(br#"","dry_run":true}}}"#);
+    input.extend_from_slice(b"\n");
+    input.extend_from_slice(br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ocx_status","arguments":{}}}"#);
+    input.extend_from_slice(b"\n");
+    let mut child = Command::new(&exe)
+        .args(["--user", "admin", "--repository"])
+        .arg(&repo.file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&input).unwrap();
+    let mut answers: Vec<Value> = Vec::new();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    while answers.len() < 4 {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        answers.push(serde_json::from_str(&line).unwrap());
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let by_id = |id: i64| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer {id} in {answers:#?}"))
+    };
+    let field = |id: i64| by_id(id)["result"]["structuredContent"]["stopped"]["field"].clone();
+    assert_eq!(by_id(2)["result"]["isError"], true);
+    assert_eq!(field(2), "title");
+    assert_eq!(field(3), "text");
+    assert_eq!(by_id(4)["result"]["isError"], false);
 }
 
 #[test]
