@@ -401,23 +401,38 @@ mod tests {
         assert!(loopback("localhost").is_err());
     }
 
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, item) in m {
+                    match (k.as_str(), item) {
+                        ("$ref", Value::String(r)) => out.push(r.clone()),
+                        _ => refs(item, out),
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|i| refs(i, out)),
+            _ => {}
+        }
+    }
+
     #[test]
-    fn every_tool_lists_with_object_schemas() {
+    fn every_tool_lists_with_object_schemas_whose_refs_resolve() {
         for t in TOOLS {
             let tool = tool(*t);
             assert_eq!(tool.input_schema.get("type"), Some(&Value::from("object")));
-            let out = tool.output_schema.unwrap();
+            let out = Value::Object((*tool.output_schema.unwrap()).clone());
             assert!(
                 out["properties"]["result"]["anyOf"].is_array(),
                 "{}",
                 t.name()
             );
-            assert!(
-                !serde_json::to_string(&*out)
-                    .unwrap()
-                    .contains("\"#/$defs/Op\"")
-                    || out["$defs"].get("Op").is_some()
-            );
+            let mut found = Vec::new();
+            refs(&out, &mut found);
+            for r in found {
+                let name = r.strip_prefix("#/$defs/").unwrap_or(&r);
+                assert!(out["$defs"].get(name).is_some(), "{}: {r}", t.name());
+            }
         }
     }
 }
