@@ -323,9 +323,13 @@ pub fn tool(entry: &dyn Entry) -> Tool {
         .idempotent(entry.idempotent())
         .open_world(false);
     annotations.title = Some(entry.name().to_string());
+    let description = match entry.needs() {
+        registry::Needs::Nothing => entry.summary().to_string(),
+        needs => format!("{} Needs capability {}.", entry.summary(), needs.describe()),
+    };
     Tool::new(
         format!("ocx_{}", entry.name()),
-        entry.summary(),
+        description,
         Arc::new(input),
     )
     .with_raw_output_schema(Arc::new(output_schema(entry)))

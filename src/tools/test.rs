@@ -5,9 +5,12 @@
 use crate::answer::Op;
 use crate::registry::{Call, Needs, Stop, Tool};
 use crate::tools::workspace::{self, State, TEST_LINES};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -147,6 +150,7 @@ fn run_one(root: &Path, command: &str) -> Result<(Option<i32>, String), Stop> {
         .stdin(Stdio::null())
         .stdout(writer.try_clone().map_err(failed)?)
         .stderr(writer)
+        .process_group(0)
         .spawn()
         .map_err(failed)?;
     let collector = std::thread::spawn(move || {
@@ -155,17 +159,20 @@ fn run_one(root: &Path, command: &str) -> Result<(Option<i32>, String), Stop> {
         bytes
     });
     let started = Instant::now();
+    let group = Pid::from_raw(child.id() as i32);
     let status = loop {
         if let Some(s) = child.try_wait().map_err(failed)? {
             break Some(s);
         }
         if started.elapsed() > TEST_WALL {
-            let _ = child.kill();
+            let _ = killpg(group, Signal::SIGKILL);
             let _ = child.wait();
             break None;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    // What the test left running would hold its output open: it ends with it.
+    let _ = killpg(group, Signal::SIGKILL);
     let bytes = collector.join().unwrap_or_default();
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
     if status.is_none() {
