@@ -43,7 +43,9 @@ pub struct Changed {
 /// A test and whether it passed since the last edit.
 #[derive(Serialize, JsonSchema)]
 pub struct TestState {
+    /// Its name, as test takes it.
     pub name: String,
+    /// Its command, run by /bin/sh -c in the checkout's top.
     pub command: String,
     /// Whether it passed since the last edit (save needs every test to).
     pub passed_since_edit: bool,

@@ -39,6 +39,7 @@ pub struct Output {
 /// One test run.
 #[derive(Serialize, JsonSchema)]
 pub struct Ran {
+    /// The test's name.
     pub name: String,
     /// Whether it exited 0.
     pub passed: bool,

@@ -20,7 +20,9 @@ pub struct Input {
 /// A file's content.
 #[derive(Serialize, JsonSchema)]
 pub struct Output {
+    /// The file's name.
     pub name: String,
+    /// Its size in bytes.
     pub size: u64,
     /// Its content when it is UTF-8 text; null otherwise.
     pub text: Option<String>,

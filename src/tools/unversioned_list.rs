@@ -13,12 +13,14 @@ pub struct Input {}
 /// The unversioned files.
 #[derive(Serialize, JsonSchema)]
 pub struct Output {
+    /// Each file, by name.
     pub files: Vec<File>,
 }
 
 /// One unversioned file.
 #[derive(Serialize, JsonSchema)]
 pub struct File {
+    /// Its name.
     pub name: String,
     /// Its size in bytes.
     pub size: u64,

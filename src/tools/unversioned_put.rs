@@ -24,7 +24,9 @@ pub struct Input {
 /// What was stored.
 #[derive(Serialize, JsonSchema)]
 pub struct Output {
+    /// The file's name.
     pub name: String,
+    /// Its size in bytes.
     pub size: u64,
     /// Whether a file of that name was replaced.
     pub replaced: bool,

@@ -31,7 +31,9 @@ pub struct Output {
     pub version: Option<String>,
     /// The lines changed, as wiki_read gives them.
     pub text: String,
+    /// The line text starts on.
     pub first_line: u64,
+    /// The line text ends on.
     pub last_line: u64,
     /// How many lines the page has now.
     pub lines: u64,

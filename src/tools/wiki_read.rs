@@ -28,7 +28,9 @@ pub struct Output {
     pub mimetype: String,
     /// Up to 200 lines from first_line, exactly as on the page: copy wiki_edit's old from here.
     pub text: String,
+    /// The line text starts on.
     pub first_line: u64,
+    /// The line text ends on.
     pub last_line: u64,
     /// How many lines the page has.
     pub lines: u64,

@@ -237,7 +237,8 @@ fn distance(a: &str, b: &str) -> usize {
 
 /// Replaces the one place `old` is in `text` with `new` (or, `old` empty,
 /// adds `new` at the end); answers the new text and the lines changed
-/// (first, last, from 1). `field` names the text in a refusal.
+/// (first, last, from 1). `what` names the text in a refusal; the
+/// refusal names `old`, with the closest lines or every line it starts on.
 pub fn replace_once(
     text: &str,
     old: &str,
