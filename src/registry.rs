@@ -91,8 +91,14 @@ pub trait Tool: 'static {
     const SUMMARY: &'static str;
     /// The capabilities it needs.
     const NEEDS: Needs;
-    /// Whether it may change the repository (false: it only reads).
+    /// Whether it may change the repository or the checkout (false: it only reads).
     const WRITES: bool;
+    /// Whether a write may replace or remove what was there (MCP's
+    /// destructive hint); adding to the record is not.
+    const DESTRUCTIVE: bool = false;
+    /// Whether calling it twice with the same input does no more than once
+    /// (MCP's idempotent hint); a tool that only reads always is.
+    const IDEMPOTENT: bool = !Self::WRITES;
     /// Runs it; with `call.dry_run` it checks everything, logs what it
     /// would write and writes nothing.
     fn run(input: Self::Input, call: &mut Call) -> Result<Self::Output, Stop>;
@@ -108,6 +114,10 @@ pub trait Entry: Sync {
     fn summary(&self) -> &'static str;
     fn needs(&self) -> Needs;
     fn writes(&self) -> bool;
+    /// Whether a write may replace what was there ([`Tool::DESTRUCTIVE`]).
+    fn destructive(&self) -> bool;
+    /// Whether a second identical call does nothing more ([`Tool::IDEMPOTENT`]).
+    fn idempotent(&self) -> bool;
     /// The input's JSON schema, `dry_run` included.
     fn input_schema(&self) -> Value;
     /// The result's JSON schema.
@@ -146,6 +156,12 @@ impl<T: Tool> Entry for Def<T> {
     }
     fn writes(&self) -> bool {
         T::WRITES
+    }
+    fn destructive(&self) -> bool {
+        T::DESTRUCTIVE
+    }
+    fn idempotent(&self) -> bool {
+        T::IDEMPOTENT
     }
     fn input_schema(&self) -> Value {
         let mut schema =
@@ -319,6 +335,17 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::node::NodeTool>::new(),
     &Def::<crate::tools::lost::Lost>::new(),
     &Def::<crate::tools::push::Push>::new(),
+    &Def::<crate::tools::context::Context>::new(),
+    &Def::<crate::tools::find::Find>::new(),
+    &Def::<crate::tools::read::Read>::new(),
+    &Def::<crate::tools::edit::Edit>::new(),
+    &Def::<crate::tools::test::Test>::new(),
+    &Def::<crate::tools::save::Save>::new(),
+    &Def::<crate::tools::wiki_read::WikiRead>::new(),
+    &Def::<crate::tools::wiki_edit::WikiEdit>::new(),
+    &Def::<crate::tools::unversioned_list::UnversionedList>::new(),
+    &Def::<crate::tools::unversioned_get::UnversionedGet>::new(),
+    &Def::<crate::tools::unversioned_put::UnversionedPut>::new(),
 ];
 
 /// The tool called `name`.
@@ -333,14 +360,7 @@ const NOT_UTF8: char = '\u{FDD0}';
 /// Reads a tool's whole input given as JSON text (`--input`, a web form's
 /// body, an MCP call's arguments).
 pub fn parse_input(bytes: &[u8]) -> Result<Value, Stop> {
-    let mut text = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        text.push_str(chunk.valid());
-        if !chunk.invalid().is_empty() {
-            text.push(NOT_UTF8);
-        }
-    }
-    let text = mark_lone_surrogates(&text);
+    let text = mark_invalid(bytes);
     let value: Value = serde_json::from_str(&text).map_err(|e| {
         Stop::field("input", format!("not a JSON object: {e}"))
             .next("give the input as one JSON object")
@@ -351,6 +371,21 @@ pub fn parse_input(bytes: &[u8]) -> Result<Value, Stop> {
         );
     }
     Ok(value)
+}
+
+/// JSON text whose bytes that are not UTF-8, and whose escapes of half a
+/// surrogate pair, are each replaced by a mark [`check_text`] refuses, so
+/// such text still parses and the field holding it can be named. Valid
+/// text comes back unchanged.
+pub fn mark_invalid(bytes: &[u8]) -> String {
+    let mut text = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        text.push_str(chunk.valid());
+        if !chunk.invalid().is_empty() {
+            text.push(NOT_UTF8);
+        }
+    }
+    mark_lone_surrogates(&text)
 }
 
 /// Replaces each `\uD800`–`\uDFFF` escape that is not half of a pair with

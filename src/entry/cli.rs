@@ -40,8 +40,16 @@ pub fn main(args: Vec<OsString>) -> i32 {
             return code;
         }
     };
-    if matches.get_one::<OsString>("mcp_http").is_some() {
-        return super::mcp::main();
+    if let Some(addr) = matches.get_one::<OsString>("mcp_http") {
+        return match (text_arg(&matches, "repository"), text_arg(&matches, "user")) {
+            (Ok(repository), Ok(user)) => {
+                super::mcp::serve_http(addr, repository.map(PathBuf::from), user)
+            }
+            (Err(stop), _) | (_, Err(stop)) => {
+                super::eprint(&format!("ocx: {}\n", stop.reason));
+                2
+            }
+        };
     }
     let json = matches.get_flag("json");
     let (tool, sub) = match matches.subcommand() {

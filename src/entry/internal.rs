@@ -86,7 +86,7 @@ fn demo_agent() -> i32 {
             .output();
         match posted {
             Ok(out) if out.status.success() => {
-                if let Err(e) = fossil.push(&checkout.repository) {
+                if let Err(e) = fossil.push_clone(&checkout.repository) {
                     super::eprint(&format!("demo-agent: {e}\n"));
                 }
             }

@@ -1,8 +1,442 @@
-//! `ocx-mcp` (and `ocx --mcp`): MCP over stdio, and `--mcp-http`. Not
-//! built yet: it says so and exits.
+//! `ocx-mcp` (and `ocx --mcp`): every tool of the registry over MCP, on
+//! stdio, and `ocx --mcp-http 127.0.0.1:PORT`, the same over streamable
+//! HTTP at `/mcp` on loopback alone. One adapter serves every tool: its
+//! schemas come from the registry and each call goes through
+//! `registry::call_with_text`. Logs go to standard error only.
 
-/// Says MCP is not built yet.
+use crate::answer::Answer;
+use crate::context::{Context, Who};
+use crate::registry::{self, Entry, TOOLS};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value};
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+/// The largest request body the HTTP server reads: 10 MiB.
+pub const MAX_BODY: usize = 10 * 1024 * 1024;
+
+/// What goes wrong starting the server, for the person who started it.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The command line does not parse.
+    #[error("{0}")]
+    Usage(String),
+    /// The address is not a loopback `HOST:PORT`.
+    #[error("{0} is not a loopback address: serve on 127.0.0.1:PORT or [::1]:PORT alone")]
+    NotLoopback(String),
+    /// The runtime or the listener could not start.
+    #[error("cannot start the server: {0}")]
+    Start(String),
+}
+
+/// Whom and where a call over MCP acts as: the same as the command line
+/// would in the same place. A run's own server (a later issue) will give
+/// the run's user here instead of `Who::Local`.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// `--repository`, when given.
+    pub repository: Option<PathBuf>,
+    /// `--user`, when given.
+    pub user: Option<String>,
+    /// The directory the server was started in, where a checkout is looked for.
+    pub cwd: PathBuf,
+}
+
+impl Caller {
+    /// A fresh context for one call, built exactly as the command line builds it.
+    pub fn context(&self) -> Context {
+        Context::new(
+            self.repository.clone(),
+            self.cwd.clone(),
+            Who::Local {
+                user: self.user.clone(),
+            },
+        )
+    }
+}
+
+/// The MCP server: lists the registry's tools and calls them.
+#[derive(Debug, Clone)]
+pub struct Server {
+    caller: Arc<Caller>,
+}
+
+impl Server {
+    /// A server whose calls act as `caller`.
+    pub fn new(caller: Caller) -> Server {
+        Server {
+            caller: Arc::new(caller),
+        }
+    }
+}
+
+/// `ocx-mcp [--repository FILE] [--user LOGIN]` and `ocx --mcp ...`: serves
+/// MCP on stdio until the client closes it; answers the exit code.
 pub fn main() -> i32 {
-    super::eprint("ocx-mcp: MCP is not built yet; use the ocx command line\n");
-    2
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    match parse_args(&args).and_then(|(caller, http)| match http {
+        Some(addr) => serve_http_at(&addr, caller),
+        None => serve_stdio(caller),
+    }) {
+        Ok(()) => 0,
+        Err(e) => {
+            super::eprint(&format!("ocx-mcp: {e}\n"));
+            2
+        }
+    }
+}
+
+/// `ocx --mcp-http ADDR`: serves MCP over streamable HTTP at `/mcp` on the
+/// loopback address `addr`, as the command line's caller; answers the exit
+/// code (2 when it cannot start, an address off loopback among them).
+pub fn serve_http(addr: &OsString, repository: Option<PathBuf>, user: Option<String>) -> i32 {
+    let caller = Caller {
+        repository,
+        user,
+        cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+    };
+    let addr = addr.to_string_lossy().into_owned();
+    match serve_http_at(&addr, caller) {
+        Ok(()) => 0,
+        Err(e) => {
+            super::eprint(&format!("ocx --mcp-http: {e}\n"));
+            2
+        }
+    }
+}
+
+fn parse_args(args: &[OsString]) -> Result<(Caller, Option<String>), McpError> {
+    let mut repository = None;
+    let mut user = None;
+    let mut http = None;
+    let mut it = args.iter();
+    let text = |v: Option<&OsString>, flag: &str| -> Result<String, McpError> {
+        let v = v.ok_or_else(|| McpError::Usage(format!("{flag} needs a value")))?;
+        v.to_str()
+            .map(str::to_string)
+            .ok_or_else(|| McpError::Usage(format!("{flag} is not UTF-8")))
+    };
+    while let Some(a) = it.next() {
+        match a.to_str() {
+            Some("--mcp") => {}
+            Some("--repository" | "-R") => {
+                repository = Some(PathBuf::from(text(it.next(), "--repository")?))
+            }
+            Some("--user" | "-U") => user = Some(text(it.next(), "--user")?),
+            Some("--mcp-http") => http = Some(text(it.next(), "--mcp-http")?),
+            _ => {
+                return Err(McpError::Usage(format!(
+                    "unexpected argument {}; usage: ocx-mcp [--repository FILE] [--user LOGIN]",
+                    a.to_string_lossy()
+                )));
+            }
+        }
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    Ok((
+        Caller {
+            repository,
+            user,
+            cwd,
+        },
+        http,
+    ))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, McpError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| McpError::Start(e.to_string()))
+}
+
+fn serve_stdio(caller: Caller) -> Result<(), McpError> {
+    runtime()?.block_on(async move {
+        let (server_side, mut feed) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                match stdin.read_until(b'\n', &mut line).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let marked = registry::mark_invalid(&line);
+                        if feed.write_all(marked.as_bytes()).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let (reader, _unused) = tokio::io::split(server_side);
+        let running = Server::new(caller)
+            .serve((reader, tokio::io::stdout()))
+            .await
+            .map_err(|e| McpError::Start(e.to_string()))?;
+        let _ = running.waiting().await;
+        Ok(())
+    })
+}
+
+/// A loopback socket address, or why not.
+pub fn loopback(addr: &str) -> Result<SocketAddr, McpError> {
+    match addr.parse::<SocketAddr>() {
+        Ok(a) if a.ip().is_loopback() => Ok(a),
+        _ => Err(McpError::NotLoopback(addr.to_string())),
+    }
+}
+
+fn serve_http_at(addr: &str, caller: Caller) -> Result<(), McpError> {
+    let addr = loopback(addr)?;
+    runtime()?.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| McpError::Start(format!("{addr}: {e}")))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| McpError::Start(e.to_string()))?;
+        let config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(None)
+            .with_max_request_body_bytes(MAX_BODY)
+            .with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"]);
+        let server = Server::new(caller);
+        let service = StreamableHttpService::new(
+            move || Ok(server.clone()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let app = axum::Router::new()
+            .route_service("/mcp", service)
+            .layer(axum::middleware::map_request(mark_body));
+        super::eprint(&format!("ocx-mcp: serving MCP at http://{bound}/mcp\n"));
+        axum::serve(listener, app)
+            .await
+            .map_err(|e| McpError::Start(e.to_string()))
+    })
+}
+
+/// Reads a request's body (at most [`MAX_BODY`]: 413 past it) and marks
+/// what in it is not UTF-8, so the registry refuses it naming its field
+/// rather than the JSON reader dropping the whole message.
+async fn mark_body(
+    request: axum::extract::Request,
+) -> Result<axum::extract::Request, axum::http::StatusCode> {
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| axum::http::StatusCode::PAYLOAD_TOO_LARGE)?;
+    let body = if std::str::from_utf8(&bytes).is_ok()
+        && !bytes.windows(3).any(|w| w == b"\\ud" || w == b"\\uD")
+    {
+        axum::body::Body::from(bytes)
+    } else {
+        axum::body::Body::from(registry::mark_invalid(&bytes))
+    };
+    Ok(axum::extract::Request::from_parts(parts, body))
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("ocx", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "OCX: every tool answers {ok, tool, dry_run, log, result, stopped, next_step, took_ms}; \
+                 a refusal names the field at fault and says what to do instead.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(
+            TOOLS.iter().map(|t| tool(*t)).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let entry = request
+            .name
+            .strip_prefix("ocx_")
+            .and_then(registry::find)
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!(
+                        "there is no tool {:?}; tools/list names every tool",
+                        request.name
+                    ),
+                    None,
+                )
+            })?;
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        let caller = self.caller.clone();
+        let name = entry.name();
+        let (answer, text) = tokio::task::spawn_blocking(move || {
+            let cx = caller.context();
+            registry::call_with_text(name, Ok(input), &cx, false)
+        })
+        .await
+        .map_err(|_| ErrorData::internal_error("the tool call did not finish", None))?;
+        Ok(CallToolResponse::Complete(result(&answer, text)))
+    }
+}
+
+/// The answer as MCP's tool result: the Answer as structured content, its
+/// text (result or refusal first) as content, `isError` on a refusal.
+pub fn result(answer: &Answer, text: Option<String>) -> CallToolResult {
+    let mut out = CallToolResult::default();
+    out.content = vec![ContentBlock::text(answer.to_text(text))];
+    out.structured_content = Some(serde_json::to_value(answer).unwrap_or(Value::Null));
+    out.is_error = Some(!answer.ok);
+    out
+}
+
+/// A registry entry as MCP lists it: `ocx_NAME`, its summary, its input
+/// schema, the Answer's schema holding its result's, and its hints.
+pub fn tool(entry: &dyn Entry) -> Tool {
+    let input = match entry.input_schema() {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let mut annotations = ToolAnnotations::new()
+        .read_only(!entry.writes())
+        .destructive(entry.destructive())
+        .idempotent(entry.idempotent())
+        .open_world(false);
+    annotations.title = Some(entry.name().to_string());
+    let description = match entry.needs() {
+        registry::Needs::Nothing => entry.summary().to_string(),
+        needs => format!("{} Needs capability {}.", entry.summary(), needs.describe()),
+    };
+    Tool::new(
+        format!("ocx_{}", entry.name()),
+        description,
+        Arc::new(input),
+    )
+    .with_raw_output_schema(Arc::new(output_schema(entry)))
+    .with_annotations(annotations)
+}
+
+/// The Answer's schema with `result` the tool's own result schema (or
+/// null), the tool's definitions renamed so none meets the Answer's.
+pub fn output_schema(entry: &dyn Entry) -> Map<String, Value> {
+    let mut answer = match serde_json::to_value(schemars::schema_for!(Answer)) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let mut own = entry.output_schema();
+    rename_refs(&mut own);
+    let mut own = match own {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    own.remove("$schema");
+    let defs = own.remove("$defs");
+    if let Some(Value::Object(defs)) = defs {
+        let target = answer
+            .entry("$defs")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(target) = target.as_object_mut() {
+            for (k, v) in defs {
+                target.insert(format!("result_{k}"), v);
+            }
+        }
+    }
+    if let Some(props) = answer.get_mut("properties").and_then(Value::as_object_mut) {
+        props.insert(
+            "result".into(),
+            serde_json::json!({
+                "description": "What the tool answered, when it ran to the end.",
+                "anyOf": [Value::Object(own), {"type": "null"}]
+            }),
+        );
+    }
+    answer
+}
+
+fn rename_refs(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for (k, item) in m.iter_mut() {
+                if k == "$ref"
+                    && let Value::String(s) = item
+                    && let Some(name) = s.strip_prefix("#/$defs/")
+                {
+                    *s = format!("#/$defs/result_{name}");
+                } else {
+                    rename_refs(item);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(rename_refs),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_is_served() {
+        assert!(loopback("127.0.0.1:0").is_ok());
+        assert!(loopback("[::1]:8080").is_ok());
+        assert!(loopback("0.0.0.0:8080").is_err());
+        assert!(loopback("192.168.1.2:80").is_err());
+        assert!(loopback("localhost").is_err());
+    }
+
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, item) in m {
+                    match (k.as_str(), item) {
+                        ("$ref", Value::String(r)) => out.push(r.clone()),
+                        _ => refs(item, out),
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|i| refs(i, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_tool_lists_with_object_schemas_whose_refs_resolve() {
+        for t in TOOLS {
+            let tool = tool(*t);
+            assert_eq!(tool.input_schema.get("type"), Some(&Value::from("object")));
+            let out = Value::Object((*tool.output_schema.unwrap()).clone());
+            assert!(
+                out["properties"]["result"]["anyOf"].is_array(),
+                "{}",
+                t.name()
+            );
+            let mut found = Vec::new();
+            refs(&out, &mut found);
+            for r in found {
+                let name = r.strip_prefix("#/$defs/").unwrap_or(&r);
+                assert!(out["$defs"].get(name).is_some(), "{}: {r}", t.name());
+            }
+        }
+    }
 }

@@ -142,6 +142,41 @@ impl ForumPost<'_> {
     }
 }
 
+/// A version of a wiki page: its name, its text, the version it follows.
+#[derive(Debug, Clone)]
+pub struct WikiPage<'a> {
+    /// When it was written, as [`now`] gives it.
+    pub date: &'a str,
+    /// The page's name.
+    pub name: &'a str,
+    /// The text's mimetype; `text/x-fossil-wiki` is written as no N card.
+    pub mimetype: &'a str,
+    /// The full hash of the version it replaces, if any.
+    pub parent: Option<&'a str>,
+    /// The login written inside it (the sender is whoever stores it).
+    pub user: &'a str,
+    /// The page's whole text.
+    pub text: &'a str,
+}
+
+impl WikiPage<'_> {
+    /// The artifact's bytes: `D L N? P? U W Z`.
+    pub fn compose(&self) -> Vec<u8> {
+        let mut s = format!("D {}\nL {}\n", self.date, fossilize(self.name));
+        if self.mimetype != "text/x-fossil-wiki" {
+            s += &format!("N {}\n", fossilize(self.mimetype));
+        }
+        if let Some(p) = self.parent {
+            s += &format!("P {p}\n");
+        }
+        s += &format!("U {}\nW {}\n", fossilize(self.user), self.text.len());
+        let mut b = s.into_bytes();
+        b.extend_from_slice(self.text.as_bytes());
+        b.push(b'\n');
+        finish(b)
+    }
+}
+
 /// One tag change inside a control artifact.
 #[derive(Debug, Clone)]
 pub struct TagChange {

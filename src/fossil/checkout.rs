@@ -16,10 +16,13 @@ pub struct Checkout {
     pub default_user: Option<String>,
 }
 
+/// The names Fossil gives a checkout's own file, in the checkout's top.
+pub const FILES: &[&str] = &[".fslckout", "_FOSSIL_"];
+
 /// The checkout holding `dir`, or `None` when `dir` is in none.
 pub fn find(dir: &Path) -> Option<Checkout> {
     for root in dir.ancestors() {
-        for name in [".fslckout", "_FOSSIL_"] {
+        for name in FILES {
             let file = root.join(name);
             if file.is_file()
                 && let Some(c) = read(root, &file)

@@ -328,7 +328,12 @@ impl Fossil {
 
     /// Adds check-in `checkin` of `repository`, with its files in full, to
     /// the bundle file `bundle` (made when it is not there).
-    pub fn bundle_export(&self, repository: &Path, bundle: &Path, checkin: &str) -> Result<(), FossilError> {
+    pub fn bundle_export(
+        &self,
+        repository: &Path,
+        bundle: &Path,
+        checkin: &str,
+    ) -> Result<(), FossilError> {
         self.run(
             "bundle export",
             &[
@@ -348,15 +353,43 @@ impl Fossil {
     /// Clones `url` into `file` as nobody in particular (no login, no
     /// password), its local administrator named `user`, and opens a
     /// checkout in `workdir`: a clone that can pull but never push.
-    pub fn clone_open_anonymous(&self, url: &str, file: &Path, workdir: &Path, user: &str) -> Result<(), FossilError> {
-        let args = format!("{url}\n{}\n--admin-user\n{user}\n--no-open\n", file.display());
-        self.run_with_input("clone", &["clone".as_ref(), "--args".as_ref(), "-".as_ref()], args.as_bytes())?;
+    pub fn clone_open_anonymous(
+        &self,
+        url: &str,
+        file: &Path,
+        workdir: &Path,
+        user: &str,
+    ) -> Result<(), FossilError> {
+        let args = format!(
+            "{url}\n{}\n--admin-user\n{user}\n--no-open\n",
+            file.display()
+        );
+        self.run_with_input(
+            "clone",
+            &["clone".as_ref(), "--args".as_ref(), "-".as_ref()],
+            args.as_bytes(),
+        )?;
         self.run(
             "open",
-            &["open".as_ref(), file.as_os_str(), "--workdir".as_ref(), workdir.as_os_str(), "--nosync".as_ref()],
+            &[
+                "open".as_ref(),
+                file.as_os_str(),
+                "--workdir".as_ref(),
+                workdir.as_os_str(),
+                "--nosync".as_ref(),
+            ],
         )?;
-        self.run("user default", &["user".as_ref(), "default".as_ref(), user.as_ref(), "-R".as_ref(), file.as_os_str()])
-            .map(|_| ())
+        self.run(
+            "user default",
+            &[
+                "user".as_ref(),
+                "default".as_ref(),
+                user.as_ref(),
+                "-R".as_ref(),
+                file.as_os_str(),
+            ],
+        )
+        .map(|_| ())
     }
 
     /// Pulls into `repository` (a clone) what the server it remembers holds.
@@ -377,7 +410,7 @@ impl Fossil {
     /// Pushes what `repository` (a clone) holds to the server it remembers,
     /// as the login it remembers. Fossil says "Error:" and still exits 0 when
     /// the server refuses: that is a failure here.
-    pub fn push(&self, repository: &Path) -> Result<(), FossilError> {
+    pub fn push_clone(&self, repository: &Path) -> Result<(), FossilError> {
         let out = self.run(
             "push",
             &["push".as_ref(), "-R".as_ref(), repository.as_os_str()],
@@ -392,7 +425,16 @@ impl Fossil {
     }
 
     fn run(&self, operation: &'static str, args: &[&OsStr]) -> Result<String, FossilError> {
-        self.run_with_input(operation, args, b"")
+        self.run_full(None, operation, args, b"")
+    }
+
+    fn run_in(
+        &self,
+        dir: Option<&Path>,
+        operation: &'static str,
+        args: &[&OsStr],
+    ) -> Result<String, FossilError> {
+        self.run_full(dir, operation, args, b"")
     }
 
     fn run_with_input(
@@ -401,8 +443,21 @@ impl Fossil {
         args: &[&OsStr],
         input: &[u8],
     ) -> Result<String, FossilError> {
+        self.run_full(None, operation, args, input)
+    }
+
+    fn run_full(
+        &self,
+        dir: Option<&Path>,
+        operation: &'static str,
+        args: &[&OsStr],
+        input: &[u8],
+    ) -> Result<String, FossilError> {
         use std::io::Write;
         let mut cmd = command(&self.path, &self.home);
+        if let Some(d) = dir {
+            cmd.current_dir(d);
+        }
         cmd.args(args);
         if !input.is_empty() {
             cmd.stdin(Stdio::piped());
@@ -434,9 +489,164 @@ impl Fossil {
                 .unwrap_or("exited without saying why")
                 .trim()
                 .to_string();
-            return Err(FossilError::Command { operation, message });
+            return Err(FossilError::Command {
+                operation,
+                message: redact_password(&message),
+            });
         }
         Ok(stdout)
+    }
+
+    /// Puts files the checkout at `root` does not manage yet under its
+    /// management, to be committed with the next check-in.
+    pub fn add(&self, root: &Path, paths: &[&Path]) -> Result<(), FossilError> {
+        let mut args: Vec<&OsStr> = vec!["add".as_ref(), "--".as_ref()];
+        args.extend(paths.iter().map(|p| p.as_os_str()));
+        self.run_in(Some(root), "add", &args).map(|_| ())
+    }
+
+    /// The checkout's changes not yet committed: each file's state (EDITED,
+    /// ADDED, DELETED, ...) and its path from the checkout's top.
+    pub fn changes(&self, root: &Path) -> Result<Vec<(String, String)>, FossilError> {
+        let out = self.run_in(Some(root), "changes", &["changes".as_ref()])?;
+        Ok(parse_changes(&out))
+    }
+
+    /// The branch the checkout at `root` is on.
+    pub fn current_branch(&self, root: &Path) -> Result<String, FossilError> {
+        let out = self.run_in(
+            Some(root),
+            "branch current",
+            &["branch".as_ref(), "current".as_ref()],
+        )?;
+        Ok(out.trim().to_string())
+    }
+
+    /// Commits every change of the checkout at `root` as `user`, with
+    /// `comment`, onto a new branch `new_branch` when given; no autosync.
+    /// Answers the check-in's full hash.
+    pub fn commit(
+        &self,
+        root: &Path,
+        user: &str,
+        comment: &str,
+        new_branch: Option<&str>,
+    ) -> Result<String, FossilError> {
+        let mut args: Vec<&OsStr> = vec![
+            "commit".as_ref(),
+            "--nosync".as_ref(),
+            "--no-warnings".as_ref(),
+            "--no-prompt".as_ref(),
+            "--no-verify-comment".as_ref(),
+            "--user".as_ref(),
+            user.as_ref(),
+            "-m".as_ref(),
+            comment.as_ref(),
+        ];
+        if let Some(b) = new_branch {
+            args.extend::<[&OsStr; 2]>(["--branch".as_ref(), b.as_ref()]);
+        }
+        let out = self.run_in(Some(root), "commit", &args)?;
+        parse_new_version(&out).ok_or_else(|| FossilError::Command {
+            operation: "commit",
+            message: "it named no new check-in".into(),
+        })
+    }
+
+    /// Pushes the repository of the checkout at `root` to its remote, with
+    /// the credentials the remote's URL keeps.
+    pub fn push(&self, root: &Path) -> Result<(), FossilError> {
+        self.run_in(Some(root), "push", &["push".as_ref()])
+            .map(|_| ())
+    }
+
+    /// The remote the checkout at `root` syncs with, as Fossil shows it
+    /// (no password), or `None` when it has none.
+    pub fn remote(&self, root: &Path) -> Result<Option<String>, FossilError> {
+        let out = self.run_in(Some(root), "remote", &["remote".as_ref()])?;
+        let url = out.trim();
+        Ok((!url.is_empty() && url != "off").then(|| url.to_string()))
+    }
+
+    /// The unversioned files of `repository`: name, size, hash prefix and
+    /// when each was last changed.
+    pub fn uv_list(&self, repository: &Path) -> Result<Vec<UvFile>, FossilError> {
+        let out = self.run_in(
+            None,
+            "uv list",
+            &[
+                "uv".as_ref(),
+                "list".as_ref(),
+                "-R".as_ref(),
+                repository.as_os_str(),
+            ],
+        )?;
+        Ok(parse_uv_list(&out))
+    }
+
+    /// The bytes of unversioned file `name` in `repository`.
+    pub fn uv_get(&self, repository: &Path, name: &str) -> Result<Vec<u8>, FossilError> {
+        let dir = tempfile::Builder::new()
+            .prefix("ocx-uv-")
+            .tempdir()
+            .map_err(|e| FossilError::Command {
+                operation: "uv export",
+                message: e.to_string(),
+            })?;
+        let file = dir.path().join("file");
+        self.run_in(
+            None,
+            "uv export",
+            &[
+                "uv".as_ref(),
+                "export".as_ref(),
+                name.as_ref(),
+                file.as_os_str(),
+                "-R".as_ref(),
+                repository.as_os_str(),
+            ],
+        )?;
+        std::fs::read(&file).map_err(|e| FossilError::Command {
+            operation: "uv export",
+            message: e.to_string(),
+        })
+    }
+
+    /// Stores `bytes` as unversioned file `name` in `repository`, as
+    /// `user`, so its receipt names `user`.
+    pub fn uv_put(
+        &self,
+        repository: &Path,
+        name: &str,
+        bytes: &[u8],
+        user: &str,
+    ) -> Result<(), FossilError> {
+        let failed = |e: std::io::Error| FossilError::Command {
+            operation: "uv add",
+            message: e.to_string(),
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("ocx-uv-")
+            .tempdir()
+            .map_err(failed)?;
+        let file = dir.path().join("file");
+        std::fs::write(&file, bytes).map_err(failed)?;
+        self.run_in(
+            None,
+            "uv add",
+            &[
+                "uv".as_ref(),
+                "add".as_ref(),
+                file.as_os_str(),
+                "--as".as_ref(),
+                name.as_ref(),
+                "-R".as_ref(),
+                repository.as_os_str(),
+                "--user".as_ref(),
+                user.as_ref(),
+            ],
+        )
+        .map(|_| ())
     }
 }
 
@@ -487,6 +697,58 @@ pub fn redact_password(text: &str) -> String {
     out
 }
 
+/// One unversioned file as `uv list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UvFile {
+    /// Its name.
+    pub name: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The first digits of its hash.
+    pub hash: String,
+    /// When it was last changed, `YYYY-MM-DD HH:MM:SS` in UTC.
+    pub changed: String,
+}
+
+/// `uv list`'s lines: `HASH DATE TIME SIZE STORED NAME`.
+pub fn parse_uv_list(text: &str) -> Vec<UvFile> {
+    text.lines()
+        .filter_map(|l| {
+            let mut parts = l.splitn(6, ' ').filter(|p| !p.is_empty());
+            let hash = parts.next()?.to_string();
+            let date = parts.next()?;
+            let time = parts.next()?;
+            let rest: Vec<&str> = l.split_whitespace().skip(3).collect::<Vec<_>>();
+            let size = rest.first()?.parse().ok()?;
+            let name_at = l.find(rest.get(2)?)?;
+            Some(UvFile {
+                name: l[name_at..].to_string(),
+                size,
+                hash,
+                changed: format!("{date} {time}"),
+            })
+        })
+        .collect()
+}
+
+/// `changes`' lines: `STATE    PATH`.
+pub fn parse_changes(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let (state, path) = l.split_once(char::is_whitespace)?;
+            let path = path.trim();
+            (!path.is_empty()).then(|| (state.to_string(), path.to_string()))
+        })
+        .collect()
+}
+
+/// The hash in `commit`'s `New_Version: HASH` line.
+pub fn parse_new_version(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("New_Version: "))
+        .map(|h| h.trim().to_string())
+}
+
 /// The version number in `fossil version`'s answer: "This is fossil version 2.28 [...]".
 pub fn parse_version(text: &str) -> Option<String> {
     let rest = text.split("version ").nth(1)?;
@@ -524,5 +786,19 @@ mod tests {
         assert!(version_at_least("2.23", FLOOR));
         assert!(!version_at_least("2.21", FLOOR));
         assert!(version_at_least("2.100", "2.23"));
+    }
+
+    #[test]
+    fn reads_uv_list_changes_and_commit() {
+        let uv = parse_uv_list("bea18fb8e107 2026-11-29 17:44:41       11       11 docs/a b.txt\n");
+        assert_eq!(uv[0].name, "docs/a b.txt");
+        assert_eq!(uv[0].size, 11);
+        assert_eq!(uv[0].changed, "2026-11-29 17:44:41");
+        let ch = parse_changes("EDITED     src/a.rs\nADDED      new file.txt\n");
+        assert_eq!(ch[1], ("ADDED".into(), "new file.txt".into()));
+        assert_eq!(
+            parse_new_version("New_Version: abc123\n").as_deref(),
+            Some("abc123")
+        );
     }
 }

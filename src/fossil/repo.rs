@@ -124,6 +124,24 @@ const SQL_TICKET_RESOLVE: &str =
 const SQL_CONTENT: &str =
     "SELECT b.content, b.size, d.srcid FROM blob b LEFT JOIN delta d ON d.rid=b.rid WHERE b.rid=?1";
 
+const SQL_WIKI_NEWEST: &str = "SELECT x.rid, b.uuid FROM tag t JOIN tagxref x ON x.tagid=t.tagid \
+     JOIN blob b ON b.rid=x.rid WHERE t.tagname=?1 ORDER BY x.mtime DESC, x.rid DESC LIMIT 1";
+const SQL_WIKI_NAMES: &str =
+    "SELECT substr(tagname, 6) FROM tag WHERE tagname GLOB 'wiki-*' ORDER BY 1";
+
+/// The newest version of a wiki page.
+#[derive(Debug, Clone)]
+pub struct WikiVersion {
+    /// Its full hash.
+    pub hash: String,
+    /// Its mimetype (`text/x-fossil-wiki` when it names none).
+    pub mimetype: String,
+    /// The page's text.
+    pub text: String,
+    /// Who stored it, as the receipt names them.
+    pub sent_by: Option<String>,
+}
+
 impl Repository {
     /// Opens the repository file at `path` for reading. A path that is not
     /// a file is refused before SQLite could make one there.
@@ -156,6 +174,40 @@ impl Repository {
     /// The repository file, absolute.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The newest version of wiki page `name`, or `None` when there is none.
+    pub fn wiki_page(&self, name: &str) -> Result<Option<WikiVersion>, FossilError> {
+        let row: Option<(i64, String)> = self
+            .db
+            .query_row(SQL_WIKI_NEWEST, [format!("wiki-{name}")], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        let Some((rid, hash)) = row else {
+            return Ok(None);
+        };
+        let parsed = self
+            .parsed(rid)?
+            .ok_or_else(|| FossilError::Corrupt(hash.clone()))?;
+        let text = String::from_utf8_lossy(parsed.text.as_deref().unwrap_or_default()).into_owned();
+        let mimetype = parsed
+            .arg(b'N')
+            .unwrap_or_else(|| "text/x-fossil-wiki".to_string());
+        let sent_by = self.receipt(&hash)?.and_then(|r| r.login);
+        Ok(Some(WikiVersion {
+            hash,
+            mimetype,
+            text,
+            sent_by,
+        }))
+    }
+
+    /// The names of every wiki page, sorted.
+    pub fn wiki_names(&self) -> Result<Vec<String>, FossilError> {
+        let mut st = self.db.prepare_cached(SQL_WIKI_NAMES)?;
+        let rows = st.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// A row of the `config` table.
@@ -443,7 +495,9 @@ impl Repository {
     /// Every public check-in, in received order.
     pub fn checkins(&self) -> Result<Vec<CheckIn>, FossilError> {
         let sql = SQL_CHECKINS.replace("AND EXISTS(SELECT 1 FROM mlink m WHERE m.mid=e.objid)", "");
-        let mut st = self.db.prepare(&format!("SELECT * FROM ({sql}) ORDER BY rcvid, rid"))?;
+        let mut st = self
+            .db
+            .prepare(&format!("SELECT * FROM ({sql}) ORDER BY rcvid, rid"))?;
         let rows = st.query_map([], checkin_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }

@@ -76,13 +76,18 @@ impl Tool for Post {
             && run.restrict.own_thread == Some(true)
         {
             let same = match (&place, &run.place) {
-                (Some(Place::Thread { root_rid: a, .. }), Place::Thread { root_rid: b, .. }) => a == b,
+                (Some(Place::Thread { root_rid: a, .. }), Place::Thread { root_rid: b, .. }) => {
+                    a == b
+                }
                 (Some(Place::Ticket { tkt_id: a, .. }), Place::Ticket { tkt_id: b, .. }) => a == b,
                 _ => false,
             };
             if !same {
-                return Err(Stop::field("to", "this run posts only in its record's place (own_thread)")
-                    .next("reply to a post of the record's own thread"));
+                return Err(Stop::field(
+                    "to",
+                    "this run posts only in its record's place (own_thread)",
+                )
+                .next("reply to a post of the record's own thread"));
             }
         }
         let repo = call.repo()?;

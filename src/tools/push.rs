@@ -28,7 +28,8 @@ impl Tool for Push {
     type Input = Input;
     type Output = Output;
     const NAME: &'static str = "push";
-    const SUMMARY: &'static str = "Publish a no-password run's new check-ins from its clone, as the run's user.";
+    const SUMMARY: &'static str =
+        "Publish a no-password run's new check-ins from its clone, as the run's user.";
     const NEEDS: Needs = Needs::Any("i");
     const WRITES: bool = true;
 
@@ -38,17 +39,30 @@ impl Tool for Push {
             .run()
             .filter(|r| r.restrict.no_password == Some(true))
             .cloned()
-            .ok_or_else(|| Stop::new("push is for a run whose record restricts no_password").next("use fossil push from your own clone"))?;
+            .ok_or_else(|| {
+                Stop::new("push is for a run whose record restricts no_password")
+                    .next("use fossil push from your own clone")
+            })?;
         let clone = Repository::open(&run.clone).map_err(Stop::internal)?;
         let mut new = Vec::new();
         for c in clone.checkins().map_err(Stop::internal)? {
-            if call.repo()?.receipt(&c.hash).map_err(Stop::internal)?.is_none() {
+            if call
+                .repo()?
+                .receipt(&c.hash)
+                .map_err(Stop::internal)?
+                .is_none()
+            {
                 new.push(c);
             }
         }
-        call.read(format!("{} check-ins the node's repository lacks", new.len()));
+        call.read(format!(
+            "{} check-ins the node's repository lacks",
+            new.len()
+        ));
         if let Some(only) = &run.restrict.branch
-            && let Some(c) = new.iter().find(|c| c.branch.as_deref() != Some(only.as_str()))
+            && let Some(c) = new
+                .iter()
+                .find(|c| c.branch.as_deref() != Some(only.as_str()))
         {
             return Err(Stop::new(format!(
                 "check-in {} is on {}; this run checks in only on {only}: nothing was pushed",
@@ -60,12 +74,19 @@ impl Tool for Push {
         let hashes: Vec<String> = new.iter().map(|c| c.hash.clone()).collect();
         if !call.dry_run && !hashes.is_empty() {
             let fossil = call.fossil()?;
-            let dir = tempfile::Builder::new().prefix("ocx-push-").tempdir().map_err(|e| Stop::new(e.to_string()))?;
+            let dir = tempfile::Builder::new()
+                .prefix("ocx-push-")
+                .tempdir()
+                .map_err(|e| Stop::new(e.to_string()))?;
             let bundle = dir.path().join("push.bundle");
             for h in &hashes {
-                fossil.bundle_export(&run.clone, &bundle, h).map_err(Stop::internal)?;
+                fossil
+                    .bundle_export(&run.clone, &bundle, h)
+                    .map_err(Stop::internal)?;
             }
-            fossil.import_bundle(call.repo()?.path(), &bundle, &run.user, true).map_err(Stop::internal)?;
+            fossil
+                .import_bundle(call.repo()?.path(), &bundle, &run.user, true)
+                .map_err(Stop::internal)?;
             crate::node::poke(&run.root);
         }
         call.log(Op::Store {

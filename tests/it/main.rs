@@ -1,8 +1,10 @@
 //! OCX's integration tests: one binary, real Fossil repositories made per
 //! test with `fossil new`, the real `ocx` binary run as a user would.
 
+mod agent;
 mod cgi;
 mod cli;
+mod mcp;
 mod messages;
 mod node;
 mod protocol;

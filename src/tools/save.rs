@@ -1,0 +1,187 @@
+//! `save`: commits every change of the checkout on the caller's working
+//! branch, with the four-line comment, and pushes it as the caller;
+//! refused unless every test the checkout names passed since the last edit.
+
+use crate::answer::Op;
+use crate::registry::{Call, Needs, Stop, Tool};
+use crate::tools::context::working_branch;
+use crate::tools::workspace::{self, State};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Input of `save`: the check-in's comment, one line each.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// What the check-in does, in one line.
+    pub title: String,
+    /// Why, in one line.
+    pub intent: String,
+    /// What changed, and where, in one line.
+    pub expression: String,
+    /// The test that shows it works, in one line.
+    pub demonstrates: String,
+}
+
+/// The check-in saved and sent.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    /// The check-in's full hash (null when nothing was changed, or on a dry run).
+    pub checkin: Option<String>,
+    /// The branch it is on.
+    pub branch: String,
+    /// Its page on the server, when the checkout has one.
+    pub link: Option<String>,
+    /// Whether it was pushed.
+    pub pushed: bool,
+    /// The login the push was made as, which the server's receipt names.
+    pub sent_as: Option<String>,
+}
+
+/// The `save` tool.
+pub struct Save;
+
+impl Tool for Save {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "save";
+    const SUMMARY: &'static str = "Commit every change on your working branch with a four-line comment and push it; needs every test passed since the last edit.";
+    const NEEDS: Needs = Needs::Any("i");
+    const WRITES: bool = true;
+
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let comment = comment(&input)?;
+        let root = workspace::root(call)?;
+        let login = call.caller()?.login.clone();
+        let state = State::load(&root);
+        let failing: Vec<String> = workspace::tests(&root)?
+            .into_iter()
+            .filter(|t| !state.passed_since_edit(&t.name))
+            .map(|t| t.name)
+            .collect();
+        if !failing.is_empty() {
+            return Err(Stop::new(format!(
+                "not every test passed since the last edit: {}",
+                failing.join(", ")
+            ))
+            .next("run test, fix what fails, then save again"));
+        }
+        let branch = working_branch(&login, &root);
+        let fossil = call.fossil()?.clone();
+        let changes = fossil.changes(&root).map_err(Stop::internal)?;
+        call.read("the checkout's changes");
+        let remote = fossil.remote(&root).map_err(Stop::internal)?;
+        let mut out = Output {
+            checkin: None,
+            branch: branch.clone(),
+            link: None,
+            pushed: false,
+            sent_as: remote.as_deref().and_then(url_user),
+        };
+        if !changes.is_empty() {
+            let current = fossil.current_branch(&root).map_err(Stop::internal)?;
+            call.log(Op::Fossil {
+                operation: format!(
+                    "commit {} changed file{} on {branch} as {login}",
+                    changes.len(),
+                    if changes.len() == 1 { "" } else { "s" }
+                ),
+                done: !call.dry_run,
+            });
+            if !call.dry_run {
+                let new_branch = (current != branch).then_some(branch.as_str());
+                let hash = fossil
+                    .commit(&root, &login, &comment, new_branch)
+                    .map_err(Stop::internal)?;
+                out.link = remote.as_deref().map(|r| link(r, &hash));
+                out.checkin = Some(hash);
+            }
+        }
+        if let Some(r) = &remote {
+            call.log(Op::Fossil {
+                operation: format!("push to {r}"),
+                done: !call.dry_run,
+            });
+            if !call.dry_run {
+                fossil.push(&root).map_err(|e| {
+                    Stop::internal(e).next(
+                        "the check-in is kept in the checkout's repository; call save again to push it",
+                    )
+                })?;
+                out.pushed = true;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The four-line comment: the title, then `intent:`, `expression:` and
+/// `demonstrates:` lines; a part given over several lines is read as one.
+pub fn comment(input: &Input) -> Result<String, Stop> {
+    let one = |field: &str, text: &str| -> Result<String, Stop> {
+        let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        if joined.is_empty() {
+            return Err(Stop::field(field, "is empty").next(format!("say {field} in one line")));
+        }
+        Ok(joined)
+    };
+    Ok(format!(
+        "{}\nintent: {}\nexpression: {}\ndemonstrates: {}",
+        one("title", &input.title)?,
+        one("intent", &input.intent)?,
+        one("expression", &input.expression)?,
+        one("demonstrates", &input.demonstrates)?
+    ))
+}
+
+/// The login in a remote URL (`http://alice@host/`), if it names one.
+fn url_user(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map(|x| x.1).unwrap_or(url);
+    let authority = rest.split('/').next()?;
+    let (user, _) = authority.rsplit_once('@')?;
+    Some(user.split(':').next().unwrap_or(user).to_string())
+}
+
+/// The check-in's page under the remote `url`, with no login in it.
+fn link(url: &str, hash: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let rest = match rest.split_once('/') {
+        Some((auth, path)) => format!(
+            "{}/{}",
+            auth.rsplit_once('@').map(|x| x.1).unwrap_or(auth),
+            path
+        ),
+        None => rest
+            .rsplit_once('@')
+            .map(|x| x.1)
+            .unwrap_or(rest)
+            .to_string(),
+    };
+    format!("{scheme}://{}/info/{hash}", rest.trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comment_has_four_lines_and_links_hide_logins() {
+        let c = comment(&Input {
+            title: "Fix it".into(),
+            intent: "because\nit broke".into(),
+            expression: "src/a.rs".into(),
+            demonstrates: "unit".into(),
+        })
+        .unwrap();
+        assert_eq!(c.lines().count(), 4);
+        assert!(c.contains("intent: because it broke"));
+        assert_eq!(
+            url_user("http://alice@127.0.0.1:8080/").as_deref(),
+            Some("alice")
+        );
+        assert_eq!(
+            link("http://alice@127.0.0.1:8080/", "abc"),
+            "http://127.0.0.1:8080/info/abc"
+        );
+    }
+}
