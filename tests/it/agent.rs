@@ -227,6 +227,28 @@ fn one_edit_walks_from_context_to_save_and_is_pushed_as_the_caller() {
     ));
     assert!(reason.contains("fixed"), "{reason}");
 
+    let dry = ocx_in(
+        co,
+        "alice",
+        &[
+            "edit",
+            "--dry-run",
+            "--path",
+            "notes.txt",
+            "--old",
+            "gamma\n",
+            "--new",
+            "gamma fixed\n",
+        ],
+    )
+    .ok();
+    assert_eq!(dry["text"], "gamma fixed\n");
+    assert_eq!(
+        std::fs::read_to_string(co.join("notes.txt")).unwrap(),
+        "alpha\nbeta\nbeta\ngamma\n",
+        "a dry run changes nothing"
+    );
+
     let edited = ocx_in(
         co,
         "alice",
