@@ -421,6 +421,24 @@ mod tests {
     }
 
     #[test]
+    fn hints_come_from_each_tools_definition() {
+        let hints = |name: &str| tool(registry::find(name).unwrap()).annotations.unwrap();
+        let read = hints("read");
+        assert_eq!(read.read_only_hint, Some(true));
+        assert_eq!(read.idempotent_hint, Some(true));
+        let edit = hints("edit");
+        assert_eq!(
+            (edit.read_only_hint, edit.destructive_hint),
+            (Some(false), Some(true))
+        );
+        let post = hints("post");
+        assert_eq!(
+            (post.destructive_hint, post.idempotent_hint),
+            (Some(false), Some(false))
+        );
+    }
+
+    #[test]
     fn every_tool_lists_with_object_schemas_whose_refs_resolve() {
         for t in TOOLS {
             let tool = tool(*t);

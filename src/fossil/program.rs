@@ -453,6 +453,26 @@ impl Fossil {
         args: &[&OsStr],
         input: &[u8],
     ) -> Result<String, FossilError> {
+        self.run_full_both(dir, operation, args, input)
+            .map(|(stdout, _)| stdout)
+    }
+
+    fn run_both(
+        &self,
+        dir: Option<&Path>,
+        operation: &'static str,
+        args: &[&OsStr],
+    ) -> Result<(String, String), FossilError> {
+        self.run_full_both(dir, operation, args, b"")
+    }
+
+    fn run_full_both(
+        &self,
+        dir: Option<&Path>,
+        operation: &'static str,
+        args: &[&OsStr],
+        input: &[u8],
+    ) -> Result<(String, String), FossilError> {
         use std::io::Write;
         let mut cmd = command(&self.path, &self.home);
         if let Some(d) = dir {
@@ -494,7 +514,7 @@ impl Fossil {
                 message: redact_password(&message),
             });
         }
-        Ok(stdout)
+        Ok((stdout, stderr.into_owned()))
     }
 
     /// Puts files the checkout at `root` does not manage yet under its
@@ -555,9 +575,17 @@ impl Fossil {
 
     /// Pushes the repository of the checkout at `root` to its remote, with
     /// the credentials the remote's URL keeps.
+    /// Fossil answers 0 when the server cannot be reached or refuses the
+    /// login, saying so in words: any error line fails the push.
     pub fn push(&self, root: &Path) -> Result<(), FossilError> {
-        self.run_in(Some(root), "push", &["push".as_ref()])
-            .map(|_| ())
+        let (stdout, stderr) = self.run_both(Some(root), "push", &["push".as_ref()])?;
+        match sync_failure(&stdout, &stderr) {
+            Some(message) => Err(FossilError::Command {
+                operation: "push",
+                message,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The remote the checkout at `root` syncs with, as Fossil shows it
@@ -731,6 +759,22 @@ pub fn parse_uv_list(text: &str) -> Vec<UvFile> {
         .collect()
 }
 
+/// Why a sync failed although Fossil answered 0: an error it wrote, or no
+/// round trip made; `None` when it went through.
+pub fn sync_failure(stdout: &str, stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .chain(stdout.lines().filter(|l| l.starts_with("Error")))
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_string)
+        .or_else(|| {
+            stdout
+                .contains("Round-trips: 0")
+                .then(|| "no round trip was made with the server".to_string())
+        })
+}
+
 /// `changes`' lines: `STATE    PATH`.
 pub fn parse_changes(text: &str) -> Vec<(String, String)> {
     text.lines()
@@ -800,5 +844,9 @@ mod tests {
             parse_new_version("New_Version: abc123\n").as_deref(),
             Some("abc123")
         );
+        let done = "Push to http://a@h/\nRound-trips: 1   Artifacts sent: 0  received: 0\n";
+        assert_eq!(sync_failure(done, ""), None);
+        assert!(sync_failure("Error: login failed\nRound-trips: 1\n", "").is_some());
+        assert!(sync_failure("Round-trips: 0\n", "cannot connect to host").is_some());
     }
 }

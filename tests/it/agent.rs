@@ -227,6 +227,28 @@ fn one_edit_walks_from_context_to_save_and_is_pushed_as_the_caller() {
     ));
     assert!(reason.contains("fixed"), "{reason}");
 
+    let dry = ocx_in(
+        co,
+        "alice",
+        &[
+            "edit",
+            "--dry-run",
+            "--path",
+            "notes.txt",
+            "--old",
+            "gamma\n",
+            "--new",
+            "gamma fixed\n",
+        ],
+    )
+    .ok();
+    assert_eq!(dry["text"], "gamma fixed\n");
+    assert_eq!(
+        std::fs::read_to_string(co.join("notes.txt")).unwrap(),
+        "alpha\nbeta\nbeta\ngamma\n",
+        "a dry run changes nothing"
+    );
+
     let edited = ocx_in(
         co,
         "alice",
@@ -350,6 +372,27 @@ fn one_edit_walks_from_context_to_save_and_is_pushed_as_the_caller() {
             "d",
         ],
     ));
+
+    // A push that fails keeps the check-in and says to save again.
+    ocx_in(co, "alice", &["test"]).ok();
+    drop(served);
+    let args = [
+        "save",
+        "--title",
+        "t",
+        "--intent",
+        "i",
+        "--expression",
+        "e",
+        "--demonstrates",
+        "d",
+    ];
+    let failed = ocx_in(co, "alice", &args);
+    failed.refused();
+    let next = failed.answer()["next_step"].as_str().unwrap().to_string();
+    assert!(next.contains("save again"), "{next}");
+    let changed = ocx_in(co, "alice", &["context"]).ok()["changed"].clone();
+    assert_eq!(changed, Value::Array(vec![]), "the check-in is kept");
 }
 
 #[test]

@@ -372,3 +372,91 @@ fn http_off_loopback_is_refused_at_start() {
         assert!(err.contains("not a loopback address"), "{err}");
     }
 }
+
+/// The agent's tools through the real client, in a checkout: each answer's
+/// structured content is checked by the client against its output schema.
+const AGENT_CLIENT: &str = r#"
+import asyncio, json, sys
+from mcp import ClientSession
+from mcp.client.stdio import stdio_client, StdioServerParameters
+
+async def main():
+    params = StdioServerParameters(command=sys.argv[1], args=["--mcp", "--user", "admin"], cwd=sys.argv[2])
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            await s.list_tools()
+            calls = [
+                ("ocx_edit", {"path": "a.txt", "old": "", "new": "one\ntwo\n"}),
+                ("ocx_context", {}),
+                ("ocx_find", {"text": "two"}),
+                ("ocx_read", {"path": "a.txt"}),
+                ("ocx_edit", {"path": "a.txt", "old": "tow", "new": "2"}),
+                ("ocx_test", {}),
+                ("ocx_save", {"title": "t", "intent": "i", "expression": "e", "demonstrates": "d"}),
+            ]
+            for name, args in calls:
+                res = await s.call_tool(name, args)
+                print(json.dumps({"tool": name, "is_error": bool(res.is_error),
+                                  "structured": res.structured_content}), flush=True)
+
+asyncio.run(main())
+"#;
+
+#[test]
+fn the_agent_tools_answer_a_real_client_as_their_schemas_say() {
+    python_with_mcp();
+    let repo = Repo::new();
+    let dir = tempfile::tempdir().unwrap();
+    let co = dir.path().join("co");
+    std::fs::create_dir(&co).unwrap();
+    let out = Command::new(crate::support::fossil())
+        .args(["open", "--nosync"])
+        .arg(&repo.file)
+        .current_dir(&co)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::write(
+        co.join("ocx-tests.json"),
+        r#"{"tests": [{"name": "two", "command": "grep two a.txt"}]}"#,
+    )
+    .unwrap();
+    let script = dir.path().join("agent.py");
+    std::fs::write(&script, AGENT_CLIENT).unwrap();
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(ocx_bin())
+        .arg(&co)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answers: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let errors: Vec<bool> = answers
+        .iter()
+        .map(|a| a["is_error"].as_bool().unwrap())
+        .collect();
+    assert_eq!(
+        errors,
+        [false, false, false, false, true, false, false],
+        "{answers:#?}"
+    );
+    assert_eq!(answers[2]["structured"]["result"]["matches"][0]["line"], 2);
+    assert_eq!(answers[3]["structured"]["result"]["text"], "one\ntwo\n");
+    let miss = &answers[4]["structured"]["stopped"];
+    assert_eq!(miss["field"], "old");
+    assert!(
+        miss["reason"].as_str().unwrap().contains("2: two"),
+        "{miss}"
+    );
+    assert_eq!(answers[5]["structured"]["result"]["passed"], true);
+    assert!(answers[6]["structured"]["result"]["checkin"].is_string());
+}
