@@ -27,6 +27,9 @@ impl Batch {
 }
 
 /// Stores `batch` in `repo` as `sender`; `publish` false keeps it private.
+/// Another writer holding the repository makes Fossil fail at once
+/// ("database is locked"), storing nothing: the import is tried again,
+/// a few times, waiting longer each time.
 /// Each artifact is parsed first, since Fossil keeps a malformed one
 /// silently, and looked up after, since Fossil may report success before
 /// its commit fails.
@@ -56,7 +59,18 @@ pub fn store(
         .map(|(_, h, b)| (h.clone(), b.clone()))
         .collect();
     super::bundle::write(&path, &project, &items)?;
-    fossil.import_bundle(repo.path(), &path, sender, publish)?;
+    let mut tries = 0;
+    loop {
+        match fossil.import_bundle(repo.path(), &path, sender, publish) {
+            Err(FossilError::Command { message, .. })
+                if message.contains("database is locked") && tries < 8 =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50 << tries.min(5)));
+            }
+            other => break other?,
+        }
+    }
     for (what, hash, _) in &batch.artifacts {
         if repo.receipt(hash)?.is_none() {
             return Err(FossilError::Command {

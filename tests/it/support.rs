@@ -233,18 +233,28 @@ impl Repo {
         }
         std::fs::write(work.join(file), content).unwrap();
         let fossil_in = |args: &[&str]| {
-            let out = Command::new(fossil())
-                .args(args)
-                .current_dir(&work)
-                .env("USER", "admin")
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "fossil {args:?}: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            for _ in 0..20 {
+                let out = Command::new(fossil())
+                    .args(args)
+                    .current_dir(&work)
+                    .env("USER", "admin")
+                    .output()
+                    .unwrap();
+                let said = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                if out.status.success() {
+                    return;
+                }
+                assert!(
+                    said.contains("database is locked"),
+                    "fossil {args:?}: {said}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            panic!("fossil {args:?}: the repository stayed locked");
         };
         fossil_in(&["add", file]);
         let mut args = vec!["commit", "-m", "a change", "--user", user, "--no-warnings"];
