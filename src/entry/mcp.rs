@@ -51,19 +51,81 @@ pub struct Caller {
     pub user: Option<String>,
     /// The directory the server was started in, where a checkout is looked for.
     pub cwd: PathBuf,
+    /// The run whose tools these are, when a run's watcher serves them.
+    pub run: Option<crate::context::RunScope>,
 }
 
 impl Caller {
-    /// A fresh context for one call, built exactly as the command line builds it.
+    /// A fresh context for one call, built exactly as the command line
+    /// builds it; for a run, the run's user on the served repository.
     pub fn context(&self) -> Context {
-        Context::new(
-            self.repository.clone(),
-            self.cwd.clone(),
-            Who::Local {
+        let who = match &self.run {
+            Some(scope) => Who::Run(scope.clone()),
+            None => Who::Local {
                 user: self.user.clone(),
             },
-        )
+        };
+        Context::new(self.repository.clone(), self.cwd.clone(), who)
     }
+}
+
+/// Serves the tools of a run on the Unix socket `path` (made afresh,
+/// readable and writable by its owner alone), each connection an MCP
+/// session acting as `caller`; returns only when the listener fails.
+pub fn serve_unix(path: &std::path::Path, caller: Caller) -> Result<(), McpError> {
+    let _ = std::fs::remove_file(path);
+    runtime()?.block_on(async move {
+        let listener = tokio::net::UnixListener::bind(path)
+            .map_err(|e| McpError::Start(format!("{}: {e}", path.display())))?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+        }
+        loop {
+            let (stream, _) = listener
+                .accept()
+                .await
+                .map_err(|e| McpError::Start(e.to_string()))?;
+            let server = Server::new(caller.clone());
+            tokio::spawn(async move {
+                let (r, w) = stream.into_split();
+                if let Ok(running) = server.serve((r, w)).await {
+                    let _ = running.waiting().await;
+                }
+            });
+        }
+    })
+}
+
+/// `ocx-mcp --connect SOCKET`: relays standard input and output to the MCP
+/// server a run's watcher serves on `socket`, so a runner's MCP
+/// configuration names an ordinary stdio server.
+pub fn relay(socket: &std::path::Path) -> Result<(), McpError> {
+    use std::io::{Read, Write};
+    let stream = std::os::unix::net::UnixStream::connect(socket)
+        .map_err(|e| McpError::Start(format!("{}: {e}", socket.display())))?;
+    let mut to_server = stream
+        .try_clone()
+        .map_err(|e| McpError::Start(e.to_string()))?;
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        let mut stdin = std::io::stdin();
+        while let Ok(n) = stdin.read(&mut buf) {
+            if n == 0 || to_server.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to_server.shutdown(std::net::Shutdown::Write);
+    });
+    let mut from_server = stream;
+    let mut out = std::io::stdout();
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = from_server.read(&mut buf) {
+        if n == 0 || out.write_all(&buf[..n]).and_then(|_| out.flush()).is_err() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// The MCP server: lists the registry's tools and calls them.
@@ -85,9 +147,10 @@ impl Server {
 /// MCP on stdio until the client closes it; answers the exit code.
 pub fn main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    match parse_args(&args).and_then(|(caller, http)| match http {
-        Some(addr) => serve_http_at(&addr, caller),
-        None => serve_stdio(caller),
+    match parse_args(&args).and_then(|(caller, http, connect)| match (http, connect) {
+        (_, Some(socket)) => relay(&socket),
+        (Some(addr), None) => serve_http_at(&addr, caller),
+        (None, None) => serve_stdio(caller),
     }) {
         Ok(()) => 0,
         Err(e) => {
@@ -105,6 +168,7 @@ pub fn serve_http(addr: &OsString, repository: Option<PathBuf>, user: Option<Str
         repository,
         user,
         cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        run: None,
     };
     let addr = addr.to_string_lossy().into_owned();
     match serve_http_at(&addr, caller) {
@@ -116,10 +180,13 @@ pub fn serve_http(addr: &OsString, repository: Option<PathBuf>, user: Option<Str
     }
 }
 
-fn parse_args(args: &[OsString]) -> Result<(Caller, Option<String>), McpError> {
+type Parsed = (Caller, Option<String>, Option<PathBuf>);
+
+fn parse_args(args: &[OsString]) -> Result<Parsed, McpError> {
     let mut repository = None;
     let mut user = None;
     let mut http = None;
+    let mut connect = None;
     let mut it = args.iter();
     let text = |v: Option<&OsString>, flag: &str| -> Result<String, McpError> {
         let v = v.ok_or_else(|| McpError::Usage(format!("{flag} needs a value")))?;
@@ -135,9 +202,10 @@ fn parse_args(args: &[OsString]) -> Result<(Caller, Option<String>), McpError> {
             }
             Some("--user" | "-U") => user = Some(text(it.next(), "--user")?),
             Some("--mcp-http") => http = Some(text(it.next(), "--mcp-http")?),
+            Some("--connect") => connect = Some(PathBuf::from(text(it.next(), "--connect")?)),
             _ => {
                 return Err(McpError::Usage(format!(
-                    "unexpected argument {}; usage: ocx-mcp [--repository FILE] [--user LOGIN]",
+                    "unexpected argument {}; usage: ocx-mcp [--repository FILE] [--user LOGIN] | ocx-mcp --connect SOCKET",
                     a.to_string_lossy()
                 )));
             }
@@ -149,8 +217,10 @@ fn parse_args(args: &[OsString]) -> Result<(Caller, Option<String>), McpError> {
             repository,
             user,
             cwd,
+            run: None,
         },
         http,
+        connect,
     ))
 }
 

@@ -392,6 +392,21 @@ impl Fossil {
         .map(|_| ())
     }
 
+    /// Sets `autosync` off in `repository`, so a commit there tries no push.
+    pub fn autosync_off(&self, repository: &Path) -> Result<(), FossilError> {
+        self.run(
+            "settings",
+            &[
+                "settings".as_ref(),
+                "autosync".as_ref(),
+                "off".as_ref(),
+                "-R".as_ref(),
+                repository.as_os_str(),
+            ],
+        )
+        .map(|_| ())
+    }
+
     /// Pulls into `repository` (a clone) what the server it remembers holds.
     pub fn pull(&self, repository: &Path) -> Result<(), FossilError> {
         let out = self.run(

@@ -699,6 +699,15 @@ impl Repository {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Whether this repository (a clone) remembers a password for syncing.
+    pub fn remembers_password(&self) -> Result<bool, FossilError> {
+        Ok(self.db.query_row(
+            "SELECT count(*) FROM config WHERE name='last-sync-pw' OR name GLOB 'sync-pw:*' OR name GLOB 'peer-*'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )? > 0)
+    }
+
     /// The newest row in the repository.
     pub fn last_rid(&self) -> Result<i64, FossilError> {
         Ok(self

@@ -65,9 +65,13 @@ pub fn hook_command(ocx: &Path, root: &Path) -> String {
     )
 }
 
-/// The restrictions (C6) this node holds runs to. None yet.
+/// The restrictions (C6) this node holds runs to: a no-password run's
+/// tools run in its watcher, outside its sandbox, as its user; `push` and
+/// `save` hold it to its branch, `post` to its place.
 pub fn restrictions_enforced() -> Vec<String> {
-    Vec::new()
+    ["no_password", "branch", "own_thread"]
+        .map(String::from)
+        .to_vec()
 }
 
 /// Whether this node can hold everything `record` asks, naming the first

@@ -27,6 +27,8 @@ static STOP: AtomicBool = AtomicBool::new(false);
 pub const RUN_USER_VAR: &str = "OCX_RUN_USER";
 /// The variable naming the run's record (its full hash).
 pub const RECORD_VAR: &str = "OCX_RECORD";
+/// The variable naming a no-password run's tool socket (MCP).
+pub const MCP_SOCKET_VAR: &str = "OCX_MCP_SOCKET";
 
 extern "C" fn on_term(_: nix::libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
@@ -182,18 +184,63 @@ fn session(
         }
     };
     let ws = dir.join("ws");
-    if let Err(e) = workspace(fossil, cfg, dir, &ws, &r.record.user, None) {
+    let no_password = r.record.restrict.no_password == Some(true);
+    let prepared = if no_password {
+        prepare_without_password(fossil, cfg, &ws, &r.record.user)
+    } else {
+        workspace(fossil, cfg, dir, &ws, &r.record.user, None)
+    };
+    if let Err(e) = prepared {
         return answer(
             "exited",
             &format!("never started: the workspace could not be prepared: {e}"),
         );
     }
-    let (sandbox, budget) = limits(&r.record);
+    let socket = ws.join(".ocx").join("mcp.sock");
+    if no_password {
+        let caller = crate::entry::mcp::Caller {
+            repository: Some(cfg.repository.clone()),
+            user: None,
+            cwd: ws.clone(),
+            run: Some(crate::context::RunScope {
+                user: r.record.user.clone(),
+                record: r.hash.clone(),
+                place: r.place.clone(),
+                restrict: r.record.restrict.clone(),
+                clone: ws.join(".clone.fossil"),
+                root: root.to_path_buf(),
+            }),
+        };
+        let path = socket.clone();
+        std::thread::spawn(move || crate::entry::mcp::serve_unix(&path, caller));
+        let until = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let (mut sandbox, budget) = limits(&r.record);
     let mut env = page.env.clone();
     env.insert(RUN_USER_VAR.into(), r.record.user.clone());
     env.insert(RECORD_VAR.into(), r.hash.clone());
+    let mut command = page.command.clone();
+    if no_password {
+        env.insert(MCP_SOCKET_VAR.into(), socket.display().to_string());
+        let config = ws.join(".ocx").join("mcp.json");
+        let servers = serde_json::json!({"mcpServers": {"ocx": {"command": cfg.ocx, "args": ["--mcp", "--connect", socket]}}});
+        std::fs::write(
+            &config,
+            serde_json::to_vec_pretty(&servers).unwrap_or_default(),
+        )
+        .map_err(|e| e.to_string())?;
+        if page.input == InputMode::ClaudeStreamJson {
+            command.extend(["--mcp-config".to_string(), config.display().to_string()]);
+        }
+        if let Some(bin) = cfg.ocx.parent() {
+            sandbox.read_only.push(bin.to_path_buf());
+        }
+    }
     let program = Program {
-        command: page.command.clone(),
+        command,
         env,
         homes: page.homes.iter().map(PathBuf::from).collect(),
     };
@@ -240,11 +287,21 @@ fn session(
     });
     let killer = running.killer();
     let mut stopped = false;
+    let mut unenforced: Option<String> = None;
+    let mut checked = Instant::now();
     while !running.is_finished() {
         if STOP.load(Ordering::SeqCst) {
             stopped = true;
             killer.kill();
             break;
+        }
+        if no_password && checked.elapsed() > Duration::from_millis(250) {
+            checked = Instant::now();
+            if let Some(why) = no_password_broken(&socket, &ws.join(".clone.fossil")) {
+                unenforced = Some(why);
+                killer.kill();
+                break;
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -254,6 +311,11 @@ fn session(
         answer(
             "stopped",
             &format!("stopped by a stop after {secs} seconds"),
+        )
+    } else if let Some(why) = unenforced {
+        answer(
+            "unenforced",
+            &format!("restrict.no_password: {why} after {secs} seconds"),
         )
     } else if let Some(limit) = ended.limit {
         answer(
@@ -267,6 +329,36 @@ fn session(
             .unwrap_or_else(|| "none".into());
         answer("exited", &format!("exit {code} after {secs} seconds"))
     }
+}
+
+/// Why a no-password run can no longer be held to it, if it cannot: its
+/// tools' socket is gone, or its clone remembers a password.
+fn no_password_broken(socket: &Path, clone: &Path) -> Option<String> {
+    if !socket.exists() {
+        return Some("the run's tool socket is gone".into());
+    }
+    match crate::fossil::Repository::open(clone).and_then(|c| c.remembers_password()) {
+        Ok(true) => Some("the run's clone holds a password".into()),
+        _ => None,
+    }
+}
+
+/// A no-password run's workspace: a clone made as nobody in particular
+/// (it can pull, never push), its local administrator the run's user,
+/// autosync off, and a checkout of the newest check-in.
+fn prepare_without_password(
+    fossil: &crate::fossil::Fossil,
+    cfg: &NodeConfig,
+    ws: &Path,
+    user: &str,
+) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(ws);
+    std::fs::create_dir_all(ws.join(".ocx")).map_err(|e| e.to_string())?;
+    let clone = ws.join(".clone.fossil");
+    fossil
+        .clone_open_anonymous(&cfg.url, &clone, ws, user)
+        .map_err(|e| e.to_string())?;
+    fossil.autosync_off(&clone).map_err(|e| e.to_string())
 }
 
 /// A sandbox error as a response's note: the field at fault first.

@@ -34,6 +34,18 @@ impl Tool for Push {
     const WRITES: bool = true;
 
     fn run(_: Input, call: &mut Call) -> Result<Output, Stop> {
+        Ok(Output {
+            checkins: publish(call)?,
+        })
+    }
+}
+
+/// Copies the run's check-ins the node's repository lacks into it, as the
+/// run's user (nothing on a dry run but the log); answers their hashes.
+/// Refused to anyone but a no-password run, and, with `branch`, when any
+/// of them is on another branch, pushing none.
+pub fn publish(call: &mut Call) -> Result<Vec<String>, Stop> {
+    {
         let run = call
             .cx
             .run()
@@ -95,6 +107,6 @@ impl Tool for Push {
             published: true,
             done: !call.dry_run,
         });
-        Ok(Output { checkins: hashes })
+        Ok(hashes)
     }
 }

@@ -66,7 +66,11 @@ impl Tool for Save {
             ))
             .next("run test, fix what fails, then save again"));
         }
-        let branch = working_branch(&login, &root);
+        let run = call.cx.run().cloned();
+        let branch = match run.as_ref().and_then(|r| r.restrict.branch.clone()) {
+            Some(only) => only,
+            None => working_branch(&login, &root),
+        };
         let fossil = call.fossil()?.clone();
         let changes = fossil.changes(&root).map_err(Stop::internal)?;
         call.read("the checkout's changes");
@@ -97,7 +101,17 @@ impl Tool for Save {
                 out.checkin = Some(hash);
             }
         }
-        if let Some(r) = &remote {
+        if run
+            .as_ref()
+            .is_some_and(|r| r.restrict.no_password == Some(true))
+        {
+            let pushed = super::push::publish(call)?;
+            out.pushed = !call.dry_run;
+            out.sent_as = Some(login.clone());
+            if out.checkin.is_none() {
+                out.checkin = pushed.last().cloned();
+            }
+        } else if let Some(r) = &remote {
             call.log(Op::Fossil {
                 operation: format!("push to {r}"),
                 done: !call.dry_run,

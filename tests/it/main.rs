@@ -9,6 +9,7 @@ mod messages;
 mod node;
 mod protocol;
 mod reads;
+mod restricted;
 mod sandbox;
 mod support;
 mod writes;

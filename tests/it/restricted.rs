@@ -1,0 +1,413 @@
+//! Restricted runs end to end (C5, C6): a fixer whose record says it holds
+//! no password, checks in only on `fixes` and posts only in its own
+//! thread. Its runner, a small program of ours, tries to write past each
+//! restriction from inside its sandbox, through its tools (MCP over the
+//! socket its watcher serves) and around them.
+
+use crate::support::{Repo, fossil};
+use serde_json::{Value, json};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+const RUNNER: &str = r#"#!/usr/bin/python3
+import sys, os, json, socket, subprocess
+out = os.environ["OCX_TEST_OUT"]
+FOSSIL = os.environ["OCX_TEST_FOSSIL"]
+
+def note(obj):
+    with open(os.path.join(out, "results"), "a") as f:
+        f.write(json.dumps(obj) + "\n")
+
+def session():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.environ["OCX_MCP_SOCKET"])
+    f = s.makefile("rw")
+    n = [0]
+    def rpc(method, params):
+        n[0] += 1
+        f.write(json.dumps({"jsonrpc": "2.0", "id": n[0], "method": method, "params": params}) + "\n")
+        f.flush()
+        while True:
+            msg = json.loads(f.readline())
+            if msg.get("id") == n[0]:
+                return msg
+    rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test-runner", "version": "1"}})
+    f.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    f.flush()
+    return lambda name, args: rpc("tools/call", {"name": name, "arguments": args})["result"]
+
+def fossil(*args):
+    p = subprocess.run([FOSSIL, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+for line in sys.stdin:
+    if not line.startswith("Record "):
+        continue
+    seen = bytearray()
+    for top, dirs, files in os.walk("."):
+        for name in files:
+            try:
+                with open(os.path.join(top, name), "rb") as f:
+                    seen += f.read()
+            except OSError:
+                pass
+    for k, v in os.environ.items():
+        seen += ("%s=%s\n" % (k, v)).encode()
+    seen += " ".join(sys.argv).encode()
+    with open(os.path.join(out, "seen.bin"), "wb") as f:
+        f.write(seen)
+    call = session()
+    with open("fix.txt", "w") as f:
+        f.write("fixed\n")
+    fossil("add", "fix.txt")
+    note({"step": "commit-fixes", "said": fossil("commit", "-m", "the fix", "--branch", "fixes", "--no-warnings")})
+    note({"step": "push-fixes", "result": call("ocx_push", {})})
+    note({"step": "update", "said": fossil("update", "trunk")})
+    with open("trunk.txt", "w") as f:
+        f.write("on trunk\n")
+    fossil("add", "trunk.txt")
+    note({"step": "commit-trunk", "said": fossil("commit", "-m", "straight onto trunk", "--no-warnings")})
+    note({"step": "push-trunk", "result": call("ocx_push", {})})
+    note({"step": "post-own", "result": call("ocx_post", {"to": os.environ["OCX_RECORD"], "text": "fixed on the fixes branch"})})
+    note({"step": "post-other", "result": call("ocx_post", {"to": os.environ["OCX_TEST_OTHER"], "text": "and elsewhere"})})
+    note({"step": "fossil-push", "said": fossil("push")})
+    note({"step": "status", "result": call("ocx_status", {})})
+    with open(os.path.join(".ocx", "mcp.json")) as f:
+        server = json.load(f)["mcpServers"]["ocx"]
+    relay = subprocess.Popen([server["command"], *server["args"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    relay.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "relay-check", "version": "1"}}}) + "\n")
+    relay.stdin.flush()
+    relay.stdout.readline()
+    relay.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    relay.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}) + "\n")
+    relay.stdin.flush()
+    listed = json.loads(relay.stdout.readline())
+    relay.stdin.close()
+    relay.wait(timeout=10)
+    note({"step": "relay", "tools": [t["name"] for t in listed["result"]["tools"]]})
+    note({"step": "done"})
+"#;
+
+struct Served {
+    repo: Repo,
+    server: Child,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.repo.json(&["node", "stop"]);
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+fn results(out: &std::path::Path) -> Vec<Value> {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if lines.last().is_some_and(|l| l["step"] == "done") || Instant::now() > until {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn step<'a>(all: &'a [Value], name: &str) -> &'a Value {
+    all.iter()
+        .find(|s| s["step"] == name)
+        .unwrap_or_else(|| panic!("no step {name}: {all:#?}"))
+}
+
+#[test]
+fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_thread() {
+    let repo = Repo::new();
+    repo.user("stone", "a").user("reviewer", "v4");
+    let dir = repo.dir.path().to_path_buf();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let prog = dir.join("prog");
+    let out = dir.join("out");
+    std::fs::create_dir_all(&prog).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let runner = prog.join("runner.py");
+    std::fs::write(&runner, RUNNER).unwrap();
+    std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let other = repo
+        .json(&[
+            "post",
+            "--title",
+            "Another thread",
+            "--text",
+            "not the fixer's",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let page = dir.join("page.md");
+    let block = json!({"command": [runner], "input": "lines",
+        "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil(), "OCX_TEST_OTHER": other}});
+    std::fs::write(&page, format!("```json\n{block}\n```\n")).unwrap();
+    repo.fossil(&[
+        "wiki",
+        "create",
+        "sandbox/fixer",
+        page.to_str().unwrap(),
+        "--mimetype",
+        "text/x-markdown",
+    ]);
+    repo.commit_as("admin", "README", "start\n", None);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = Command::new(fossil())
+        .args(["server", "--port", &port.to_string(), "--localhost"])
+        .arg(&repo.file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let s = Served { repo, server };
+    s.repo
+        .json(&[
+            "hook",
+            "install",
+            "--url",
+            &format!("http://127.0.0.1:{port}/"),
+        ])
+        .ok();
+    s.repo.json(&["node", "start"]).ok();
+    let status = s.repo.json(&["status"]).ok();
+    assert_eq!(
+        status["restrictions_enforced"],
+        json!(["no_password", "branch", "own_thread"])
+    );
+    let record = s
+        .repo
+        .json(&[
+            "create",
+            "--runner",
+            "fixer",
+            "--run-user",
+            "fixer",
+            "--objective",
+            "Fix it on the fixes branch",
+            "--hears",
+            "stone reviewer",
+            "--no-password",
+            "--branch",
+            "fixes",
+            "--own-thread",
+            "--wall",
+            "5m",
+            "--read-write",
+            out.to_str().unwrap(),
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let all = results(&out);
+    let password = std::fs::read_to_string(
+        ocx::node::config::NodeConfig::run_dir(
+            &ocx::node::config::default_root(&s.repo.file.canonicalize().unwrap()),
+            &record,
+        )
+        .join("password"),
+    )
+    .unwrap();
+    let seen = std::fs::read(out.join("seen.bin")).unwrap();
+    assert!(seen.len() > 1000, "the runner read its workspace");
+    assert!(
+        !seen
+            .windows(password.len())
+            .any(|w| w == password.as_bytes()),
+        "no password in the workspace, environment or arguments"
+    );
+
+    let pushed = &step(&all, "push-fixes")["result"];
+    assert_eq!(pushed["isError"], false, "{pushed:#}");
+    let fix = pushed["structuredContent"]["result"]["checkins"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        s.repo.sender(&fix).as_deref(),
+        Some("fixer"),
+        "the fix reached the served repository, sent by the run's user"
+    );
+    let on = s.repo.json(&["verdicts", "--checkin", &fix]).ok();
+    assert_eq!(on["branch"], "fixes");
+
+    let trunk = &step(&all, "push-trunk")["result"];
+    assert_eq!(trunk["isError"], true, "{trunk:#}");
+    let why = trunk["structuredContent"]["stopped"]["reason"]
+        .as_str()
+        .unwrap();
+    assert!(
+        why.contains("is on trunk") && why.contains("only on fixes"),
+        "{why}"
+    );
+    let db = rusqlite::Connection::open(&s.repo.file).unwrap();
+    let on_trunk: i64 = db
+        .query_row(
+            "SELECT count(*) FROM event WHERE type='ci' AND comment LIKE '%straight onto trunk%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(on_trunk, 0, "nothing of the refused push arrived");
+
+    let own = &step(&all, "post-own")["result"];
+    assert_eq!(own["isError"], false, "{own:#}");
+    let post = own["structuredContent"]["result"]["hash"].as_str().unwrap();
+    assert_eq!(s.repo.sender(post).as_deref(), Some("fixer"));
+    let elsewhere = &step(&all, "post-other")["result"];
+    assert_eq!(elsewhere["isError"], true, "{elsewhere:#}");
+    assert_eq!(elsewhere["structuredContent"]["stopped"]["field"], "to");
+
+    let direct = step(&all, "fossil-push")["said"][1]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        direct.contains("Error"),
+        "the server refused a push with no password: {direct}"
+    );
+    let status = &step(&all, "status")["result"]["structuredContent"]["result"];
+    assert_eq!(status["login"], "fixer");
+    assert_eq!(
+        status["restrictions_enforced"],
+        json!(["no_password", "branch", "own_thread"])
+    );
+    let relayed = step(&all, "relay")["tools"].as_array().unwrap();
+    assert!(
+        relayed.iter().any(|t| t == "ocx_push"),
+        "ocx-mcp --connect relays the run's tools: {relayed:?}"
+    );
+    let root = ocx::node::config::default_root(&s.repo.file.canonicalize().unwrap());
+    let clone = ocx::node::config::NodeConfig::run_dir(&root, &record).join("ws/.clone.fossil");
+    assert!(
+        !ocx::fossil::Repository::open(&clone)
+            .unwrap()
+            .remembers_password()
+            .unwrap(),
+        "the clone remembers no password"
+    );
+}
+
+const BREAKER: &str = r#"#!/usr/bin/python3
+import sys, os
+for line in sys.stdin:
+    if line.startswith("Record "):
+        os.remove(os.environ["OCX_MCP_SOCKET"])
+"#;
+
+#[test]
+fn a_run_whose_tool_socket_goes_is_answered_unenforced() {
+    let repo = Repo::new();
+    let dir = repo.dir.path().to_path_buf();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let prog = dir.join("prog");
+    std::fs::create_dir_all(&prog).unwrap();
+    let runner = prog.join("breaker.py");
+    std::fs::write(&runner, BREAKER).unwrap();
+    std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let page = dir.join("page.md");
+    std::fs::write(
+        &page,
+        format!(
+            "```json\n{}\n```\n",
+            json!({"command": [runner], "input": "lines"})
+        ),
+    )
+    .unwrap();
+    repo.fossil(&[
+        "wiki",
+        "create",
+        "sandbox/breaker",
+        page.to_str().unwrap(),
+        "--mimetype",
+        "text/x-markdown",
+    ]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = Command::new(fossil())
+        .args(["server", "--port", &port.to_string(), "--localhost"])
+        .arg(&repo.file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let s = Served { repo, server };
+    s.repo
+        .json(&[
+            "hook",
+            "install",
+            "--url",
+            &format!("http://127.0.0.1:{port}/"),
+        ])
+        .ok();
+    s.repo.json(&["node", "start"]).ok();
+    let record = s
+        .repo
+        .json(&[
+            "create",
+            "--runner",
+            "breaker",
+            "--objective",
+            "Break out",
+            "--no-password",
+            "--wall",
+            "5m",
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut answer = None;
+    while answer.is_none() && Instant::now() < until {
+        let thread = s.repo.json(&["thread", "--of", &record]).ok();
+        answer = thread["posts"].as_array().unwrap().iter().find_map(|p| {
+            let text = p["text"].as_str().unwrap();
+            match ocx::protocol::message::read(text.as_bytes()) {
+                ocx::protocol::message::Reading::Message { message }
+                    if message["kind"] == "response" =>
+                {
+                    Some(message)
+                }
+                _ => None,
+            }
+        });
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let answer = answer.expect("answered");
+    assert_eq!(answer["outcome"], "unenforced");
+    assert!(
+        answer["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("restrict.no_password: the run's tool socket is gone"),
+        "{answer:?}"
+    );
+}
