@@ -201,6 +201,7 @@ fn user_of(s: &Served, record: &str) -> String {
 #[test]
 fn a_record_opens_a_run_that_hears_what_its_record_says() {
     let s = Served::new();
+    assert_eq!(s.caps("echo-0a0b0c"), None, "no such login before its record");
     let record = s.record(&["--checkins", "trunk", "--run-user", "echo-0a0b0c"]);
     assert_eq!(
         s.lines(1),
