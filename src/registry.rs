@@ -196,8 +196,9 @@ impl<T: Tool> Entry for Def<T> {
     }
 }
 
-/// Turns serde's complaint into a refusal naming the field.
-fn refusal(e: serde_path_to_error::Error<serde_json::Error>) -> Stop {
+/// The field a serde complaint is about (a path such as `budget.wall`) and
+/// the complaint, without serde's line and column.
+pub fn field_at_fault(e: &serde_path_to_error::Error<serde_json::Error>) -> (String, String) {
     let path = e.path().to_string();
     let message = e.inner().to_string();
     let message = message
@@ -205,21 +206,26 @@ fn refusal(e: serde_path_to_error::Error<serde_json::Error>) -> Stop {
         .next()
         .unwrap_or(&message)
         .to_string();
-    let named = message.split('`').nth(1).map(str::to_string);
+    let named = message.split('`').nth(1).unwrap_or("").to_string();
     let field = if message.starts_with("unknown field") && path != "." {
-        path.clone()
+        path
     } else if message.starts_with("unknown field") || message.starts_with("missing field") {
-        let name = named.unwrap_or_default();
         if path == "." {
-            name
+            named
         } else {
-            format!("{path}.{name}")
+            format!("{path}.{named}")
         }
     } else if path == "." {
         "input".to_string()
     } else {
         path
     };
+    (field, message)
+}
+
+/// Turns serde's complaint into a refusal naming the field.
+fn refusal(e: serde_path_to_error::Error<serde_json::Error>) -> Stop {
+    let (field, message) = field_at_fault(&e);
     let next = if message.starts_with("unknown field") {
         "leave the field out; `ocx help TOOL` lists the fields"
     } else if message.starts_with("missing field") {
@@ -276,6 +282,24 @@ impl Call<'_> {
                     .next("give more digits of the hash"),
             ),
         }
+    }
+}
+
+impl Call<'_> {
+    /// The check-in a hash or prefix in `field` names.
+    pub fn checkin(
+        &mut self,
+        field: &str,
+        given: &str,
+    ) -> Result<crate::fossil::repo::CheckIn, Stop> {
+        let (rid, _) = self.artifact(field, given)?;
+        self.repo()?
+            .checkin(rid)
+            .map_err(Stop::internal)?
+            .ok_or_else(|| {
+                Stop::field(field, format!("{given} is not a check-in"))
+                    .next("give a check-in's hash")
+            })
     }
 }
 

@@ -409,30 +409,25 @@ impl Fossil {
 
     /// Pulls into `repository` (a clone) what the server it remembers holds.
     pub fn pull(&self, repository: &Path) -> Result<(), FossilError> {
-        let out = self.run(
-            "pull",
-            &["pull".as_ref(), "-R".as_ref(), repository.as_os_str()],
-        )?;
-        match out.lines().find(|l| l.contains("Error:")) {
-            Some(e) => Err(FossilError::Command {
-                operation: "pull",
-                message: redact_password(e.trim()),
-            }),
-            None => Ok(()),
-        }
+        self.sync("pull", repository)
     }
 
     /// Pushes what `repository` (a clone) holds to the server it remembers,
-    /// as the login it remembers. Fossil says "Error:" and still exits 0 when
-    /// the server refuses: that is a failure here.
+    /// as the login it remembers.
     pub fn push_clone(&self, repository: &Path) -> Result<(), FossilError> {
+        self.sync("push", repository)
+    }
+
+    /// Runs `fossil pull` or `push` on a clone. Fossil says "Error:" and
+    /// still exits 0 when the server refuses: that is a failure here.
+    fn sync(&self, operation: &'static str, repository: &Path) -> Result<(), FossilError> {
         let out = self.run(
-            "push",
-            &["push".as_ref(), "-R".as_ref(), repository.as_os_str()],
+            operation,
+            &[operation.as_ref(), "-R".as_ref(), repository.as_os_str()],
         )?;
         match out.lines().find(|l| l.contains("Error:")) {
             Some(e) => Err(FossilError::Command {
-                operation: "push",
+                operation,
                 message: redact_password(e.trim()),
             }),
             None => Ok(()),

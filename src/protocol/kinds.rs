@@ -235,25 +235,7 @@ fn lenient_record(map: &Map<String, Value>) -> Option<Record> {
 }
 
 fn problem(e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
-    let path = e.path().to_string();
-    let message = e.inner().to_string();
-    let message = message
-        .split(" at line ")
-        .next()
-        .unwrap_or(&message)
-        .to_string();
-    let named = message.split('`').nth(1).unwrap_or("").to_string();
-    let field = if message.starts_with("unknown field") && path != "." {
-        path
-    } else if message.starts_with("missing field") || message.starts_with("unknown field") {
-        if path == "." {
-            named
-        } else {
-            format!("{path}.{named}")
-        }
-    } else {
-        path
-    };
+    let (field, message) = crate::registry::field_at_fault(&e);
     let reason = if message.starts_with("unknown field") {
         "is a key this node does not know: it may be a limit".to_string()
     } else {

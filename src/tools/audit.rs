@@ -83,12 +83,8 @@ impl Tool for Audit {
             )
             .next("give a record's full hash, or a path such as PLAN.md"));
         }
-        let (rid, _) = call.artifact("checkin", &input.checkin)?;
+        let checkin = call.checkin("checkin", &input.checkin)?;
         let repo = call.repo()?;
-        let checkin = repo.checkin(rid).map_err(Stop::internal)?.ok_or_else(|| {
-            Stop::field("checkin", format!("{} is not a check-in", input.checkin))
-                .next("give a check-in's hash")
-        })?;
         let caller = call.caller()?.login.clone();
         if checkin.sender.as_deref() == Some(caller.as_str()) || checkin.user == caller {
             return Err(Stop::field(

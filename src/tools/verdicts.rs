@@ -46,12 +46,8 @@ impl Tool for Verdicts {
     const WRITES: bool = false;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
-        let (rid, _) = call.artifact("checkin", &input.checkin)?;
+        let checkin = call.checkin("checkin", &input.checkin)?;
         let repo = call.repo()?;
-        let checkin = repo.checkin(rid).map_err(Stop::internal)?.ok_or_else(|| {
-            Stop::field("checkin", format!("{} is not a check-in", input.checkin))
-                .next("give a check-in's hash")
-        })?;
         let changes = repo
             .tag_changes(verdict::TAGS, Some(&checkin.hash))
             .map_err(Stop::internal)?;

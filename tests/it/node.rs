@@ -4,12 +4,12 @@
 //! Claude Code would: it writes each line it is given to a log and exits
 //! when told to.
 
-use crate::support::{Repo, fossil};
+use crate::support::{Repo, ServedNode};
 use ocx::fossil::store::{self, Batch};
 use ocx::place::{self, Where};
 use serde_json::json;
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const RUNNER: &str = r#"#!/usr/bin/python3
@@ -25,8 +25,7 @@ for line in sys.stdin:
 
 /// A served repository that is a node, with the runner `echo` defined.
 struct Served {
-    repo: Repo,
-    server: Child,
+    node: ServedNode,
     out: PathBuf,
 }
 
@@ -60,32 +59,10 @@ impl Served {
             "--mimetype",
             "text/x-markdown",
         ]);
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let server = Command::new(fossil())
-            .args(["server", "--port", &port.to_string(), "--localhost"])
-            .arg(&repo.file)
-            .env("USER", "admin")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let until = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20));
+        Served {
+            node: ServedNode::start(repo),
+            out,
         }
-        repo.json(&[
-            "hook",
-            "install",
-            "--url",
-            &format!("http://127.0.0.1:{port}/"),
-        ])
-        .ok();
-        repo.json(&["node", "start"]).ok();
-        Served { repo, server, out }
     }
 
     /// A record for the echo runner, its run hearing admin and maint.
@@ -103,7 +80,7 @@ impl Served {
         let out = self.out.to_str().unwrap().to_string();
         args.push(&out);
         args.extend_from_slice(extra);
-        self.repo.json(&args).ok()["record"]
+        self.node.repo.json(&args).ok()["record"]
             .as_str()
             .unwrap()
             .to_string()
@@ -115,7 +92,7 @@ impl Served {
 
     /// Waits until the runner's log holds `n` lines; answers them.
     fn lines(&self, n: usize) -> Vec<String> {
-        let until = Instant::now() + Duration::from_secs(30);
+        let until = Instant::now() + Duration::from_secs(90);
         loop {
             let lines: Vec<String> = self.log().lines().map(str::to_string).collect();
             if lines.len() >= n || Instant::now() > until {
@@ -127,9 +104,9 @@ impl Served {
 
     /// Waits for the node's response to `record`; answers its outcome and note.
     fn response(&self, record: &str) -> Option<(String, String, String)> {
-        let until = Instant::now() + Duration::from_secs(30);
+        let until = Instant::now() + Duration::from_secs(90);
         while Instant::now() < until {
-            let thread = self.repo.json(&["thread", "--of", record]).ok();
+            let thread = self.node.repo.json(&["thread", "--of", record]).ok();
             for p in thread["posts"].as_array().unwrap() {
                 let text = p["text"].as_str().unwrap();
                 if let ocx::protocol::message::Reading::Message { message } =
@@ -150,14 +127,14 @@ impl Served {
     }
 
     fn caps(&self, login: &str) -> Option<String> {
-        ocx::fossil::Repository::open(&self.repo.file)
+        ocx::fossil::Repository::open(&self.node.repo.file)
             .unwrap()
             .own_capabilities(login)
             .unwrap()
     }
 
     fn root(&self) -> PathBuf {
-        ocx::node::config::default_root(&self.repo.file.canonicalize().unwrap())
+        ocx::node::config::default_root(&self.node.repo.file.canonicalize().unwrap())
     }
 
     fn node_log(&self) -> String {
@@ -167,7 +144,7 @@ impl Served {
     /// Waits until the node has handled every artifact the repository holds.
     fn settled(&self) {
         let until = Instant::now() + Duration::from_secs(20);
-        let last = ocx::fossil::Repository::open(&self.repo.file)
+        let last = ocx::fossil::Repository::open(&self.node.repo.file)
             .unwrap()
             .last_rid()
             .unwrap();
@@ -180,16 +157,8 @@ impl Served {
     }
 }
 
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.repo.json(&["node", "stop"]);
-        let _ = self.server.kill();
-        let _ = self.server.wait();
-    }
-}
-
 fn user_of(s: &Served, record: &str) -> String {
-    let repo = ocx::fossil::Repository::open(&s.repo.file).unwrap();
+    let repo = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
     let r = repo.receipt(record).unwrap().unwrap();
     ocx::protocol::found::record(&repo, r.rid, record)
         .unwrap()
@@ -201,7 +170,11 @@ fn user_of(s: &Served, record: &str) -> String {
 #[test]
 fn a_record_opens_a_run_that_hears_what_its_record_says() {
     let s = Served::new();
-    assert_eq!(s.caps("echo-0a0b0c"), None, "no such login before its record");
+    assert_eq!(
+        s.caps("echo-0a0b0c"),
+        None,
+        "no such login before its record"
+    );
     let record = s.record(&["--checkins", "trunk", "--run-user", "echo-0a0b0c"]);
     assert_eq!(
         s.lines(1),
@@ -212,10 +185,12 @@ fn a_record_opens_a_run_that_hears_what_its_record_says() {
         Some("gijor234"),
         "exactly the run's capabilities while it runs"
     );
-    s.repo
+    s.node
+        .repo
         .json(&["post", "--to", &record, "--text", "first, from admin"])
         .ok();
-    s.repo
+    s.node
+        .repo
         .json(&[
             "post",
             "--user",
@@ -226,7 +201,8 @@ fn a_record_opens_a_run_that_hears_what_its_record_says() {
             "pat is not heard",
         ])
         .ok();
-    s.repo
+    s.node
+        .repo
         .json(&[
             "post",
             "--user",
@@ -237,9 +213,11 @@ fn a_record_opens_a_run_that_hears_what_its_record_says() {
             "second\nfrom maint",
         ])
         .ok();
-    let checkin = s.repo.commit_as("pat", "a.txt", "a", None);
-    s.repo.commit_as("echo-0a0b0c", "b.txt", "b", None);
-    s.repo.commit_as("pat", "c.txt", "c", Some("elsewhere"));
+    let checkin = s.node.repo.commit_as("pat", "a.txt", "a", None);
+    s.node.repo.commit_as("echo-0a0b0c", "b.txt", "b", None);
+    s.node
+        .repo
+        .commit_as("pat", "c.txt", "c", Some("elsewhere"));
     let lines = s.lines(4);
     s.settled();
     std::thread::sleep(Duration::from_millis(300));
@@ -255,7 +233,8 @@ fn a_record_opens_a_run_that_hears_what_its_record_says() {
         "a newline is written as \\n: {lines:#?}"
     );
     assert_eq!(lines[3], format!("Check-in {checkin} on trunk by pat"));
-    s.repo
+    s.node
+        .repo
         .json(&["post", "--to", &record, "--text", "exit-now 3"])
         .ok();
     let (outcome, note, from) = s.response(&record).expect("answered");
@@ -263,7 +242,7 @@ fn a_record_opens_a_run_that_hears_what_its_record_says() {
         (outcome.as_str(), from.as_str()),
         (
             "exited",
-            format!("node-{}", &s.repo.server_code()[..8]).as_str()
+            format!("node-{}", &s.node.repo.server_code()[..8]).as_str()
         )
     );
     assert!(note.starts_with("exit 3 "), "{note}");
@@ -279,15 +258,15 @@ fn stop_ends_the_run_with_stopped() {
     let s = Served::new();
     let record = s.record(&[]);
     s.lines(1);
-    s.repo.json(&["stop", "--record", &record]).ok();
+    s.node.repo.json(&["stop", "--record", &record]).ok();
     let (outcome, note, _) = s.response(&record).expect("answered");
     assert_eq!(outcome, "stopped", "{note}");
-    let again = s.repo.json(&["stop", "--record", &record]);
+    let again = s.node.repo.json(&["stop", "--record", &record]);
     assert_eq!(again.refused(), "record");
 }
 
 fn forged_record(s: &Served, sender: &str, node: &str, budget: serde_json::Value) -> String {
-    let repo = ocx::fossil::Repository::open(&s.repo.file).unwrap();
+    let repo = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
     let record = json!({"ocx": 1, "kind": "record", "node": node, "user": "echo-f0f0f0", "runner": "echo",
         "objective": "forged", "checkins": [], "hears": [], "remote": false, "restrict": {},
         "sandbox": {"network": true, "read_only": [], "read_write": [s.out]}, "budget": budget});
@@ -319,20 +298,38 @@ fn forged_record(s: &Served, sender: &str, node: &str, budget: serde_json::Value
 #[test]
 fn records_the_node_must_not_act_on_are_ignored_or_refused() {
     let s = Served::new();
-    let node = s.repo.server_code();
+    let node = s.node.repo.server_code();
     let from_pat = forged_record(&s, "pat", &node, json!({"wall": "1m"}));
     let other_node = forged_record(&s, "admin", &"0".repeat(40), json!({"wall": "1m"}));
     let unknown_key = forged_record(&s, "admin", &node, json!({"wall": "1m", "gpus": 1}));
     let (outcome, note, _) = s.response(&unknown_key).expect("answered");
     assert_eq!(outcome, "refused");
     assert!(note.starts_with("budget.gpus:"), "{note}");
-    let restricted = s.record(&["--no-password", "--branch", "fixes"]);
-    let (outcome, note, _) = s.response(&restricted).expect("answered");
+    let no_runner = s
+        .node
+        .repo
+        .json(&[
+            "create",
+            "--runner",
+            "nosuch",
+            "--objective",
+            "x",
+            "--wall",
+            "1m",
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (outcome, note, _) = s.response(&no_runner).expect("answered");
     assert_eq!(outcome, "refused");
-    assert!(note.starts_with("restrict.no_password:"), "{note}");
+    assert!(
+        note.starts_with("runner:"),
+        "a runner the node does not offer: {note}"
+    );
     s.settled();
     for ignored in [&from_pat, &other_node] {
-        let thread = s.repo.json(&["thread", "--of", ignored]).ok();
+        let thread = s.node.repo.json(&["thread", "--of", ignored]).ok();
         assert_eq!(
             thread["posts"].as_array().unwrap().len(),
             1,
@@ -355,7 +352,7 @@ fn records_the_node_must_not_act_on_are_ignored_or_refused() {
 fn a_killed_watcher_is_answered_lost_once() {
     let s = Served::new();
     let record = s.record(&[]);
-    s.lines(1);
+    assert_eq!(s.lines(1).len(), 1, "the run started: {}", s.node_log());
     let dir = ocx::node::config::NodeConfig::run_dir(&s.root(), &record);
     let pid: i32 = std::fs::read_to_string(dir.join("watcher.pid"))
         .unwrap()
@@ -371,13 +368,13 @@ fn a_killed_watcher_is_answered_lost_once() {
     while ocx::node::watcher_alive(&dir) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let first = s.repo.json(&["node", "start"]).ok();
+    let first = s.node.repo.json(&["node", "start"]).ok();
     assert_eq!(first["lost"].as_array().unwrap().len(), 1, "{first:#}");
     let (outcome, _, _) = s.response(&record).expect("answered");
     assert_eq!(outcome, "lost");
-    let second = s.repo.json(&["node", "start"]).ok();
+    let second = s.node.repo.json(&["node", "start"]).ok();
     assert_eq!(second["lost"], json!([]));
-    let thread = s.repo.json(&["thread", "--of", &record]).ok();
+    let thread = s.node.repo.json(&["thread", "--of", &record]).ok();
     let responses = thread["posts"]
         .as_array()
         .unwrap()
@@ -396,11 +393,12 @@ fn a_killed_watcher_is_answered_lost_once() {
 #[test]
 fn a_command_record_gives_each_checkin_a_ci_verdict() {
     let s = Served::new();
-    let script = s.repo.dir.path().join("prog/check.sh");
+    let script = s.node.repo.dir.path().join("prog/check.sh");
     std::fs::write(&script, "#!/bin/sh\ntest -f must-exist.txt && echo all good && exit 0\necho missing must-exist.txt\nexit 1\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let record = s
+        .node
         .repo
         .json(&[
             "create",
@@ -422,12 +420,12 @@ fn a_command_record_gives_each_checkin_a_ci_verdict() {
         .unwrap()
         .to_string();
     s.settled();
-    let failing = s.repo.commit_as("pat", "a.txt", "a", None);
-    let passing = s.repo.commit_as("pat", "must-exist.txt", "x", None);
+    let failing = s.node.repo.commit_as("pat", "a.txt", "a", None);
+    let passing = s.node.repo.commit_as("pat", "must-exist.txt", "x", None);
     let verdict_of = |checkin: &str| -> Option<(String, String)> {
         let until = Instant::now() + Duration::from_secs(60);
         while Instant::now() < until {
-            let v = s.repo.json(&["verdicts", "--checkin", checkin]).ok();
+            let v = s.node.repo.json(&["verdicts", "--checkin", checkin]).ok();
             if let Some(j) = v["counting"].as_array().unwrap().first() {
                 return Some((
                     j["from"].as_str().unwrap().into(),

@@ -4,9 +4,8 @@
 //! restriction from inside its sandbox, through its tools (MCP over the
 //! socket its watcher serves) and around them.
 
-use crate::support::{Repo, fossil};
+use crate::support::{Repo, ServedNode, fossil};
 use serde_json::{Value, json};
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 const RUNNER: &str = r#"#!/usr/bin/python3
@@ -88,19 +87,6 @@ for line in sys.stdin:
     note({"step": "done"})
 "#;
 
-struct Served {
-    repo: Repo,
-    server: Child,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.repo.json(&["node", "stop"]);
-        let _ = self.server.kill();
-        let _ = self.server.wait();
-    }
-}
-
 fn results(out: &std::path::Path) -> Vec<Value> {
     let until = Instant::now() + Duration::from_secs(60);
     loop {
@@ -162,32 +148,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         "text/x-markdown",
     ]);
     repo.commit_as("admin", "README", "start\n", None);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = Command::new(fossil())
-        .args(["server", "--port", &port.to_string(), "--localhost"])
-        .arg(&repo.file)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let s = Served { repo, server };
-    s.repo
-        .json(&[
-            "hook",
-            "install",
-            "--url",
-            &format!("http://127.0.0.1:{port}/"),
-        ])
-        .ok();
-    s.repo.json(&["node", "start"]).ok();
+    let s = ServedNode::start(repo);
     let status = s.repo.json(&["status"]).ok();
     assert_eq!(
         status["restrictions_enforced"],
@@ -342,32 +303,7 @@ fn a_run_whose_tool_socket_goes_is_answered_unenforced() {
         "--mimetype",
         "text/x-markdown",
     ]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = Command::new(fossil())
-        .args(["server", "--port", &port.to_string(), "--localhost"])
-        .arg(&repo.file)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let s = Served { repo, server };
-    s.repo
-        .json(&[
-            "hook",
-            "install",
-            "--url",
-            &format!("http://127.0.0.1:{port}/"),
-        ])
-        .ok();
-    s.repo.json(&["node", "start"]).ok();
+    let s = ServedNode::start(repo);
     let record = s
         .repo
         .json(&[

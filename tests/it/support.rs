@@ -279,3 +279,53 @@ impl Repo {
             .unwrap()
     }
 }
+
+/// `fossil server` serving a repository on 127.0.0.1, made a node (its
+/// hook installed, pointing at the server's URL, and the node started);
+/// stopped, node and server, when dropped.
+pub struct ServedNode {
+    pub repo: Repo,
+    server: std::process::Child,
+}
+
+impl ServedNode {
+    /// Serves `repo` on a free port, installs OCX's hook and starts the node.
+    pub fn start(repo: Repo) -> ServedNode {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = Command::new(fossil())
+            .args(["server", "--port", &port.to_string(), "--localhost"])
+            .arg(&repo.file)
+            .env("USER", "admin")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        repo.json(&[
+            "hook",
+            "install",
+            "--url",
+            &format!("http://127.0.0.1:{port}/"),
+        ])
+        .ok();
+        repo.json(&["node", "start"]).ok();
+        ServedNode { repo, server }
+    }
+}
+
+impl Drop for ServedNode {
+    fn drop(&mut self) {
+        let _ = self.repo.json(&["node", "stop"]);
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
