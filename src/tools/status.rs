@@ -30,7 +30,7 @@ pub struct Output {
     pub fossil: FossilProgram,
     /// Whether this repository is a node (OCX's hook is installed in it).
     pub node: bool,
-    /// The restrictions (C6) this node holds runs to.
+    /// The restrictions (C6) this node holds runs to (none where this is no node).
     pub restrictions_enforced: Vec<String>,
     /// What this host can enforce of a record's sandbox and budget now (on a node).
     #[schemars(with = "Option<serde_json::Value>")]
@@ -78,7 +78,11 @@ impl Tool for Status {
                 version: fossil.version().to_string(),
             },
             node: is_node,
-            restrictions_enforced: crate::node::restrictions_enforced(),
+            restrictions_enforced: if is_node {
+                crate::node::restrictions_enforced()
+            } else {
+                Vec::new()
+            },
             preflight: is_node.then(crate::run::preflight),
         };
         call.read("the caller's login and capabilities, the repository's settings");
