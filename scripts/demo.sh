@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Sets up OCX and shows its whole loop on a demo repository made fresh in
-# ./demo (or $OCX_DEMO_DIR): the repository served on 127.0.0.1, made a
+# Sets up and installs OCX (in /usr/local/bin), and shows its whole loop on
+# a demo repository made fresh in /tmp/ocx-demo (or $OCX_DEMO_DIR, which the
+# host's `nobody` must be able to reach, since runs are confined as that
+# account when the node runs as root): the repository served on 127.0.0.1, made a
 # node, a record whose runner is OCX's demo agent, a post the run hears and
 # answers in the forum, then a stop and the node's response.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cargo build --locked --release -q
-ocx="$PWD/target/release/ocx"
+bash scripts/install.sh /usr/local >/dev/null
+ocx=/usr/local/bin/ocx
 fossil=$(command -v /usr/local/bin/fossil || command -v fossil)
-demo="${OCX_DEMO_DIR:-$PWD/demo}"
+demo="${OCX_DEMO_DIR:-/tmp/ocx-demo}"
 port="${OCX_DEMO_PORT:-8089}"
 rm -rf "$demo"; mkdir -p "$demo"; chmod 755 "$demo"
 repo="$demo/demo.fossil"
