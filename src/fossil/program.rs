@@ -35,7 +35,7 @@ impl Home {
     fn from_environment() -> Home {
         match std::env::var_os("HOME") {
             Some(home) if Path::new(&home).is_absolute() => Home::User(home.into()),
-            _ => Home::Own(std::env::temp_dir().join("ocx-fossil-home")),
+            _ => Home::Own(own_home(&std::env::temp_dir())),
         }
     }
 }
@@ -43,9 +43,27 @@ impl Home {
 /// Where the web page finds `fossil` when its configuration names none.
 pub const WEB_CANDIDATES: &[&str] = &["/usr/local/bin/fossil", "/usr/bin/fossil"];
 
-/// The directory given as `FOSSIL_HOME` to a `fossil` the web page starts,
-/// which consults no environment variable to find it.
-const WEB_HOME: &str = "/tmp/ocx-fossil-home";
+/// Where the directory given as `FOSSIL_HOME` to a `fossil` the web page
+/// starts is made, found without consulting any environment variable.
+const WEB_HOME_BASE: &str = "/tmp";
+
+/// A directory of OCX's own for Fossil's settings, `ocx-fossil-home-UID`
+/// under `base`, its owner's alone; one another account made there first
+/// (or a link) is never used: a fresh directory is made instead.
+fn own_home(base: &Path) -> PathBuf {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let uid = nix::unistd::geteuid().as_raw();
+    let dir = base.join(format!("ocx-fossil-home-{uid}"));
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    match std::fs::symlink_metadata(&dir) {
+        Ok(m) if m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0 => dir,
+        _ => tempfile::Builder::new()
+            .prefix("ocx-fossil-home-")
+            .tempdir_in(base)
+            .map(|d| d.keep())
+            .unwrap_or(dir),
+    }
+}
 
 impl Fossil {
     /// Finds the program: `OCX_FOSSIL` when set (an absolute path), else the
@@ -81,7 +99,7 @@ impl Fossil {
     /// [`WEB_CANDIDATES`] of at least [`FLOOR`]; never from `PATH` or
     /// `OCX_FOSSIL`, and run with a `FOSSIL_HOME` of OCX's own.
     pub fn locate_for_web(configured: Option<&Path>) -> Result<Fossil, FossilError> {
-        let home = || Home::Own(PathBuf::from(WEB_HOME));
+        let home = || Home::Own(own_home(Path::new(WEB_HOME_BASE)));
         if let Some(p) = configured {
             if !p.is_absolute() {
                 return Err(FossilError::NoProgram);
