@@ -85,12 +85,18 @@ fn main() {
         .local_addr()
         .unwrap()
         .port();
-    let mut server = Command::new(&fossil)
+    let server = Command::new(&fossil)
         .args(["server", "--port", &port.to_string(), "--localhost", r])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let mut guard = Guard {
+        ocx: ocx.clone(),
+        repo: repo.clone(),
+        record: None,
+        server,
+    };
     std::thread::sleep(Duration::from_millis(500));
     let o = |args: &[&str]| {
         let out = Command::new(&ocx)
@@ -109,7 +115,7 @@ fn main() {
     let url = format!("http://127.0.0.1:{port}/");
     o(&["hook", "install", "--url", &url]);
     o(&["node", "start"]);
-    o(&[
+    let created = o(&[
         "create",
         "--runner",
         "bench",
@@ -122,6 +128,10 @@ fn main() {
         "--read-write",
         out.to_str().unwrap(),
     ]);
+    guard.record = created
+        .lines()
+        .find_map(|l| l.strip_prefix("record: "))
+        .map(str::to_string);
     let clone = dir.join("clone.fossil");
     let work = dir.join("work");
     std::fs::create_dir(&work).unwrap();
@@ -166,9 +176,7 @@ fn main() {
         push_ms.push(pushed.as_secs_f64() * 1000.0);
         latency_ms.push((read_at as f64 - returned as f64) / 1e6);
     }
-    o(&["node", "stop"]);
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(guard);
     let stat = |v: &mut Vec<f64>| {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
         (v[v.len() / 2], v[(v.len() * 95).div_ceil(100) - 1])
@@ -178,6 +186,34 @@ fn main() {
     println!("{PUSHES} check-ins pushed one at a time to a served node:");
     println!("  the push itself            median {pm:>7.1} ms   p95 {pp:>7.1} ms");
     println!("  push returned -> line read median {lm:>7.1} ms   p95 {lp:>7.1} ms");
+}
+
+/// Stops the run, the node and the server however the benchmark ends.
+struct Guard {
+    ocx: std::path::PathBuf,
+    repo: std::path::PathBuf,
+    record: Option<String>,
+    server: std::process::Child,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let run = |args: &[&str]| {
+            let _ = Command::new(&self.ocx)
+                .args(args)
+                .arg("--repository")
+                .arg(&self.repo)
+                .env("USER", "admin")
+                .output();
+        };
+        if let Some(r) = &self.record {
+            run(&["stop", "--record", r]);
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        run(&["node", "stop"]);
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
 }
 
 fn now_ns() -> u128 {
