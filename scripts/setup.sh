@@ -66,7 +66,7 @@ ensure_browser() {
   fi
 }
 
-apt_install bubblewrap ca-certificates
+apt_install bubblewrap ca-certificates python3
 ensure_fossil
 if [ "${OCX_SETUP_CLIENTS:-1}" = "1" ]; then ensure_python_mcp || echo "setup: python mcp client not installed; MCP client tests will say so" >&2; fi
 ensure_browser
