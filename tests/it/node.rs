@@ -548,3 +548,30 @@ fn the_hook_reads_its_input_prints_nothing_and_pokes_the_node() {
     let n = socket.recv(&mut buf).expect("the node was poked");
     assert_eq!(&buf[..n], b"wake");
 }
+
+#[test]
+fn fossil_itself_runs_the_installed_hook_which_pokes_the_node() {
+    let r = Repo::new();
+    let root = tempfile::tempdir().unwrap();
+    r.json(&[
+        "hook",
+        "install",
+        "--url",
+        "http://127.0.0.1:9/",
+        "--root",
+        root.path().to_str().unwrap(),
+    ])
+    .ok();
+    r.json(&["post", "--title", "Something arrives", "--text", "x"])
+        .ok();
+    let socket = std::os::unix::net::UnixDatagram::bind(root.path().join("node.sock")).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let hooks = r.fossil(&["hook", "list"]);
+    let id = hooks.split(':').next().unwrap().trim().to_string();
+    r.fossil(&["hook", "test", &id]);
+    let mut buf = [0u8; 16];
+    let n = socket.recv(&mut buf).expect("Fossil's hook poked the node");
+    assert_eq!(&buf[..n], b"wake");
+}
