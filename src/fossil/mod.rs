@@ -11,7 +11,7 @@ mod program;
 pub mod repo;
 pub mod store;
 
-pub use program::{FLOOR, Fossil, TARGET, UvFile};
+pub use program::{FLOOR, Fossil, TARGET, UvFile, redact_password};
 pub use repo::Repository;
 
 use std::path::PathBuf;

@@ -159,7 +159,10 @@ impl Tool for Post {
 }
 
 /// Stores `batch` as the caller (or logs what it would store on a dry
-/// run); a batch not `published` goes to the moderators' queue.
+/// run); a batch not `published` goes to the moderators' queue. On a node
+/// the node is woken after (a write there starts no backoffice); in a
+/// clone's checkout the write is pushed to the clone's server, so that
+/// server records the caller as its sender.
 pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop> {
     for (what, hash, _) in &batch.artifacts {
         call.log(Op::Compose {
@@ -185,6 +188,29 @@ pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop
         published,
         done: !call.dry_run,
     });
+    if let Some(run) = call.cx.run() {
+        crate::node::poke(&run.root);
+        return Ok(());
+    }
+    let repo = call.repo()?;
+    if crate::node::is_node(repo).map_err(Stop::internal)? {
+        crate::node::poke_repository(repo);
+    } else if call.cx.repository.is_none()
+        && let Some(remote) = repo.config("last-sync-url").map_err(Stop::internal)?
+    {
+        let remote = crate::fossil::redact_password(&remote);
+        if !call.dry_run {
+            call.fossil()?
+                .push_clone(call.repo()?.path())
+                .map_err(|e| {
+                    Stop::internal(e).next("it is kept in your clone; push it with `fossil push`")
+                })?;
+        }
+        call.log(Op::Fossil {
+            operation: format!("push to {remote}"),
+            done: !call.dry_run,
+        });
+    }
     Ok(())
 }
 

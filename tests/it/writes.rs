@@ -331,3 +331,72 @@ fn a_prefix_naming_several_is_refused() {
         .ok();
     assert_eq!(one["posts"][0]["text"], "second");
 }
+
+#[test]
+fn a_post_in_a_clones_checkout_is_pushed_and_its_server_names_the_caller() {
+    use std::process::{Command, Stdio};
+    let r = forum();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(crate::support::fossil())
+        .args(["server", "--port", &port.to_string(), "--localhost"])
+        .arg(&r.file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+        && std::time::Instant::now() < until
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let clone = r.dir.path().join("alice.fossil");
+    let work = r.dir.path().join("alice");
+    let out = Command::new(crate::support::fossil())
+        .arg("clone")
+        .arg(format!("http://alice:alice-pw@127.0.0.1:{port}/"))
+        .arg(&clone)
+        .args(["--save-http-password", "--workdir"])
+        .arg(&work)
+        .env("USER", "alice")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut c = Command::new(crate::support::ocx_bin());
+    c.args([
+        "post",
+        "--json",
+        "--user",
+        "alice",
+        "--title",
+        "From my clone",
+        "--text",
+        "pushed as me",
+    ])
+    .current_dir(&work);
+    let run = crate::support::run(c, None);
+    let _ = server.kill();
+    let _ = server.wait();
+    let posted = run.ok();
+    let hash = posted["hash"].as_str().unwrap();
+    assert!(
+        run.answer()["log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["op"] == "fossil" && o["done"] == true)
+    );
+    assert_eq!(
+        r.sender(hash).as_deref(),
+        Some("alice"),
+        "the served repository received it from alice"
+    );
+}
