@@ -5,6 +5,7 @@
 pub mod answer;
 pub mod context;
 pub mod entry;
+pub mod fields;
 pub mod fossil;
 pub mod node;
 pub mod place;

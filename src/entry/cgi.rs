@@ -3,9 +3,9 @@
 //! stdin; every tool is reached through the registry, and the page only
 //! renders the one Answer (or, with `?json`, prints it).
 
-use super::fields::{Flag, Kind, flags_of, set, to_json};
 use crate::answer::Answer;
 use crate::context::{Context, Who};
+use crate::fields::{Flag, Kind, flags_of, set, to_json};
 use crate::fossil::Fossil;
 use crate::registry::{self, Entry, Needs, Stop, TOOLS};
 use serde::Deserialize;

@@ -4,8 +4,8 @@
 //! Exit 0 when the tool did its work, 1 when it stopped, 2 when the command
 //! line does not parse.
 
-use super::fields::{Flag, Kind, flags_of, set, to_json};
 use crate::context::{Context, Who};
+use crate::fields::{Flag, Kind, flags_of, set, to_json};
 use crate::registry::{self, Entry, Stop, TOOLS};
 use clap::{
     Arg, ArgAction, ArgMatches, Command, builder::OsStringValueParser, parser::ValueSource,

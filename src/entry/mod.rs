@@ -3,7 +3,7 @@
 
 pub mod cgi;
 pub mod cli;
-pub mod fields;
+
 pub mod internal;
 pub mod mcp;
 

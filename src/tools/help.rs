@@ -69,7 +69,7 @@ impl Tool for Help {
             }
         );
         for (name, ty, doc) in super::list::fields(&out.input) {
-            s += &format!("  --{:<18} {:<8} {}\n", name.replace('_', "-"), ty, doc);
+            s += &format!("  --{name:<18} {ty:<8} {doc}\n");
         }
         s += &format!(
             "input schema:\n{}\noutput schema:\n{}\n",

@@ -61,38 +61,29 @@ impl Tool for List {
         let mut s = String::new();
         for t in &out.tools {
             s += &format!("{:<10} {}  (needs {})\n", t.name, t.summary, t.needs);
-            for (name, ty, doc) in fields(&t.input).into_iter().filter(|f| f.0 != "dry_run") {
-                s += &format!("    --{:<18} {:<8} {}\n", name.replace('_', "-"), ty, doc);
+            for (name, ty, doc) in fields(&t.input) {
+                s += &format!("    --{name:<18} {ty:<8} {doc}\n");
             }
         }
         s
     }
 }
 
-/// Each top-level field of an input schema: its name, type and description.
+/// Each field of an input schema as a flag: its name, kind and description
+/// (the fields of a nested object among them, as the command line takes
+/// them), `dry_run` left out.
 pub fn fields(schema: &Value) -> Vec<(String, String, String)> {
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-        return Vec::new();
-    };
-    props
-        .iter()
-        .map(|(name, p)| {
-            let ty = match p.get("type") {
-                Some(Value::String(t)) => t.clone(),
-                Some(Value::Array(ts)) => ts
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .find(|t| *t != "null")
-                    .unwrap_or("value")
-                    .to_string(),
-                _ => "json".into(),
+    crate::fields::flags_of(schema, &["dry_run"])
+        .into_iter()
+        .map(|f| {
+            let kind = match f.kind {
+                crate::fields::Kind::Text => "text",
+                crate::fields::Kind::Integer => "number",
+                crate::fields::Kind::Boolean => "boolean",
+                crate::fields::Kind::List => "list",
+                crate::fields::Kind::Json => "json",
             };
-            let doc = p
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .replace('\n', " ");
-            (name.clone(), ty, doc)
+            (f.name(), kind.to_string(), f.doc)
         })
         .collect()
 }

@@ -1,7 +1,7 @@
-//! A tool's fields as its Input's schema gives them, shared by the entry
-//! points that take a field at a time (the command line's flags, the web
-//! page's forms): each field's path, kind and description, and one value
-//! given as text turned into JSON.
+//! A tool's fields as its Input's schema gives them, shared by what takes or
+//! shows a field at a time (the command line's flags, the web page's forms,
+//! `list` and `help`): each field's path, kind and description, and one
+//! value given as text turned into JSON.
 
 use crate::registry::{self, Stop};
 use serde_json::{Map, Value};
