@@ -451,16 +451,30 @@ impl Repository {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The command of each after-receive hook installed here.
-    pub fn after_receive_hooks(&self) -> Result<Vec<String>, FossilError> {
+    /// Every hook installed here, in Fossil's order: its index (as `fossil
+    /// hook delete` takes it), its type and its command.
+    pub fn hooks(&self) -> Result<Vec<(usize, String, String)>, FossilError> {
         let Some(json) = self.config("hooks")? else {
             return Ok(Vec::new());
         };
         let list: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap_or_default();
         Ok(list
             .iter()
-            .filter(|h| h.get("type").and_then(|t| t.as_str()) == Some("after-receive"))
-            .filter_map(|h| h.get("cmd").and_then(|c| c.as_str()).map(str::to_string))
+            .enumerate()
+            .map(|(i, h)| {
+                let field = |k: &str| h.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+                (i, field("type"), field("cmd"))
+            })
+            .collect())
+    }
+
+    /// The command of each after-receive hook installed here.
+    pub fn after_receive_hooks(&self) -> Result<Vec<String>, FossilError> {
+        Ok(self
+            .hooks()?
+            .into_iter()
+            .filter(|h| h.1 == "after-receive")
+            .map(|h| h.2)
             .collect())
     }
 
@@ -697,6 +711,11 @@ impl Repository {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The server this repository (a clone) syncs with, if it remembers one.
+    pub fn remote_url(&self) -> Result<Option<String>, FossilError> {
+        self.config("last-sync-url")
     }
 
     /// Whether this repository (a clone) remembers a password for syncing.

@@ -65,33 +65,12 @@ impl Tool for Hook {
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let repo = call.repo()?;
         let fossil = call.fossil()?.clone();
-        let hooks = repo.after_receive_hooks().map_err(Stop::internal)?;
-        let ours: Vec<usize> = hooks
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.contains(node::HOOK_MARK))
-            .map(|(i, _)| i)
-            .collect();
-        let all_hooks: Vec<String> = {
-            let json = repo
-                .config("hooks")
-                .map_err(Stop::internal)?
-                .unwrap_or_default();
-            let list: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap_or_default();
-            list.iter()
-                .map(|h| {
-                    h.get("cmd")
-                        .and_then(|c| c.as_str())
-                        .unwrap_or("")
-                        .to_string()
-                })
-                .collect()
-        };
-        let indexes: Vec<usize> = all_hooks
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.contains(node::HOOK_MARK))
-            .map(|(i, _)| i)
+        let indexes: Vec<usize> = repo
+            .hooks()
+            .map_err(Stop::internal)?
+            .into_iter()
+            .filter(|h| h.2.contains(node::HOOK_MARK))
+            .map(|h| h.0)
             .rev()
             .collect();
         let path = repo.path().to_path_buf();
@@ -110,7 +89,7 @@ impl Tool for Hook {
                     root: None,
                     login: None,
                     hook: None,
-                    removed: ours.len(),
+                    removed: indexes.len(),
                 })
             }
             HookAction::Install => {

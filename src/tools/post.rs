@@ -196,7 +196,7 @@ pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop
     if crate::node::is_node(repo).map_err(Stop::internal)? {
         crate::node::poke_repository(repo);
     } else if call.cx.repository.is_none()
-        && let Some(remote) = repo.config("last-sync-url").map_err(Stop::internal)?
+        && let Some(remote) = repo.remote_url().map_err(Stop::internal)?
     {
         let remote = crate::fossil::redact_password(&remote);
         if !call.dry_run {
