@@ -3,7 +3,6 @@
 //! leaves no record open.
 
 use crate::node::respond;
-use crate::protocol::found;
 use crate::registry::{Call, Needs, Stop, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -38,21 +37,8 @@ impl Tool for Lost {
     const WRITES: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
-        let (rid, hash) = call.artifact("record", &input.record)?;
-        let repo = call.repo()?;
-        let standing = found::record(repo, rid, &hash)
-            .map_err(Stop::internal)?
-            .ok_or_else(|| {
-                Stop::field("record", format!("{} holds no record", input.record))
-                    .next("give the hash of a record's post")
-            })?;
-        if found::response(repo, &standing.place, &hash, &standing.record.node)
-            .map_err(Stop::internal)?
-            .is_some()
-        {
-            return Err(Stop::field("record", "the record is answered already")
-                .next("nothing to do; `ocx thread` shows its response"));
-        }
+        let standing = super::stop::open_record(call, &input.record)?;
+        let hash = standing.hash.clone();
         let wall = crate::protocol::kinds::wall_seconds(&standing.record.budget.wall).unwrap_or(0);
         let deadline = standing.said.when + wall as f64 / 86400.0;
         let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos() as f64 / 1e9 / 86400.0
@@ -67,7 +53,6 @@ impl Tool for Lost {
             )
             .next("wait until then, or ask its node"));
         }
-        call.read("the record and its place");
         let caller = call.caller()?.login.clone();
         let note = format!(
             "answered lost by {caller} in the node's stead: the run's wall passed with no answer"

@@ -27,6 +27,30 @@ pub struct Output {
     pub record: String,
 }
 
+/// The record `given` (in the field `record`) names, refused when it names
+/// no record or the record is answered already.
+pub fn open_record(call: &mut Call, given: &str) -> Result<found::StandingRecord, Stop> {
+    let (rid, hash) = call.artifact("record", given)?;
+    call.read("the record and its place");
+    let repo = call.repo()?;
+    let standing = found::record(repo, rid, &hash)
+        .map_err(Stop::internal)?
+        .ok_or_else(|| {
+            Stop::field("record", format!("{given} holds no record"))
+                .next("give the hash of a record's post")
+        })?;
+    if let Some(r) = found::response(repo, &standing.place, &hash, &standing.record.node)
+        .map_err(Stop::internal)?
+    {
+        return Err(Stop::field(
+            "record",
+            format!("the record is answered already ({})", &r.said.hash[..10]),
+        )
+        .next("nothing to do; `ocx thread` shows its response"));
+    }
+    Ok(standing)
+}
+
 /// The `stop` tool.
 pub struct StopTool;
 
@@ -39,25 +63,9 @@ impl Tool for StopTool {
     const WRITES: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
-        let (rid, hash) = call.artifact("record", &input.record)?;
+        let standing = open_record(call, &input.record)?;
+        let hash = standing.hash.clone();
         let repo = call.repo()?;
-        let standing = found::record(repo, rid, &hash)
-            .map_err(Stop::internal)?
-            .ok_or_else(|| {
-                Stop::field("record", format!("{} holds no record", input.record))
-                    .next("give the hash of a record's post")
-            })?;
-        call.read("the record and its place");
-        let repo = call.repo()?;
-        if let Some(r) = found::response(repo, &standing.place, &hash, &standing.record.node)
-            .map_err(Stop::internal)?
-        {
-            return Err(Stop::field(
-                "record",
-                format!("the record is answered already ({})", &r.said.hash[..10]),
-            )
-            .next("nothing to stop; `ocx thread` shows its response"));
-        }
         let msg = StopMessage {
             ocx: message::VERSION,
             kind: "stop".into(),
