@@ -48,7 +48,7 @@ pub fn main(args: &[OsString]) -> Option<i32> {
 
 /// The demo agent shipped with OCX, a session runner's program: it answers
 /// each post it is given with a post of its own in the same thread, as the
-/// run's user, and pushes it from the run's clone. It reads its deliveries
+/// run's user, from the run's clone (`post` pushes it). It reads its deliveries
 /// as lines on stdin and ends when its input does.
 fn demo_agent() -> i32 {
     use std::io::BufRead;
@@ -85,11 +85,7 @@ fn demo_agent() -> i32 {
             .args(["post", "--user", &user, "--to", hash, "--text", &reply])
             .output();
         match posted {
-            Ok(out) if out.status.success() => {
-                if let Err(e) = fossil.push_clone(&checkout.repository) {
-                    super::eprint(&format!("demo-agent: {e}\n"));
-                }
-            }
+            Ok(out) if out.status.success() => {}
             Ok(out) => super::eprint(&format!(
                 "demo-agent: {}",
                 String::from_utf8_lossy(&out.stdout)

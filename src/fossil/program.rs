@@ -427,33 +427,45 @@ impl Fossil {
 
     /// Pulls into `repository` (a clone) what the server it remembers holds.
     pub fn pull(&self, repository: &Path) -> Result<(), FossilError> {
-        self.sync("pull", repository)
+        self.sync(
+            None,
+            "pull",
+            &["pull".as_ref(), "-R".as_ref(), repository.as_os_str()],
+        )
     }
 
     /// Pushes what `repository` (a clone) holds to the server it remembers,
     /// as the login it remembers.
     pub fn push_clone(&self, repository: &Path) -> Result<(), FossilError> {
-        self.sync("push", repository)
+        self.sync(
+            None,
+            "push",
+            &["push".as_ref(), "-R".as_ref(), repository.as_os_str()],
+        )
     }
 
-    /// Runs `fossil pull` or `push` on a clone. Fossil says "Error:" and
-    /// still exits 0 when the server refuses: that is a failure here.
-    fn sync(&self, operation: &'static str, repository: &Path) -> Result<(), FossilError> {
-        let out = self.run(
-            operation,
-            &[operation.as_ref(), "-R".as_ref(), repository.as_os_str()],
-        )?;
-        match out.lines().find(|l| l.contains("Error:")) {
-            Some(e) => Err(FossilError::Command {
+    /// Runs a `fossil pull` or `push` (in `dir`, when given). Fossil exits
+    /// 0 when the server refuses or cannot be reached: any error line, or
+    /// no round trip, is a failure here.
+    fn sync(
+        &self,
+        dir: Option<&Path>,
+        operation: &'static str,
+        args: &[&OsStr],
+    ) -> Result<(), FossilError> {
+        let (stdout, stderr) = self.exec(dir, operation, args, b"")?;
+        match sync_failure(&stdout, &stderr) {
+            Some(message) => Err(FossilError::Command {
                 operation,
-                message: redact_password(e.trim()),
+                message: redact_password(&message),
             }),
             None => Ok(()),
         }
     }
 
     fn run(&self, operation: &'static str, args: &[&OsStr]) -> Result<String, FossilError> {
-        self.run_full(None, operation, args, b"")
+        self.exec(None, operation, args, b"")
+            .map(|(stdout, _)| stdout)
     }
 
     fn run_in(
@@ -462,7 +474,8 @@ impl Fossil {
         operation: &'static str,
         args: &[&OsStr],
     ) -> Result<String, FossilError> {
-        self.run_full(dir, operation, args, b"")
+        self.exec(dir, operation, args, b"")
+            .map(|(stdout, _)| stdout)
     }
 
     fn run_with_input(
@@ -471,30 +484,13 @@ impl Fossil {
         args: &[&OsStr],
         input: &[u8],
     ) -> Result<String, FossilError> {
-        self.run_full(None, operation, args, input)
-    }
-
-    fn run_full(
-        &self,
-        dir: Option<&Path>,
-        operation: &'static str,
-        args: &[&OsStr],
-        input: &[u8],
-    ) -> Result<String, FossilError> {
-        self.run_full_both(dir, operation, args, input)
+        self.exec(None, operation, args, input)
             .map(|(stdout, _)| stdout)
     }
 
-    fn run_both(
-        &self,
-        dir: Option<&Path>,
-        operation: &'static str,
-        args: &[&OsStr],
-    ) -> Result<(String, String), FossilError> {
-        self.run_full_both(dir, operation, args, b"")
-    }
-
-    fn run_full_both(
+    /// Runs `fossil ARGS` (in `dir`, given `input` on stdin); its stdout and
+    /// stderr, or its first line saying why it failed.
+    fn exec(
         &self,
         dir: Option<&Path>,
         operation: &'static str,
@@ -606,14 +602,7 @@ impl Fossil {
     /// Fossil answers 0 when the server cannot be reached or refuses the
     /// login, saying so in words: any error line fails the push.
     pub fn push(&self, root: &Path) -> Result<(), FossilError> {
-        let (stdout, stderr) = self.run_both(Some(root), "push", &["push".as_ref()])?;
-        match sync_failure(&stdout, &stderr) {
-            Some(message) => Err(FossilError::Command {
-                operation: "push",
-                message,
-            }),
-            None => Ok(()),
-        }
+        self.sync(Some(root), "push", &["push".as_ref()])
     }
 
     /// The remote the checkout at `root` syncs with, as Fossil shows it
