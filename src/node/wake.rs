@@ -142,30 +142,15 @@ impl Node<'_> {
                 let Some(said) = self.repo.said(a.rid)? else {
                     return Ok(());
                 };
-                match found::read(self.repo, &said)? {
+                let text = found::text(self.repo, &said)?;
+                match found::kind(&said, &text) {
                     Some(kind) => self.message(a, kind),
-                    None => self.post(
-                        a,
-                        &said
-                            .comment
-                            .clone()
-                            .map(Ok)
-                            .unwrap_or_else(|| self.text_of(a.rid))?,
-                    ),
+                    None => self.post(a, &String::from_utf8_lossy(&text)),
                 }
             }
             ArrivalKind::CheckIn { branch } => self.checkin(a, branch.as_deref().unwrap_or("")),
             ArrivalKind::Other => Ok(()),
         }
-    }
-
-    fn text_of(&self, rid: i64) -> Result<String, NodeError> {
-        Ok(self
-            .repo
-            .parsed(rid)?
-            .and_then(|p| p.text)
-            .map(|t| String::from_utf8_lossy(&t).into_owned())
-            .unwrap_or_default())
     }
 
     /// A post or ticket change that holds no message: given to each open

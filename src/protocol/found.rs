@@ -15,26 +15,38 @@ pub struct Found {
     pub kind: Kind,
 }
 
-/// What a post or ticket change holds, read as a message of its kind.
-/// An edit of a post is never a message (C1).
-pub fn read(repo: &Repository, said: &Said) -> Result<Option<Kind>, FossilError> {
-    if said.edit {
-        return Ok(None);
-    }
-    let text = match &said.comment {
+/// The text of a post (its W card) or of a ticket change (its comment).
+pub fn text(repo: &Repository, said: &Said) -> Result<Vec<u8>, FossilError> {
+    Ok(match &said.comment {
         Some(c) => c.clone().into_bytes(),
-        None => match repo.parsed(said.rid)?.and_then(|p| p.text) {
-            Some(t) => t,
-            None => return Ok(None),
-        },
-    };
-    Ok(match message::read(&text) {
+        None => repo
+            .parsed(said.rid)?
+            .and_then(|p| p.text)
+            .unwrap_or_default(),
+    })
+}
+
+/// What `text`, said in `said`, holds, read as a message of its kind. An
+/// edit of a post is never a message (C1).
+pub fn kind(said: &Said, text: &[u8]) -> Option<Kind> {
+    if said.edit {
+        return None;
+    }
+    match message::read(text) {
         Reading::Message { message } => Some(kinds::read(&message)),
         Reading::Refused { field, reason } => {
             Some(Kind::Malformed(kinds::Problem { field, reason }))
         }
         Reading::NotAMessage { .. } => None,
-    })
+    }
+}
+
+/// What a post or ticket change holds, read as a message of its kind.
+pub fn read(repo: &Repository, said: &Said) -> Result<Option<Kind>, FossilError> {
+    if said.edit {
+        return Ok(None);
+    }
+    Ok(kind(said, &text(repo, said)?))
 }
 
 /// Every message said at `place`, in received order.

@@ -155,16 +155,8 @@ impl Tool for Thread {
 }
 
 fn text_of(call: &Call, s: Said) -> Result<Saying, Stop> {
-    let text = match s.comment {
-        Some(c) => c,
-        None => {
-            let parsed = call.repo()?.parsed(s.rid).map_err(Stop::internal)?;
-            parsed
-                .and_then(|p| p.text)
-                .map(|t| String::from_utf8_lossy(&t).into_owned())
-                .unwrap_or_default()
-        }
-    };
+    let text = crate::protocol::found::text(call.repo()?, &s).map_err(Stop::internal)?;
+    let text = String::from_utf8_lossy(&text).into_owned();
     Ok(Saying {
         hash: s.hash,
         from: s.from,
