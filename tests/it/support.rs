@@ -280,6 +280,31 @@ impl Repo {
     }
 }
 
+/// Starts `fossil server` for `file` on a free port of 127.0.0.1 and waits
+/// until it answers; the server and its port.
+pub fn serve(file: &Path) -> (std::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = Command::new(fossil())
+        .args(["server", "--port", &port.to_string(), "--localhost"])
+        .arg(file)
+        .env("USER", "admin")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+        && std::time::Instant::now() < until
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    (server, port)
+}
+
 /// `fossil server` serving a repository on 127.0.0.1, made a node (its
 /// hook installed, pointing at the server's URL, and the node started);
 /// stopped, node and server, when dropped.
@@ -291,25 +316,7 @@ pub struct ServedNode {
 impl ServedNode {
     /// Serves `repo` on a free port, installs OCX's hook and starts the node.
     pub fn start(repo: Repo) -> ServedNode {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let server = Command::new(fossil())
-            .args(["server", "--port", &port.to_string(), "--localhost"])
-            .arg(&repo.file)
-            .env("USER", "admin")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
-            && std::time::Instant::now() < until
-        {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        let (server, port) = serve(&repo.file);
         repo.json(&[
             "hook",
             "install",

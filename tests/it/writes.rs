@@ -334,26 +334,9 @@ fn a_prefix_naming_several_is_refused() {
 
 #[test]
 fn a_post_in_a_clones_checkout_is_pushed_and_its_server_names_the_caller() {
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     let r = forum();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = Command::new(crate::support::fossil())
-        .args(["server", "--port", &port.to_string(), "--localhost"])
-        .arg(&r.file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
-        && std::time::Instant::now() < until
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let (mut server, port) = crate::support::serve(&r.file);
     let clone = r.dir.path().join("alice.fossil");
     let work = r.dir.path().join("alice");
     let out = Command::new(crate::support::fossil())
