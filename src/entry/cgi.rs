@@ -305,10 +305,8 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
     if path.is_empty() {
         if json {
             let mut answer = registry::call("list", Ok(Value::Object(Map::new())), &cx, false);
-            if let Some(Value::Array(tools)) = answer
-                .result
-                .as_mut()
-                .and_then(|r| r.get_mut("tools"))
+            if let Some(Value::Array(tools)) =
+                answer.result.as_mut().and_then(|r| r.get_mut("tools"))
             {
                 tools.retain(|t| {
                     t["name"]

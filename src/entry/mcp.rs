@@ -17,10 +17,10 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::ffi::OsString;
 use std::net::SocketAddr;
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -153,11 +153,13 @@ impl Server {
 /// MCP on stdio until the client closes it; answers the exit code.
 pub fn main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    match parse_args(&args).and_then(|(caller, http, connect, token_file)| match (http, connect) {
-        (_, Some(socket)) => relay(&socket),
-        (Some(addr), None) => serve_http_at(&addr, caller, token_file),
-        (None, None) => serve_stdio(caller),
-    }) {
+    match parse_args(&args).and_then(
+        |(caller, http, connect, token_file)| match (http, connect) {
+            (_, Some(socket)) => relay(&socket),
+            (Some(addr), None) => serve_http_at(&addr, caller, token_file),
+            (None, None) => serve_stdio(caller),
+        },
+    ) {
         Ok(()) => 0,
         Err(e) => {
             super::eprint(&format!("ocx-mcp: {e}\n"));
@@ -433,9 +435,13 @@ fn serve_http_at(addr: &str, caller: Caller, token_file: Option<PathBuf>) -> Res
     let addr = loopback(addr)?;
     let (project, login) = {
         let cx = caller.context();
-        let who = cx
-            .caller()
-            .map_err(|s| McpError::Start(format!("{}: {}", s.field.as_deref().unwrap_or("user"), s.reason)))?;
+        let who = cx.caller().map_err(|s| {
+            McpError::Start(format!(
+                "{}: {}",
+                s.field.as_deref().unwrap_or("user"),
+                s.reason
+            ))
+        })?;
         let project = cx
             .repo()
             .and_then(|r| r.project_code().map_err(Stop::internal))

@@ -19,7 +19,10 @@ impl Repository {
             Some(group) => group,
             None => self.project_code()?,
         };
-        Ok(format!("fossil-{}", code.chars().take(16).collect::<String>()))
+        Ok(format!(
+            "fossil-{}",
+            code.chars().take(16).collect::<String>()
+        ))
     }
 
     /// The login whose login cookie the `Cookie` header `header` carries,

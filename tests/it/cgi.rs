@@ -810,7 +810,13 @@ impl Server {
             .unwrap()
             .port();
         let mut c = Command::new(fossil());
-        c.args([command, "--port", &port.to_string(), "--localhost", "--nojail"]);
+        c.args([
+            command,
+            "--port",
+            &port.to_string(),
+            "--localhost",
+            "--nojail",
+        ]);
         if command == "ui" {
             c.arg("--nobrowser");
         }

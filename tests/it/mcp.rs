@@ -314,9 +314,7 @@ fn http_serves_loopback_alone_by_its_rules() {
     );
     let bearer = format!("Authorization: Bearer {}\r\n", http.token);
     for method in ["GET", "PUT", "DELETE"] {
-        let r = format!(
-            "{method} /mcp HTTP/1.1\r\nHost: {a}\r\n{bearer}Connection: close\r\n\r\n"
-        );
+        let r = format!("{method} /mcp HTTP/1.1\r\nHost: {a}\r\n{bearer}Connection: close\r\n\r\n");
         assert_eq!(status_of(a, r.as_bytes()), 405, "{method}");
     }
     let r = format!("GET /other HTTP/1.1\r\nHost: {a}\r\n{bearer}Connection: close\r\n\r\n");
