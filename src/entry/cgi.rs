@@ -117,7 +117,7 @@ impl Request {
         }
         let login = self.fossil_user.as_deref()?;
         let shown = self.capabilities.as_deref()?;
-        if self.https || !self.from_loopback() {
+        if self.https || !self.is_loopback() {
             return None;
         }
         repo.shows_own_capabilities(login, shown)
@@ -126,7 +126,7 @@ impl Request {
     }
 
     /// Whether `REMOTE_ADDR` is a loopback address.
-    fn from_loopback(&self) -> bool {
+    fn is_loopback(&self) -> bool {
         match self
             .remote_addr
             .as_deref()
