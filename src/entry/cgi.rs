@@ -967,6 +967,21 @@ mod tests {
     }
 
     #[test]
+    fn only_a_loopback_address_is_local() {
+        let from = |addr: &str| Request {
+            remote_addr: Some(addr.into()),
+            ..Request::default()
+        };
+        assert!(from("127.0.0.1").is_loopback());
+        assert!(from("::1").is_loopback());
+        assert!(from("::ffff:127.0.0.1").is_loopback());
+        assert!(!from("10.1.2.3").is_loopback());
+        assert!(!from("::ffff:10.1.2.3").is_loopback());
+        assert!(!from("nil").is_loopback());
+        assert!(!Request::default().is_loopback());
+    }
+
+    #[test]
     fn text_is_escaped() {
         assert_eq!(
             esc("<a href=\"x\">&'"),

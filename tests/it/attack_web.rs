@@ -112,6 +112,39 @@ fn a_visitor_not_signed_in_writes_as_nobody_though_the_server_was_started_with_f
     assert_eq!(forum_posts(&repo), posts);
 }
 
+/// A login whose capabilities Fossil cannot tell apart from a visitor's
+/// (bob holds `o`, which nobody's letters already hold) is not believed
+/// from the server's environment either: its name would be all the proof.
+#[test]
+fn a_visitor_not_signed_in_does_not_post_as_a_login_named_in_the_servers_environment() {
+    let (ext, repo) = (Ext::new(), repo());
+    repo.fossil(&["user", "capabilities", "nobody", "gjorz234"]);
+    let root = thread(&repo);
+    let server = Server::launch(
+        &repo,
+        &ext,
+        "server",
+        repo.dir.path(),
+        true,
+        &[("FOSSIL_USER", "bob")],
+    );
+    let (before, posts) = (repo.hashes(), forum_posts(&repo));
+    let (_, _, page) = server.request("GET", "/ext/ocx-cgi", &[], "");
+    assert!(page.contains("Nobody is signed in"), "{page}");
+    let (_, answer, said) = post_tool(
+        &server,
+        "post",
+        &[
+            ("Referer", &own_page(&server)),
+            ("X-Forwarded-For", "127.0.0.1"),
+        ],
+        &format!("to={root}&text=written+as+bob"),
+    );
+    assert_eq!(answer["dry_run"], true, "{said}");
+    assert_eq!(repo.hashes(), before, "a visitor wrote as bob");
+    assert_eq!(forum_posts(&repo), posts);
+}
+
 /// A checkout of `repo` in its own directory holding a secret file and an
 /// `ocx-tests.json` whose test would make `marker`; answers the checkout.
 fn checkout_with_a_test(repo: &Repo, marker: &Path) -> tempfile::TempDir {
