@@ -14,7 +14,9 @@ pub enum Who {
     /// On the command line (and MCP started from it): `--user`, else the
     /// repository's default user as Fossil decides it.
     Local { user: Option<String> },
-    /// On the web page: whom Fossil says signed in (`None`: nobody did).
+    /// On the web page: the viewer the page proved (a login cookie the
+    /// repository's user table confirms, or Fossil's own local sign-in);
+    /// `None`: nobody. Never a name Fossil's environment merely carried.
     Web { user: Option<String> },
     /// A run's tools, served by its watcher on the node: the run's user,
     /// within its record's restrictions.
@@ -91,10 +93,14 @@ impl Context {
         }
     }
 
-    /// The checkout the call was made in, if any.
+    /// The checkout the call was made in, if any; never on the web page,
+    /// whose server may have been started in one.
     pub fn checkout(&self) -> Option<&checkout::Checkout> {
         self.checkout
-            .get_or_init(|| checkout::find(&self.cwd))
+            .get_or_init(|| match self.who {
+                Who::Web { .. } => None,
+                _ => checkout::find(&self.cwd),
+            })
             .as_ref()
     }
 

@@ -99,6 +99,9 @@ pub trait Tool: 'static {
     /// Whether calling it twice with the same input does no more than once
     /// (MCP's idempotent hint); a tool that only reads always is.
     const IDEMPOTENT: bool = !Self::WRITES;
+    /// Whether it acts on a checkout (its files, its tests, its commits):
+    /// never offered on the web page, whatever checkout the server is in.
+    const CHECKOUT: bool = false;
     /// Runs it; with `call.dry_run` it checks everything, logs what it
     /// would write and writes nothing.
     fn run(input: Self::Input, call: &mut Call) -> Result<Self::Output, Stop>;
@@ -118,6 +121,8 @@ pub trait Entry: Sync {
     fn destructive(&self) -> bool;
     /// Whether a second identical call does nothing more ([`Tool::IDEMPOTENT`]).
     fn idempotent(&self) -> bool;
+    /// Whether it acts on a checkout ([`Tool::CHECKOUT`]).
+    fn checkout(&self) -> bool;
     /// The input's JSON schema, `dry_run` included.
     fn input_schema(&self) -> Value;
     /// The result's JSON schema.
@@ -162,6 +167,9 @@ impl<T: Tool> Entry for Def<T> {
     }
     fn idempotent(&self) -> bool {
         T::IDEMPOTENT
+    }
+    fn checkout(&self) -> bool {
+        T::CHECKOUT
     }
     fn input_schema(&self) -> Value {
         let mut schema =

@@ -1,12 +1,15 @@
 //! `ocx-cgi`: the page Fossil serves at `/ext/ocx-cgi`, inside its skin.
 //! The request comes from the environment Fossil sets and the body on
 //! stdin; every tool is reached through the registry, and the page only
-//! renders the one Answer (or, with `?json`, prints it).
+//! renders the one Answer (or, with `?json`, prints it). The viewer is
+//! proven from the request (its login cookie, or Fossil's own local
+//! sign-in), never taken from `FOSSIL_USER` alone, and the page offers no
+//! tool that acts on a checkout.
 
 use crate::answer::Answer;
 use crate::context::{Context, Who};
 use crate::fields::{Flag, Kind, flags_of, set, to_json};
-use crate::fossil::Fossil;
+use crate::fossil::{Fossil, Repository};
 use crate::registry::{self, Entry, Needs, Stop, TOOLS};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -39,10 +42,19 @@ pub struct Config {
 pub struct Request {
     /// `FOSSIL_REPOSITORY`: the repository file.
     pub repository: Option<String>,
-    /// `FOSSIL_USER`: who signed in, if anyone.
+    /// `FOSSIL_USER`: whom Fossil names. Fossil passes on its own
+    /// environment's when no one signed in, so it is believed only as
+    /// [`Request::prove_viewer`] allows.
+    pub fossil_user: Option<String>,
+    /// The viewer, once [`Request::prove_viewer`] proved one; `None`: nobody.
     pub user: Option<String>,
-    /// `FOSSIL_CAPABILITIES`: shown, never used to decide.
+    /// `FOSSIL_CAPABILITIES`: shown, and compared when Fossil signed the
+    /// viewer in itself; never used to decide what a tool may do.
     pub capabilities: Option<String>,
+    /// `HTTP_COOKIE`: where the login cookie is.
+    pub cookie: Option<String>,
+    /// `REMOTE_ADDR`: where the request came from.
+    pub remote_addr: Option<String>,
     /// `FOSSIL_NONCE`: what a script would carry (the page has none).
     pub nonce: Option<String>,
     /// `FOSSIL_URI`: the site's path below its host (empty at the root).
@@ -73,8 +85,11 @@ impl Request {
         let var = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
         Request {
             repository: var("FOSSIL_REPOSITORY").filter(|r| !r.is_empty()),
-            user: var("FOSSIL_USER").filter(|u| !u.is_empty()),
+            fossil_user: var("FOSSIL_USER").filter(|u| !u.is_empty()),
+            user: None,
             capabilities: var("FOSSIL_CAPABILITIES"),
+            cookie: var("HTTP_COOKIE").filter(|c| !c.is_empty()),
+            remote_addr: var("REMOTE_ADDR"),
             nonce: var("FOSSIL_NONCE"),
             uri: var("FOSSIL_URI").unwrap_or_default(),
             method: var("REQUEST_METHOD").unwrap_or_else(|| "GET".into()),
@@ -86,6 +101,42 @@ impl Request {
             host: var("HTTP_HOST").filter(|h| !h.is_empty()),
             referer: var("HTTP_REFERER"),
             accept: var("HTTP_ACCEPT"),
+        }
+    }
+
+    /// The viewer, proven against `repo`: the login whose login cookie the
+    /// user table confirms, unexpired; with none, the login Fossil signed
+    /// in itself without a cookie (its local `ui` sign-in: a loopback
+    /// address, plain HTTP, and `FOSSIL_CAPABILITIES` exactly what the
+    /// repository grants that login, more than nobody's); else nobody.
+    pub fn prove_viewer(&self, repo: &Repository) -> Option<String> {
+        if let Some(header) = self.cookie.as_deref()
+            && let Ok(Some(login)) = repo.login_by_cookie(header)
+        {
+            return Some(login);
+        }
+        let login = self.fossil_user.as_deref()?;
+        let shown = self.capabilities.as_deref()?;
+        if self.https || !self.is_loopback() {
+            return None;
+        }
+        repo.shows_own_capabilities(login, shown)
+            .unwrap_or(false)
+            .then(|| login.to_string())
+    }
+
+    /// Whether `REMOTE_ADDR` is a loopback address.
+    fn is_loopback(&self) -> bool {
+        match self
+            .remote_addr
+            .as_deref()
+            .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+        {
+            Some(std::net::IpAddr::V6(v6)) => {
+                v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+            }
+            Some(ip) => ip.is_loopback(),
+            None => false,
         }
     }
 
@@ -110,7 +161,7 @@ impl Request {
         }
     }
 
-    /// Whether a person signed in: Fossil names a user, and not `anonymous`.
+    /// Whether a person signed in: a viewer was proven, and not `anonymous`.
     pub fn signed_in(&self) -> bool {
         self.user.as_deref().is_some_and(|u| u != "anonymous")
     }
@@ -235,6 +286,13 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
         return refusal(request, json, 500, None, stop);
     };
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let viewer = Repository::open(&cwd.join(&repository))
+        .ok()
+        .and_then(|repo| request.prove_viewer(&repo));
+    let request = &Request {
+        user: viewer,
+        ..request.clone()
+    };
     let cx = Context::new(
         Some(PathBuf::from(repository)),
         cwd,
@@ -246,7 +304,17 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
     let path = request.path_info.trim_matches('/');
     if path.is_empty() {
         if json {
-            let answer = registry::call("list", Ok(Value::Object(Map::new())), &cx, false);
+            let mut answer = registry::call("list", Ok(Value::Object(Map::new())), &cx, false);
+            if let Some(Value::Array(tools)) =
+                answer.result.as_mut().and_then(|r| r.get_mut("tools"))
+            {
+                tools.retain(|t| {
+                    t["name"]
+                        .as_str()
+                        .and_then(registry::find)
+                        .is_some_and(offered)
+                });
+            }
             return json_response(status_of(&answer, false), &answer);
         }
         return Response {
@@ -260,6 +328,17 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
             .next("the OCX page lists every tool");
         return refusal(request, json, 404, Some(&cx), stop);
     };
+    if !offered(tool) {
+        let stop = Stop::field(
+            "tool",
+            format!(
+                "{} acts on a checkout, and the web page offers no tool that does: whatever checkout its server runs in is no visitor's",
+                tool.name()
+            ),
+        )
+        .next("call it from the command line or MCP in a checkout of your own");
+        return refusal(request, json, 403, Some(&cx), stop);
+    }
     let flags = form_fields(tool);
     let input = if request.is_post() {
         read_body(request, body).and_then(|b| post_input(request, tool, &flags, &b))
@@ -325,6 +404,11 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
         content_type: "text/html",
         body: page("OCX", &html),
     }
+}
+
+/// Whether the page offers `tool`: every tool but those acting on a checkout.
+fn offered(tool: &dyn Entry) -> bool {
+    !tool.checkout()
 }
 
 /// A tool's page begins: a button back to the list, the bar, the viewer.
@@ -547,7 +631,7 @@ fn index(request: &Request, cx: &Context) -> String {
     html += &bar(request);
     html += &who(request, cx);
     html += "<p>Every tool OCX offers on this repository. A tool that changes something does so only from a form on this page, as you.</p>\n";
-    for tool in TOOLS {
+    for tool in TOOLS.iter().filter(|t| offered(**t)) {
         html += &card(request, cx, *tool, true, None);
     }
     page("OCX", &html)
@@ -559,7 +643,7 @@ fn bar(request: &Request) -> String {
         "<nav class=\"ocx-bar\"><a href=\"{}\">OCX</a>",
         esc(&request.link(None))
     );
-    for tool in TOOLS {
+    for tool in TOOLS.iter().filter(|t| offered(**t)) {
         html += &format!(
             " <a href=\"{}\">{}</a>",
             esc(&request.link(Some(tool.name()))),
@@ -569,7 +653,7 @@ fn bar(request: &Request) -> String {
     html + "</nav>\n"
 }
 
-/// Who the viewer is, as Fossil says and as the repository grants.
+/// Who the viewer is, as the page proved and as the repository grants.
 fn who(request: &Request, cx: &Context) -> String {
     let shown = request
         .capabilities
@@ -585,15 +669,12 @@ fn who(request: &Request, cx: &Context) -> String {
         Err(stop) => format!("; {}", esc(&stop.reason)),
     };
     match request.user.as_deref() {
-        Some(u) if request.signed_in() => {
+        Some(u) => {
             format!(
                 "<p class=\"ocx-who\">Signed in as <b>{}</b>{shown}{held}.</p>\n",
                 esc(u)
             )
         }
-        Some(_) => format!(
-            "<p class=\"ocx-who\">Signed in as anonymous{shown}{held}; sign in as yourself to change anything.</p>\n"
-        ),
         None => format!(
             "<p class=\"ocx-who\">Nobody is signed in{shown}{held}; sign in to change anything.</p>\n"
         ),
@@ -883,6 +964,21 @@ mod tests {
         assert!(!request("http://evil.org/repo/ext/ocx-cgi", false).from_own_page());
         assert!(!request("http://example.org/repo/ext/ocx-cgi", true).from_own_page());
         assert!(request("https://example.org/repo/ext/ocx-cgi", true).from_own_page());
+    }
+
+    #[test]
+    fn only_a_loopback_address_is_local() {
+        let from = |addr: &str| Request {
+            remote_addr: Some(addr.into()),
+            ..Request::default()
+        };
+        assert!(from("127.0.0.1").is_loopback());
+        assert!(from("::1").is_loopback());
+        assert!(from("::ffff:127.0.0.1").is_loopback());
+        assert!(!from("10.1.2.3").is_loopback());
+        assert!(!from("::ffff:10.1.2.3").is_loopback());
+        assert!(!from("nil").is_loopback());
+        assert!(!Request::default().is_loopback());
     }
 
     #[test]

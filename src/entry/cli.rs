@@ -23,6 +23,7 @@ const GLOBALS: &[&str] = &[
     "input",
     "mcp",
     "mcp_http",
+    "token_file",
 ];
 
 /// Runs the command line; answers the exit code.
@@ -41,9 +42,10 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     if let Some(addr) = matches.get_one::<OsString>("mcp_http") {
+        let token_file = matches.get_one::<OsString>("token_file").map(PathBuf::from);
         return match (text_arg(&matches, "repository"), text_arg(&matches, "user")) {
             (Ok(repository), Ok(user)) => {
-                super::mcp::serve_http(addr, repository.map(PathBuf::from), user)
+                super::mcp::serve_http(addr, repository.map(PathBuf::from), user, token_file)
             }
             (Err(stop), _) | (_, Err(stop)) => {
                 super::eprint(&format!("ocx: {}\n", stop.reason));
@@ -142,7 +144,15 @@ fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
                 .long("mcp-http")
                 .value_name("127.0.0.1:PORT")
                 .value_parser(OsStringValueParser::new())
-                .help("Serve every tool over MCP's streamable HTTP, on loopback"),
+                .help("Serve every tool over MCP's streamable HTTP, on loopback, to requests bearing its token"),
+        )
+        .arg(
+            Arg::new("token_file")
+                .long("token-file")
+                .value_name("FILE")
+                .requires("mcp_http")
+                .value_parser(OsStringValueParser::new())
+                .help("With --mcp-http: the file keeping its bearer token (made 0600 when missing)"),
         );
     for (tool, fl) in flags {
         let mut sub = Command::new(tool.name()).about(tool.summary());

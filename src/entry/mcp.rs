@@ -1,12 +1,13 @@
 //! `ocx-mcp` (and `ocx --mcp`): every tool of the registry over MCP, on
 //! stdio, and `ocx --mcp-http 127.0.0.1:PORT`, the same over streamable
-//! HTTP at `/mcp` on loopback alone. One adapter serves every tool: its
-//! schemas come from the registry and each call goes through
+//! HTTP at `/mcp` on loopback alone, each request carrying the bearer
+//! token made for its repository and login. One adapter serves every
+//! tool: its schemas come from the registry and each call goes through
 //! `registry::call_with_text`. Logs go to standard error only.
 
 use crate::answer::Answer;
 use crate::context::{Context, Who};
-use crate::registry::{self, Entry, TOOLS};
+use crate::registry::{self, Entry, Stop, TOOLS};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -16,10 +17,11 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::ffi::OsString;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
@@ -38,6 +40,10 @@ pub enum McpError {
     /// The runtime or the listener could not start.
     #[error("cannot start the server: {0}")]
     Start(String),
+    /// The bearer token's file cannot be made, read, or is not this
+    /// server's.
+    #[error("token file {path}: {reason}")]
+    Token { path: PathBuf, reason: String },
 }
 
 /// Whom and where a call over MCP acts as: the same as the command line
@@ -147,11 +153,13 @@ impl Server {
 /// MCP on stdio until the client closes it; answers the exit code.
 pub fn main() -> i32 {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    match parse_args(&args).and_then(|(caller, http, connect)| match (http, connect) {
-        (_, Some(socket)) => relay(&socket),
-        (Some(addr), None) => serve_http_at(&addr, caller),
-        (None, None) => serve_stdio(caller),
-    }) {
+    match parse_args(&args).and_then(
+        |(caller, http, connect, token_file)| match (http, connect) {
+            (_, Some(socket)) => relay(&socket),
+            (Some(addr), None) => serve_http_at(&addr, caller, token_file),
+            (None, None) => serve_stdio(caller),
+        },
+    ) {
         Ok(()) => 0,
         Err(e) => {
             super::eprint(&format!("ocx-mcp: {e}\n"));
@@ -160,10 +168,16 @@ pub fn main() -> i32 {
     }
 }
 
-/// `ocx --mcp-http ADDR`: serves MCP over streamable HTTP at `/mcp` on the
-/// loopback address `addr`, as the command line's caller; answers the exit
-/// code (2 when it cannot start, an address off loopback among them).
-pub fn serve_http(addr: &OsString, repository: Option<PathBuf>, user: Option<String>) -> i32 {
+/// `ocx --mcp-http ADDR [--token-file FILE]`: serves MCP over streamable
+/// HTTP at `/mcp` on the loopback address `addr`, as the command line's
+/// caller, to requests bearing its token; answers the exit code (2 when it
+/// cannot start, an address off loopback among them).
+pub fn serve_http(
+    addr: &OsString,
+    repository: Option<PathBuf>,
+    user: Option<String>,
+    token_file: Option<PathBuf>,
+) -> i32 {
     let caller = Caller {
         repository,
         user,
@@ -171,7 +185,7 @@ pub fn serve_http(addr: &OsString, repository: Option<PathBuf>, user: Option<Str
         run: None,
     };
     let addr = addr.to_string_lossy().into_owned();
-    match serve_http_at(&addr, caller) {
+    match serve_http_at(&addr, caller, token_file) {
         Ok(()) => 0,
         Err(e) => {
             super::eprint(&format!("ocx --mcp-http: {e}\n"));
@@ -180,13 +194,14 @@ pub fn serve_http(addr: &OsString, repository: Option<PathBuf>, user: Option<Str
     }
 }
 
-type Parsed = (Caller, Option<String>, Option<PathBuf>);
+type Parsed = (Caller, Option<String>, Option<PathBuf>, Option<PathBuf>);
 
 fn parse_args(args: &[OsString]) -> Result<Parsed, McpError> {
     let mut repository = None;
     let mut user = None;
     let mut http = None;
     let mut connect = None;
+    let mut token_file = None;
     let mut it = args.iter();
     let text = |v: Option<&OsString>, flag: &str| -> Result<String, McpError> {
         let v = v.ok_or_else(|| McpError::Usage(format!("{flag} needs a value")))?;
@@ -203,9 +218,12 @@ fn parse_args(args: &[OsString]) -> Result<Parsed, McpError> {
             Some("--user" | "-U") => user = Some(text(it.next(), "--user")?),
             Some("--mcp-http") => http = Some(text(it.next(), "--mcp-http")?),
             Some("--connect") => connect = Some(PathBuf::from(text(it.next(), "--connect")?)),
+            Some("--token-file") => {
+                token_file = Some(PathBuf::from(text(it.next(), "--token-file")?))
+            }
             _ => {
                 return Err(McpError::Usage(format!(
-                    "unexpected argument {}; usage: ocx-mcp [--repository FILE] [--user LOGIN] | ocx-mcp --connect SOCKET",
+                    "unexpected argument {}; usage: ocx-mcp [--repository FILE] [--user LOGIN] [--mcp-http ADDR [--token-file FILE]] | ocx-mcp --connect SOCKET",
                     a.to_string_lossy()
                 )));
             }
@@ -221,6 +239,7 @@ fn parse_args(args: &[OsString]) -> Result<Parsed, McpError> {
         },
         http,
         connect,
+        token_file,
     ))
 }
 
@@ -268,8 +287,181 @@ pub fn loopback(addr: &str) -> Result<SocketAddr, McpError> {
     }
 }
 
-fn serve_http_at(addr: &str, caller: Caller) -> Result<(), McpError> {
+/// A bearer token's file: the token, and the repository and login it was
+/// made for.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenFile {
+    /// The repository's project-code.
+    project: String,
+    /// The login the token acts as.
+    login: String,
+    /// The token: 32 random bytes, in hex.
+    token: String,
+}
+
+/// Where the token for `project` and `login` is kept when `--token-file`
+/// names no other file: `$XDG_CONFIG_HOME/ocx/mcp-tokens/` (else
+/// `~/.config/ocx/mcp-tokens/`), one file per repository and login.
+pub fn default_token_file(project: &str, login: &str) -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| PathBuf::from(h).join(".config"))
+        })?;
+    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'@');
+    let login = percent_encoding::utf8_percent_encode(login, KEEP).to_string();
+    let project: String = project.chars().take(16).collect();
+    Some(
+        base.join("ocx")
+            .join("mcp-tokens")
+            .join(format!("{project}-{login}.json")),
+    )
+}
+
+/// The token kept in `path` for `project` and `login`, made (0600, in a
+/// directory made 0700) when the file is not there yet. A file others can
+/// read, not this account's, or made for another repository or login is
+/// refused.
+fn token_for(path: &Path, project: &str, login: &str) -> Result<String, McpError> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+    let refuse = |reason: String| McpError::Token {
+        path: path.to_path_buf(),
+        reason,
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            if !meta.is_file() {
+                return Err(refuse("is not a regular file".into()));
+            }
+            if meta.uid() != nix::unistd::geteuid().as_raw() {
+                return Err(refuse("belongs to another account".into()));
+            }
+            if meta.permissions().mode() & 0o077 != 0 {
+                return Err(refuse(format!(
+                    "is readable or writable by others (mode {:o}): make it 0600",
+                    meta.permissions().mode() & 0o777
+                )));
+            }
+            let kept: TokenFile = std::fs::read(path)
+                .map_err(|e| refuse(e.to_string()))
+                .and_then(|b| {
+                    serde_json::from_slice(&b).map_err(|e| refuse(format!("does not parse: {e}")))
+                })?;
+            if kept.project != project || kept.login != login {
+                return Err(refuse(format!(
+                    "was made for login {:?} of project {}, not {login:?} of {project}",
+                    kept.login, kept.project
+                )));
+            }
+            if kept.token.len() < 32 {
+                return Err(refuse("holds a token too short to keep anyone out".into()));
+            }
+            Ok(kept.token)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+                && !dir.is_dir()
+            {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|e| refuse(format!("cannot make its directory: {e}")))?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                    .map_err(|e| refuse(e.to_string()))?;
+            }
+            let mut bytes = [0u8; 32];
+            rand::fill(&mut bytes);
+            let made = TokenFile {
+                project: project.to_string(),
+                login: login.to_string(),
+                token: hex::encode(bytes),
+            };
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|e| refuse(format!("cannot make it: {e}")))?;
+            let text = serde_json::to_string_pretty(&made).unwrap_or_default() + "\n";
+            file.write_all(text.as_bytes())
+                .map_err(|e| refuse(e.to_string()))?;
+            Ok(made.token)
+        }
+        Err(e) => Err(refuse(e.to_string())),
+    }
+}
+
+/// Lets a request through only when it bears the token, compared in
+/// constant time; any other is answered 401.
+async fn bearer(
+    axum::extract::State(token): axum::extract::State<Arc<String>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let given = request
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, rest) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        });
+    match given {
+        Some(t) if crate::fossil::login::same_secret(t.as_bytes(), token.as_bytes()) => {
+            next.run(request).await
+        }
+        _ => axum::response::Response::builder()
+            .status(axum::http::StatusCode::UNAUTHORIZED)
+            .header(axum::http::header::WWW_AUTHENTICATE, "Bearer realm=\"ocx\"")
+            .header(axum::http::header::CONTENT_TYPE, "text/plain")
+            .body(axum::body::Body::from(
+                "this MCP server needs its bearer token: send Authorization: Bearer TOKEN, TOKEN from the file it named at start\n",
+            ))
+            .unwrap_or_default(),
+    }
+}
+
+fn serve_http_at(addr: &str, caller: Caller, token_file: Option<PathBuf>) -> Result<(), McpError> {
     let addr = loopback(addr)?;
+    let (project, login) = {
+        let cx = caller.context();
+        let who = cx.caller().map_err(|s| {
+            McpError::Start(format!(
+                "{}: {}",
+                s.field.as_deref().unwrap_or("user"),
+                s.reason
+            ))
+        })?;
+        let project = cx
+            .repo()
+            .and_then(|r| r.project_code().map_err(Stop::internal))
+            .map_err(|s| McpError::Start(s.reason))?;
+        (project, who.login.clone())
+    };
+    let caller = Caller {
+        user: Some(login.clone()),
+        ..caller
+    };
+    let path = match token_file {
+        Some(p) => p,
+        None => default_token_file(&project, &login).ok_or_else(|| {
+            McpError::Start(
+                "neither XDG_CONFIG_HOME nor HOME is set: name the token's file with --token-file FILE"
+                    .into(),
+            )
+        })?,
+    };
+    let token = Arc::new(token_for(&path, &project, &login)?);
     runtime()?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -291,8 +483,12 @@ fn serve_http_at(addr: &str, caller: Caller) -> Result<(), McpError> {
         );
         let app = axum::Router::new()
             .route_service("/mcp", service)
-            .layer(axum::middleware::map_request(mark_body));
-        super::eprint(&format!("ocx-mcp: serving MCP at http://{bound}/mcp\n"));
+            .layer(axum::middleware::map_request(mark_body))
+            .layer(axum::middleware::from_fn_with_state(token, bearer));
+        super::eprint(&format!(
+            "ocx-mcp: serving MCP at http://{bound}/mcp\nocx-mcp: as {login}, to requests with the header Authorization: Bearer TOKEN, TOKEN from {}\n",
+            path.display()
+        ));
         axum::serve(listener, app)
             .await
             .map_err(|e| McpError::Start(e.to_string()))

@@ -7,6 +7,7 @@ pub mod bundle;
 pub mod caps;
 pub mod checkout;
 pub mod delta;
+pub mod login;
 mod program;
 pub mod repo;
 pub mod store;

@@ -13,7 +13,7 @@ use std::time::Duration;
 /// An open repository, read-only.
 pub struct Repository {
     path: PathBuf,
-    db: Connection,
+    pub(super) db: Connection,
 }
 
 /// The artifacts a hash or prefix names.

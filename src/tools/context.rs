@@ -69,6 +69,7 @@ impl Tool for Context {
     const SUMMARY: &'static str = "What you work on: the objective, the working branch, the files changed and not saved, and the tests you may run.";
     const NEEDS: Needs = Needs::Nothing;
     const WRITES: bool = false;
+    const CHECKOUT: bool = true;
 
     fn run(_: Input, call: &mut Call) -> Result<Output, Stop> {
         let root = workspace::root(call)?;

@@ -30,6 +30,7 @@ impl Tool for Edit {
     const SUMMARY: &'static str = "Replace text that appears exactly once in a file (copy old from read), or add to its end with old empty.";
     const NEEDS: Needs = Needs::Nothing;
     const WRITES: bool = true;
+    const CHECKOUT: bool = true;
     const DESTRUCTIVE: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {

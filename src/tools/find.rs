@@ -56,6 +56,7 @@ impl Tool for Find {
     const SUMMARY: &'static str = "Find each line of the checkout holding a text, exactly: path, line number and text, at most 50.";
     const NEEDS: Needs = Needs::Nothing;
     const WRITES: bool = false;
+    const CHECKOUT: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let root = workspace::root(call)?;

@@ -43,6 +43,7 @@ impl Tool for Read {
         "Read up to 200 lines of a file exactly as they are, to copy edit's old from.";
     const NEEDS: Needs = Needs::Nothing;
     const WRITES: bool = false;
+    const CHECKOUT: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let root = workspace::root(call)?;

@@ -48,6 +48,7 @@ impl Tool for Save {
     const SUMMARY: &'static str = "Commit every change on your working branch with a four-line comment and push it; needs every test passed since the last edit.";
     const NEEDS: Needs = Needs::Any("i");
     const WRITES: bool = true;
+    const CHECKOUT: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let comment = comment(&input)?;

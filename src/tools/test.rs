@@ -61,6 +61,7 @@ impl Tool for Test {
     const SUMMARY: &'static str = "Run a test context lists (or every one): whether each passed, and the last 100 lines it wrote.";
     const NEEDS: Needs = Needs::Nothing;
     const WRITES: bool = true;
+    const CHECKOUT: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let root = workspace::root(call)?;

@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 /// A directory Fossil serves as its extroot: `ocx-cgi` linked to the
 /// binary, and the page's configuration naming the tests' fossil.
-struct Ext {
-    dir: tempfile::TempDir,
+pub struct Ext {
+    pub dir: tempfile::TempDir,
 }
 
 impl Ext {
-    fn new() -> Ext {
+    pub fn new() -> Ext {
         let dir = tempfile::Builder::new()
             .prefix("ocx-ext-")
             .tempdir()
@@ -34,25 +34,73 @@ impl Ext {
 
 /// What the page answered.
 #[derive(Debug)]
-struct Page {
-    status: u16,
-    content_type: String,
-    body: String,
+pub struct Page {
+    pub status: u16,
+    pub content_type: String,
+    pub body: String,
 }
 
 impl Page {
-    fn answer(&self) -> Value {
+    pub fn answer(&self) -> Value {
         assert_eq!(self.content_type, "application/json", "{}", self.body);
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }
 }
 
-const HOST: &str = "example.org:8080";
-const OWN: &str = "http://example.org:8080/ext/ocx-cgi";
+pub const HOST: &str = "example.org:8080";
+pub const OWN: &str = "http://example.org:8080/ext/ocx-cgi";
 
-/// One request to the page, as Fossil makes it: `env` over the variables
-/// every request has, `body` on stdin.
+/// Signs `login` in with its password through `fossil http`, as the login
+/// form does; answers its login cookie as a `Cookie` header gives it.
+pub fn sign_in(repo: &Repo, login: &str) -> String {
+    let body = format!("u={login}&p={login}-pw");
+    let request = format!(
+        "POST /login HTTP/1.0\r\nHost: {HOST}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut child = Command::new(fossil())
+        .args(["http", "--nodelay", "--ipaddr", "127.0.0.1"])
+        .arg(&repo.file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(request.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("Set-Cookie: "))
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_else(|| panic!("{login} did not sign in: {text}"))
+        .to_string()
+}
+
+/// One request to the page, as Fossil makes it for a signed-in viewer:
+/// when `env` names a `FOSSIL_USER` (not anonymous), that login signs in
+/// and its cookie goes with the request, as a browser's would.
 fn cgi(ext: &Ext, repo: &Repo, env: &[(&str, &str)], body: &[u8]) -> Page {
+    let user = env
+        .iter()
+        .find(|(k, _)| *k == "FOSSIL_USER")
+        .map(|(_, v)| *v)
+        .filter(|u| *u != "anonymous");
+    let cookie = user.map(|u| sign_in(repo, u));
+    let mut env = env.to_vec();
+    if let Some(c) = &cookie {
+        env.push(("HTTP_COOKIE", c));
+    }
+    cgi_raw(ext, repo, &env, body)
+}
+
+/// One request to the page with exactly `env` over the variables every
+/// request has, `body` on stdin.
+pub fn cgi_raw(ext: &Ext, repo: &Repo, env: &[(&str, &str)], body: &[u8]) -> Page {
     let mut c = Command::new(ext.program());
     c.env_clear()
         .current_dir(repo.dir.path())
@@ -455,7 +503,11 @@ fn json_answers_the_one_answer() {
     assert_eq!(a["tool"], "list");
     assert_eq!(
         a["result"]["tools"].as_array().unwrap().len(),
-        ocx::registry::TOOLS.len()
+        ocx::registry::TOOLS
+            .iter()
+            .filter(|t| !t.checkout())
+            .count(),
+        "every tool but those acting on a checkout"
     );
     let page = cgi(
         &ext,
@@ -730,31 +782,51 @@ fn the_page_runs_fossil_as_configured_never_from_path() {
 
 /// A `fossil server` of `repo` on a free loopback port, with `ext` as its
 /// extroot and no backoffice (which would outlive it); stopped when dropped.
-struct Server {
+pub struct Server {
     child: Child,
-    port: u16,
+    pub port: u16,
 }
 
 impl Server {
-    fn start(repo: &Repo, ext: &Ext) -> Server {
+    pub fn start(repo: &Repo, ext: &Ext) -> Server {
+        Server::launch(repo, ext, "server", repo.dir.path(), true, &[])
+    }
+
+    /// `fossil COMMAND` (`server` or `ui`) serving `repo` from `cwd` with
+    /// `env` added to its environment; `name_repo` false serves the
+    /// repository of the checkout at `cwd`, as Fossil finds it.
+    pub fn launch(
+        repo: &Repo,
+        ext: &Ext,
+        command: &str,
+        cwd: &Path,
+        name_repo: bool,
+        env: &[(&str, &str)],
+    ) -> Server {
         repo.fossil(&["settings", "backoffice-disable", "1"]);
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(fossil())
-            .args([
-                "server",
-                "--port",
-                &port.to_string(),
-                "--localhost",
-                "--nojail",
-                "--extroot",
-            ])
-            .arg(ext.dir.path())
-            .arg(&repo.file)
-            .current_dir(repo.dir.path())
+        let mut c = Command::new(fossil());
+        c.args([
+            command,
+            "--port",
+            &port.to_string(),
+            "--localhost",
+            "--nojail",
+        ]);
+        if command == "ui" {
+            c.arg("--nobrowser");
+        }
+        c.arg("--extroot").arg(ext.dir.path());
+        if name_repo {
+            c.arg(&repo.file);
+        }
+        let child = c
+            .envs(env.iter().copied())
+            .current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -772,12 +844,12 @@ impl Server {
         server
     }
 
-    fn base(&self) -> String {
+    pub fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
     /// One request; answers the status, the headers and the body.
-    fn request(
+    pub fn request(
         &self,
         method: &str,
         path: &str,
@@ -810,7 +882,7 @@ impl Server {
     }
 
     /// Signs `login` in with its password, as the login form does; answers the cookie.
-    fn login(&self, login: &str) -> String {
+    pub fn login(&self, login: &str) -> String {
         let (status, head, _) =
             self.request("POST", "/login", &[], &format!("u={login}&p={login}-pw"));
         assert_eq!(status, 302, "{login} did not sign in: {head}");
@@ -915,7 +987,14 @@ fn in_chromium_a_person_signs_in_and_replies_through_the_form() {
         .env("OCX_THREAD", &root)
         .env("OCX_PROFILE", profile.path().join("profile"))
         .env("OCX_SHOT", &shot)
-        .env("OCX_TOOLS", ocx::registry::TOOLS.len().to_string())
+        .env(
+            "OCX_TOOLS",
+            ocx::registry::TOOLS
+                .iter()
+                .filter(|t| !t.checkout())
+                .count()
+                .to_string(),
+        )
         .output()
         .unwrap();
     let said = format!(

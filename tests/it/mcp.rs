@@ -16,6 +16,8 @@ import asyncio, json, sys
 from mcp import ClientSession
 from mcp.client.stdio import stdio_client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+import os
 
 def show(label, res):
     print(json.dumps({"label": label, "is_error": bool(res.is_error),
@@ -42,7 +44,8 @@ async def main():
             async with ClientSession(r, w) as s:
                 await session(s, thread)
     else:
-        async with streamable_http_client(target) as streams:
+        auth = {"Authorization": "Bearer " + os.environ["OCX_TOKEN"]}
+        async with streamable_http_client(target, http_client=create_mcp_http_client(headers=auth)) as streams:
             async with ClientSession(streams[0], streams[1]) as s:
                 await session(s, thread)
 
@@ -64,6 +67,11 @@ fn python_with_mcp() {
 
 /// Runs the client with `args`; answers its lines by label.
 fn run_client(args: &[&str]) -> Vec<Value> {
+    run_client_with(args, &[])
+}
+
+/// Runs the client with `args`, and `env` set for it.
+pub fn run_client_with(args: &[&str], env: &[(&str, &str)]) -> Vec<Value> {
     python_with_mcp();
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("client.py");
@@ -71,6 +79,7 @@ fn run_client(args: &[&str]) -> Vec<Value> {
     let out = Command::new("python3")
         .arg(&script)
         .args(args)
+        .envs(env.iter().copied())
         .env_remove("FOSSIL_USER")
         .output()
         .unwrap();
@@ -171,10 +180,14 @@ fn a_real_client_over_stdio_lists_calls_and_is_refused_by_field() {
     check_session(&lines, &repo, &before, &thread);
 }
 
-/// An `ocx --mcp-http 127.0.0.1:0` server, and the address it serves.
-struct Http {
+/// An `ocx --mcp-http 127.0.0.1:0` server, the address it serves, and
+/// the bearer token it made in its token file.
+pub struct Http {
     child: Child,
-    addr: String,
+    pub addr: String,
+    pub token: String,
+    pub token_file: std::path::PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Drop for Http {
@@ -185,31 +198,49 @@ impl Drop for Http {
 }
 
 fn serve(repo: &Repo) -> Http {
+    serve_as(repo, &["--user", "admin"])
+}
+
+/// Serves `repo` over HTTP with `args`, its token kept in a file of a
+/// fresh directory; answers once it said where it serves and the file.
+pub fn serve_as(repo: &Repo, args: &[&str]) -> Http {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("tokens").join("mcp.json");
     let mut child = Command::new(ocx_bin())
-        .args([
-            "--mcp-http",
-            "127.0.0.1:0",
-            "--user",
-            "admin",
-            "--repository",
-        ])
+        .args(["--mcp-http", "127.0.0.1:0"])
+        .args(args)
+        .arg("--token-file")
+        .arg(&token_file)
+        .arg("--repository")
         .arg(&repo.file)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let (mut line, mut second) = (String::new(), String::new());
+    err.read_line(&mut line).unwrap();
+    err.read_line(&mut second).unwrap();
     let addr = line
         .split("http://")
         .nth(1)
         .and_then(|r| r.strip_suffix("/mcp\n"))
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
-    Http { child, addr }
+    assert!(
+        second.contains(token_file.to_str().unwrap()),
+        "the token's file is not named: {second:?}"
+    );
+    let kept: Value = serde_json::from_slice(&std::fs::read(&token_file).unwrap()).unwrap();
+    let token = kept["token"].as_str().unwrap().to_string();
+    Http {
+        child,
+        addr,
+        token,
+        token_file,
+        _dir: dir,
+    }
 }
 
 #[test]
@@ -218,12 +249,12 @@ fn a_real_client_over_http_lists_calls_and_is_refused_by_field() {
     let before = repo.hashes();
     let http = serve(&repo);
     let url = format!("http://{}/mcp", http.addr);
-    let lines = run_client(&["http", &url, &thread]);
+    let lines = run_client_with(&["http", &url, &thread], &[("OCX_TOKEN", &http.token)]);
     check_session(&lines, &repo, &before, &thread);
 }
 
 /// Sends one raw HTTP request; answers the status code.
-fn status_of(addr: &str, request: &[u8]) -> u16 {
+pub fn status_of(addr: &str, request: &[u8]) -> u16 {
     let text = response_of(addr, request, 12);
     text.split(' ')
         .nth(1)
@@ -233,7 +264,7 @@ fn status_of(addr: &str, request: &[u8]) -> u16 {
 
 /// Sends one raw HTTP request; answers the response, read to its end or
 /// at least `enough` bytes of it.
-fn response_of(addr: &str, request: &[u8], enough: usize) -> String {
+pub fn response_of(addr: &str, request: &[u8], enough: usize) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let _ = s.write_all(request);
@@ -248,9 +279,13 @@ fn response_of(addr: &str, request: &[u8], enough: usize) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
-fn post(host: &str, body: &[u8]) -> Vec<u8> {
+/// A POST of `body` to `/mcp` naming `host`, bearing `token` when given.
+pub fn post_with(host: &str, token: Option<&str>, body: &[u8]) -> Vec<u8> {
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     let mut r = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )
@@ -264,6 +299,7 @@ fn http_serves_loopback_alone_by_its_rules() {
     let repo = Repo::new();
     let http = serve(&repo);
     let a = http.addr.as_str();
+    let post = |host: &str, body: &[u8]| post_with(host, Some(&http.token), body);
     let note = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
     assert_eq!(status_of(a, &post(a, note)), 202, "a notification");
     assert_eq!(
@@ -276,11 +312,12 @@ fn http_serves_loopback_alone_by_its_rules() {
         403,
         "a non-loopback Host"
     );
+    let bearer = format!("Authorization: Bearer {}\r\n", http.token);
     for method in ["GET", "PUT", "DELETE"] {
-        let r = format!("{method} /mcp HTTP/1.1\r\nHost: {a}\r\nConnection: close\r\n\r\n");
+        let r = format!("{method} /mcp HTTP/1.1\r\nHost: {a}\r\n{bearer}Connection: close\r\n\r\n");
         assert_eq!(status_of(a, r.as_bytes()), 405, "{method}");
     }
-    let r = format!("GET /other HTTP/1.1\r\nHost: {a}\r\nConnection: close\r\n\r\n");
+    let r = format!("GET /other HTTP/1.1\r\nHost: {a}\r\n{bearer}Connection: close\r\n\r\n");
     assert_eq!(status_of(a, r.as_bytes()), 404);
     let r = post(a, &vec![b' '; 10 * 1024 * 1024 + 1]);
     assert_eq!(status_of(a, &r), 413, "a body over 10 MiB");
