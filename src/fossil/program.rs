@@ -7,6 +7,9 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// The contact a login made for a run is given (`user new` takes one).
+const RUN_CONTACT: &str = "OCX run";
+
 /// The oldest Fossil OCX works with: `bundle import --publish` and the
 /// after-receive hook as OCX uses them are verified from here on.
 pub const FLOOR: &str = "2.23";
@@ -229,24 +232,19 @@ impl Fossil {
         .map(|_| ())
     }
 
-    /// Makes login `login` with `password` and no capabilities.
+    /// Makes login `login` with `password` and no capabilities. The
+    /// password is given on standard input (`--args -`), never on the
+    /// command line, where every account could read it.
     pub fn user_new(
         &self,
         repository: &Path,
         login: &str,
         password: &str,
     ) -> Result<(), FossilError> {
-        self.run(
+        self.user_with_secret(
             "user new",
-            &[
-                "user".as_ref(),
-                "new".as_ref(),
-                login.as_ref(),
-                "".as_ref(),
-                password.as_ref(),
-                "-R".as_ref(),
-                repository.as_os_str(),
-            ],
+            &["new", login, RUN_CONTACT, password],
+            repository,
         )?;
         self.user_capabilities(repository, login, "")
     }
@@ -281,23 +279,46 @@ impl Fossil {
         .map(|_| ())
     }
 
-    /// Sets `login`'s password.
+    /// Sets `login`'s password, given on standard input (`--args -`).
     pub fn user_password(
         &self,
         repository: &Path,
         login: &str,
         password: &str,
     ) -> Result<(), FossilError> {
-        self.run(
-            "user password",
-            &[
-                "user".as_ref(),
-                "password".as_ref(),
-                login.as_ref(),
-                password.as_ref(),
-                "-R".as_ref(),
-                repository.as_os_str(),
-            ],
+        self.user_with_secret("user password", &["password", login, password], repository)
+    }
+
+    /// Runs `fossil user WORDS -R REPOSITORY` with every word on standard
+    /// input, one a line, as `--args -` reads them (it skips empty lines, so
+    /// no word may be empty).
+    fn user_with_secret(
+        &self,
+        operation: &'static str,
+        words: &[&str],
+        repository: &Path,
+    ) -> Result<(), FossilError> {
+        let mut args = String::new();
+        for w in words.iter().copied().chain([
+            "-R",
+            repository.to_str().ok_or(FossilError::Command {
+                operation,
+                message: "the repository's path is not UTF-8".into(),
+            })?,
+        ]) {
+            if w.is_empty() || w.contains(['\n', '\r']) {
+                return Err(FossilError::Command {
+                    operation,
+                    message: "a value is empty or holds a line break".into(),
+                });
+            }
+            args.push_str(w);
+            args.push('\n');
+        }
+        self.run_with_input(
+            operation,
+            &["user".as_ref(), "--args".as_ref(), "-".as_ref()],
+            args.as_bytes(),
         )
         .map(|_| ())
     }
