@@ -978,9 +978,10 @@ fn make_home_copies(plan: &Plan) -> Result<(), SandboxError> {
         if let Some(parent) = copy.parent() {
             fs::DirBuilder::new()
                 .recursive(true)
-                .mode(0o700)
+                .mode(0o711)
                 .create(parent)
                 .map_err(failed)?;
+            fs::set_permissions(parent, fs::Permissions::from_mode(0o711)).map_err(failed)?;
         }
         match fs::remove_dir_all(copy) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(failed(e)),
