@@ -69,10 +69,7 @@ pub fn sweep_lost(root: &Path) -> Result<Vec<String>, NodeError> {
         }
         state.open.remove(&hash);
     }
-    std::fs::write(
-        root.join("state.json"),
-        serde_json::to_vec_pretty(&state).unwrap_or_default(),
-    )?;
+    state.save(root)?;
     log(root, &done);
     Ok(done)
 }

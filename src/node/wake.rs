@@ -66,7 +66,8 @@ impl State {
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
     }
-    fn save(&self, root: &Path) -> std::io::Result<()> {
+    /// Writes it under `root`, its owner's alone.
+    pub(crate) fn save(&self, root: &Path) -> std::io::Result<()> {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
         let tmp = root.join("state.json.new");

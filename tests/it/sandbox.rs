@@ -1178,3 +1178,30 @@ fn paths_the_run_account_cannot_use_are_refused_at_spawn() {
     .unwrap();
     spawn_refused(&planned, "workspace");
 }
+
+#[test]
+fn a_run_started_by_root_without_an_account_of_its_own_is_refused() {
+    if !nix::unistd::geteuid().is_root() {
+        say("NOT CHECKED ON THIS HOST, only root switches a run to an account of its own");
+        return;
+    }
+    let ws = tmp();
+    let planned = ocx::run::plan(
+        &name("no-account"),
+        ws.path(),
+        &SandboxFields::default(),
+        &wall(5),
+        &sh("touch made"),
+        &Forbidden::default(),
+    )
+    .unwrap();
+    assert_eq!(planned.account, None);
+    match spawn(&planned, Stdio::null(), Stdio::null(), Stdio::null()) {
+        Ok(r) => {
+            let _ = r.wait();
+            panic!("a run started as root");
+        }
+        Err(e) => assert!(matches!(e, SandboxError::Account { .. }), "{e}"),
+    }
+    assert!(!ws.path().join("made").exists(), "nothing ran");
+}
