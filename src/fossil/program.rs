@@ -7,8 +7,9 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The contact a login made for a run is given (`user new` takes one).
-const RUN_CONTACT: &str = "OCX run";
+/// The contact a login OCX makes is given (`user new` takes one, and
+/// `--args` cannot give an empty one).
+const MADE_CONTACT: &str = "made by OCX";
 
 /// The oldest Fossil OCX works with: `bundle import --publish` and the
 /// after-receive hook as OCX uses them are verified from here on.
@@ -243,7 +244,7 @@ impl Fossil {
     ) -> Result<(), FossilError> {
         self.user_with_secret(
             "user new",
-            &["new", login, RUN_CONTACT, password],
+            &["new", login, MADE_CONTACT, password],
             repository,
         )?;
         self.user_capabilities(repository, login, "")
@@ -290,28 +291,29 @@ impl Fossil {
     }
 
     /// Runs `fossil user WORDS -R REPOSITORY` with every word on standard
-    /// input, one a line, as `--args -` reads them (it skips empty lines, so
-    /// no word may be empty).
+    /// input, one a line, as `--args -` reads them: no word may be empty
+    /// (it skips empty lines) or begin with `-` (it would be an option).
     fn user_with_secret(
         &self,
         operation: &'static str,
         words: &[&str],
         repository: &Path,
     ) -> Result<(), FossilError> {
+        let repository = repository.to_str().ok_or(FossilError::Command {
+            operation,
+            message: "the repository's path is not UTF-8".into(),
+        })?;
         let mut args = String::new();
-        for w in words.iter().copied().chain([
-            "-R",
-            repository.to_str().ok_or(FossilError::Command {
-                operation,
-                message: "the repository's path is not UTF-8".into(),
-            })?,
-        ]) {
-            if w.is_empty() || w.contains(['\n', '\r']) {
+        for w in words.iter().copied().chain([repository]) {
+            if w.is_empty() || w.starts_with('-') || w.contains(['\n', '\r']) {
                 return Err(FossilError::Command {
                     operation,
-                    message: "a value is empty or holds a line break".into(),
+                    message: "a login, contact or password is empty, begins with '-' or holds a line break"
+                        .into(),
                 });
             }
+        }
+        for w in words.iter().copied().chain(["-R", repository]) {
             args.push_str(w);
             args.push('\n');
         }
