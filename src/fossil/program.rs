@@ -7,6 +7,10 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// The contact a login OCX makes is given (`user new` takes one, and
+/// `--args` cannot give an empty one).
+const MADE_CONTACT: &str = "made by OCX";
+
 /// The oldest Fossil OCX works with: `bundle import --publish` and the
 /// after-receive hook as OCX uses them are verified from here on.
 pub const FLOOR: &str = "2.23";
@@ -229,24 +233,19 @@ impl Fossil {
         .map(|_| ())
     }
 
-    /// Makes login `login` with `password` and no capabilities.
+    /// Makes login `login` with `password` and no capabilities. The
+    /// password is given on standard input (`--args -`), never on the
+    /// command line, where every account could read it.
     pub fn user_new(
         &self,
         repository: &Path,
         login: &str,
         password: &str,
     ) -> Result<(), FossilError> {
-        self.run(
+        self.user_with_secret(
             "user new",
-            &[
-                "user".as_ref(),
-                "new".as_ref(),
-                login.as_ref(),
-                "".as_ref(),
-                password.as_ref(),
-                "-R".as_ref(),
-                repository.as_os_str(),
-            ],
+            &["new", login, MADE_CONTACT, password],
+            repository,
         )?;
         self.user_capabilities(repository, login, "")
     }
@@ -281,23 +280,47 @@ impl Fossil {
         .map(|_| ())
     }
 
-    /// Sets `login`'s password.
+    /// Sets `login`'s password, given on standard input (`--args -`).
     pub fn user_password(
         &self,
         repository: &Path,
         login: &str,
         password: &str,
     ) -> Result<(), FossilError> {
-        self.run(
-            "user password",
-            &[
-                "user".as_ref(),
-                "password".as_ref(),
-                login.as_ref(),
-                password.as_ref(),
-                "-R".as_ref(),
-                repository.as_os_str(),
-            ],
+        self.user_with_secret("user password", &["password", login, password], repository)
+    }
+
+    /// Runs `fossil user WORDS -R REPOSITORY` with every word on standard
+    /// input, one a line, as `--args -` reads them: no word may be empty
+    /// (it skips empty lines) or begin with `-` (it would be an option).
+    fn user_with_secret(
+        &self,
+        operation: &'static str,
+        words: &[&str],
+        repository: &Path,
+    ) -> Result<(), FossilError> {
+        let repository = repository.to_str().ok_or(FossilError::Command {
+            operation,
+            message: "the repository's path is not UTF-8".into(),
+        })?;
+        let mut args = String::new();
+        for w in words.iter().copied().chain([repository]) {
+            if w.is_empty() || w.starts_with('-') || w.contains(['\n', '\r']) {
+                return Err(FossilError::Command {
+                    operation,
+                    message: "a login, contact or password is empty, begins with '-' or holds a line break"
+                        .into(),
+                });
+            }
+        }
+        for w in words.iter().copied().chain(["-R", repository]) {
+            args.push_str(w);
+            args.push('\n');
+        }
+        self.run_with_input(
+            operation,
+            &["user".as_ref(), "--args".as_ref(), "-".as_ref()],
+            args.as_bytes(),
         )
         .map(|_| ())
     }

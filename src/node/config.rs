@@ -1,7 +1,8 @@
 //! What `ocx hook install` records for the node under its root directory:
 //! the served repository, its URL, the `fossil` and `ocx` programs, the
-//! node's own login. Operational state only: it may be lost, and
-//! `ocx hook install` makes it again.
+//! node's own login, the host uids its runs run as and the ceiling on each
+//! run's memory and processes. Operational state only: it may be lost, and
+//! `ocx hook install` makes it again (keeping the uids and the ceiling).
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -21,6 +22,13 @@ pub struct NodeConfig {
     pub server_code: String,
     /// The node's own login.
     pub login: String,
+    /// The host uids its runs run as, one each, when the node runs as root;
+    /// when none is set, a free block is picked at start.
+    #[serde(default)]
+    pub run_uids: Option<crate::run::uids::UidRange>,
+    /// The ceiling on each run's memory and processes.
+    #[serde(default)]
+    pub ceiling: crate::run::Ceiling,
 }
 
 /// The node's root directory for a repository: beside it, named for it.

@@ -2,13 +2,17 @@
 //! poke at its socket (from Fossil's hook, or from OCX's own writes), and
 //! on every change of the repository file (inotify): interrupts, never a
 //! timer. At its start, and at `ocx node start`, it answers `lost` for each
-//! open session whose watcher is gone.
+//! open session whose watcher is gone. It claims its runs' host uids for as
+//! long as it lives, and its socket is its own account's alone (0600): the
+//! hook, run by `fossil server`, reaches it when the server runs as the
+//! node's account; otherwise the change of the repository file wakes it.
 
 use super::config::NodeConfig;
 use super::wake::{self, State};
 use super::{NodeError, respond};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::mpsc;
 
@@ -19,6 +23,7 @@ fn log(root: &Path, lines: &[String]) {
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(root.join("node.log"))
     {
         for l in lines {
@@ -64,12 +69,21 @@ pub fn sweep_lost(root: &Path) -> Result<Vec<String>, NodeError> {
         }
         state.open.remove(&hash);
     }
-    std::fs::write(
-        root.join("state.json"),
-        serde_json::to_vec_pretty(&state).unwrap_or_default(),
-    )?;
+    state.save(root)?;
     log(root, &done);
     Ok(done)
+}
+
+/// Claims the host uids the node's runs run as, when it runs as root (runs
+/// started by any other account run as that account); held while it lives.
+pub fn claim_uids(
+    root: &Path,
+    cfg: &NodeConfig,
+) -> Result<Option<crate::run::uids::Claim>, NodeError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    Ok(Some(crate::run::uids::claim(root, cfg.run_uids)?))
 }
 
 /// Runs the node at `root` until it is killed. Returns at once when
@@ -78,15 +92,17 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
     let Some(_lock) = super::lock(&root.join("node.lock"), false)? else {
         return Ok(());
     };
-    std::fs::write(root.join("node.pid"), std::process::id().to_string())?;
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
+    let _claim = claim_uids(root, &cfg)?;
+    std::fs::write(root.join("node.pid"), std::process::id().to_string())?;
     let (tx, rx) = mpsc::channel::<()>();
     let socket_path = NodeConfig::socket(root);
     let _ = std::fs::remove_file(&socket_path);
     let socket = std::os::unix::net::UnixDatagram::bind(&socket_path)?;
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o666))?;
+        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))?;
     }
     let poked = tx.clone();
     std::thread::spawn(move || {

@@ -32,6 +32,9 @@ pub enum NodeError {
     /// A Fossil operation failed.
     #[error(transparent)]
     Fossil(#[from] FossilError),
+    /// The node's host uids could not be claimed.
+    #[error(transparent)]
+    Uids(#[from] crate::run::uids::UidError),
     /// A file under the node's root could not be used.
     #[error("the node's files: {0}")]
     Io(#[from] std::io::Error),
@@ -76,7 +79,7 @@ pub fn restrictions_enforced() -> Vec<String> {
 
 /// Whether this node can hold everything `record` asks, naming the first
 /// field it cannot (C3, C6, C7): the runner, each restriction, each
-/// sandbox field and budget limit.
+/// sandbox field and budget limit, each limit within the node's ceiling.
 pub fn check_enforceable(
     repo: &Repository,
     record: &Record,
@@ -103,7 +106,15 @@ pub fn check_enforceable(
         }));
     }
     let (sandbox, budget) = crate::run::watch::limits(record);
-    if let Err(u) = crate::run::preflight().check(&sandbox, &budget) {
+    let ceiling = root_of(repo)?
+        .and_then(|root| NodeConfig::load(&root))
+        .map(|c| c.ceiling)
+        .unwrap_or_default();
+    let host = crate::run::preflight();
+    let held = ceiling
+        .hold(&budget, host.memory.available, host.processes.available)
+        .and_then(|budget| host.check(&sandbox, &budget));
+    if let Err(u) = held {
         return Ok(Err(Problem {
             field: u.field.to_string(),
             reason: u.reason,
@@ -158,14 +169,19 @@ pub fn random_password() -> String {
         .collect()
 }
 
-/// Makes a run's directory afresh: its inbox (a named pipe) and its
-/// user's password, readable by the node alone.
+/// Makes a run's directory afresh, the node's alone: its inbox (a named
+/// pipe), its spool of deliveries and its user's password.
 pub fn prepare_run_dir(dir: &Path, password: &str) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    make_run_dir(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     let inbox = dir.join("inbox");
     let _ = std::fs::remove_file(&inbox);
     nix::unistd::mkfifo(&inbox, nix::sys::stat::Mode::from_bits_truncate(0o600))
         .map_err(std::io::Error::from)?;
+    let spool = dir.join(SPOOL);
+    let _ = std::fs::remove_dir_all(&spool);
+    std::fs::DirBuilder::new().mode(0o700).create(&spool)?;
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -175,18 +191,96 @@ pub fn prepare_run_dir(dir: &Path, password: &str) -> std::io::Result<()> {
     f.write_all(password.as_bytes())
 }
 
-/// Gives a session one delivery: a line in its inbox. Nothing is queued
-/// when no watcher reads it.
+/// Makes a run's directory when it is missing, the node's alone (0700), in
+/// a directory of runs every account may pass through but not list (0711):
+/// the run's own account, given the run directory's group by its watcher,
+/// passes through it to its workspace and nowhere else.
+fn make_run_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(runs) = dir.parent() {
+        match std::fs::DirBuilder::new().mode(0o711).create(runs) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        std::fs::set_permissions(runs, std::os::unix::fs::PermissionsExt::from_mode(0o711))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The directory of a run's deliveries not yet read, one file each, named
+/// by its number in the order given.
+const SPOOL: &str = "deliveries";
+
+/// Gives a session one delivery, whole: the line is written to a file of
+/// the run's spool (under a temporary name, then renamed, so it is never
+/// seen in part), then a one-byte wake-up goes into its inbox. Nothing is
+/// given when no watcher reads the inbox. Only the node's wake gives
+/// deliveries, one at a time (under its lock), so numbers never collide.
 pub fn deliver(dir: &Path, line: &str) -> std::io::Result<()> {
     let escaped = line
         .replace('\\', "\\\\")
         .replace('\n', "\\n")
         .replace('\r', "\\r");
-    let mut f = std::fs::OpenOptions::new()
+    let fifo = std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(nix::libc::O_NONBLOCK)
         .open(dir.join("inbox"))?;
-    f.write_all(format!("{escaped}\n").as_bytes())
+    let spool = dir.join(SPOOL);
+    let counter = dir.join("deliveries.next");
+    let n: u64 = std::fs::read_to_string(&counter)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    std::fs::write(&counter, (n + 1).to_string())?;
+    let tmp = spool.join(format!(".{n:020}"));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(escaped.as_bytes())?;
+    f.sync_data()?;
+    std::fs::rename(&tmp, spool.join(format!("{n:020}")))?;
+    match (&fifo).write(b"\n") {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
+        r => r.map(|_| ()),
+    }
+}
+
+/// Reads a run's deliveries in the order given, each whole, handing each
+/// line (escaped: a newline as `\n`, a backslash as `\\`) to `take` until
+/// it answers false or the inbox is closed. Each wake-up read from the inbox
+/// makes it take every delivery spooled so far.
+pub fn read_deliveries(dir: &Path, mut take: impl FnMut(String) -> bool) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut inbox = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join("inbox"))?;
+    let spool = dir.join(SPOOL);
+    let mut buf = [0u8; 512];
+    loop {
+        if inbox.read(&mut buf)? == 0 {
+            return Ok(());
+        }
+        let mut names: Vec<String> = std::fs::read_dir(&spool)?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        names.sort();
+        for name in names {
+            let path = spool.join(&name);
+            let line = std::fs::read(&path)?;
+            std::fs::remove_file(&path)?;
+            if !take(String::from_utf8_lossy(&line).into_owned()) {
+                return Ok(());
+            }
+        }
+    }
 }
 
 /// Waits (a few seconds at most) until a run's watcher reads its inbox.
@@ -231,7 +325,7 @@ pub fn spawn_watcher(
     checkin: Option<&str>,
 ) -> std::io::Result<()> {
     let dir = NodeConfig::run_dir(root, record);
-    std::fs::create_dir_all(&dir)?;
+    make_run_dir(&dir)?;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

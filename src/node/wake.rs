@@ -66,9 +66,18 @@ impl State {
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
     }
-    fn save(&self, root: &Path) -> std::io::Result<()> {
+    /// Writes it under `root`, its owner's alone.
+    pub(crate) fn save(&self, root: &Path) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
         let tmp = root.join("state.json.new");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self).unwrap_or_default())?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?
+            .write_all(&serde_json::to_vec_pretty(self).unwrap_or_default())?;
         std::fs::rename(tmp, Self::file(root))
     }
 }

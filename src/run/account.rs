@@ -1,4 +1,5 @@
-//! The unprivileged host account a run's processes run as when the node runs as root.
+//! The unprivileged host account a run's processes run as when the node runs as root: a uid
+//! of its own from the node's range (see `uids`), needing no entry in the host's account database.
 
 use std::ffi::{CStr, CString};
 use std::fs::File;
@@ -12,18 +13,12 @@ use nix::fcntl::{AtFlags, OFlag, open, openat};
 use nix::sys::stat::Mode;
 use nix::sys::wait::waitpid;
 use nix::unistd::{
-    AccessFlags, ForkResult, Gid, Uid, User, access, fchown, fchownat, fork, pipe, setgid,
-    setgroups, setuid, write,
+    AccessFlags, ForkResult, Gid, Uid, access, fchown, fchownat, fork, pipe, setgid, setgroups,
+    setuid, write,
 };
 use serde::Serialize;
 
 use super::SandboxError;
-
-/// The environment variable naming the login runs run as when the node runs as root.
-pub const RUN_ACCOUNT_VAR: &str = "OCX_RUN_ACCOUNT";
-
-const NOBODY: &str = "nobody";
-const NOBODY_ID: u32 = 65534;
 
 /// A host account with neither root's uid nor root's group, which a run's processes (bubblewrap included) run as.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -37,83 +32,34 @@ pub struct RunAccount {
 }
 
 impl RunAccount {
-    fn from_user(u: User) -> RunAccount {
+    /// The account of host uid `uid`, its gid the same number; it needs no
+    /// entry in the host's account database.
+    pub fn of_uid(uid: u32) -> RunAccount {
         RunAccount {
-            uid: u.uid.as_raw(),
-            gid: u.gid.as_raw(),
-            name: u.name,
+            uid,
+            gid: uid,
+            name: format!("ocx-run-{uid}"),
         }
+    }
+
+    /// The account a run must never be: one whose uid or gid is root's.
+    pub(crate) fn refuse_root(&self) -> Result<(), SandboxError> {
+        let reason = if self.uid == 0 {
+            "has uid 0: a run must not be root on the host"
+        } else if self.gid == 0 {
+            "has gid 0: a run must not hold root's group on the host"
+        } else {
+            return Ok(());
+        };
+        Err(SandboxError::Account {
+            name: self.name.clone(),
+            reason: reason.into(),
+        })
     }
 
     fn ids(&self) -> (Uid, Gid) {
         (Uid::from_raw(self.uid), Gid::from_raw(self.gid))
     }
-}
-
-fn refuse(name: &str, reason: impl Into<String>) -> SandboxError {
-    SandboxError::Account {
-        name: name.to_string(),
-        reason: reason.into(),
-    }
-}
-
-/// The account runs run as: none unless this process's effective uid is 0; then the login
-/// `OCX_RUN_ACCOUNT` names when set, else `nobody` (65534:65534 when the host has no such login).
-///
-/// Refuses an account that is unknown, or whose uid or gid is 0.
-pub fn run_account() -> Result<Option<RunAccount>, SandboxError> {
-    if !Uid::effective().is_root() {
-        return Ok(None);
-    }
-    let account = match std::env::var_os(RUN_ACCOUNT_VAR) {
-        Some(named) => {
-            let Some(name) = named.to_str() else {
-                return Err(refuse(
-                    &named.to_string_lossy(),
-                    format!("({RUN_ACCOUNT_VAR}) is not valid UTF-8"),
-                ));
-            };
-            if name.is_empty() {
-                return Err(refuse(name, format!("({RUN_ACCOUNT_VAR}) is empty")));
-            }
-            match User::from_name(name) {
-                Ok(Some(u)) => RunAccount::from_user(u),
-                Ok(None) => {
-                    return Err(refuse(
-                        name,
-                        format!("({RUN_ACCOUNT_VAR}) is not a login of this host"),
-                    ));
-                }
-                Err(e) => {
-                    return Err(refuse(
-                        name,
-                        format!("({RUN_ACCOUNT_VAR}) cannot be looked up: {e}"),
-                    ));
-                }
-            }
-        }
-        None => match User::from_name(NOBODY) {
-            Ok(Some(u)) => RunAccount::from_user(u),
-            _ => RunAccount {
-                uid: NOBODY_ID,
-                gid: NOBODY_ID,
-                name: NOBODY.to_string(),
-            },
-        },
-    };
-    if account.uid == 0 {
-        return Err(refuse(
-            &account.name,
-            "has uid 0: a run must not be root on the host",
-        ));
-    }
-    if account.gid == 0 {
-        return Err(refuse(
-            &account.name,
-            "has gid 0: a run must not hold root's group on the host",
-        ));
-    }
-    Ok(Some(account))
 }
 
 /// Becomes the account for good: no supplementary groups, its gid, then its uid.

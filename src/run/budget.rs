@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::SandboxError;
 use super::preflight::Unenforceable;
@@ -51,6 +51,78 @@ impl BudgetLimits {
     /// Whether a field other than `wall` is set, so the run needs a cgroup.
     pub fn needs_cgroup(&self) -> bool {
         self.cpu_seconds.is_some() || self.memory_bytes.is_some() || self.processes.is_some()
+    }
+}
+
+/// The node-wide ceiling on each run's memory and processes, set in the node's configuration:
+/// a record naming no such limit gets the ceiling's, one asking more is refused naming the field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ceiling {
+    /// Memory in use at once by all of a run's processes, in bytes.
+    #[serde(default = "Ceiling::default_memory")]
+    pub memory_bytes: u64,
+    /// Processes (and threads) alive at once in a run.
+    #[serde(default = "Ceiling::default_processes")]
+    pub processes: u64,
+}
+
+impl Default for Ceiling {
+    fn default() -> Self {
+        Ceiling {
+            memory_bytes: Ceiling::default_memory(),
+            processes: Ceiling::default_processes(),
+        }
+    }
+}
+
+impl Ceiling {
+    fn default_memory() -> u64 {
+        4 << 30
+    }
+
+    fn default_processes() -> u64 {
+        1024
+    }
+
+    /// `budget` held to the ceiling: a limit it names is kept when within the ceiling, and a
+    /// limit it lacks becomes the ceiling's where this host holds that controller
+    /// (`memory_held`, `processes_held`). Refused, naming the field, when it asks for more.
+    pub fn hold(
+        &self,
+        budget: &BudgetLimits,
+        memory_held: bool,
+        processes_held: bool,
+    ) -> Result<BudgetLimits, Unenforceable> {
+        let over = |field: &'static str, asked: u64, most: u64, unit: &str| Unenforceable {
+            field,
+            reason: format!("asks {asked}{unit}, more than this node's ceiling of {most}{unit}"),
+        };
+        let mut held = budget.clone();
+        match budget.memory_bytes {
+            Some(m) if m > self.memory_bytes => {
+                return Err(over("budget.memory", m, self.memory_bytes, " bytes"));
+            }
+            None if memory_held => held.memory_bytes = Some(self.memory_bytes),
+            _ => {}
+        }
+        match budget.processes {
+            Some(p) if p > self.processes => {
+                return Err(over("budget.processes", p, self.processes, " processes"));
+            }
+            None if processes_held => held.processes = Some(self.processes),
+            _ => {}
+        }
+        Ok(held)
+    }
+
+    /// Whether this host holds the memory and the process controllers now, tried in a
+    /// throwaway cgroup each.
+    pub fn held_here() -> (bool, bool) {
+        let name = format!("ceiling-{}", std::process::id());
+        (
+            probe(Controller::Memory, &name).is_ok(),
+            probe(Controller::Pids, &name).is_ok(),
+        )
     }
 }
 

@@ -4,6 +4,7 @@ pub mod account;
 pub mod budget;
 pub mod preflight;
 pub mod sandbox;
+pub mod uids;
 pub mod watch;
 
 use std::io;
@@ -12,8 +13,8 @@ use std::time::Duration;
 
 use serde::Serializer;
 
-pub use account::{RUN_ACCOUNT_VAR, RunAccount, run_account};
-pub use budget::{BudgetLimits, CgroupPlan, CgroupSlot, CgroupVersion, Limit};
+pub use account::RunAccount;
+pub use budget::{BudgetLimits, Ceiling, CgroupPlan, CgroupSlot, CgroupVersion, Limit};
 pub use preflight::{Capability, Preflight, Unenforceable, preflight};
 pub use sandbox::{
     Bind, Ended, Forbidden, Killer, Plan, Program, Running, SandboxFields, plan, spawn,
@@ -64,6 +65,9 @@ pub enum SandboxError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The run's host uid could not be leased from the node's range.
+    #[error(transparent)]
+    Uids(#[from] uids::UidError),
     /// Bubblewrap is not installed.
     #[error("bubblewrap (bwrap) not found")]
     BwrapMissing,

@@ -11,7 +11,7 @@ use serde::Serialize;
 use nix::unistd::{Gid, Uid};
 
 use super::BudgetLimits;
-use super::account::{RunAccount, become_account, run_account};
+use super::account::{RunAccount, become_account};
 use super::budget::{self, Controller};
 use super::sandbox::{SandboxFields, find_bwrap};
 
@@ -56,10 +56,11 @@ impl Capability {
 pub struct Preflight {
     /// The bubblewrap found, if any.
     pub bwrap: Option<PathBuf>,
-    /// The host account runs run as, when the node runs as root.
+    /// The host account bubblewrap is tried as, when this process runs as root: a uid no run
+    /// is given (each run has a uid of its own from the node's range).
     pub account: Option<RunAccount>,
-    /// Bubblewrap, started as the run account when there is one, starts a program in new user,
-    /// pid, ipc, uts and mount namespaces.
+    /// Bubblewrap, started as that account when there is one, starts a program in new user,
+    /// pid, ipc, uts and mount namespaces, and no further user namespace can be made inside.
     pub sandbox: Capability,
     /// Bubblewrap can give the program a user namespace of its own, as every run needs.
     pub user_namespaces: Capability,
@@ -121,19 +122,18 @@ fn try_bwrap(
     }
 }
 
+const ISOLATED: [&str; 3] = ["--unshare-all", "--unshare-user", "--disable-userns"];
+
 /// Tries what this host can enforce now: bubblewrap (as the run account, when the node runs as
 /// root), network isolation, and each cgroup controller.
 pub fn preflight() -> Preflight {
     static PROBES: AtomicU64 = AtomicU64::new(0);
-    let (bwrap, account, unusable) = match run_account() {
-        Ok(account) => (find_bwrap(), account, None),
-        Err(e) => (find_bwrap(), None, Some(e.to_string())),
-    };
-    let missing = || match &unusable {
-        Some(reason) => Capability::no(reason.clone()),
-        None => Capability::no("bubblewrap (bwrap) is not installed"),
-    };
-    let bwrap_usable = bwrap.as_ref().filter(|_| unusable.is_none());
+    let account = Uid::effective()
+        .is_root()
+        .then(|| RunAccount::of_uid(super::uids::PROBE_UID));
+    let bwrap = find_bwrap();
+    let missing = || Capability::no("bubblewrap (bwrap) is not installed");
+    let bwrap_usable = bwrap.as_ref();
     let user_namespaces = match bwrap_usable {
         None => missing(),
         Some(b) => match try_bwrap(b, account.as_ref(), &["--unshare-user"]) {
@@ -143,15 +143,19 @@ pub fn preflight() -> Preflight {
     };
     let (sandbox, network_isolation) = match bwrap_usable {
         None => (missing(), missing()),
-        Some(b) => match try_bwrap(b, account.as_ref(), &["--unshare-all"]) {
+        Some(b) => match try_bwrap(b, account.as_ref(), &ISOLATED) {
             Ok(()) => (
-                Capability::yes("bubblewrap with new namespaces"),
+                Capability::yes("bubblewrap with new namespaces, none nested"),
                 Capability::yes("a network namespace of its own"),
             ),
             Err(isolated) => {
-                match try_bwrap(b, account.as_ref(), &["--unshare-all", "--share-net"]) {
+                match try_bwrap(
+                    b,
+                    account.as_ref(),
+                    &[&ISOLATED[..], &["--share-net"]].concat(),
+                ) {
                     Ok(()) => (
-                        Capability::yes("bubblewrap with new namespaces"),
+                        Capability::yes("bubblewrap with new namespaces, none nested"),
                         Capability::no(isolated),
                     ),
                     Err(reason) => (Capability::no(reason.clone()), Capability::no(reason)),

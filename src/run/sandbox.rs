@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Component, Path, PathBuf};
 use std::process::{ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
@@ -21,7 +21,7 @@ use nix::unistd::{Gid, Pid, Uid, User};
 use serde::{Serialize, Serializer};
 
 use super::SandboxError;
-use super::account::{Need, RunAccount, account_can, become_account, hand_over, run_account};
+use super::account::{Need, RunAccount, account_can, become_account, hand_over};
 use super::budget::{BudgetLimits, Cgroup, CgroupPlan, Limit};
 
 /// The `sandbox` fields of a record: what of the host a run may reach.
@@ -43,7 +43,8 @@ pub struct Program {
     /// Environment variables the program gets besides PATH, HOME and USER.
     #[serde(serialize_with = "serialize_redacted")]
     pub env: BTreeMap<String, String>,
-    /// Directories the program keeps its own state in, bound read-write at the same path.
+    /// Directories the program keeps its own state in, bound read-write at the same path
+    /// (from a fresh copy of each, when the plan is given [`Plan::copy_homes`]).
     pub homes: Vec<PathBuf>,
 }
 
@@ -75,7 +76,8 @@ pub struct Plan {
     pub workspace: PathBuf,
     /// Whether the run shares the host's network.
     pub network: bool,
-    /// The host account the run's processes run as, when the node runs as root; `None` otherwise.
+    /// The host account the run's processes run as ([`Plan::run_as`]); a run is never started
+    /// as root without one.
     pub account: Option<RunAccount>,
     /// The host paths bound inside besides the system directories, each with the field naming it.
     pub binds: Vec<Bind>,
@@ -92,6 +94,8 @@ pub struct Bind {
     pub inside: PathBuf,
     /// Whether it is bound read-write.
     pub writable: bool,
+    /// For a home, the fresh copy bound in its stead, made when the run starts.
+    pub copy: Option<PathBuf>,
 }
 
 const SHOWN_ENV: [&str; 3] = ["PATH", "HOME", "USER"];
@@ -369,8 +373,8 @@ fn system_binds(
 /// a budget field no cgroup controller of this host offers. Forbidden paths inside the system
 /// directories bound read-only are covered by an empty directory or file.
 ///
-/// When this process runs as root, the run is to run as the account [`run_account`] names,
-/// which is refused when unknown or root; nothing on the host changes until [`spawn`].
+/// Nothing on the host changes until [`spawn`]. A run started by root needs an account of its
+/// own, given by [`Plan::run_as`].
 pub fn plan(
     run_name: &str,
     workspace: &Path,
@@ -380,7 +384,6 @@ pub fn plan(
     forbidden: &Forbidden,
 ) -> Result<Plan, SandboxError> {
     check_run_name(run_name)?;
-    let account = run_account()?;
     let forbidden = forbidden_forms(forbidden)?;
 
     let ws = Named::new("workspace", workspace)?;
@@ -435,7 +438,13 @@ pub fn plan(
     let mut args = Vec::new();
     push(
         &mut args,
-        &["--new-session", "--die-with-parent", "--unshare-all"],
+        &[
+            "--new-session",
+            "--die-with-parent",
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+        ],
     );
     if sandbox.network {
         push(&mut args, &["--share-net"]);
@@ -493,8 +502,7 @@ pub fn plan(
         .map(|(_, n)| &n.named)
         .unwrap_or(&workspace_named);
     env.insert("HOME".into(), text(home));
-    let user = account.as_ref().map_or_else(host_user, |a| a.name.clone());
-    env.insert("USER".into(), user);
+    env.insert("USER".into(), host_user());
     let binds = binds
         .into_iter()
         .map(|(how, n)| Bind {
@@ -502,6 +510,7 @@ pub fn plan(
             host: n.real,
             inside: n.named,
             writable: how == "--bind",
+            copy: None,
         })
         .collect();
 
@@ -514,7 +523,7 @@ pub fn plan(
         wall: budget.wall,
         workspace: workspace_named,
         network: sandbox.network,
-        account,
+        account: None,
         binds,
     })
 }
@@ -839,6 +848,18 @@ pub fn spawn(
     stdout: Stdio,
     stderr: Stdio,
 ) -> Result<Running, SandboxError> {
+    match &plan.account {
+        Some(account) => account.refuse_root()?,
+        None if Uid::effective().is_root() => {
+            return Err(SandboxError::Account {
+                name: "root".into(),
+                reason: "would run the program: a run started by root needs an account of its own"
+                    .into(),
+            });
+        }
+        None => {}
+    }
+    make_home_copies(plan)?;
     if let Some(account) = &plan.account {
         prepare_for(plan, account)?;
     }
@@ -890,7 +911,7 @@ fn prepare_for(plan: &Plan, account: &RunAccount) -> Result<(), SandboxError> {
             "sandbox.read_write" => Need::Write,
             _ => Need::Reach,
         };
-        checks.push((b.field, &b.host, need));
+        checks.push((b.field, b.copy.as_ref().unwrap_or(&b.host), need));
     }
     let asked: Vec<(&Path, Need)> = checks
         .iter()
@@ -919,19 +940,113 @@ fn prepare_for(plan: &Plan, account: &RunAccount) -> Result<(), SandboxError> {
     }
     for b in &plan.binds {
         if matches!(b.field, "workspace" | "program.homes") {
-            hand_over(&b.host, account).map_err(|e| {
-                path_err(
-                    b.field,
-                    &b.host,
-                    format!("cannot be handed to the run account {}: {e}", account.name),
-                )
-            })?;
+            let dir = b.copy.as_ref().unwrap_or(&b.host);
+            hand_over(dir, account)
+                .and_then(|()| {
+                    let fd = open(
+                        dir.as_path(),
+                        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                        Mode::empty(),
+                    )?;
+                    nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o700))
+                })
+                .map_err(|e| {
+                    path_err(
+                        b.field,
+                        &b.host,
+                        format!("cannot be handed to the run account {}: {e}", account.name),
+                    )
+                })?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes each home's fresh copy: the directory's tree copied anew (files, directories and
+/// symbolic links as links, never followed; nothing else), so what one run writes there never
+/// reaches the next.
+fn make_home_copies(plan: &Plan) -> Result<(), SandboxError> {
+    for b in &plan.binds {
+        let Some(copy) = &b.copy else { continue };
+        let failed = |e: io::Error| {
+            path_err(
+                b.field,
+                &b.inside,
+                format!("cannot be copied to {}: {e}", copy.display()),
+            )
+        };
+        if let Some(parent) = copy.parent() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o711)
+                .create(parent)
+                .map_err(failed)?;
+            fs::set_permissions(parent, fs::Permissions::from_mode(0o711)).map_err(failed)?;
+        }
+        match fs::remove_dir_all(copy) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(failed(e)),
+            _ => {}
+        }
+        copy_tree(&b.host, copy).map_err(failed)?;
+        fs::set_permissions(copy, fs::Permissions::from_mode(0o700)).map_err(failed)?;
+    }
+    Ok(())
+}
+
+fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
+    fs::DirBuilder::new().mode(0o700).create(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(&src)?, &dst)?;
+        } else if kind.is_file() {
+            let mode = entry.metadata()?.permissions().mode() & 0o700;
+            let mut input = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(&src)?;
+            let mut output = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode | 0o600)
+                .open(&dst)?;
+            io::copy(&mut input, &mut output)?;
         }
     }
     Ok(())
 }
 
 impl Plan {
+    /// Runs the program as `account`, which becomes the owner of the workspace and of the
+    /// homes' copies (or the homes) when the run starts; `USER` inside names it.
+    pub fn run_as(&mut self, account: RunAccount) {
+        self.env.insert("USER".into(), account.name.clone());
+        self.account = Some(account);
+    }
+
+    /// Binds each of the program's homes from a fresh copy made under `dir` when the run
+    /// starts (`dir/home-N`, the Nth home), so nothing a run writes in a home reaches the
+    /// next run; the host's own home is only read.
+    pub fn copy_homes(&mut self, dir: &Path) {
+        let homes = self.binds.iter_mut().filter(|b| b.field == "program.homes");
+        for (n, b) in homes.enumerate() {
+            let copy = dir.join(format!("home-{n}"));
+            let (host, inside) = (text(&b.host), text(&b.inside));
+            if let Some(at) = self
+                .args
+                .windows(3)
+                .position(|w| w[0] == "--bind" && w[1] == host && w[2] == inside)
+            {
+                self.args[at + 1] = text(&copy);
+            }
+            b.copy = Some(copy);
+        }
+    }
+
     /// The command line the program runs inside, as given to bubblewrap after `--`.
     pub fn command(&self) -> &[String] {
         let at = self

@@ -5,6 +5,11 @@
 //! `Record HASH: OBJECTIVE` and then each delivery from its inbox one line
 //! at a time, and answers the record when the run ends. For a `command`
 //! record it runs the program once on one check-in and adds a `ci` verdict.
+//!
+//! Run as root, it leases the run a host uid of its own from the node's
+//! range and makes everything of the run its owner's alone (umask 077): the
+//! run's directory 0700 (0710 to the run's group while it runs, so its
+//! account can pass through to its workspace), its files 0600.
 
 use super::{BudgetLimits, Forbidden, Program, SandboxFields};
 use crate::fossil::artifact::{self, TagChange};
@@ -15,7 +20,7 @@ use crate::node::{self, respond};
 use crate::protocol::found::{self, StandingRecord};
 use crate::protocol::kinds::{self, Record};
 use crate::protocol::verdict;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,6 +77,7 @@ pub fn main(root: &Path, record: &str, checkin: Option<&str>) -> i32 {
 }
 
 fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), String> {
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let (cfg, fossil, repo) = respond::open(root).ok_or("no node configuration under the root")?;
     let receipt = repo
         .receipt(hash)
@@ -105,6 +111,59 @@ fn forbidden(cfg: &NodeConfig, root: &Path) -> Forbidden {
     Forbidden { paths }
 }
 
+/// The run's own host uid, leased from the node's range when the watcher
+/// runs as root (else none: the run runs as the node's account); the run's
+/// directory then lets that uid's group pass through it, and nothing more.
+fn lease(root: &Path, dir: &Path) -> Result<Option<RunLease>, String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let lease = super::uids::lease(root).map_err(|e| e.to_string())?;
+    let gid = nix::unistd::Gid::from_raw(lease.account.gid);
+    let held = RunLease {
+        lease,
+        dir: dir.to_path_buf(),
+    };
+    nix::unistd::chown(dir, None, Some(gid)).map_err(|e| format!("the run's directory: {e}"))?;
+    set_mode(dir, 0o710)?;
+    Ok(Some(held))
+}
+
+/// A run's host uid, leased while this lives; dropped, it closes the run's
+/// directory to that uid again (the node's alone, 0700).
+struct RunLease {
+    lease: super::uids::Lease,
+    dir: PathBuf,
+}
+
+impl Drop for RunLease {
+    fn drop(&mut self) {
+        let _ = nix::unistd::chown(&self.dir, None, Some(nix::unistd::Gid::from_raw(0)));
+        let _ = set_mode(&self.dir, 0o700);
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The run's output log, its owner's alone.
+fn private_log(path: &Path, append: bool) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    set_mode(path, 0o600)?;
+    Ok(f)
+}
+
 /// Prepares a fresh workspace at `ws`: the run user's clone (its password
 /// remembered) and a checkout of `version` (or the newest).
 fn workspace(
@@ -119,15 +178,18 @@ fn workspace(
         .map_err(|e| format!("the run's password: {e}"))?;
     let _ = std::fs::remove_dir_all(ws);
     std::fs::create_dir_all(ws).map_err(|e| e.to_string())?;
+    set_mode(ws, 0o700)?;
+    let clone = ws.join(".clone.fossil");
     fossil
         .clone_open(
             &url_with(cfg, user, password.trim()),
-            &ws.join(".clone.fossil"),
+            &clone,
             ws,
             version,
             true,
         )
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    set_mode(&clone, 0o600)
 }
 
 fn session(
@@ -150,19 +212,9 @@ fn session(
             nix::sys::signal::SigHandler::Handler(on_term),
         );
     }
-    let inbox = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(dir.join("inbox"))
-        .map_err(|e| format!("the inbox: {e}"))?;
     let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(inbox).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let inbox = dir.to_path_buf();
+    std::thread::spawn(move || node::read_deliveries(&inbox, |line| tx.send(line).is_ok()));
     let started = Instant::now();
     let answer = |outcome: &str, note: &str| -> Result<(), String> {
         respond::respond(fossil, repo, r, &cfg.login, outcome, note, true)
@@ -182,6 +234,10 @@ fn session(
                 ),
             );
         }
+    };
+    let lease = match lease(root, dir) {
+        Ok(l) => l,
+        Err(e) => return answer("unenforced", &format!("run_uids: {e}")),
     };
     let ws = dir.join("ws");
     let no_password = r.record.restrict.no_password == Some(true);
@@ -219,6 +275,10 @@ fn session(
         }
     }
     let (mut sandbox, budget) = limits(&r.record);
+    let budget = match held(cfg, &budget) {
+        Ok(b) => b,
+        Err(e) => return answer("unenforced", &e),
+    };
     let mut env = page.env.clone();
     env.insert(RUN_USER_VAR.into(), r.record.user.clone());
     env.insert(RECORD_VAR.into(), r.hash.clone());
@@ -245,7 +305,7 @@ fn session(
         homes: page.homes.iter().map(PathBuf::from).collect(),
     };
     let run_name = format!("run-{}", &r.hash[..16]);
-    let plan = match super::plan(
+    let mut plan = match super::plan(
         &run_name,
         &ws,
         &sandbox,
@@ -258,16 +318,19 @@ fn session(
             return answer("unenforced", &named(&e));
         }
     };
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("output.log"))
-        .map_err(|e| e.to_string())?;
+    let homes = dir.join("homes");
+    plan.copy_homes(&homes);
+    if let Some(l) = &lease {
+        plan.run_as(l.lease.account.clone());
+    }
+    let out = private_log(&dir.join("output.log"), true)?;
     let err = out.try_clone().map_err(|e| e.to_string())?;
     let mut running = match super::spawn(&plan, Stdio::piped(), Stdio::from(out), Stdio::from(err))
     {
         Ok(r) => r,
         Err(e) => {
+            let _ = std::fs::remove_dir_all(&homes);
+            drop(lease);
             return answer("unenforced", &named(&e));
         }
     };
@@ -305,7 +368,10 @@ fn session(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let ended = running.wait().map_err(|e| e.to_string())?;
+    let ended = running.wait().map_err(|e| e.to_string());
+    let _ = std::fs::remove_dir_all(&homes);
+    drop(lease);
+    let ended = ended?;
     let secs = started.elapsed().as_secs();
     if stopped {
         answer(
@@ -329,6 +395,15 @@ fn session(
             .unwrap_or_else(|| "none".into());
         answer("exited", &format!("exit {code} after {secs} seconds"))
     }
+}
+
+/// `budget` held to the node's ceiling on memory and processes, where this
+/// host holds them; a note naming the field when it asks for more.
+fn held(cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, String> {
+    let (memory, processes) = super::Ceiling::held_here();
+    cfg.ceiling
+        .hold(budget, memory, processes)
+        .map_err(|u| format!("{}: {}", u.field, u.reason))
 }
 
 /// Why a no-password run can no longer be held to it, if it cannot: its
@@ -421,9 +496,11 @@ fn command_run(
         .parent()
         .and_then(Path::parent)
         .ok_or("the run's directory")?;
+    let lease = lease(root, dir)?;
     let ws = dir.join(format!("ci-{}", &checkin[..16]));
     workspace(fossil, cfg, dir, &ws, &r.record.user, Some(checkin))?;
     let (sandbox, budget) = limits(&r.record);
+    let budget = held(cfg, &budget);
     let program = Program {
         command: r.record.command.clone().unwrap_or_default(),
         env: Default::default(),
@@ -431,17 +508,24 @@ fn command_run(
     };
     let log_path = dir.join(format!("ci-{}.log", &checkin[..16]));
     let run_name = format!("ci-{}-{}", &r.hash[..10], &checkin[..10]);
-    let (pass, reason) = match super::plan(
-        &run_name,
-        &ws,
-        &sandbox,
-        &budget,
-        &program,
-        &forbidden(cfg, root),
-    ) {
+    let planned = budget.and_then(|budget| {
+        super::plan(
+            &run_name,
+            &ws,
+            &sandbox,
+            &budget,
+            &program,
+            &forbidden(cfg, root),
+        )
+        .map_err(|e| e.to_string())
+    });
+    let (pass, reason) = match planned {
         Err(e) => (false, format!("could not run: {e}")),
-        Ok(plan) => {
-            let out = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
+        Ok(mut plan) => {
+            if let Some(l) = &lease {
+                plan.run_as(l.lease.account.clone());
+            }
+            let out = private_log(&log_path, false)?;
             let err = out.try_clone().map_err(|e| e.to_string())?;
             match super::spawn(&plan, Stdio::null(), Stdio::from(out), Stdio::from(err))
                 .and_then(|run| run.wait())
@@ -488,6 +572,7 @@ fn command_run(
     store::store(fossil, repo, &r.record.user, &batch, true).map_err(|e| e.to_string())?;
     say(&format!("ci verdict on {}: {value}", &checkin[..10]));
     let _ = std::fs::remove_dir_all(&ws);
+    drop(lease);
     node::poke(root);
     Ok(())
 }

@@ -141,7 +141,10 @@ impl Tool for Hook {
                     fossil
                         .user_capabilities(&path, &login, NODE_CAPABILITIES)
                         .map_err(Stop::internal)?;
+                    let kept = NodeConfig::load(&root);
                     NodeConfig {
+                        run_uids: kept.as_ref().and_then(|k| k.run_uids),
+                        ceiling: kept.map(|k| k.ceiling).unwrap_or_default(),
                         repository: path.clone(),
                         url: url.clone(),
                         fossil: fossil.path().to_path_buf(),

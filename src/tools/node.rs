@@ -1,11 +1,14 @@
 //! `node`: starts the node's process for this repository (answering
-//! `lost` for each open session whose watcher is gone), or stops it.
+//! `lost` for each open session whose watcher is gone), or stops it. A node
+//! started as root is refused when another node of the host holds host uids
+//! overlapping its `run_uids`.
 
 use crate::answer::Op;
 use crate::node::{self, config::NodeConfig};
 use crate::registry::{Call, Needs, Stop, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
@@ -118,9 +121,19 @@ impl Tool for NodeTool {
                     });
                 }
                 if !running(&root) {
+                    drop(
+                        node::daemon::claim_uids(&root, &cfg)
+                            .map_err(|e| {
+                                Stop::field("run_uids", e.to_string()).next(format!(
+                                    "set run_uids in {} to a range no other node holds, or remove it to have one picked",
+                                    NodeConfig::file(&root).display()
+                                ))
+                            })?,
+                    );
                     let log = std::fs::OpenOptions::new()
                         .create(true)
                         .append(true)
+                        .mode(0o600)
                         .open(root.join("node.log"))
                         .map_err(|e| Stop::new(e.to_string()))?;
                     let mut cmd = std::process::Command::new(&cfg.ocx);

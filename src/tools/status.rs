@@ -1,6 +1,7 @@
 //! `status`: who and where the caller is: login, capabilities, repository,
 //! its codes, the Fossil program, whether it is a node and which
-//! restrictions the node enforces. Writes nothing.
+//! restrictions the node enforces, its ceiling on each run's memory and
+//! processes, and the host uids its runs run as. Writes nothing.
 
 use crate::registry::{Call, Needs, Stop, Tool};
 use schemars::JsonSchema;
@@ -35,6 +36,14 @@ pub struct Output {
     /// What this host can enforce of a record's sandbox and budget now (on a node).
     #[schemars(with = "Option<serde_json::Value>")]
     pub preflight: Option<crate::run::Preflight>,
+    /// The node's ceiling on each run's memory (bytes) and processes: a record naming no such
+    /// limit gets it, one asking more is refused (on a node).
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub ceiling: Option<crate::run::Ceiling>,
+    /// The host uids the node's runs run as, one each, when it runs as root: its configured
+    /// range, or the block it claimed at start (on a node).
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub run_uids: Option<crate::run::uids::UidRange>,
 }
 
 /// The Fossil program.
@@ -61,6 +70,14 @@ impl Tool for Status {
         let caller = call.caller()?;
         let fossil = call.fossil()?;
         let is_node = crate::node::is_node(repo).map_err(Stop::internal)?;
+        let root = crate::node::root_of(repo).map_err(Stop::internal)?;
+        let cfg = root
+            .as_deref()
+            .and_then(crate::node::config::NodeConfig::load);
+        let run_uids = cfg.as_ref().and_then(|c| {
+            c.run_uids
+                .or_else(|| root.as_deref().and_then(crate::run::uids::claimed))
+        });
         let out = Output {
             login: caller.login.clone(),
             capabilities: caller.capabilities.to_string(),
@@ -84,6 +101,8 @@ impl Tool for Status {
                 Vec::new()
             },
             preflight: is_node.then(crate::run::preflight),
+            ceiling: is_node.then(|| cfg.map(|c| c.ceiling).unwrap_or_default()),
+            run_uids,
         };
         call.read("the caller's login and capabilities, the repository's settings");
         Ok(out)

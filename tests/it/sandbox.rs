@@ -14,7 +14,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use ocx::run::{
     BudgetLimits, Ended, Forbidden, Limit, Plan, Preflight, Program, RunAccount, SandboxError,
-    SandboxFields, plan, preflight, run_account, spawn,
+    SandboxFields, preflight, spawn,
 };
 use tempfile::TempDir;
 
@@ -68,9 +68,28 @@ fn tmp() -> TempDir {
     tempfile::Builder::new().prefix("ocx-it").tempdir().unwrap()
 }
 
-/// The host account runs run as here, when the tests run as root.
+/// The host account runs run as here, when the tests run as root: a uid of this test
+/// process's own, as a node leases each run one from its range.
 fn account() -> Option<RunAccount> {
-    run_account().unwrap()
+    nix::unistd::geteuid()
+        .is_root()
+        .then(|| RunAccount::of_uid(1_590_000_000 + std::process::id() % 1_000_000))
+}
+
+/// A run's plan, run as [`account`] when the tests run as root.
+fn plan(
+    run_name: &str,
+    workspace: &Path,
+    sandbox: &SandboxFields,
+    budget: &BudgetLimits,
+    program: &Program,
+    forbidden: &Forbidden,
+) -> Result<Plan, SandboxError> {
+    let mut planned = ocx::run::plan(run_name, workspace, sandbox, budget, program, forbidden)?;
+    if let Some(a) = account() {
+        planned.run_as(a);
+    }
+    Ok(planned)
 }
 
 /// Grants the run account read and write access to a `sandbox.read_write` directory, as a maintainer must.
@@ -1158,4 +1177,31 @@ fn paths_the_run_account_cannot_use_are_refused_at_spawn() {
     )
     .unwrap();
     spawn_refused(&planned, "workspace");
+}
+
+#[test]
+fn a_run_started_by_root_without_an_account_of_its_own_is_refused() {
+    if !nix::unistd::geteuid().is_root() {
+        say("NOT CHECKED ON THIS HOST, only root switches a run to an account of its own");
+        return;
+    }
+    let ws = tmp();
+    let planned = ocx::run::plan(
+        &name("no-account"),
+        ws.path(),
+        &SandboxFields::default(),
+        &wall(5),
+        &sh("touch made"),
+        &Forbidden::default(),
+    )
+    .unwrap();
+    assert_eq!(planned.account, None);
+    match spawn(&planned, Stdio::null(), Stdio::null(), Stdio::null()) {
+        Ok(r) => {
+            let _ = r.wait();
+            panic!("a run started as root");
+        }
+        Err(e) => assert!(matches!(e, SandboxError::Account { .. }), "{e}"),
+    }
+    assert!(!ws.path().join("made").exists(), "nothing ran");
 }
