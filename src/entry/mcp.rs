@@ -41,8 +41,7 @@ pub enum McpError {
 }
 
 /// Whom and where a call over MCP acts as: the same as the command line
-/// would in the same place. A run's own server (a later issue) will give
-/// the run's user here instead of `Who::Local`.
+/// would in the same place, or, on a run's node socket, the run's user.
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// `--repository`, when given.
@@ -128,6 +127,25 @@ pub fn relay(socket: &std::path::Path) -> Result<(), McpError> {
     Ok(())
 }
 
+/// The tools a run's node socket serves: those that need the run's login
+/// on the served repository. The agent's workspace tools (context, find,
+/// read, edit, test, save) run inside the run's sandbox instead.
+pub const NODE_TOOLS: &[&str] = &[
+    "audit",
+    "post",
+    "push",
+    "receipt",
+    "status",
+    "thread",
+    "unaudited",
+    "unversioned_get",
+    "unversioned_list",
+    "unversioned_put",
+    "verdicts",
+    "wiki_edit",
+    "wiki_read",
+];
+
 /// The MCP server: lists the registry's tools and calls them.
 #[derive(Debug, Clone)]
 pub struct Server {
@@ -140,6 +158,12 @@ impl Server {
         Server {
             caller: Arc::new(caller),
         }
+    }
+
+    /// Whether this server offers the tool `name`: every tool, except on a
+    /// run's node socket, which offers [`NODE_TOOLS`] alone.
+    fn offers(&self, name: &str) -> bool {
+        self.caller.run.is_none() || NODE_TOOLS.contains(&name)
     }
 }
 
@@ -335,7 +359,11 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(
-            TOOLS.iter().map(|t| tool(*t)).collect(),
+            TOOLS
+                .iter()
+                .filter(|t| self.offers(t.name()))
+                .map(|t| tool(*t))
+                .collect(),
         ))
     }
 
@@ -348,6 +376,7 @@ impl ServerHandler for Server {
             .name
             .strip_prefix("ocx_")
             .and_then(registry::find)
+            .filter(|e| self.offers(e.name()))
             .ok_or_else(|| {
                 ErrorData::invalid_params(
                     format!(

@@ -7,6 +7,7 @@ pub mod bundle;
 pub mod caps;
 pub mod checkout;
 pub mod delta;
+pub mod incoming;
 mod program;
 pub mod repo;
 pub mod store;
