@@ -38,9 +38,11 @@ pub fn call(socket: &Path, name: &str, arguments: Value) -> Result<Value, LinkEr
             .and_then(|_| writer.flush())
             .map_err(io)
     };
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "ocx-run", "version": env!("CARGO_PKG_VERSION")}}}))?;
+        "clientInfo": {"name": "ocx-run", "version": env!("CARGO_PKG_VERSION")}}}),
+    )?;
     answer(&mut reader, 1)?;
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",

@@ -211,7 +211,9 @@ fn check_cards(
         if !new.contains(parent.as_str()) && repo.receipt(parent)?.is_none() {
             return Err(refuse(
                 hash,
-                format!("names the parent {parent}, which neither the node's repository nor this push holds"),
+                format!(
+                    "names the parent {parent}, which neither the node's repository nor this push holds"
+                ),
             ));
         }
     }
@@ -270,7 +272,9 @@ mod tests {
         let z = format!("Z {}\n", "0".repeat(32));
         assert!(shaped_as_artifact(z.as_bytes()));
         assert!(shaped_as_artifact(format!("D x\n{z}").as_bytes()));
-        assert!(!shaped_as_artifact(format!("xZ {}\n", "0".repeat(32)).as_bytes()));
+        assert!(!shaped_as_artifact(
+            format!("xZ {}\n", "0".repeat(32)).as_bytes()
+        ));
         assert!(!shaped_as_artifact(b"fn main() {}\n"));
         assert!(full_hash(&"a".repeat(40)) && full_hash(&"0".repeat(64)));
         assert!(!full_hash(&"A".repeat(40)) && !full_hash("abc"));

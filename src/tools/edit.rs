@@ -68,7 +68,8 @@ impl Tool for Edit {
                 Some(f) => f,
                 None => workspace::create_file(&root, &rel, "path")?,
             };
-            let cannot = |e: std::io::Error| Stop::field("path", format!("cannot write {shown:?}: {e}"));
+            let cannot =
+                |e: std::io::Error| Stop::field("path", format!("cannot write {shown:?}: {e}"));
             file.set_len(0).map_err(cannot)?;
             file.seek(std::io::SeekFrom::Start(0)).map_err(cannot)?;
             file.write_all(out.as_bytes()).map_err(cannot)?;

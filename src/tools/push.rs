@@ -100,7 +100,9 @@ pub fn publish(call: &mut Call) -> Result<Vec<String>, Stop> {
         .map(|(hash, bytes)| json!({"hash": hash, "content": b64.encode(bytes)}))
         .collect();
     let answer = crate::link::call(&socket, "ocx_push", json!({ "artifacts": artifacts }))
-        .map_err(|e| Stop::new(e.to_string()).next("the check-in is kept in the clone; push again"))?;
+        .map_err(|e| {
+            Stop::new(e.to_string()).next("the check-in is kept in the clone; push again")
+        })?;
     call.log(Op::Fossil {
         operation: format!("sent {} artifacts to the node", unsent.len()),
         done: true,
@@ -143,8 +145,11 @@ fn store_sent(sent: &[Sent], call: &mut Call) -> Result<Vec<String>, Stop> {
     let mut items = Vec::with_capacity(sent.len());
     for (i, s) in sent.iter().enumerate() {
         let bytes = b64.decode(s.content.as_bytes()).map_err(|e| {
-            Stop::field(format!("artifacts[{i}].content"), format!("is not base64: {e}"))
-                .next("send each artifact's bytes in base64")
+            Stop::field(
+                format!("artifacts[{i}].content"),
+                format!("is not base64: {e}"),
+            )
+            .next("send each artifact's bytes in base64")
         })?;
         items.push((s.hash.clone(), bytes));
     }

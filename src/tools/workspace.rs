@@ -156,7 +156,11 @@ pub fn open_file(
             .next("give a file the checkout holds; context and find show paths")
     };
     let top = open_top(root).map_err(|e| refuse(e.to_string()))?;
-    let flags = if write { OFlag::O_RDWR } else { OFlag::O_RDONLY };
+    let flags = if write {
+        OFlag::O_RDWR
+    } else {
+        OFlag::O_RDONLY
+    };
     let fd = match nix::fcntl::openat2(&top, rel, beneath(flags, Mode::empty())) {
         Ok(fd) => fd,
         Err(Errno::ENOENT) => return Ok(None),
@@ -182,7 +186,11 @@ fn open_dir(root: &Path, rel: &Path) -> std::io::Result<OwnedFd> {
         let how = beneath(OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty());
         let next = match nix::fcntl::openat2(&dir, part.as_os_str(), how) {
             Err(Errno::ENOENT) => {
-                match nix::sys::stat::mkdirat(&dir, part.as_os_str(), Mode::from_bits_truncate(0o755)) {
+                match nix::sys::stat::mkdirat(
+                    &dir,
+                    part.as_os_str(),
+                    Mode::from_bits_truncate(0o755),
+                ) {
                     Ok(()) | Err(Errno::EEXIST) => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -303,7 +311,10 @@ impl State {
             Stop::new(format!("cannot keep the tools' state: {}", unreachable(e)))
         };
         let dir = open_dir(root, Path::new(STATE_DIR)).map_err(failed)?;
-        let tmp = format!("{STATE_FILE}.{}.tmp", hex::encode(rand::random::<[u8; 8]>()));
+        let tmp = format!(
+            "{STATE_FILE}.{}.tmp",
+            hex::encode(rand::random::<[u8; 8]>())
+        );
         let how = beneath(
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
             Mode::from_bits_truncate(0o600),
@@ -317,7 +328,8 @@ impl State {
             nix::fcntl::renameat(&dir, tmp.as_str(), &dir, STATE_FILE).map_err(Into::into)
         });
         if renamed.is_err() {
-            let _ = nix::unistd::unlinkat(&dir, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+            let _ =
+                nix::unistd::unlinkat(&dir, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
         }
         renamed.map_err(failed)
     }

@@ -178,7 +178,10 @@ fn attack(body: &str, branch: Option<&str>) -> Attack {
         if lines.last().is_some_and(|l| l["step"] == "done") {
             break lines;
         }
-        assert!(Instant::now() < until, "the attack never finished: {lines:#?}");
+        assert!(
+            Instant::now() < until,
+            "the attack never finished: {lines:#?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(
@@ -272,7 +275,10 @@ def attack(local, node):
         "{why}"
     );
     let hash = commit["hash"].as_str().unwrap();
-    assert!(a.node.repo.sender(hash).is_none(), "the check-in never arrived");
+    assert!(
+        a.node.repo.sender(hash).is_none(),
+        "the check-in never arrived"
+    );
     a.assert_no_new_checkin();
 }
 
@@ -384,7 +390,10 @@ def attack(local, node):
         let why = refusal(&a.step(step)["result"]);
         assert!(why.contains("symbolic link"), "{step}: {why}");
         let text = a.step(step).to_string();
-        assert!(!text.contains("the host's secret\\n\","), "{step} leaked: {text}");
+        assert!(
+            !text.contains("the host's secret\\n\","),
+            "{step} leaked: {text}"
+        );
     }
     assert!(refusal(&a.step("node-read")["result"]).contains("there is no tool"));
     assert_eq!(
@@ -427,7 +436,13 @@ def attack(local, node):
     );
     for h in [claimed, forged["real"].as_str().unwrap()]
         .into_iter()
-        .chain(forged["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()))
+        .chain(
+            forged["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap()),
+        )
     {
         assert!(a.node.repo.sender(h).is_none(), "{h} never arrived");
     }

@@ -249,7 +249,14 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         relayed.iter().any(|t| t == "ocx_push") && relayed.iter().any(|t| t == "ocx_post"),
         "ocx-mcp --connect relays the node's tools: {relayed:?}"
     );
-    for workspace_tool in ["ocx_test", "ocx_save", "ocx_read", "ocx_edit", "ocx_context", "ocx_find"] {
+    for workspace_tool in [
+        "ocx_test",
+        "ocx_save",
+        "ocx_read",
+        "ocx_edit",
+        "ocx_context",
+        "ocx_find",
+    ] {
         assert!(
             !relayed.iter().any(|t| t == workspace_tool),
             "the node socket does not offer {workspace_tool}: {relayed:?}"
