@@ -57,15 +57,14 @@ fn full_hash(hash: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// Whether `bytes` end as a Fossil artifact does, with a Z card: Fossil
-/// would read such a "file" as an artifact of its own, so none is taken.
+/// Whether `bytes` hold a line that is a Z card: Fossil reads an artifact
+/// ending in one (or one wrapped in a PGP or SSH signature) as an artifact
+/// of its own, so no such "file" is taken.
 fn shaped_as_artifact(bytes: &[u8]) -> bool {
-    let n = bytes.len();
-    n >= 35
-        && bytes[n - 1] == b'\n'
-        && &bytes[n - 35..n - 33] == b"Z "
-        && (n == 35 || bytes[n - 36] == b'\n')
-        && bytes[n - 33..n - 1].iter().all(u8::is_ascii_hexdigit)
+    bytes.split(|b| *b == b'\n').any(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        line.len() == 34 && line.starts_with(b"Z ") && line[2..].iter().all(u8::is_ascii_hexdigit)
+    })
 }
 
 /// Checks what a run sent (`sent`: each a claimed hash and its bytes) for
@@ -182,6 +181,13 @@ fn check_cards(
             format!("its U card names {user:?}, not the run's login {login:?}"),
         ));
     }
+    let branch_tags = p
+        .all(b'T')
+        .filter(|t| t.args.first().map(String::as_str) == Some("*branch"))
+        .count();
+    if branch_tags > 1 {
+        return Err(refuse(hash, "names its branch more than once"));
+    }
     for t in p.all(b'T') {
         let name = t.args.first().map(String::as_str).unwrap_or("");
         if t.args.get(1).map(String::as_str) != Some("*") {
@@ -268,10 +274,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_z_card_at_the_end_looks_like_an_artifact() {
+    fn a_line_that_is_a_z_card_marks_an_artifact() {
         let z = format!("Z {}\n", "0".repeat(32));
         assert!(shaped_as_artifact(z.as_bytes()));
         assert!(shaped_as_artifact(format!("D x\n{z}").as_bytes()));
+        let signed =
+            format!("-----BEGIN PGP SIGNED MESSAGE-----\n\nD x\n{z}-----END PGP SIGNATURE-----\n");
+        assert!(shaped_as_artifact(signed.as_bytes()));
         assert!(!shaped_as_artifact(
             format!("xZ {}\n", "0".repeat(32)).as_bytes()
         ));
