@@ -528,3 +528,62 @@ def attack(local, node):
     assert!(a.node.repo.sender(&control).is_none());
     a.assert_no_new_checkin();
 }
+
+#[test]
+fn a_pushed_checkin_naming_itself_trunk_on_a_fixes_run_is_refused() {
+    let a = attack(
+        r#"
+def attack(local, node):
+    with open("fix.txt", "w") as f:
+        f.write("fixed\n")
+    fossil("add", "fix.txt")
+    fossil("commit", "-m", "the fix", "--branch", "fixes", "--no-warnings")
+    arts = unsent()
+    ci = [x for x in arts if x[1].startswith(b"C ")][0]
+    body = ci[1][:ci[1].rindex(b"Z ")].replace(b"\nU ", b"\nT *sym-trunk *\nU ")
+    forged = reseal(body)
+    name = rename(forged, len(ci[0]))
+    rest = [x for x in arts if x[0] != ci[0]]
+    note({"step": "forged", "hash": name})
+    note({"step": "push", "result": node("ocx_push", {"artifacts": sent(rest + [(name, forged)])})})
+"#,
+        Some("fixes"),
+    );
+    let hash = a.step("forged")["hash"].as_str().unwrap().to_string();
+    let why = refusal(&a.step("push")["result"]);
+    assert!(
+        why.contains(&hash) && why.contains("*sym-trunk") && why.contains("only on fixes"),
+        "{why}"
+    );
+    assert!(a.node.repo.sender(&hash).is_none());
+    a.assert_no_new_checkin();
+}
+
+#[test]
+fn a_pushed_checkin_without_its_files_is_refused() {
+    let a = attack(
+        r#"
+def attack(local, node):
+    with open("new.txt", "w") as f:
+        f.write("a new file\n")
+    fossil("add", "new.txt")
+    fossil("commit", "-m", "a new file", "--no-warnings")
+    arts = unsent()
+    ci = [x for x in arts if x[1].startswith(b"C ")][0]
+    files = [x[0] for x in arts if x[0] != ci[0]]
+    note({"step": "commit", "hash": ci[0], "files": files})
+    note({"step": "push", "result": node("ocx_push", {"artifacts": sent([ci])})})
+"#,
+        None,
+    );
+    let commit = a.step("commit");
+    let hash = commit["hash"].as_str().unwrap();
+    let file = commit["files"][0].as_str().unwrap();
+    let why = refusal(&a.step("push")["result"]);
+    assert!(
+        why.contains(hash) && why.contains(file) && why.contains("new.txt"),
+        "{why}"
+    );
+    assert!(a.node.repo.sender(hash).is_none());
+    a.assert_no_new_checkin();
+}
