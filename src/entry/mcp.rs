@@ -2,7 +2,8 @@
 //! stdio, and `ocx --mcp-http 127.0.0.1:PORT`, the same over streamable
 //! HTTP at `/mcp` on loopback alone. One adapter serves every tool: its
 //! schemas come from the registry and each call goes through
-//! `registry::call_with_text`. Logs go to standard error only.
+//! `registry::call_with_text`. A run's node socket serves only the tools
+//! that need the run's login (`NODE_TOOLS`). Logs go to standard error only.
 
 use crate::answer::Answer;
 use crate::context::{Context, Who};
@@ -68,9 +69,10 @@ impl Caller {
     }
 }
 
-/// Serves the tools of a run on the Unix socket `path` (made afresh,
-/// readable and writable by its owner alone), each connection an MCP
-/// session acting as `caller`; returns only when the listener fails.
+/// Serves a run's node tools ([`NODE_TOOLS`]) on the Unix socket `path`
+/// (made afresh, readable and writable by its owner alone), each
+/// connection an MCP session acting as `caller`; returns only when the
+/// listener fails.
 pub fn serve_unix(path: &std::path::Path, caller: Caller) -> Result<(), McpError> {
     let _ = std::fs::remove_file(path);
     runtime()?.block_on(async move {

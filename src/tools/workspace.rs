@@ -1,7 +1,9 @@
 //! What the agent's tools share: the checkout they act on, paths confined
-//! to it, the tests its `ocx-tests.json` names, the state kept between
-//! calls (which tests passed since the last edit) in `.ocx/agent.json`,
-//! and the one exact-match replacement `edit` and `wiki_edit` use.
+//! to it (each file opened once, beneath the checkout's top, never through
+//! a symbolic link), the tests its `ocx-tests.json` names, the state kept
+//! between calls (which tests passed since the last edit) in
+//! `.ocx/agent.json`, and the one exact-match replacement `edit` and
+//! `wiki_edit` use. The node serving a run never acts on its workspace.
 
 use crate::registry::{Call, Stop};
 use nix::errno::Errno;
