@@ -214,11 +214,18 @@ fn check_cards(
         }
     }
     for parent in p.all(b'P').flat_map(|c| c.args.iter()) {
-        if !new.contains(parent.as_str()) && repo.receipt(parent)?.is_none() {
+        if new.contains(parent.as_str()) {
+            continue;
+        }
+        let known = match repo.receipt(parent)? {
+            Some(r) if !r.private => repo.checkin(r.rid)?.is_some(),
+            _ => false,
+        };
+        if !known {
             return Err(refuse(
                 hash,
                 format!(
-                    "names the parent {parent}, which neither the node's repository nor this push holds"
+                    "names the parent {parent}, which is no check-in the node's repository or this push holds"
                 ),
             ));
         }
@@ -229,7 +236,7 @@ fn check_cards(
         };
         if files.contains_key(file) {
             used.insert(file.clone());
-        } else if repo.receipt(file)?.is_none() {
+        } else if repo.receipt(file)?.is_none_or(|r| r.private) {
             return Err(refuse(
                 hash,
                 format!(
