@@ -218,6 +218,12 @@ fn session(
         while !socket_ready(&socket) && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(10));
         }
+        if !socket_ready(&socket) {
+            return answer(
+                "exited",
+                "never started: the run's tool socket could not be made",
+            );
+        }
     }
     let (mut sandbox, budget) = limits(&r.record);
     let mut env = page.env.clone();
