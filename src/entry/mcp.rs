@@ -498,6 +498,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_node_socket_offers_no_workspace_tool() {
+        for name in NODE_TOOLS {
+            assert!(registry::find(name).is_some(), "{name} is a tool");
+        }
+        for name in ["context", "find", "read", "edit", "test", "save"] {
+            assert!(!NODE_TOOLS.contains(&name), "{name}");
+        }
+    }
+
+    #[test]
     fn only_loopback_is_served() {
         assert!(loopback("127.0.0.1:0").is_ok());
         assert!(loopback("[::1]:8080").is_ok());
