@@ -22,10 +22,14 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 /// The largest request body the HTTP server reads: 10 MiB.
 pub const MAX_BODY: usize = 10 * 1024 * 1024;
+
+/// The longest message a run's node socket reads (a push's artifacts, in
+/// base64, among them): 64 MiB; a longer one ends the connection.
+pub const MAX_LINE: usize = 64 * 1024 * 1024;
 
 /// What goes wrong starting the server, for the person who started it.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +94,27 @@ pub fn serve_unix(path: &std::path::Path, caller: Caller) -> Result<(), McpError
             let server = Server::new(caller.clone());
             tokio::spawn(async move {
                 let (r, w) = stream.into_split();
-                if let Ok(running) = server.serve((r, w)).await {
+                let (server_side, mut feed) = tokio::io::duplex(1 << 20);
+                tokio::spawn(async move {
+                    let mut reader = tokio::io::BufReader::new(r);
+                    let mut line = Vec::new();
+                    loop {
+                        line.clear();
+                        let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
+                        match limited.read_until(b'\n', &mut line).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) if n > MAX_LINE => break,
+                            Ok(_) => {
+                                let marked = registry::mark_invalid(&line);
+                                if feed.write_all(marked.as_bytes()).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                });
+                let (reader, _unused) = tokio::io::split(server_side);
+                if let Ok(running) = server.serve((reader, w)).await {
                     let _ = running.waiting().await;
                 }
             });

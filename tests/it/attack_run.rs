@@ -587,3 +587,44 @@ def attack(local, node):
     assert!(a.node.repo.sender(hash).is_none());
     a.assert_no_new_checkin();
 }
+
+#[test]
+fn an_endless_message_on_the_node_socket_ends_only_its_own_connection() {
+    let a = attack(
+        r#"
+def attack(local, node):
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.environ["OCX_MCP_SOCKET"])
+    chunk = b"a" * (1 << 20)
+    sent_bytes = 0
+    ended = "never"
+    try:
+        for _ in range(80):
+            s.sendall(chunk)
+            sent_bytes += len(chunk)
+        s.settimeout(30)
+        ended = "eof" if s.recv(1) == b"" else "answered"
+    except socket.timeout:
+        ended = "still reading"
+    except OSError as e:
+        ended = "closed: " + type(e).__name__
+    note({"step": "flood", "sent": sent_bytes, "ended": ended})
+    note({"step": "status", "result": node("ocx_status", {})})
+    again = server("ocx-node")
+    note({"step": "again", "result": again("ocx_status", {})})
+"#,
+        None,
+    );
+    let flood = a.step("flood");
+    let ended = flood["ended"].as_str().unwrap();
+    assert!(
+        ended == "eof" || ended.starts_with("closed"),
+        "the node dropped the endless message's connection: {flood:#}"
+    );
+    for step in ["status", "again"] {
+        let result = &a.step(step)["result"]["result"];
+        assert_eq!(result["isError"], false, "{step}: {result:#}");
+        assert_eq!(result["structuredContent"]["result"]["login"], "intruder");
+    }
+}
