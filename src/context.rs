@@ -23,8 +23,9 @@ pub enum Who {
     Run(RunScope),
 }
 
-/// What a run's tools act within: its user, its record and place, the
-/// restrictions the node holds it to, and its clone and checkout.
+/// What a run's node socket acts within: its user, its record and place,
+/// and the restrictions the node holds it to. Nothing of the run's own
+/// files: the node never opens them.
 #[derive(Debug, Clone)]
 pub struct RunScope {
     /// The run's login.
@@ -35,8 +36,6 @@ pub struct RunScope {
     pub place: crate::place::Place,
     /// The restrictions its record asks for.
     pub restrict: crate::protocol::kinds::Restrict,
-    /// The run's clone of the served repository.
-    pub clone: PathBuf,
     /// The node's root, poked after a write.
     pub root: PathBuf,
 }
@@ -93,15 +92,39 @@ impl Context {
         }
     }
 
-    /// The checkout the call was made in, if any; never on the web page,
-    /// whose server may have been started in one.
+    /// The checkout the call was made in, if any. The web page has none
+    /// (its server may have been started in one), and neither has the node
+    /// serving a run: it never opens what the run can write.
     pub fn checkout(&self) -> Option<&checkout::Checkout> {
         self.checkout
             .get_or_init(|| match self.who {
-                Who::Web { .. } => None,
+                Who::Web { .. } | Who::Run(_) => None,
                 _ => checkout::find(&self.cwd),
             })
             .as_ref()
+    }
+
+    /// Inside a no-password run's sandbox: the socket its node serves the
+    /// run's login on (`OCX_MCP_SOCKET`), through which `push` and `save`
+    /// publish.
+    pub fn node_socket(&self) -> Option<PathBuf> {
+        match self.who {
+            Who::Local { .. } => std::env::var_os(crate::run::watch::MCP_SOCKET_VAR)
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from),
+            _ => None,
+        }
+    }
+
+    /// Inside a run's sandbox: the one branch its record lets it check in
+    /// on (`OCX_RUN_BRANCH`), if it names one.
+    pub fn run_branch(&self) -> Option<String> {
+        match self.who {
+            Who::Local { .. } => std::env::var(crate::run::watch::BRANCH_VAR)
+                .ok()
+                .filter(|s| !s.is_empty()),
+            _ => None,
+        }
     }
 
     /// The repository: `--repository` when given, else the checkout's.

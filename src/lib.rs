@@ -7,6 +7,7 @@ pub mod context;
 pub mod entry;
 pub mod fields;
 pub mod fossil;
+pub mod link;
 pub mod node;
 pub mod place;
 pub mod protocol;

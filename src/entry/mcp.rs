@@ -3,7 +3,8 @@
 //! HTTP at `/mcp` on loopback alone, each request carrying the bearer
 //! token made for its repository and login. One adapter serves every
 //! tool: its schemas come from the registry and each call goes through
-//! `registry::call_with_text`. Logs go to standard error only.
+//! `registry::call_with_text`. A run's node socket serves only the tools
+//! that need the run's login (`NODE_TOOLS`). Logs go to standard error only.
 
 use crate::answer::Answer;
 use crate::context::{Context, Who};
@@ -23,10 +24,14 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 /// The largest request body the HTTP server reads: 10 MiB.
 pub const MAX_BODY: usize = 10 * 1024 * 1024;
+
+/// The longest message a run's node socket reads (a push's artifacts, in
+/// base64, among them): 64 MiB; a longer one ends the connection.
+pub const MAX_LINE: usize = 64 * 1024 * 1024;
 
 /// What goes wrong starting the server, for the person who started it.
 #[derive(Debug, thiserror::Error)]
@@ -47,8 +52,7 @@ pub enum McpError {
 }
 
 /// Whom and where a call over MCP acts as: the same as the command line
-/// would in the same place. A run's own server (a later issue) will give
-/// the run's user here instead of `Who::Local`.
+/// would in the same place, or, on a run's node socket, the run's user.
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// `--repository`, when given.
@@ -75,9 +79,10 @@ impl Caller {
     }
 }
 
-/// Serves the tools of a run on the Unix socket `path` (made afresh,
-/// readable and writable by its owner alone), each connection an MCP
-/// session acting as `caller`; returns only when the listener fails.
+/// Serves a run's node tools ([`NODE_TOOLS`]) on the Unix socket `path`
+/// (made afresh, readable and writable by its owner alone), each
+/// connection an MCP session acting as `caller`; returns only when the
+/// listener fails.
 pub fn serve_unix(path: &std::path::Path, caller: Caller) -> Result<(), McpError> {
     let _ = std::fs::remove_file(path);
     runtime()?.block_on(async move {
@@ -95,7 +100,27 @@ pub fn serve_unix(path: &std::path::Path, caller: Caller) -> Result<(), McpError
             let server = Server::new(caller.clone());
             tokio::spawn(async move {
                 let (r, w) = stream.into_split();
-                if let Ok(running) = server.serve((r, w)).await {
+                let (server_side, mut feed) = tokio::io::duplex(1 << 20);
+                tokio::spawn(async move {
+                    let mut reader = tokio::io::BufReader::new(r);
+                    let mut line = Vec::new();
+                    loop {
+                        line.clear();
+                        let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
+                        match limited.read_until(b'\n', &mut line).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) if n > MAX_LINE => break,
+                            Ok(_) => {
+                                let marked = registry::mark_invalid(&line);
+                                if feed.write_all(marked.as_bytes()).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                });
+                let (reader, _unused) = tokio::io::split(server_side);
+                if let Ok(running) = server.serve((reader, w)).await {
                     let _ = running.waiting().await;
                 }
             });
@@ -134,6 +159,25 @@ pub fn relay(socket: &std::path::Path) -> Result<(), McpError> {
     Ok(())
 }
 
+/// The tools a run's node socket serves: those that need the run's login
+/// on the served repository. The agent's workspace tools (context, find,
+/// read, edit, test, save) run inside the run's sandbox instead.
+pub const NODE_TOOLS: &[&str] = &[
+    "audit",
+    "post",
+    "push",
+    "receipt",
+    "status",
+    "thread",
+    "unaudited",
+    "unversioned_get",
+    "unversioned_list",
+    "unversioned_put",
+    "verdicts",
+    "wiki_edit",
+    "wiki_read",
+];
+
 /// The MCP server: lists the registry's tools and calls them.
 #[derive(Debug, Clone)]
 pub struct Server {
@@ -146,6 +190,12 @@ impl Server {
         Server {
             caller: Arc::new(caller),
         }
+    }
+
+    /// Whether this server offers the tool `name`: every tool, except on a
+    /// run's node socket, which offers [`NODE_TOOLS`] alone.
+    fn offers(&self, name: &str) -> bool {
+        self.caller.run.is_none() || NODE_TOOLS.contains(&name)
     }
 }
 
@@ -531,7 +581,11 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(
-            TOOLS.iter().map(|t| tool(*t)).collect(),
+            TOOLS
+                .iter()
+                .filter(|t| self.offers(t.name()))
+                .map(|t| tool(*t))
+                .collect(),
         ))
     }
 
@@ -544,6 +598,7 @@ impl ServerHandler for Server {
             .name
             .strip_prefix("ocx_")
             .and_then(registry::find)
+            .filter(|e| self.offers(e.name()))
             .ok_or_else(|| {
                 ErrorData::invalid_params(
                     format!(
@@ -661,6 +716,16 @@ fn rename_refs(v: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_socket_offers_no_workspace_tool() {
+        for name in NODE_TOOLS {
+            assert!(registry::find(name).is_some(), "{name} is a tool");
+        }
+        for name in ["context", "find", "read", "edit", "test", "save"] {
+            assert!(!NODE_TOOLS.contains(&name), "{name}");
+        }
+    }
 
     #[test]
     fn only_loopback_is_served() {

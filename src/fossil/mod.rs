@@ -8,6 +8,7 @@ pub mod caps;
 pub mod checkout;
 pub mod delta;
 pub mod login;
+pub mod incoming;
 mod program;
 pub mod repo;
 pub mod store;

@@ -727,6 +727,26 @@ impl Repository {
         )? > 0)
     }
 
+    /// Every public artifact this repository (a run's clone) made itself and
+    /// never sent, each its full hash and bytes: what a run's `push` offers
+    /// the node, which judges each one itself.
+    pub fn unsent(&self) -> Result<Vec<(String, Vec<u8>)>, FossilError> {
+        let mut st = self.db.prepare(
+            "SELECT u.rid, b.uuid FROM unsent u JOIN blob b ON b.rid=u.rid
+             WHERE NOT EXISTS(SELECT 1 FROM private p WHERE p.rid=u.rid) ORDER BY u.rid",
+        )?;
+        let rows: Vec<(i64, String)> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut out = Vec::new();
+        for (rid, hash) in rows {
+            if let Some(bytes) = self.content(rid)? {
+                out.push((hash, bytes));
+            }
+        }
+        Ok(out)
+    }
+
     /// The newest row in the repository.
     pub fn last_rid(&self) -> Result<i64, FossilError> {
         Ok(self

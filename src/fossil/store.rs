@@ -47,18 +47,31 @@ pub fn store(
             )));
         }
     }
+    let items: Vec<(String, Vec<u8>)> = batch
+        .artifacts
+        .iter()
+        .map(|(_, h, b)| (h.clone(), b.clone()))
+        .collect();
+    store_checked(fossil, repo, sender, &items, publish)
+}
+
+/// Stores `items` (each its full hash and bytes, already checked by the
+/// caller) in `repo` as `sender`, in one bundle OCX writes itself; each is
+/// looked up after.
+pub fn store_checked(
+    fossil: &Fossil,
+    repo: &Repository,
+    sender: &str,
+    items: &[(String, Vec<u8>)],
+    publish: bool,
+) -> Result<(), FossilError> {
     let dir = tempfile::Builder::new()
         .prefix("ocx-bundle-")
         .tempdir()
         .map_err(|e| FossilError::Bundle(e.to_string()))?;
     let path = dir.path().join("write.bundle");
     let project = repo.project_code()?;
-    let items: Vec<(String, Vec<u8>)> = batch
-        .artifacts
-        .iter()
-        .map(|(_, h, b)| (h.clone(), b.clone()))
-        .collect();
-    super::bundle::write(&path, &project, &items)?;
+    super::bundle::write(&path, &project, items)?;
     let mut tries = 0;
     loop {
         match fossil.import_bundle(repo.path(), &path, sender, publish) {
@@ -71,11 +84,11 @@ pub fn store(
             other => break other?,
         }
     }
-    for (what, hash, _) in &batch.artifacts {
+    for (hash, _) in items {
         if repo.receipt(hash)?.is_none() {
             return Err(FossilError::Command {
                 operation: "bundle import",
-                message: format!("the {what} {hash} was not stored"),
+                message: format!("the artifact {hash} was not stored"),
             });
         }
     }

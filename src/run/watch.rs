@@ -34,6 +34,8 @@ pub const RUN_USER_VAR: &str = "OCX_RUN_USER";
 pub const RECORD_VAR: &str = "OCX_RECORD";
 /// The variable naming a no-password run's tool socket (MCP).
 pub const MCP_SOCKET_VAR: &str = "OCX_MCP_SOCKET";
+/// The variable naming the one branch a run's record lets it check in on.
+pub const BRANCH_VAR: &str = "OCX_RUN_BRANCH";
 
 extern "C" fn on_term(_: nix::libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
@@ -257,21 +259,26 @@ fn session(
         let caller = crate::entry::mcp::Caller {
             repository: Some(cfg.repository.clone()),
             user: None,
-            cwd: ws.clone(),
+            cwd: root.to_path_buf(),
             run: Some(crate::context::RunScope {
                 user: r.record.user.clone(),
                 record: r.hash.clone(),
                 place: r.place.clone(),
                 restrict: r.record.restrict.clone(),
-                clone: ws.join(".clone.fossil"),
                 root: root.to_path_buf(),
             }),
         };
         let path = socket.clone();
         std::thread::spawn(move || crate::entry::mcp::serve_unix(&path, caller));
         let until = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() && Instant::now() < until {
+        while !socket_ready(&socket) && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(10));
+        }
+        if !socket_ready(&socket) {
+            return answer(
+                "exited",
+                "never started: the run's tool socket could not be made",
+            );
         }
     }
     let (mut sandbox, budget) = limits(&r.record);
@@ -285,8 +292,14 @@ fn session(
     let mut command = page.command.clone();
     if no_password {
         env.insert(MCP_SOCKET_VAR.into(), socket.display().to_string());
+        if let Some(only) = &r.record.restrict.branch {
+            env.insert(BRANCH_VAR.into(), only.clone());
+        }
         let config = ws.join(".ocx").join("mcp.json");
-        let servers = serde_json::json!({"mcpServers": {"ocx": {"command": cfg.ocx, "args": ["--mcp", "--connect", socket]}}});
+        let servers = serde_json::json!({"mcpServers": {
+            "ocx": {"command": cfg.ocx, "args": ["--mcp"]},
+            "ocx-node": {"command": cfg.ocx, "args": ["--mcp", "--connect", socket]},
+        }});
         std::fs::write(
             &config,
             serde_json::to_vec_pretty(&servers).unwrap_or_default(),
@@ -360,7 +373,7 @@ fn session(
         }
         if no_password && checked.elapsed() > Duration::from_millis(250) {
             checked = Instant::now();
-            if let Some(why) = no_password_broken(&socket, &ws.join(".clone.fossil")) {
+            if let Some(why) = no_password_broken(&socket) {
                 unenforced = Some(why);
                 killer.kill();
                 break;
@@ -406,15 +419,22 @@ fn held(cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, String>
         .map_err(|u| format!("{}: {}", u.field, u.reason))
 }
 
+/// Whether the node socket is bound and made its owner's alone, so the
+/// run starts only after nothing more is done to it by name.
+fn socket_ready(socket: &Path) -> bool {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    std::fs::symlink_metadata(socket)
+        .is_ok_and(|m| m.file_type().is_socket() && m.permissions().mode() & 0o777 == 0o600)
+}
+
 /// Why a no-password run can no longer be held to it, if it cannot: its
-/// tools' socket is gone, or its clone remembers a password.
-fn no_password_broken(socket: &Path, clone: &Path) -> Option<String> {
-    if !socket.exists() {
-        return Some("the run's tool socket is gone".into());
-    }
-    match crate::fossil::Repository::open(clone).and_then(|c| c.remembers_password()) {
-        Ok(true) => Some("the run's clone holds a password".into()),
-        _ => None,
+/// node socket is gone (looked at, never followed: the run's clone and
+/// files are never opened on the host; it holds no password to remember).
+fn no_password_broken(socket: &Path) -> Option<String> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(socket) {
+        Ok(m) if m.file_type().is_socket() => None,
+        _ => Some("the run's tool socket is gone".into()),
     }
 }
 

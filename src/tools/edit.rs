@@ -7,6 +7,8 @@ use crate::tools::read::{self, Output};
 use crate::tools::workspace::{self, State};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use std::io::{Seek, Write};
+use std::path::Path;
 
 /// Input of `edit`.
 #[derive(Deserialize, JsonSchema)]
@@ -35,18 +37,19 @@ impl Tool for Edit {
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let root = workspace::root(call)?;
-        let path = workspace::confine(&root, "path", &input.path)?;
-        let shown = workspace::shown(&root, &path);
-        let exists = path.exists();
-        let text = if exists {
-            read::read_text(&path, &input.path)?
-        } else if input.old.is_empty() {
-            String::new()
-        } else {
-            return Err(
-                Stop::field("path", format!("{:?} does not exist", input.path))
-                    .next("give old empty to make the file, or a path find or context shows"),
-            );
+        let rel = workspace::relative("path", &input.path)?;
+        let shown = workspace::shown(Path::new(""), &rel);
+        let mut file = workspace::open_file(&root, &rel, "path", !call.dry_run)?;
+        let exists = file.is_some();
+        let text = match file.as_mut() {
+            Some(f) => read::read_text(f, &input.path)?,
+            None if input.old.is_empty() => String::new(),
+            None => {
+                return Err(
+                    Stop::field("path", format!("{:?} does not exist", input.path))
+                        .next("give old empty to make the file, or a path find or context shows"),
+                );
+            }
         };
         if input.old == input.new {
             return Err(Stop::field("new", "is the same as old")
@@ -62,15 +65,18 @@ impl Tool for Edit {
             ),
         );
         if !call.dry_run {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| Stop::field("path", format!("cannot make its directory: {e}")))?;
-            }
-            std::fs::write(&path, &out)
-                .map_err(|e| Stop::field("path", format!("cannot write {shown:?}: {e}")))?;
+            let mut file = match file {
+                Some(f) => f,
+                None => workspace::create_file(&root, &rel, "path")?,
+            };
+            let cannot =
+                |e: std::io::Error| Stop::field("path", format!("cannot write {shown:?}: {e}"));
+            file.set_len(0).map_err(cannot)?;
+            file.seek(std::io::SeekFrom::Start(0)).map_err(cannot)?;
+            file.write_all(out.as_bytes()).map_err(cannot)?;
             if !exists {
                 call.fossil()?
-                    .add(&root, &[path.as_path()])
+                    .add(&root, &[root.join(&rel).as_path()])
                     .map_err(Stop::internal)?;
             }
             let mut state = State::load(&root);

@@ -5,6 +5,8 @@ use crate::registry::{Call, Needs, Stop, Tool};
 use crate::tools::workspace;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::io::Read as _;
+use std::path::Path;
 
 /// Input of `read`.
 #[derive(Deserialize, JsonSchema)]
@@ -47,11 +49,13 @@ impl Tool for Read {
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let root = workspace::root(call)?;
-        let path = workspace::confine(&root, "path", &input.path)?;
-        let text = read_text(&path, &input.path)?;
+        let rel = workspace::relative("path", &input.path)?;
+        let mut file = workspace::open_file(&root, &rel, "path", false)?
+            .ok_or_else(|| missing(&input.path))?;
+        let text = read_text(&mut file, &input.path)?;
         call.read(format!("{} from the checkout", input.path));
         let from = input.from.unwrap_or(1).max(1) as usize;
-        Ok(lines(&workspace::shown(&root, &path), &text, from))
+        Ok(lines(&workspace::shown(Path::new(""), &rel), &text, from))
     }
 
     fn text(o: &Output) -> String {
@@ -74,13 +78,16 @@ pub fn lines(path: &str, text: &str, from: usize) -> Output {
     }
 }
 
-/// A file's text, refused naming `path` when it is missing, a directory or not UTF-8.
-pub fn read_text(path: &std::path::Path, given: &str) -> Result<String, Stop> {
-    if path.is_dir() {
-        return Err(Stop::field("path", format!("{given:?} is a directory"))
-            .next("give a file; find lists files holding a text"));
-    }
-    let bytes = std::fs::read(path).map_err(|e| {
+/// The refusal of a path naming no file.
+pub fn missing(given: &str) -> Stop {
+    Stop::field("path", format!("{given:?} does not exist"))
+        .next("give a file the checkout holds; context and find show paths")
+}
+
+/// An open file's text, refused naming `path` when it is not UTF-8.
+pub fn read_text(file: &mut std::fs::File, given: &str) -> Result<String, Stop> {
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(|e| {
         Stop::field("path", format!("cannot read {given:?}: {e}"))
             .next("give a file the checkout holds; context and find show paths")
     })?;

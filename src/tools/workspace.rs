@@ -1,11 +1,18 @@
 //! What the agent's tools share: the checkout they act on, paths confined
-//! to it, the tests its `ocx-tests.json` names, the state kept between
-//! calls (which tests passed since the last edit) in `.ocx/agent.json`,
-//! and the one exact-match replacement `edit` and `wiki_edit` use.
+//! to it (each file opened once, beneath the checkout's top, never through
+//! a symbolic link), the tests its `ocx-tests.json` names, the state kept
+//! between calls (which tests passed since the last edit) in
+//! `.ocx/agent.json`, and the one exact-match replacement `edit` and
+//! `wiki_edit` use. The node serving a run never acts on its workspace.
 
 use crate::registry::{Call, Stop};
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
 /// The file in a checkout's top directory naming its tests.
@@ -24,6 +31,12 @@ pub const TEST_LINES: usize = 100;
 
 /// The checkout the call is made in: its top directory, made canonical.
 pub fn root(call: &Call) -> Result<PathBuf, Stop> {
+    if call.cx.run().is_some() {
+        return Err(Stop::new(
+            "the node does not act on a run's workspace: its tools run inside the run's sandbox",
+        )
+        .next("call this tool on the run's own server (ocx --mcp in the workspace)"));
+    }
     let c = call.cx.checkout().ok_or_else(|| {
         Stop::new("this directory is in no Fossil checkout")
             .next("start OCX inside a checkout (`fossil open REPO`), then call the tool again")
@@ -38,6 +51,37 @@ pub fn root(call: &Call) -> Result<PathBuf, Stop> {
 /// outside the checkout through a symbolic link. The file itself need not
 /// exist; the directory holding it must be inside.
 pub fn confine(root: &Path, field: &str, given: &str) -> Result<PathBuf, Stop> {
+    let rel = relative(field, given)?;
+    let refuse = |why: &str| {
+        Stop::field(field, format!("{given:?} {why}")).next(
+            "give a path inside the checkout, relative to its top, as find or context shows it",
+        )
+    };
+    let full = root.join(&rel);
+    let mut existing = full.as_path();
+    while std::fs::symlink_metadata(existing).is_err() {
+        existing = match existing.parent() {
+            Some(p) => p,
+            None => return Err(refuse("cannot be resolved")),
+        };
+    }
+    let real = existing
+        .canonicalize()
+        .map_err(|_| refuse("leads through a link that goes nowhere"))?;
+    if !real.starts_with(root) {
+        return Err(refuse("leads outside the checkout"));
+    }
+    match full.strip_prefix(existing) {
+        Ok(rest) if !rest.as_os_str().is_empty() => Ok(real.join(rest)),
+        _ => Ok(real),
+    }
+}
+
+/// A path given in `field` as the checkout sees it: relative, without
+/// `..`, naming neither the checkout itself nor Fossil's or OCX's own
+/// files. Judged by its text alone; [`open_file`] and [`create_file`] then
+/// reach it without following any link.
+pub fn relative(field: &str, given: &str) -> Result<PathBuf, Stop> {
     let refuse = |why: &str| {
         Stop::field(field, format!("{given:?} {why}")).next(
             "give a path inside the checkout, relative to its top, as find or context shows it",
@@ -69,24 +113,116 @@ pub fn confine(root: &Path, field: &str, given: &str) -> Result<PathBuf, Stop> {
     if crate::fossil::checkout::FILES.contains(&first.as_str()) || first == STATE_DIR {
         return Err(refuse("is Fossil's or OCX's own file"));
     }
-    let full = root.join(&rel);
-    let mut existing = full.as_path();
-    while std::fs::symlink_metadata(existing).is_err() {
-        existing = match existing.parent() {
-            Some(p) => p,
-            None => return Err(refuse("cannot be resolved")),
+    Ok(rel)
+}
+
+/// How a file under the checkout is reached: beneath its top, never
+/// through a symbolic link at any component (`openat2`).
+fn beneath(flags: OFlag, mode: Mode) -> OpenHow {
+    OpenHow::new()
+        .flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+        .mode(mode)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS)
+}
+
+fn open_top(root: &Path) -> std::io::Result<OwnedFd> {
+    Ok(nix::fcntl::open(
+        root,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Why a file under the checkout cannot be reached, for a refusal.
+fn unreachable(e: std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(c) if c == Errno::ELOOP as i32 => "leads through a symbolic link".into(),
+        Some(c) if c == Errno::EXDEV as i32 => "leads outside the checkout".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// Opens `rel` (from [`relative`]) under the checkout at `root`, once,
+/// without following a link: for reading, or with `write` for reading and
+/// writing. `None` when there is no such file; refused naming `field` when
+/// a link is on the way or it is not a regular file.
+pub fn open_file(
+    root: &Path,
+    rel: &Path,
+    field: &str,
+    write: bool,
+) -> Result<Option<std::fs::File>, Stop> {
+    let given = rel.display();
+    let refuse = |why: String| {
+        Stop::field(field, format!("{given} {why}"))
+            .next("give a file the checkout holds; context and find show paths")
+    };
+    let top = open_top(root).map_err(|e| refuse(e.to_string()))?;
+    let flags = if write {
+        OFlag::O_RDWR
+    } else {
+        OFlag::O_RDONLY
+    };
+    let fd = match nix::fcntl::openat2(&top, rel, beneath(flags, Mode::empty())) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(Errno::EISDIR) => return Err(refuse("is a directory".into())),
+        Err(e) => return Err(refuse(unreachable(e.into()))),
+    };
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(|e| refuse(e.to_string()))?;
+    if meta.is_dir() {
+        return Err(refuse("is a directory".into()));
+    }
+    if !meta.is_file() {
+        return Err(refuse("is not a regular file".into()));
+    }
+    Ok(Some(file))
+}
+
+/// Opens the directory `rel` under the checkout at `root`, making it and
+/// those above it when missing, never through a link.
+fn open_dir(root: &Path, rel: &Path) -> std::io::Result<OwnedFd> {
+    let mut dir = open_top(root)?;
+    for part in rel.components() {
+        let how = beneath(OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty());
+        let next = match nix::fcntl::openat2(&dir, part.as_os_str(), how) {
+            Err(Errno::ENOENT) => {
+                match nix::sys::stat::mkdirat(
+                    &dir,
+                    part.as_os_str(),
+                    Mode::from_bits_truncate(0o755),
+                ) {
+                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                nix::fcntl::openat2(&dir, part.as_os_str(), how)?
+            }
+            other => other?,
         };
+        dir = next;
     }
-    let real = existing
-        .canonicalize()
-        .map_err(|_| refuse("leads through a link that goes nowhere"))?;
-    if !real.starts_with(root) {
-        return Err(refuse("leads outside the checkout"));
-    }
-    match full.strip_prefix(existing) {
-        Ok(rest) if !rest.as_os_str().is_empty() => Ok(real.join(rest)),
-        _ => Ok(real),
-    }
+    Ok(dir)
+}
+
+/// Makes the new file `rel` under the checkout at `root` (and the
+/// directories above it), never through a link and never over a file.
+pub fn create_file(root: &Path, rel: &Path, field: &str) -> Result<std::fs::File, Stop> {
+    let refuse = |why: String| {
+        Stop::field(field, format!("{} {why}", rel.display()))
+            .next("give a path inside the checkout, as find or context shows it")
+    };
+    let name = rel
+        .file_name()
+        .ok_or_else(|| refuse("names no file".into()))?;
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let dir = open_dir(root, parent).map_err(|e| refuse(unreachable(e)))?;
+    let how = beneath(
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
+        Mode::from_bits_truncate(0o644),
+    );
+    let fd = nix::fcntl::openat2(&dir, name, how).map_err(|e| refuse(unreachable(e.into())))?;
+    Ok(std::fs::File::from(fd))
 }
 
 /// A path inside `root` as the tools show it: relative, with `/`.
@@ -116,13 +252,25 @@ struct TestsFile {
 }
 
 /// The tests the checkout's `ocx-tests.json` names (none without the file).
+/// A symbolic link there is refused: tests are read from the checkout's own file.
 pub fn tests(root: &Path) -> Result<Vec<TestDef>, Stop> {
-    let path = root.join(TESTS_FILE);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Stop::new(format!("cannot read {TESTS_FILE}: {e}"))),
+    let refuse = |why: String| {
+        Stop::new(format!("cannot read {TESTS_FILE}: {why}"))
+            .next(format!("make {TESTS_FILE} a file of the checkout"))
     };
+    let top = open_top(root).map_err(|e| refuse(e.to_string()))?;
+    let how = beneath(OFlag::O_RDONLY, Mode::empty());
+    let mut file = match nix::fcntl::openat2(&top, TESTS_FILE, how) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(Errno::ENOENT) => return Ok(Vec::new()),
+        Err(e) => return Err(refuse(unreachable(e.into()))),
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(refuse("it is not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| refuse(e.to_string()))?;
     let file: TestsFile = serde_json::from_slice(&bytes).map_err(|e| {
         Stop::new(format!("{TESTS_FILE} does not read: {e}")).next(format!(
             "write {TESTS_FILE} as {{\"tests\": [{{\"name\": \"NAME\", \"command\": \"COMMAND\"}}]}}"
@@ -143,21 +291,49 @@ pub struct State {
 impl State {
     /// The state kept in the checkout at `root` (empty when none is).
     pub fn load(root: &Path) -> State {
-        std::fs::read(root.join(STATE_DIR).join(STATE_FILE))
+        let path = Path::new(STATE_DIR).join(STATE_FILE);
+        let mut bytes = Vec::new();
+        open_top(root)
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
+            .and_then(|top| {
+                nix::fcntl::openat2(&top, &path, beneath(OFlag::O_RDONLY, Mode::empty())).ok()
+            })
+            .map(std::fs::File::from)
+            .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
+            .and_then(|mut f| f.read_to_end(&mut bytes).ok())
+            .and_then(|_| serde_json::from_slice(&bytes).ok())
             .unwrap_or_default()
     }
 
-    /// Keeps the state in the checkout at `root`.
+    /// Keeps the state in the checkout at `root`: written to a new file of
+    /// its own (never through a link, never over another file) in `.ocx`
+    /// (reached without following a link), then renamed into place.
     pub fn save(&self, root: &Path) -> Result<(), Stop> {
-        let dir = root.join(STATE_DIR);
-        let failed = |e: std::io::Error| Stop::new(format!("cannot keep the tools' state: {e}"));
-        std::fs::create_dir_all(&dir).map_err(failed)?;
-        let tmp = dir.join(format!("{STATE_FILE}.tmp"));
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self).unwrap_or_default())
-            .map_err(failed)?;
-        std::fs::rename(&tmp, dir.join(STATE_FILE)).map_err(failed)
+        let failed = |e: std::io::Error| {
+            Stop::new(format!("cannot keep the tools' state: {}", unreachable(e)))
+        };
+        let dir = open_dir(root, Path::new(STATE_DIR)).map_err(failed)?;
+        let tmp = format!(
+            "{STATE_FILE}.{}.tmp",
+            hex::encode(rand::random::<[u8; 8]>())
+        );
+        let how = beneath(
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
+            Mode::from_bits_truncate(0o600),
+        );
+        let fd = nix::fcntl::openat2(&dir, tmp.as_str(), how).map_err(|e| failed(e.into()))?;
+        let mut file = std::fs::File::from(fd);
+        let written = file
+            .write_all(&serde_json::to_vec_pretty(self).unwrap_or_default())
+            .and_then(|_| file.sync_all());
+        let renamed = written.and_then(|_| {
+            nix::fcntl::renameat(&dir, tmp.as_str(), &dir, STATE_FILE).map_err(Into::into)
+        });
+        if renamed.is_err() {
+            let _ =
+                nix::unistd::unlinkat(&dir, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+        }
+        renamed.map_err(failed)
     }
 
     /// Whether test `name` passed since the last edit.

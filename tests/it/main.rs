@@ -4,6 +4,7 @@
 mod agent;
 mod attack_host;
 mod attack_web;
+mod attack_run;
 mod cgi;
 mod cli;
 mod mcp;

@@ -1,8 +1,9 @@
 //! Restricted runs end to end (C5, C6): a fixer whose record says it holds
 //! no password, checks in only on `fixes` and posts only in its own
 //! thread. Its runner, a small program of ours, tries to write past each
-//! restriction from inside its sandbox, through its tools (MCP over the
-//! socket its watcher serves) and around them.
+//! restriction from inside its sandbox, through its tools (its own `ocx
+//! --mcp` in the workspace, and MCP over the socket its watcher serves) and
+//! around them.
 
 use crate::support::{Repo, ServedNode, fossil};
 use serde_json::{Value, json};
@@ -17,23 +18,25 @@ def note(obj):
     with open(os.path.join(out, "results"), "a") as f:
         f.write(json.dumps(obj) + "\n")
 
-def session():
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(os.environ["OCX_MCP_SOCKET"])
-    f = s.makefile("rw")
+def server(name):
+    with open(os.path.join(".ocx", "mcp.json")) as f:
+        spec = json.load(f)["mcpServers"][name]
+    p = subprocess.Popen([spec["command"], *spec["args"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     n = [0]
     def rpc(method, params):
         n[0] += 1
-        f.write(json.dumps({"jsonrpc": "2.0", "id": n[0], "method": method, "params": params}) + "\n")
-        f.flush()
+        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": n[0], "method": method, "params": params}) + "\n")
+        p.stdin.flush()
         while True:
-            msg = json.loads(f.readline())
+            msg = json.loads(p.stdout.readline())
             if msg.get("id") == n[0]:
                 return msg
     rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test-runner", "version": "1"}})
-    f.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-    f.flush()
-    return lambda name, args: rpc("tools/call", {"name": name, "arguments": args})["result"]
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    p.stdin.flush()
+    call = lambda tool, args: rpc("tools/call", {"name": tool, "arguments": args})["result"]
+    names = lambda: [t["name"] for t in rpc("tools/list", {})["result"]["tools"]]
+    return call, names
 
 def fossil(*args):
     p = subprocess.run([FOSSIL, *args], capture_output=True, text=True)
@@ -55,35 +58,24 @@ for line in sys.stdin:
     seen += " ".join(sys.argv).encode()
     with open(os.path.join(out, "seen.bin"), "wb") as f:
         f.write(seen)
-    call = session()
+    local, local_names = server("ocx")
+    node, node_names = server("ocx-node")
     with open("fix.txt", "w") as f:
         f.write("fixed\n")
     fossil("add", "fix.txt")
     note({"step": "commit-fixes", "said": fossil("commit", "-m", "the fix", "--branch", "fixes", "--no-warnings")})
-    note({"step": "push-fixes", "result": call("ocx_push", {})})
+    note({"step": "push-fixes", "result": local("ocx_push", {})})
     note({"step": "update", "said": fossil("update", "trunk")})
     with open("trunk.txt", "w") as f:
         f.write("on trunk\n")
     fossil("add", "trunk.txt")
     note({"step": "commit-trunk", "said": fossil("commit", "-m", "straight onto trunk", "--no-warnings")})
-    note({"step": "push-trunk", "result": call("ocx_push", {})})
-    note({"step": "post-own", "result": call("ocx_post", {"to": os.environ["OCX_RECORD"], "text": "fixed on the fixes branch"})})
-    note({"step": "post-other", "result": call("ocx_post", {"to": os.environ["OCX_TEST_OTHER"], "text": "and elsewhere"})})
+    note({"step": "push-trunk", "result": local("ocx_push", {})})
+    note({"step": "post-own", "result": node("ocx_post", {"to": os.environ["OCX_RECORD"], "text": "fixed on the fixes branch"})})
+    note({"step": "post-other", "result": node("ocx_post", {"to": os.environ["OCX_TEST_OTHER"], "text": "and elsewhere"})})
     note({"step": "fossil-push", "said": fossil("push")})
-    note({"step": "status", "result": call("ocx_status", {})})
-    with open(os.path.join(".ocx", "mcp.json")) as f:
-        server = json.load(f)["mcpServers"]["ocx"]
-    relay = subprocess.Popen([server["command"], *server["args"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    relay.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "relay-check", "version": "1"}}}) + "\n")
-    relay.stdin.flush()
-    relay.stdout.readline()
-    relay.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-    relay.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}) + "\n")
-    relay.stdin.flush()
-    listed = json.loads(relay.stdout.readline())
-    relay.stdin.close()
-    relay.wait(timeout=10)
-    note({"step": "relay", "tools": [t["name"] for t in listed["result"]["tools"]]})
+    note({"step": "status", "result": node("ocx_status", {})})
+    note({"step": "relay", "tools": node_names(), "local": local_names()})
     note({"step": "done"})
 "#;
 
@@ -254,8 +246,26 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
     );
     let relayed = step(&all, "relay")["tools"].as_array().unwrap();
     assert!(
-        relayed.iter().any(|t| t == "ocx_push"),
-        "ocx-mcp --connect relays the run's tools: {relayed:?}"
+        relayed.iter().any(|t| t == "ocx_push") && relayed.iter().any(|t| t == "ocx_post"),
+        "ocx-mcp --connect relays the node's tools: {relayed:?}"
+    );
+    for workspace_tool in [
+        "ocx_test",
+        "ocx_save",
+        "ocx_read",
+        "ocx_edit",
+        "ocx_context",
+        "ocx_find",
+    ] {
+        assert!(
+            !relayed.iter().any(|t| t == workspace_tool),
+            "the node socket does not offer {workspace_tool}: {relayed:?}"
+        );
+    }
+    let local = step(&all, "relay")["local"].as_array().unwrap();
+    assert!(
+        local.iter().any(|t| t == "ocx_test") && local.iter().any(|t| t == "ocx_save"),
+        "the run's own ocx --mcp offers the workspace tools: {local:?}"
     );
     let root = ocx::node::config::default_root(&s.repo.file.canonicalize().unwrap());
     let clone = ocx::node::config::NodeConfig::run_dir(&root, &record).join("ws/.clone.fossil");
