@@ -3,8 +3,8 @@
 
 mod agent;
 mod attack_host;
-mod attack_web;
 mod attack_run;
+mod attack_web;
 mod cgi;
 mod cli;
 mod mcp;
