@@ -116,9 +116,10 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
         &sweep_lost(root).unwrap_or_else(|e| vec![format!("sweep failed: {e}")]),
     );
     loop {
-        match wake::wake(root) {
-            Ok(report) => log(root, &report),
-            Err(e) => log(root, &[format!("wake failed: {e}")]),
+        match std::panic::catch_unwind(|| wake::wake(root)) {
+            Ok(Ok(report)) => log(root, &report),
+            Ok(Err(e)) => log(root, &[format!("wake failed: {e}")]),
+            Err(_) => log(root, &["wake failed: the node panicked".to_string()]),
         }
         if rx.recv().is_err() {
             return Ok(());

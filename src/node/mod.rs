@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod daemon;
+pub mod inbox;
 pub mod respond;
 pub mod runner;
 pub mod wake;
@@ -178,10 +179,7 @@ pub fn prepare_run_dir(dir: &Path, password: &str) -> std::io::Result<()> {
 /// Gives a session one delivery: a line in its inbox. Nothing is queued
 /// when no watcher reads it.
 pub fn deliver(dir: &Path, line: &str) -> std::io::Result<()> {
-    let escaped = line
-        .replace('\\', "\\\\")
-        .replace('\n', "\\n")
-        .replace('\r', "\\r");
+    let escaped = inbox::escape(line);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(nix::libc::O_NONBLOCK)
