@@ -180,6 +180,9 @@ impl Node<'_> {
             return Ok(());
         }
         let opened = self.state.open.remove(&a.hash).is_some();
+        let user = &r.record.user;
+        let granted = self.repo.own_capabilities(user)?.as_deref() == Some(RUN_CAPABILITIES)
+            && !self.state.open.values().any(|o| &o.user == user);
         let note = format!("record: the node could not act on it: {reason}");
         respond::respond(
             self.fossil,
@@ -188,9 +191,10 @@ impl Node<'_> {
             &self.cfg.login,
             "refused",
             &note,
-            opened,
+            opened || granted,
         )?;
-        self.report.push(format!("refused {}: {note}", &r.hash[..10]));
+        self.report
+            .push(format!("refused {}: {note}", &r.hash[..10]));
         Ok(())
     }
 
@@ -445,6 +449,10 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 
 /// A reason as a log line holds it: one line, 200 characters at most.
 fn clipped(reason: &str) -> String {
-    let line: String = reason.chars().filter(|c| !c.is_control()).take(200).collect();
+    let line: String = reason
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect();
     line
 }

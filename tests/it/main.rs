@@ -5,6 +5,7 @@ mod agent;
 mod attack_web;
 mod cgi;
 mod cli;
+mod hostile;
 mod mcp;
 mod messages;
 mod node;
