@@ -297,9 +297,7 @@ impl Node<'_> {
             Kind::Malformed(p) => {
                 self.report.push(format!(
                     "ignored message {}: {}: {}",
-                    a.hash,
-                    p.field,
-                    clipped(&p.reason)
+                    a.hash, p.field, p.reason
                 ));
                 return Ok(());
             }
@@ -445,14 +443,4 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "no message".into())
-}
-
-/// A reason as a log line holds it: one line, 200 characters at most.
-fn clipped(reason: &str) -> String {
-    let line: String = reason
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(200)
-        .collect();
-    line
 }

@@ -306,14 +306,15 @@ fn replace(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
     out
 }
 
-/// What a corpus case's first line says its block reads as.
+/// What a corpus case's first line says its block reads as (a newline
+/// in it written `\n`).
 fn expected(text: &[u8]) -> String {
     let first = text.split(|b| *b == b'\n').next().unwrap();
-    String::from_utf8(first.to_vec())
-        .unwrap()
-        .strip_prefix("expect: ")
-        .expect("each case's first line says what it reads as")
-        .to_string()
+    let line = String::from_utf8(first.to_vec()).unwrap();
+    inbox::unescape(
+        line.strip_prefix("expect: ")
+            .expect("each case's first line says what it reads as"),
+    )
 }
 
 #[test]
@@ -865,7 +866,13 @@ fn hostile_posts_by_anyone_leave_the_node_acting_on_the_next_good_record() {
             "{name} came through the server as {login}"
         );
     }
+    let sent_at = Instant::now();
     s.settled();
+    assert!(
+        sent_at.elapsed() < Duration::from_secs(15),
+        "every hostile post handled: {:?}",
+        sent_at.elapsed()
+    );
     let record = s.record(&[]);
     let arrived = Instant::now();
     let opened = format!("opened {}", &record[..10]);
@@ -885,6 +892,18 @@ fn hostile_posts_by_anyone_leave_the_node_acting_on_the_next_good_record() {
 
     let log = s.node_log();
     assert!(!log.contains("failed on arrival"), "{log}");
+    for line in log.lines() {
+        assert!(
+            line.len() > 24
+                && line.as_bytes()[..4].iter().all(u8::is_ascii_digit)
+                && &line[23..24] == " ",
+            "each line of the log is the node's own: {line:?}"
+        );
+        assert!(
+            !line.starts_with("2026-01-01T00:00:00.000 opened"),
+            "no line is forged: {line:?}"
+        );
+    }
     let repo = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
     for (login, name, hash) in &sent {
         let rid = repo.receipt(hash).unwrap().unwrap().rid;
@@ -914,6 +933,12 @@ fn hostile_posts_by_anyone_leave_the_node_acting_on_the_next_good_record() {
             assert!(
                 responses.is_empty(),
                 "{login}'s {name} is not answered: {responses:?}"
+            );
+        }
+        if reading(&cases.iter().find(|c| &c.0 == name).unwrap().1).starts_with("malformed ") {
+            assert!(
+                log.contains(&format!("ignored message {hash}: ")),
+                "{name} has its line: {log}"
             );
         }
         if login == "pat" && for_node {
