@@ -158,8 +158,12 @@ fn session(
         .map_err(|e| format!("the inbox: {e}"))?;
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     std::thread::spawn(move || {
-        for line in std::io::BufReader::new(inbox).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
+        let lines = std::io::BufReader::new(inbox).split(b'\n');
+        for line in lines.map_while(Result::ok) {
+            if tx
+                .send(String::from_utf8_lossy(&line).into_owned())
+                .is_err()
+            {
                 break;
             }
         }

@@ -1007,3 +1007,35 @@ fn an_arrival_the_node_fails_on_is_logged_refused_and_passed() {
     );
     assert_eq!(s.lines(1).len(), 1, "the good record is not run twice");
 }
+
+#[test]
+fn a_delivery_torn_inside_a_character_does_not_end_a_sessions_deliveries() {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let s = Served::new();
+    let record = s.record(&[]);
+    assert_eq!(s.lines(1).len(), 1);
+    let inbox = ocx::node::config::NodeConfig::run_dir(&s.root(), &record).join("inbox");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(&inbox)
+        .unwrap()
+        .write_all(b"torn caf\xc3")
+        .unwrap();
+    s.node
+        .repo
+        .json(&["post", "--to", &record, "--text", "after the tear"])
+        .ok();
+    let lines = s.lines(2);
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert!(
+        lines[1].starts_with("torn caf\u{fffd}Post ") && lines[1].ends_with(": after the tear"),
+        "{lines:#?}"
+    );
+    s.node
+        .repo
+        .json(&["post", "--to", &record, "--text", "and the next"])
+        .ok();
+    assert!(s.lines(3)[2].ends_with(": and the next"));
+}
