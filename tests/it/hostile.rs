@@ -351,7 +351,7 @@ fn web_request(repo: &Repo, path: &str, content_type: &str, body: &[u8]) -> cgi:
 
 #[test]
 fn a_record_field_given_hostile_json_is_refused_naming_it() {
-    TestRunner::new(config(192))
+    TestRunner::new(config(768))
         .run(
             &(prop::sample::select(RECORD_PATHS), hostile_value()),
             |(path, value)| {
@@ -375,7 +375,7 @@ fn a_record_field_given_hostile_json_is_refused_naming_it() {
 
 #[test]
 fn a_wall_with_a_multibyte_character_anywhere_is_refused_naming_budget_wall() {
-    TestRunner::new(config(128))
+    TestRunner::new(config(512))
         .run(
             &(
                 "[0-9]{0,6}[smhd]?",
@@ -406,7 +406,7 @@ fn numbers_of_every_size_are_refused_naming_their_field() {
         "-?[0-9]{19,40}",
         "-?[0-9]{1,3}e-?[0-9]{1,4}",
     ];
-    TestRunner::new(config(128))
+    TestRunner::new(config(512))
         .run(
             &(
                 prop::sample::select(&["cpu", "memory", "processes", "wall"][..]),
@@ -447,7 +447,7 @@ fn any_bytes_read_as_a_message_or_not_one() {
         )
         .into_bytes()),
     ];
-    TestRunner::new(config(256))
+    TestRunner::new(config(1024))
         .run(&bytes, |b| {
             names_its_field(&reading(&b));
             let _ = runner::read_page(&b);
@@ -459,7 +459,7 @@ fn any_bytes_read_as_a_message_or_not_one() {
 
 #[test]
 fn stops_and_responses_of_hostile_json_name_their_field() {
-    TestRunner::new(config(128))
+    TestRunner::new(config(512))
         .run(
             &(
                 prop::sample::select(&["stops", "answers", "outcome", "note", "node"][..]),
@@ -486,7 +486,7 @@ fn verdict_values_walls_and_memories_of_any_text_read_or_not() {
         (hostile(), hostile()).prop_map(|(a, b)| format!("fail: {a} (against {b})")),
         (hostile(), hostile()).prop_map(|(a, b)| format!("pass: {a} (against {b}")),
     ];
-    TestRunner::new(config(256))
+    TestRunner::new(config(1024))
         .run(&values, |v| {
             if let Some(parsed) = verdict::parse(&v) {
                 prop_assert!(!parsed.reason.trim().is_empty());
@@ -524,7 +524,7 @@ fn artifacts_of_hostile_cards_parse_or_are_refused() {
         .prop_map(|n| format!("W {n}\nsome text\n").into_bytes()),
         prop::collection::vec(any::<u8>(), 0..40),
     ];
-    TestRunner::new(config(256))
+    TestRunner::new(config(1024))
         .run(&prop::collection::vec(card, 0..6), |cards| {
             let bytes = with_z(&cards.concat());
             if let Some(p) = artifact::parse(&bytes) {
@@ -564,7 +564,7 @@ fn stored_blobs_and_deltas_of_any_bytes_expand_or_are_refused() {
             .into_bytes()
         }),
     ];
-    TestRunner::new(config(256))
+    TestRunner::new(config(1024))
         .run(
             &(delta, prop::collection::vec(any::<u8>(), 0..64)),
             |(d, source)| {
@@ -578,7 +578,7 @@ fn stored_blobs_and_deltas_of_any_bytes_expand_or_are_refused() {
 
 #[test]
 fn runner_pages_of_hostile_json_are_refused_naming_their_field() {
-    TestRunner::new(config(128))
+    TestRunner::new(config(512))
         .run(
             &(
                 prop::sample::select(&["command", "env", "homes", "remote", "input", "other"][..]),
@@ -600,7 +600,7 @@ fn runner_pages_of_hostile_json_are_refused_naming_their_field() {
 
 #[test]
 fn deliveries_of_any_text_arrive_as_one_line_and_read_back() {
-    TestRunner::new(config(256))
+    TestRunner::new(config(1024))
         .run(&hostile(), |text| {
             let line = inbox::escape(&text);
             prop_assert!(!line.contains(['\n', '\r']));
@@ -631,7 +631,7 @@ fn mcp_arguments_of_hostile_json_are_refused_naming_their_field() {
             t
         }),
     ];
-    TestRunner::new(config(48))
+    TestRunner::new(config(192))
         .run(&args, |bytes| {
             mcp_arguments(&bytes, &cx);
             Ok(())
@@ -642,9 +642,17 @@ fn mcp_arguments_of_hostile_json_are_refused_naming_their_field() {
 #[test]
 fn the_web_pages_request_of_any_text_is_answered() {
     let repo = Repo::new();
+    let cookie_name = ocx::fossil::Repository::open(&repo.file)
+        .unwrap()
+        .login_cookie_name()
+        .unwrap();
     let request = (
         hostile(),
-        hostile(),
+        prop_oneof![
+            hostile(),
+            (hostile(), hostile(), hostile()).prop_map(|(h, c, l)| format!("{h}/{c}/{l}")),
+            hostile().prop_map(|l| format!("%ff%00/x/{l}")),
+        ],
         hostile(),
         prop::option::of(prop_oneof![hostile(), "-?[0-9]{1,30}"]),
         prop::sample::select(
@@ -670,7 +678,7 @@ fn the_web_pages_request_of_any_text_is_answered() {
             ][..],
         ),
     );
-    TestRunner::new(config(48))
+    TestRunner::new(config(192))
         .run(
             &request,
             |(query, cookie, addr, length, ctype, body, method, path)| {
@@ -678,7 +686,7 @@ fn the_web_pages_request_of_any_text_is_answered() {
                     repository: Some(repo.file.to_string_lossy().into_owned()),
                     fossil_user: Some("admin".into()),
                     capabilities: Some(cookie.clone()),
-                    cookie: Some(format!("fossil-0123456789abcdef={cookie}; {cookie}")),
+                    cookie: Some(format!("{cookie_name}={cookie}; {cookie}")),
                     remote_addr: Some(addr),
                     method: method.into(),
                     path_info: path.into(),
