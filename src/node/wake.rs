@@ -147,6 +147,7 @@ impl Node<'_> {
             Ok(Err(e)) => e.to_string(),
             Err(panic) => format!("the node panicked: {}", panic_text(panic.as_ref())),
         };
+        let reason = crate::protocol::kinds::clip(&reason);
         self.report
             .push(format!("failed on arrival {}: {reason}", a.hash));
         let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
