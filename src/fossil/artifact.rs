@@ -297,12 +297,12 @@ pub fn parse(bytes: &[u8]) -> Option<Parsed> {
         i = end + 1;
         if letter == b'W' {
             let n: usize = args.first()?.parse().ok()?;
-            let t = bytes.get(i..i + n)?;
-            if bytes.get(i + n) != Some(&b'\n') {
+            let after = i.checked_add(n).filter(|a| *a < zpos)?;
+            if bytes[after] != b'\n' {
                 return None;
             }
-            text = Some(t.to_vec());
-            i += n + 1;
+            text = Some(bytes[i..after].to_vec());
+            i = after + 1;
         }
         cards.push(Card { letter, args });
     }

@@ -55,7 +55,7 @@ pub fn apply(source: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     i += 1;
-    let mut out = Vec::with_capacity(limit);
+    let mut out = Vec::with_capacity(limit.min(64 << 20));
     while i < delta.len() {
         let count = number(delta, &mut i) as usize;
         let op = *delta.get(i)?;

@@ -27,9 +27,24 @@ fn log(root: &Path, lines: &[String]) {
         .open(root.join("node.log"))
     {
         for l in lines {
-            let _ = writeln!(f, "{} {l}", crate::fossil::artifact::now());
+            let _ = writeln!(f, "{} {}", crate::fossil::artifact::now(), one_line(l));
         }
     }
+}
+
+/// A log line as written: each control character (and each bidirectional
+/// override) escaped, so no text a poster wrote starts a line of its own
+/// or hides what follows.
+fn one_line(line: &str) -> String {
+    line.chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Answers `lost` for each open session whose watcher is gone (C3, C4);
@@ -132,9 +147,10 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
         &sweep_lost(root).unwrap_or_else(|e| vec![format!("sweep failed: {e}")]),
     );
     loop {
-        match wake::wake(root) {
-            Ok(report) => log(root, &report),
-            Err(e) => log(root, &[format!("wake failed: {e}")]),
+        match std::panic::catch_unwind(|| wake::wake(root)) {
+            Ok(Ok(report)) => log(root, &report),
+            Ok(Err(e)) => log(root, &[format!("wake failed: {e}")]),
+            Err(_) => log(root, &["wake failed: the node panicked".to_string()]),
         }
         if rx.recv().is_err() {
             return Ok(());

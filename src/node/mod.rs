@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod daemon;
+pub mod inbox;
 pub mod respond;
 pub mod runner;
 pub mod wake;
@@ -220,10 +221,7 @@ const SPOOL: &str = "deliveries";
 /// given when no watcher reads the inbox. Only the node's wake gives
 /// deliveries, one at a time (under its lock), so numbers never collide.
 pub fn deliver(dir: &Path, line: &str) -> std::io::Result<()> {
-    let escaped = line
-        .replace('\\', "\\\\")
-        .replace('\n', "\\n")
-        .replace('\r', "\\r");
+    let escaped = inbox::escape(line);
     let fifo = std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(nix::libc::O_NONBLOCK)

@@ -3,6 +3,7 @@
 //! version was sent by a login holding admin or setup.
 
 use crate::fossil::{FossilError, Repository};
+use crate::protocol::kinds::Problem;
 use crate::protocol::message;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -64,11 +65,25 @@ pub fn page(repo: &Repository, name: &str) -> Result<Option<RunnerPage>, FossilE
     let Some(text) = repo.parsed(rid)?.and_then(|p| p.text) else {
         return Ok(None);
     };
-    let text = String::from_utf8_lossy(&text);
-    Ok(message::json_blocks(&text)
+    Ok(read_page(&text).ok())
+}
+
+/// A runner page's definition: its first fenced JSON block, read as a
+/// [`RunnerPage`]; refused naming the field at fault.
+pub fn read_page(text: &[u8]) -> Result<RunnerPage, Problem> {
+    let text = String::from_utf8_lossy(text);
+    let block = message::json_blocks(&text)
         .into_iter()
         .next()
-        .and_then(|b| serde_json::from_str::<RunnerPage>(&b).ok()))
+        .ok_or_else(|| Problem {
+            field: "page".into(),
+            reason: "holds no fenced JSON block".into(),
+        })?;
+    let mut de = serde_json::Deserializer::from_str(&block);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let (field, reason) = crate::registry::field_at_fault(&e);
+        Problem { field, reason }
+    })
 }
 
 /// Whether `name` can name a runner: lower-case letters, digits, `-` and `_`.

@@ -104,7 +104,7 @@ pub fn wake(root: &Path) -> Result<Report, NodeError> {
     };
     for a in arrivals {
         if !a.private {
-            node.arrival(&a)?;
+            node.arrival_guarded(&a);
         }
         node.state.last_rid = node.state.last_rid.max(a.rid);
         node.state.save(root)?;
@@ -143,6 +143,69 @@ impl Node<'_> {
             Some(s) => self.repo.capabilities(s)?.is_some_and(|c| c.is_admin()),
             None => false,
         })
+    }
+
+    /// Acts on one arrival; a failure or a panic while doing so is the
+    /// arrival's alone: its line is logged with the arrival's hash, a record
+    /// its sender could send is answered `refused` with the reason, and
+    /// the wake goes on to the next.
+    fn arrival_guarded(&mut self, a: &Arrival) {
+        let acted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.arrival(a)));
+        let reason = match acted {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(panic) => format!("the node panicked: {}", panic_text(panic.as_ref())),
+        };
+        let reason = crate::protocol::kinds::clip(&reason);
+        self.report
+            .push(format!("failed on arrival {}: {reason}", a.hash));
+        let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.refuse_failed(a, &reason)
+        }));
+        match refused {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => self
+                .report
+                .push(format!("could not refuse arrival {}: {e}", a.hash)),
+            Err(panic) => self.report.push(format!(
+                "could not refuse arrival {}: the node panicked: {}",
+                a.hash,
+                panic_text(panic.as_ref())
+            )),
+        }
+    }
+
+    /// Answers `refused` the record arrival `a` holds, when it is one for
+    /// this node, its sender may send one, and it is not answered yet.
+    fn refuse_failed(&mut self, a: &Arrival, reason: &str) -> Result<(), NodeError> {
+        if !self.may_send_requests(a.sender.as_deref())? {
+            return Ok(());
+        }
+        let Some(r) = self.standing(&a.hash)? else {
+            return Ok(());
+        };
+        if r.record.node != self.cfg.server_code
+            || found::response(self.repo, &r.place, &a.hash, &self.cfg.server_code)?.is_some()
+        {
+            return Ok(());
+        }
+        let opened = self.state.open.remove(&a.hash).is_some();
+        let user = &r.record.user;
+        let granted = self.repo.own_capabilities(user)?.as_deref() == Some(RUN_CAPABILITIES)
+            && !self.state.open.values().any(|o| &o.user == user);
+        let note = format!("record: the node could not act on it: {reason}");
+        respond::respond(
+            self.fossil,
+            self.repo,
+            &r,
+            &self.cfg.login,
+            "refused",
+            &note,
+            opened || granted,
+        )?;
+        self.report
+            .push(format!("refused {}: {note}", &r.hash[..10]));
+        Ok(())
     }
 
     fn arrival(&mut self, a: &Arrival) -> Result<(), NodeError> {
@@ -240,7 +303,14 @@ impl Node<'_> {
     fn message(&mut self, a: &Arrival, kind: Kind) -> Result<(), NodeError> {
         let message = match &kind {
             Kind::Known(m) | Kind::Refused(m, _) => m.clone(),
-            Kind::Other | Kind::Malformed(_) => return Ok(()),
+            Kind::Other => return Ok(()),
+            Kind::Malformed(p) => {
+                self.report.push(format!(
+                    "ignored message {}: {}: {}",
+                    a.hash, p.field, p.reason
+                ));
+                return Ok(());
+            }
         };
         if message.node() != self.cfg.server_code {
             return Ok(());
@@ -374,4 +444,13 @@ impl Node<'_> {
         self.report.push(format!("stopped {}", &record[..10]));
         Ok(())
     }
+}
+
+/// What a panic said, when it said it in text.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
 }

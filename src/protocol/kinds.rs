@@ -241,23 +241,23 @@ fn problem(e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
     } else {
         message
     };
-    Problem::new(field, reason)
+    Problem::new(clip(&field), clip(&reason))
 }
 
 /// Seconds a `wall` value stands for: a positive whole number followed by s, m, h or d.
 pub fn wall_seconds(wall: &str) -> Option<u64> {
-    let (digits, unit) = wall.split_at(wall.len().checked_sub(1)?);
+    let per = match wall.bytes().last()? {
+        b's' => 1,
+        b'm' => 60,
+        b'h' => 3600,
+        b'd' => 86400,
+        _ => return None,
+    };
+    let digits = &wall[..wall.len() - 1];
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let n: u64 = digits.parse().ok()?;
-    let per = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86400,
-        _ => return None,
-    };
     (n > 0).then(|| n.checked_mul(per)).flatten()
 }
 
@@ -286,14 +286,31 @@ pub fn is_server_code(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// A name or reason as a refusal gives it: its first 200 characters, so a
+/// huge key or value never makes a huge answer.
+pub(crate) fn clip(text: &str) -> String {
+    match text.char_indices().nth(200) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// A value as a refusal quotes it: its first 40 characters, quoted.
+fn shown(value: &str) -> String {
+    match value.char_indices().nth(40) {
+        Some((at, _)) => format!("{:?}…", &value[..at]),
+        None => format!("{value:?}"),
+    }
+}
+
 /// Checks a budget's values, naming the first at fault.
 pub fn check_budget(b: &Budget) -> Result<(), Problem> {
     if wall_seconds(&b.wall).is_none() {
         return Err(Problem::new(
             "budget.wall",
             format!(
-                "{:?} is not a whole number followed by s, m, h or d",
-                b.wall
+                "{} is not a whole number followed by s, m, h or d",
+                shown(&b.wall)
             ),
         ));
     }
@@ -327,7 +344,7 @@ pub fn check_sandbox(s: &Sandbox) -> Result<(), Problem> {
             if !p.starts_with('/') {
                 return Err(Problem::new(
                     format!("sandbox.{name}[{i}]"),
-                    format!("{p:?} is not an absolute path"),
+                    format!("{} is not an absolute path", shown(p)),
                 ));
             }
         }

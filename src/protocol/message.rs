@@ -44,7 +44,7 @@ pub fn read(text: &[u8]) -> Reading {
             Err(e) if e.starts_with("duplicate key ") && block.contains("\"ocx\"") => {
                 let key = e.trim_start_matches("duplicate key ");
                 return Reading::Refused {
-                    field: key.split(" at line ").next().unwrap_or(key).to_string(),
+                    field: super::kinds::clip(key.split(" at line ").next().unwrap_or(key)),
                     reason: "a name is given twice".into(),
                 };
             }
@@ -61,7 +61,7 @@ pub fn read(text: &[u8]) -> Reading {
         }
         if let Some(field) = nul_in(&Value::Object(map.clone()), "") {
             return Reading::Refused {
-                field,
+                field: super::kinds::clip(&field),
                 reason: "holds a NUL character".into(),
             };
         }

@@ -15,6 +15,7 @@ use super::{BudgetLimits, Forbidden, Program, SandboxFields};
 use crate::fossil::artifact::{self, TagChange};
 use crate::fossil::store::{self, Batch};
 use crate::node::config::NodeConfig;
+use crate::node::inbox::{escape, unescape};
 use crate::node::runner::{self, InputMode};
 use crate::node::{self, respond};
 use crate::protocol::found::{self, StandingRecord};
@@ -463,32 +464,6 @@ fn named(e: &super::SandboxError) -> String {
         Some(f) if !text.starts_with(f) => format!("{f}: {text}"),
         _ => text,
     }
-}
-
-/// A line as a delivery writes it: a newline as `\n`, a backslash as `\\`.
-fn escape(line: &str) -> String {
-    line.replace('\\', "\\\\")
-        .replace('\n', "\\n")
-        .replace('\r', "\\r")
-}
-
-/// The inbox's escaped line back to its text, for a runner that takes JSON.
-fn unescape(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut it = line.chars();
-    while let Some(c) = it.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match it.next() {
-            Some('n') => out.push('\n'),
-            Some('r') => out.push('\r'),
-            Some(o) => out.push(o),
-            None => out.push('\\'),
-        }
-    }
-    out
 }
 
 fn feed(stdin: &mut std::process::ChildStdin, mode: InputMode, line: &str) -> std::io::Result<()> {

@@ -7,6 +7,7 @@ mod attack_run;
 mod attack_web;
 mod cgi;
 mod cli;
+mod hostile;
 mod mcp;
 mod messages;
 mod node;

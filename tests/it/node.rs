@@ -24,13 +24,13 @@ for line in sys.stdin:
 "#;
 
 /// A served repository that is a node, with the runner `echo` defined.
-struct Served {
-    node: ServedNode,
-    out: PathBuf,
+pub struct Served {
+    pub node: ServedNode,
+    pub out: PathBuf,
 }
 
 impl Served {
-    fn new() -> Served {
+    pub fn new() -> Served {
         let repo = Repo::new();
         repo.user("pat", "v4").user("maint", "a");
         let dir = repo.dir.path();
@@ -66,7 +66,7 @@ impl Served {
     }
 
     /// A record for the echo runner, its run hearing admin and maint.
-    fn record(&self, extra: &[&str]) -> String {
+    pub fn record(&self, extra: &[&str]) -> String {
         let mut args = vec![
             "create",
             "--runner",
@@ -86,12 +86,12 @@ impl Served {
             .to_string()
     }
 
-    fn log(&self) -> String {
+    pub fn log(&self) -> String {
         std::fs::read_to_string(self.out.join("log")).unwrap_or_default()
     }
 
     /// Waits until the runner's log holds `n` lines; answers them.
-    fn lines(&self, n: usize) -> Vec<String> {
+    pub fn lines(&self, n: usize) -> Vec<String> {
         let until = Instant::now() + Duration::from_secs(90);
         loop {
             let lines: Vec<String> = self.log().lines().map(str::to_string).collect();
@@ -103,7 +103,7 @@ impl Served {
     }
 
     /// Waits for the node's response to `record`; answers its outcome and note.
-    fn response(&self, record: &str) -> Option<(String, String, String)> {
+    pub fn response(&self, record: &str) -> Option<(String, String, String)> {
         let until = Instant::now() + Duration::from_secs(90);
         while Instant::now() < until {
             let thread = self.node.repo.json(&["thread", "--of", record]).ok();
@@ -126,23 +126,23 @@ impl Served {
         None
     }
 
-    fn caps(&self, login: &str) -> Option<String> {
+    pub fn caps(&self, login: &str) -> Option<String> {
         ocx::fossil::Repository::open(&self.node.repo.file)
             .unwrap()
             .own_capabilities(login)
             .unwrap()
     }
 
-    fn root(&self) -> PathBuf {
+    pub fn root(&self) -> PathBuf {
         ocx::node::config::default_root(&self.node.repo.file.canonicalize().unwrap())
     }
 
-    fn node_log(&self) -> String {
+    pub fn node_log(&self) -> String {
         std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default()
     }
 
     /// Waits until the node has handled every artifact the repository holds.
-    fn settled(&self) {
+    pub fn settled(&self) {
         let until = Instant::now() + Duration::from_secs(20);
         let last = ocx::fossil::Repository::open(&self.node.repo.file)
             .unwrap()
@@ -157,7 +157,7 @@ impl Served {
     }
 }
 
-fn user_of(s: &Served, record: &str) -> String {
+pub fn user_of(s: &Served, record: &str) -> String {
     let repo = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
     let r = repo.receipt(record).unwrap().unwrap();
     ocx::protocol::found::record(&repo, r.rid, record)

@@ -310,6 +310,8 @@ pub fn serve(file: &Path) -> (std::process::Child, u16) {
 /// stopped, node and server, when dropped.
 pub struct ServedNode {
     pub repo: Repo,
+    /// The port `fossil server` listens on, on 127.0.0.1.
+    pub port: u16,
     server: std::process::Child,
 }
 
@@ -325,7 +327,7 @@ impl ServedNode {
         ])
         .ok();
         repo.json(&["node", "start"]).ok();
-        ServedNode { repo, server }
+        ServedNode { repo, port, server }
     }
 }
 
