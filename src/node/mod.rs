@@ -7,6 +7,7 @@
 pub mod config;
 pub mod daemon;
 pub mod respond;
+pub mod run_user;
 pub mod runner;
 pub mod wake;
 
