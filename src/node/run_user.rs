@@ -30,15 +30,19 @@ pub fn judge(
     node_login: Option<&str>,
 ) -> Result<Result<Standing, Problem>, FossilError> {
     let refuse = |reason: String| Ok(Err(Problem::new("user", reason)));
+    if login.starts_with('-') {
+        return refuse(format!(
+            "{login:?} begins with '-', which fossil would read as an option"
+        ));
+    }
     if login.is_empty()
         || login.len() > 64
-        || login.starts_with('-')
         || !login
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b))
     {
         return refuse(format!(
-            "{login:?} is not a run's login: letters, digits, '-', '_', '.' and '@', not beginning with '-'"
+            "{login:?} is not a run's login: letters, digits, '-', '_', '.' and '@' only"
         ));
     }
     if SPECIAL_LOGINS.contains(&login) {
