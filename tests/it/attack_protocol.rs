@@ -540,8 +540,11 @@ fn values_beginning_with_a_dash_are_refused_naming_the_field() {
     assert_eq!(r.fossil(&["uv", "list"]), uv_before);
 }
 
-/// Each verdict on `checkin` as (its sender, its value or why it does not count).
-fn verdicts(r: &Repo, checkin: &str) -> (Vec<(String, String)>, Vec<(String, String)>) {
+/// Each verdict as (its sender, its value or why it does not count).
+type Pairs = Vec<(String, String)>;
+
+/// The verdicts on `checkin`: those counting, and those not.
+fn verdicts(r: &Repo, checkin: &str) -> (Pairs, Pairs) {
     let out = r.json(&["verdicts", "--checkin", checkin]).ok();
     let pick = |k: &str, f: &str| -> Vec<(String, String)> {
         out[k]
