@@ -881,6 +881,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_value_beginning_with_a_dash_never_becomes_an_argument() {
+        assert!(matches!(
+            plain("uv add", "the name", "--chdir=/"),
+            Err(FossilError::OptionLike {
+                what: "the name",
+                ..
+            })
+        ));
+        assert!(plain("uv add", "the name", "-").is_err());
+        assert_eq!(plain("uv add", "the name", "a-b").unwrap(), "a-b");
+    }
+
+    #[test]
     fn passwords_in_urls_are_hidden() {
         assert_eq!(
             redact_password("unknown command: http://run-1:s3cret@127.0.0.1:8080/ now"),
