@@ -37,10 +37,11 @@ pub fn respond(
     let batch = compose(repo, record, as_login, outcome, note)?;
     store::store(fossil, repo, as_login, &batch, true)?;
     let user = &record.record.user;
-    if withdraw
-        && repo.is_run_user(user)?
-        && super::run_user::check(repo, user, Some(as_login), true)?.is_ok()
-    {
+    let marked = matches!(
+        super::run_user::check(repo, user, Some(as_login), true)?,
+        Ok(super::run_user::Standing::Marked)
+    );
+    if withdraw && marked {
         fossil.user_capabilities(repo.path(), user, "")?;
     }
     Ok(batch.artifacts[0].1.clone())

@@ -265,16 +265,9 @@ fn check_user(call: &mut Call, user: &str, node: &str, server_code: &str) -> Res
     let repo = call.repo()?;
     let on_node = node == server_code && crate::node::is_node(repo).map_err(Stop::internal)?;
     let node_login = found::node_login(node);
-    let mut problem = run_user::check(repo, user, Some(&node_login), on_node)
-        .map_err(Stop::internal)?
-        .err();
-    if problem.is_none() && user == found::node_login(server_code) {
-        problem = Some(Problem {
-            field: "user".into(),
-            reason: format!("{user} is a node's own login"),
-        });
-    }
-    if let Some(p) = problem {
+    if let Err(p) =
+        run_user::check(repo, user, Some(&node_login), on_node).map_err(Stop::internal)?
+    {
         return Err(Stop::field(p.field, p.reason)
             .next("leave user out to make a new login, or name a run's login"));
     }
