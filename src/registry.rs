@@ -366,6 +366,7 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::hook::Hook>::new(),
     &Def::<crate::tools::node::NodeTool>::new(),
     &Def::<crate::tools::lost::Lost>::new(),
+    &Def::<crate::tools::adopt::Adopt>::new(),
     &Def::<crate::tools::push::Push>::new(),
     &Def::<crate::tools::context::Context>::new(),
     &Def::<crate::tools::find::Find>::new(),

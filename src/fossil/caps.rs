@@ -2,6 +2,10 @@
 //! (`u` from `reader`, `v` from `developer`, everyone from `nobody`, a
 //! login from `anonymous`) and what each letter implies.
 
+/// Fossil's own logins, made with every repository: each stands for a
+/// kind of visitor or lends its letters to others, never for one actor.
+pub const SPECIAL_LOGINS: &[&str] = &["nobody", "anonymous", "reader", "developer"];
+
 /// What admin (`a`) implies, as Fossil 2.28 grants it.
 const ADMIN: &str = "bcdefghijklmnopqrtwz234567ACD";
 

@@ -47,6 +47,16 @@ pub enum FossilError {
     /// Writing a bundle file failed.
     #[error("cannot write the bundle: {0}")]
     Bundle(String),
+    /// A value for `fossil`'s command line begins with `-`, which Fossil
+    /// would read as an option (`--chdir=DIR` among them) wherever it stood.
+    #[error(
+        "fossil {operation} refused: {what} {value:?} begins with '-', which fossil would read as an option"
+    )]
+    OptionLike {
+        operation: &'static str,
+        what: &'static str,
+        value: String,
+    },
 }
 
 impl From<rusqlite::Error> for FossilError {

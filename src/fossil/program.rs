@@ -160,6 +160,7 @@ impl Fossil {
         user: &str,
         publish: bool,
     ) -> Result<(), FossilError> {
+        let user = plain("bundle import", "the login", user)?;
         let mut args: Vec<&OsStr> = vec!["bundle".as_ref(), "import".as_ref(), bundle.as_os_str()];
         if publish {
             args.push("--publish".as_ref());
@@ -168,7 +169,7 @@ impl Fossil {
             "-R".as_ref(),
             repository.as_os_str(),
             "--user".as_ref(),
-            user.as_ref(),
+            user,
         ]);
         self.run("bundle import", &args).map(|_| ())
     }
@@ -201,6 +202,7 @@ impl Fossil {
     /// Adds an after-receive hook running `command` (through /bin/sh, as
     /// Fossil runs hooks) to `repository`.
     pub fn hook_add(&self, repository: &Path, command: &str) -> Result<(), FossilError> {
+        let command = plain("hook add", "the command", command)?;
         let args: [&OsStr; 9] = [
             "hook".as_ref(),
             "add".as_ref(),
@@ -209,7 +211,7 @@ impl Fossil {
             "--sequence".as_ref(),
             "50".as_ref(),
             "--command".as_ref(),
-            command.as_ref(),
+            command,
             "-R".as_ref(),
         ];
         let mut all: Vec<&OsStr> = args.to_vec();
@@ -325,6 +327,33 @@ impl Fossil {
         .map(|_| ())
     }
 
+    /// Marks `login` as a run's in `repository` (its `config` row
+    /// [`super::repo::run_user_mark`]), saying who marked it: the node for
+    /// a login it made, an administrator for one they adopted.
+    pub fn mark_run_user(
+        &self,
+        repository: &Path,
+        login: &str,
+        by: &str,
+    ) -> Result<(), FossilError> {
+        let quote = |v: &str| v.replace('\'', "''");
+        let sql = format!(
+            "REPLACE INTO config(name,value,mtime) VALUES('{}','{}',now())",
+            quote(&super::repo::run_user_mark(login)),
+            quote(by)
+        );
+        self.run(
+            "sql",
+            &[
+                "sql".as_ref(),
+                "-R".as_ref(),
+                repository.as_os_str(),
+                sql.as_ref(),
+            ],
+        )
+        .map(|_| ())
+    }
+
     /// Clones `url` into `file` over HTTP, opening a checkout of `version`
     /// (or the newest) in `workdir`. The URL, which may hold a password, is
     /// given on standard input (`--args -`), never on the command line;
@@ -337,6 +366,7 @@ impl Fossil {
         version: Option<&str>,
         remember: bool,
     ) -> Result<(), FossilError> {
+        plain("clone", "the URL", url)?;
         let mut args = format!("{url}\n{}\n", file.display());
         if remember {
             args += "--save-http-password\n";
@@ -357,7 +387,7 @@ impl Fossil {
         .map_err(redact)?;
         let mut open: Vec<&OsStr> = vec!["open".as_ref(), file.as_os_str()];
         if let Some(v) = version {
-            open.push(v.as_ref());
+            open.push(plain("open", "the version", v)?);
         }
         open.extend::<[&OsStr; 3]>([
             "--workdir".as_ref(),
@@ -382,7 +412,7 @@ impl Fossil {
                 "export".as_ref(),
                 bundle.as_os_str(),
                 "--checkin".as_ref(),
-                checkin.as_ref(),
+                plain("bundle export", "the check-in", checkin)?,
                 "--standalone".as_ref(),
                 "-R".as_ref(),
                 repository.as_os_str(),
@@ -401,6 +431,8 @@ impl Fossil {
         workdir: &Path,
         user: &str,
     ) -> Result<(), FossilError> {
+        plain("clone", "the URL", url)?;
+        plain("clone", "the login", user)?;
         let args = format!(
             "{url}\n{}\n--admin-user\n{user}\n--no-open\n",
             file.display()
@@ -425,7 +457,7 @@ impl Fossil {
             &[
                 "user".as_ref(),
                 "default".as_ref(),
-                user.as_ref(),
+                plain("user default", "the login", user)?,
                 "-R".as_ref(),
                 file.as_os_str(),
             ],
@@ -606,12 +638,12 @@ impl Fossil {
             "--no-prompt".as_ref(),
             "--no-verify-comment".as_ref(),
             "--user".as_ref(),
-            user.as_ref(),
+            plain("commit", "the login", user)?,
             "-m".as_ref(),
-            comment.as_ref(),
+            plain("commit", "the comment", comment)?,
         ];
         if let Some(b) = new_branch {
-            args.extend::<[&OsStr; 2]>(["--branch".as_ref(), b.as_ref()]);
+            args.extend::<[&OsStr; 2]>(["--branch".as_ref(), plain("commit", "the branch", b)?]);
         }
         let out = self.run_in(Some(root), "commit", &args)?;
         parse_new_version(&out).ok_or_else(|| FossilError::Command {
@@ -668,7 +700,7 @@ impl Fossil {
             &[
                 "uv".as_ref(),
                 "export".as_ref(),
-                name.as_ref(),
+                plain("uv export", "the name", name)?,
                 file.as_os_str(),
                 "-R".as_ref(),
                 repository.as_os_str(),
@@ -707,15 +739,33 @@ impl Fossil {
                 "add".as_ref(),
                 file.as_os_str(),
                 "--as".as_ref(),
-                name.as_ref(),
+                plain("uv add", "the name", name)?,
                 "-R".as_ref(),
                 repository.as_os_str(),
                 "--user".as_ref(),
-                user.as_ref(),
+                plain("uv add", "the login", user)?,
             ],
         )
         .map(|_| ())
     }
+}
+
+/// `value` as an argument of `operation`, refused when it begins with `-`:
+/// Fossil reads its options, global ones such as `--chdir=DIR` among them,
+/// wherever they stand on its command line, even where a value was meant.
+fn plain<'a>(
+    operation: &'static str,
+    what: &'static str,
+    value: &'a str,
+) -> Result<&'a OsStr, FossilError> {
+    if value.starts_with('-') {
+        return Err(FossilError::OptionLike {
+            operation,
+            what,
+            value: value.to_string(),
+        });
+    }
+    Ok(value.as_ref())
 }
 
 /// A command for the program with nothing inherited that could redirect it:
@@ -852,6 +902,19 @@ pub fn version_at_least(v: &str, floor: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_beginning_with_a_dash_never_becomes_an_argument() {
+        assert!(matches!(
+            plain("uv add", "the name", "--chdir=/"),
+            Err(FossilError::OptionLike {
+                what: "the name",
+                ..
+            })
+        ));
+        assert!(plain("uv add", "the name", "-").is_err());
+        assert_eq!(plain("uv add", "the name", "a-b").unwrap(), "a-b");
+    }
 
     #[test]
     fn passwords_in_urls_are_hidden() {

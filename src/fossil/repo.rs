@@ -61,7 +61,8 @@ pub struct CheckIn {
     pub hash: String,
     /// Its branch, by its branch tag.
     pub branch: Option<String>,
-    /// The user written in it (its U card, or an amended author).
+    /// The user written in it: its own U card, never a later `user` tag
+    /// (Fossil keeps that one apart, as the event's edited user).
     pub user: String,
     /// Its sender here, by receipt.
     pub sender: Option<String>,
@@ -605,19 +606,6 @@ impl Repository {
         Ok(out)
     }
 
-    /// The newest version of wiki page `name` (by its writer's date, as
-    /// Fossil shows it) and its sender, or `None` when there is no such page.
-    pub fn wiki_newest(&self, name: &str) -> Result<Option<(i64, Option<String>)>, FossilError> {
-        let mut st = self.db.prepare_cached(
-            "SELECT x.rid, u.login FROM tag t JOIN tagxref x ON x.tagid=t.tagid JOIN blob b ON b.rid=x.rid
-             LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
-             WHERE t.tagname='wiki-' || ?1 ORDER BY x.mtime DESC LIMIT 1",
-        )?;
-        Ok(st
-            .query_row([name], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?)
-    }
-
     /// The artifacts tagged `name` (a raw tag, such as `ocx-message`), in received order.
     pub fn tagged(&self, name: &str) -> Result<Vec<(i64, String)>, FossilError> {
         let mut st = self.db.prepare_cached(
@@ -756,13 +744,13 @@ impl Repository {
 }
 
 const SQL_CHECKINS: &str = "SELECT e.objid AS rid, b.uuid, (SELECT value FROM tagxref x WHERE x.rid=e.objid AND x.tagid=8 AND x.tagtype>0) AS branch,
-       coalesce(e.euser, e.user), u.login, coalesce(b.rcvid, 0) AS rcvid, coalesce(e.ecomment, e.comment, '')
+       e.user, u.login, coalesce(b.rcvid, 0) AS rcvid, coalesce(e.ecomment, e.comment, '')
      FROM event e JOIN blob b ON b.rid=e.objid
      LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
      WHERE e.type='ci' AND EXISTS(SELECT 1 FROM mlink m WHERE m.mid=e.objid)
        AND NOT EXISTS(SELECT 1 FROM private p WHERE p.rid=e.objid)";
 const SQL_CHECKIN: &str = "SELECT e.objid, b.uuid, (SELECT value FROM tagxref x WHERE x.rid=e.objid AND x.tagid=8 AND x.tagtype>0),
-       coalesce(e.euser, e.user), u.login, coalesce(b.rcvid, 0), coalesce(e.ecomment, e.comment, '')
+       e.user, u.login, coalesce(b.rcvid, 0), coalesce(e.ecomment, e.comment, '')
      FROM event e JOIN blob b ON b.rid=e.objid
      LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
      WHERE e.objid=?1 AND e.type='ci'";
@@ -800,4 +788,37 @@ pub fn julian_to_rfc3339(jd: f64) -> String {
                 .ok()
         })
         .unwrap_or_default()
+}
+
+/// The `config` row that marks `login` as a run's login (C5): a name of
+/// OCX's own, which Fossil never syncs or clones, so it lives as long as
+/// the repository and no longer than it.
+pub fn run_user_mark(login: &str) -> String {
+    format!("ocx-run-user:{login}")
+}
+
+/// Who may act as whom: run logins and the senders of runner pages.
+impl Repository {
+    /// Whether `login` is marked as a run's login here, by the node that
+    /// made it or by an administrator who adopted it.
+    pub fn is_run_user(&self, login: &str) -> Result<bool, FossilError> {
+        Ok(self.config(&run_user_mark(login))?.is_some())
+    }
+
+    /// Every version of wiki page `name` with its sender (by receipt),
+    /// newest received first: by `rcvid`, then row, never the writer's
+    /// own date, which anyone may set.
+    pub fn wiki_versions_received(
+        &self,
+        name: &str,
+    ) -> Result<Vec<(i64, Option<String>)>, FossilError> {
+        let mut st = self.db.prepare_cached(
+            "SELECT x.rid, u.login FROM tag t JOIN tagxref x ON x.tagid=t.tagid JOIN blob b ON b.rid=x.rid
+             LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
+             WHERE t.tagname='wiki-' || ?1 AND NOT EXISTS(SELECT 1 FROM private p WHERE p.rid=x.rid)
+             ORDER BY coalesce(b.rcvid, 0) DESC, x.rid DESC",
+        )?;
+        let rows = st.query_map([name], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
 }

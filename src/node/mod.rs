@@ -8,6 +8,7 @@ pub mod config;
 pub mod daemon;
 pub mod inbox;
 pub mod respond;
+pub mod run_user;
 pub mod runner;
 pub mod wake;
 

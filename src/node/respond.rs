@@ -23,7 +23,8 @@ pub const OUTCOMES: &[&str] = &[
 /// Writes the response `outcome` with `note` to `record`, as `as_login`
 /// (the node's login, or an administrator answering `lost` in its stead);
 /// answers the response's hash. `withdraw` takes the run user's
-/// capabilities away after it, as for every record the node opened.
+/// capabilities away after it, as for every record the node opened; a
+/// login that is not a run's is never touched.
 pub fn respond(
     fossil: &Fossil,
     repo: &Repository,
@@ -35,8 +36,13 @@ pub fn respond(
 ) -> Result<String, FossilError> {
     let batch = compose(repo, record, as_login, outcome, note)?;
     store::store(fossil, repo, as_login, &batch, true)?;
-    if withdraw {
-        fossil.user_capabilities(repo.path(), &record.record.user, "")?;
+    let user = &record.record.user;
+    let marked = matches!(
+        super::run_user::check(repo, user, Some(as_login), true)?,
+        Ok(super::run_user::Standing::Marked)
+    );
+    if withdraw && marked {
+        fossil.user_capabilities(repo.path(), user, "")?;
     }
     Ok(batch.artifacts[0].1.clone())
 }

@@ -1,6 +1,7 @@
 //! Runners (design decision 10): `command` is built in; a session runner
-//! is defined by the wiki page `sandbox/NAME`, counted only when its newest
-//! version was sent by a login holding admin or setup.
+//! is defined by the wiki page `sandbox/NAME`, read from its newest
+//! version in received order among those sent by a login holding admin or
+//! setup; every other version is ignored, whatever date its writer gave it.
 
 use crate::fossil::{FossilError, Repository};
 use crate::protocol::kinds::Problem;
@@ -50,18 +51,22 @@ pub fn page_name(name: &str) -> String {
     format!("sandbox/{name}")
 }
 
-/// Runner `name`'s page, when it counts (its newest version sent by a login
-/// holding admin or setup) and its first fenced JSON block reads.
+/// Runner `name`'s page: the newest version received from a login holding
+/// admin or setup (design decision 10), when its first fenced JSON block
+/// reads; `None` when no such version is there or it does not read.
 pub fn page(repo: &Repository, name: &str) -> Result<Option<RunnerPage>, FossilError> {
-    let Some((rid, sender)) = repo.wiki_newest(&page_name(name))? else {
-        return Ok(None);
-    };
-    let Some(sender) = sender else {
-        return Ok(None);
-    };
-    if !repo.capabilities(&sender)?.is_some_and(|c| c.is_admin()) {
-        return Ok(None);
+    let mut counting = None;
+    for (rid, sender) in repo.wiki_versions_received(&page_name(name))? {
+        if let Some(s) = sender
+            && repo.capabilities(&s)?.is_some_and(|c| c.is_admin())
+        {
+            counting = Some(rid);
+            break;
+        }
     }
+    let Some(rid) = counting else {
+        return Ok(None);
+    };
     let Some(text) = repo.parsed(rid)?.and_then(|p| p.text) else {
         return Ok(None);
     };

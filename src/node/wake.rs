@@ -5,7 +5,7 @@
 //! artifact is read again and each record's answer looked for.
 
 use super::config::NodeConfig;
-use super::{NodeError, deliver, respond, runner};
+use super::{NodeError, deliver, respond, run_user, runner};
 use crate::fossil::repo::{Arrival, ArrivalKind};
 use crate::fossil::{Fossil, Repository};
 use crate::place::Place;
@@ -377,18 +377,21 @@ impl Node<'_> {
             return self.refuse(&r, &p.field, &p.reason);
         }
         let user = r.record.user.clone();
-        if user == self.cfg.login || user.starts_with("node-") {
-            return self.refuse(&r, "user", "is a node's own login");
-        }
-        if self.repo.capabilities(&user)?.is_some_and(|c| c.is_admin()) {
-            return self.refuse(&r, "user", "holds admin or setup; a run never may");
-        }
+        let standing = match run_user::check(self.repo, &user, Some(&self.cfg.login), true)? {
+            Ok(s) => s,
+            Err(p) => return self.refuse(&r, &p.field, &p.reason),
+        };
         if self.state.open.values().any(|o| o.user == user) {
             return self.refuse(&r, "user", "has another open record");
         }
         let password = super::random_password();
-        if self.repo.own_capabilities(&user)?.is_none() {
+        if standing == run_user::Standing::New {
             self.fossil.user_new(self.repo.path(), &user, &password)?;
+            self.fossil.mark_run_user(
+                self.repo.path(),
+                &user,
+                &format!("made by {}", self.cfg.login),
+            )?;
         } else {
             self.fossil
                 .user_password(self.repo.path(), &user, &password)?;

@@ -15,7 +15,8 @@ pub struct Problem {
 }
 
 impl Problem {
-    fn new(field: impl Into<String>, reason: impl Into<String>) -> Problem {
+    /// A problem with `field`, saying why.
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Problem {
         Problem {
             field: field.into(),
             reason: reason.into(),
@@ -372,6 +373,12 @@ pub fn check_restrict(r: &Restrict) -> Result<(), Problem> {
     {
         return Err(Problem::new("restrict.branch", "is not a branch name"));
     }
+    if r.branch.as_deref().is_some_and(|b| b.starts_with('-')) {
+        return Err(Problem::new(
+            "restrict.branch",
+            "begins with '-', which fossil would read as an option",
+        ));
+    }
     Ok(())
 }
 
@@ -389,6 +396,12 @@ pub fn check_record(r: &Record) -> Result<(), Problem> {
     }
     if r.user.trim().is_empty() || r.user.contains(char::is_whitespace) {
         return Err(Problem::new("user", "is not a login"));
+    }
+    if r.user.starts_with('-') {
+        return Err(Problem::new(
+            "user",
+            "begins with '-', which fossil would read as an option",
+        ));
     }
     check_restrict(&r.restrict)?;
     check_sandbox(&r.sandbox)?;

@@ -3,7 +3,7 @@
 //! caller. Every field is checked first, its defaults written out.
 
 use crate::fossil::store::Batch;
-use crate::node::runner;
+use crate::node::{run_user, runner};
 use crate::place::{self, Place, Where};
 use crate::protocol::found;
 use crate::protocol::kinds::{self, Budget, Problem, Record, Restrict, Sandbox};
@@ -257,25 +257,19 @@ fn admins(call: &Call) -> Result<Vec<String>, Stop> {
         .collect())
 }
 
-/// Refuses a run user that holds admin or setup, is a node's login, or has an open record.
+/// Refuses a run user that is not a run's (C5): Fossil's own logins, a
+/// node's, one holding admin or setup, or, on the node itself (which alone
+/// keeps the marks), an existing login no node made and no one adopted;
+/// and one that has an open record.
 fn check_user(call: &mut Call, user: &str, node: &str, server_code: &str) -> Result<(), Stop> {
-    if user.is_empty() || user.contains(char::is_whitespace) || user.len() > 64 {
-        return Err(Stop::field("user", format!("{user:?} is not a login"))
-            .next("give a login of letters, digits and hyphens"));
-    }
-    if user == found::node_login(node) || user == found::node_login(server_code) {
-        return Err(Stop::field("user", format!("{user} is a node's own login"))
-            .next("leave user out to make a new login"));
-    }
     let repo = call.repo()?;
-    if let Some(caps) = repo.capabilities(user).map_err(Stop::internal)?
-        && caps.is_admin()
+    let on_node = node == server_code && crate::node::is_node(repo).map_err(Stop::internal)?;
+    let node_login = found::node_login(node);
+    if let Err(p) =
+        run_user::check(repo, user, Some(&node_login), on_node).map_err(Stop::internal)?
     {
-        return Err(Stop::field(
-            "user",
-            format!("{user} holds admin or setup; a run never may"),
-        )
-        .next("leave user out to make a new login"));
+        return Err(Stop::field(p.field, p.reason)
+            .next("leave user out to make a new login, or name a run's login"));
     }
     call.read("the open records");
     let repo = call.repo()?;

@@ -1,6 +1,7 @@
 //! The tools, one file each: its Input, its Output, what it needs, its run.
 //! A tool never knows which entry point called it and never prints.
 
+pub mod adopt;
 pub mod audit;
 pub mod context;
 pub mod create;
@@ -28,3 +29,19 @@ pub mod verdicts;
 pub mod wiki_edit;
 pub mod wiki_read;
 pub mod workspace;
+
+use crate::registry::Stop;
+
+/// Refuses `value` of `field` when it begins with `-`: it reaches `fossil`'s
+/// command line, where Fossil would read it as an option (`--chdir=DIR`
+/// among them) wherever it stood.
+pub fn not_an_option(field: &str, value: &str) -> Result<(), Stop> {
+    if value.starts_with('-') {
+        return Err(Stop::field(
+            field,
+            format!("{value:?} begins with '-', which fossil would read as an option"),
+        )
+        .next(format!("give {field} without a leading '-'")));
+    }
+    Ok(())
+}

@@ -137,6 +137,9 @@ pub fn comment(input: &Input) -> Result<String, Stop> {
         if joined.is_empty() {
             return Err(Stop::field(field, "is empty").next(format!("say {field} in one line")));
         }
+        if field == "title" {
+            super::not_an_option(field, &joined)?;
+        }
         Ok(joined)
     };
     Ok(format!(

@@ -43,6 +43,7 @@ impl Tool for UnversionedGet {
     const WRITES: bool = false;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        super::not_an_option("name", &input.name)?;
         let path = call.repo()?.path().to_path_buf();
         let fossil = call.fossil()?;
         let files = fossil.uv_list(&path).map_err(Stop::internal)?;

@@ -47,6 +47,7 @@ impl Tool for UnversionedPut {
     const IDEMPOTENT: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        super::not_an_option("name", &input.name)?;
         let bad_name = input.name.is_empty()
             || input.name.chars().any(char::is_whitespace)
             || input.name.starts_with('/')

@@ -51,6 +51,7 @@ impl Tool for WikiEdit {
     const WRITES: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        super::not_an_option("page", &input.page)?;
         if input.page.trim().is_empty() || input.page.contains(['\n', '\r']) {
             return Err(Stop::field("page", "must be one line, not empty")
                 .next("give the page's name as the wiki shows it"));

@@ -51,6 +51,7 @@ impl Tool for WikiRead {
     const WRITES: bool = false;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        super::not_an_option("page", &input.page)?;
         call.read(format!("wiki page {:?}", input.page));
         let page = call
             .repo()?

@@ -3,6 +3,7 @@
 
 mod agent;
 mod attack_host;
+mod attack_protocol;
 mod attack_run;
 mod attack_web;
 mod cgi;
