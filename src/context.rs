@@ -4,7 +4,7 @@
 
 use crate::fossil::caps::Capabilities;
 use crate::fossil::{Fossil, FossilError, Repository, checkout};
-use crate::registry::Stop;
+use crate::stop::Stop;
 use std::cell::OnceCell;
 use std::path::PathBuf;
 

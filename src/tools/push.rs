@@ -9,7 +9,8 @@
 use crate::answer::Op;
 use crate::fossil::incoming::{self, Refused};
 use crate::fossil::store;
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
