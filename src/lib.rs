@@ -8,7 +8,6 @@ pub mod entry;
 pub mod fields;
 pub mod fossil;
 pub mod input;
-pub mod link;
 pub mod node;
 pub mod place;
 pub mod protocol;
