@@ -84,7 +84,8 @@ fn tree(text: &str, at: usize, prefix: String, out: &mut Vec<(usize, String)>) -
                 None => return i,
                 Some(b'}') => return i + 1,
                 Some(b',') => i += 1,
-                _ => i = tree(text, i, prefix.clone(), out),
+                // Any other byte (a stray one): stepped over, never looped on.
+                _ => i = tree(text, i, prefix.clone(), out).max(i + 1),
             }
         }
     }
@@ -97,6 +98,16 @@ fn tree(text: &str, at: usize, prefix: String, out: &mut Vec<(usize, String)>) -
         return tree(text, i + 2, format!("{path}::"), out);
     }
     out.push((start, path));
+    let mut j = i;
+    skip(&mut j);
+    if text[j..].starts_with("as ") {
+        j += 3;
+        skip(&mut j);
+        while j < b.len() && is_ident(b[j]) {
+            j += 1;
+        }
+        return j;
+    }
     i
 }
 
@@ -196,7 +207,7 @@ fn calls_flow_one_way() {
 #[test]
 fn the_scanner_reads_grouped_and_inline_paths() {
     let module = ["place".to_string()];
-    let text = "use crate::fossil::{self, repo::Lookup};\nuse crate::{a, b::{c, d}};\n\
+    let text = "use crate::fossil::{self, repo::Lookup};\nuse crate::{a, b::{c, d as e}};\n\
                 // crate::comment\nfn f() { crate::x::y(); super::tools::z(); }\n";
     let found: Vec<String> = paths(&module, text)
         .into_iter()
