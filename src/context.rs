@@ -4,9 +4,18 @@
 
 use crate::fossil::caps::Capabilities;
 use crate::fossil::{Fossil, FossilError, Repository, checkout};
-use crate::registry::Stop;
+use crate::stop::Stop;
 use std::cell::OnceCell;
 use std::path::PathBuf;
+
+/// The variable naming the run's login in the program's environment.
+pub const RUN_USER_VAR: &str = "OCX_RUN_USER";
+/// The variable naming the run's record (its full hash).
+pub const RECORD_VAR: &str = "OCX_RECORD";
+/// The variable naming a no-password run's tool socket (MCP).
+pub const MCP_SOCKET_VAR: &str = "OCX_MCP_SOCKET";
+/// The variable naming the one branch a run's record lets it check in on.
+pub const BRANCH_VAR: &str = "OCX_RUN_BRANCH";
 
 /// How the caller is known.
 #[derive(Debug, Clone)]
@@ -109,7 +118,7 @@ impl Context {
     /// publish.
     pub fn node_socket(&self) -> Option<PathBuf> {
         match self.who {
-            Who::Local { .. } => std::env::var_os(crate::run::watch::MCP_SOCKET_VAR)
+            Who::Local { .. } => std::env::var_os(MCP_SOCKET_VAR)
                 .filter(|s| !s.is_empty())
                 .map(PathBuf::from),
             _ => None,
@@ -120,9 +129,7 @@ impl Context {
     /// on (`OCX_RUN_BRANCH`), if it names one.
     pub fn run_branch(&self) -> Option<String> {
         match self.who {
-            Who::Local { .. } => std::env::var(crate::run::watch::BRANCH_VAR)
-                .ok()
-                .filter(|s| !s.is_empty()),
+            Who::Local { .. } => std::env::var(BRANCH_VAR).ok().filter(|s| !s.is_empty()),
             _ => None,
         }
     }

@@ -3,7 +3,8 @@
 //! `list` and `help`): each field's path, kind and description, and one
 //! value given as text turned into JSON.
 
-use crate::registry::{self, Stop};
+use crate::input::parse_input;
+use crate::stop::Stop;
 use serde_json::{Map, Value};
 
 /// How one field's value, given as text, becomes JSON.
@@ -77,7 +78,7 @@ pub fn to_json(field: &str, kind: Kind, texts: &[&str]) -> Result<Value, Stop> {
             let mut items = Vec::new();
             for t in texts {
                 if t.trim_start().starts_with('[') {
-                    match registry::parse_input(format!("{{\"v\":{t}}}").as_bytes()) {
+                    match parse_input(format!("{{\"v\":{t}}}").as_bytes()) {
                         Ok(Value::Object(mut o)) => match o.remove("v") {
                             Some(Value::Array(a)) => items.extend(a),
                             _ => {
@@ -98,7 +99,7 @@ pub fn to_json(field: &str, kind: Kind, texts: &[&str]) -> Result<Value, Stop> {
         }
         Kind::Json => {
             let wrapped = format!("{{\"v\":{last}}}");
-            match registry::parse_input(wrapped.as_bytes()) {
+            match parse_input(wrapped.as_bytes()) {
                 Ok(Value::Object(mut o)) => Ok(o.remove("v").unwrap_or(Value::Null)),
                 _ => Err(Stop::field(field, "is not JSON").next("give the value as JSON")),
             }

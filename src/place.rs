@@ -1,10 +1,11 @@
 //! A place, in the protocol's words: a forum thread or a ticket, where a
 //! record is and where what is said about it goes.
 
+use crate::fossil::Repository;
 use crate::fossil::artifact::{self, ForumPost, HashPolicy};
 use crate::fossil::repo::Lookup;
 use crate::fossil::store::Batch;
-use crate::registry::{Call, Stop, hash_prefix};
+use crate::stop::{Stop, hash_prefix};
 
 /// A thread or a ticket, as a hash or prefix given in a field names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,11 +23,10 @@ pub enum Place {
 
 impl Place {
     /// The place `given` (in `field`) names: any post of a forum thread, a
-    /// ticket's id, or any change of a ticket.
-    pub fn resolve(call: &mut Call, field: &str, given: &str) -> Result<Place, Stop> {
+    /// ticket's id, or any change of a ticket, in `repo`. Its caller logs
+    /// the read.
+    pub fn resolve(repo: &Repository, field: &str, given: &str) -> Result<Place, Stop> {
         let prefix = hash_prefix(field, given)?;
-        call.read(format!("the post or ticket {field} names"));
-        let repo = call.repo()?;
         let artifact = repo.resolve(&prefix).map_err(Stop::internal)?;
         let ticket = repo.resolve_ticket(&prefix).map_err(Stop::internal)?;
         let several = || {

@@ -10,7 +10,10 @@ use crate::answer::Answer;
 use crate::context::{Context, Who};
 use crate::fields::{Flag, Kind, flags_of, set, to_json};
 use crate::fossil::{Fossil, Repository};
-use crate::registry::{self, Entry, Needs, Stop, TOOLS};
+use crate::input::parse_input;
+use crate::registry::{self, TOOLS};
+use crate::stop::Stop;
+use crate::tool::{Entry, Needs};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::io::Read;
@@ -532,7 +535,7 @@ fn post_input(
         .to_ascii_lowercase();
     match content_type.as_str() {
         "application/x-www-form-urlencoded" => form_input(tool, flags, body, false),
-        "application/json" => registry::parse_input(body),
+        "application/json" => parse_input(body),
         "" if body.is_empty() => Ok(Value::Object(Map::new())),
         other => Err(Stop::field(
             "input",

@@ -6,7 +6,10 @@
 
 use crate::context::{Context, Who};
 use crate::fields::{Flag, Kind, flags_of, set, to_json};
-use crate::registry::{self, Entry, Stop, TOOLS};
+use crate::input::parse_input;
+use crate::registry::{self, TOOLS};
+use crate::stop::Stop;
+use crate::tool::Entry;
 use clap::{
     Arg, ArgAction, ArgMatches, Command, builder::OsStringValueParser, parser::ValueSource,
 };
@@ -208,9 +211,9 @@ fn build_input(m: &ArgMatches, sub: Option<&ArgMatches>, flags: &[Flag]) -> Resu
             std::io::stdin()
                 .read_to_end(&mut bytes)
                 .map_err(|e| Stop::field("input", format!("cannot read stdin: {e}")))?;
-            registry::parse_input(&bytes)?
+            parse_input(&bytes)?
         }
-        Some(v) => registry::parse_input(v.as_encoded_bytes())?,
+        Some(v) => parse_input(v.as_encoded_bytes())?,
     };
     let Some(sub) = sub else { return Ok(input) };
     for f in flags {

@@ -39,7 +39,7 @@ pub fn main(args: &[OsString]) -> Option<i32> {
             let root = value("--root")?;
             let record = value("--record")?.to_str()?.to_string();
             let checkin = value("--checkin").and_then(|c| c.to_str().map(str::to_string));
-            Some(crate::run::watch::main(&root, &record, checkin.as_deref()))
+            Some(super::watch::main(&root, &record, checkin.as_deref()))
         }
         "demo-agent" => Some(demo_agent()),
         _ => None,
@@ -52,7 +52,7 @@ pub fn main(args: &[OsString]) -> Option<i32> {
 /// as lines on stdin and ends when its input does.
 fn demo_agent() -> i32 {
     use std::io::BufRead;
-    let user = std::env::var(crate::run::watch::RUN_USER_VAR).unwrap_or_default();
+    let user = std::env::var(crate::context::RUN_USER_VAR).unwrap_or_default();
     let Ok(fossil) = crate::fossil::Fossil::locate() else {
         super::eprint("demo-agent: no fossil program\n");
         return 1;

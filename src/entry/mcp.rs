@@ -8,7 +8,10 @@
 
 use crate::answer::Answer;
 use crate::context::{Context, Who};
-use crate::registry::{self, Entry, Stop, TOOLS};
+use crate::input::mark_invalid;
+use crate::registry::{self, TOOLS};
+use crate::stop::Stop;
+use crate::tool::{Entry, Needs};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -111,7 +114,7 @@ pub fn serve_unix(path: &std::path::Path, caller: Caller) -> Result<(), McpError
                             Ok(0) | Err(_) => break,
                             Ok(n) if n > MAX_LINE => break,
                             Ok(_) => {
-                                let marked = registry::mark_invalid(&line);
+                                let marked = mark_invalid(&line);
                                 if feed.write_all(marked.as_bytes()).await.is_err() {
                                     break;
                                 }
@@ -311,7 +314,7 @@ fn serve_stdio(caller: Caller) -> Result<(), McpError> {
                 match stdin.read_until(b'\n', &mut line).await {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {
-                        let marked = registry::mark_invalid(&line);
+                        let marked = mark_invalid(&line);
                         if feed.write_all(marked.as_bytes()).await.is_err() {
                             break;
                         }
@@ -560,7 +563,7 @@ async fn mark_body(
     {
         axum::body::Body::from(bytes)
     } else {
-        axum::body::Body::from(registry::mark_invalid(&bytes))
+        axum::body::Body::from(mark_invalid(&bytes))
     };
     Ok(axum::extract::Request::from_parts(parts, body))
 }
@@ -645,7 +648,7 @@ pub fn tool(entry: &dyn Entry) -> Tool {
         .open_world(false);
     annotations.title = Some(entry.name().to_string());
     let description = match entry.needs() {
-        registry::Needs::Nothing => entry.summary().to_string(),
+        Needs::Nothing => entry.summary().to_string(),
         needs => format!("{} Needs capability {}.", entry.summary(), needs.describe()),
     };
     Tool::new(

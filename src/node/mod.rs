@@ -2,7 +2,7 @@
 //! addressed to it (C3). Fossil's after-receive hook pokes it; it also
 //! wakes when the repository file changes and when OCX writes on it. Each
 //! wake reads the truth from the repository (`wake`); each open session
-//! has a watcher process of its own (`crate::run::watch`).
+//! has a watcher process of its own (`crate::entry::watch`).
 
 pub mod config;
 pub mod daemon;
@@ -13,7 +13,8 @@ pub mod runner;
 pub mod wake;
 
 use crate::fossil::{FossilError, Repository};
-use crate::protocol::kinds::{Problem, Record};
+use crate::protocol::kinds::{self, Problem, Record};
+use crate::run::{BudgetLimits, SandboxFields};
 use config::NodeConfig;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -79,6 +80,27 @@ pub fn restrictions_enforced() -> Vec<String> {
         .to_vec()
 }
 
+/// The sandbox fields and budget limits a record asks for.
+pub fn limits(record: &Record) -> (SandboxFields, BudgetLimits) {
+    let sandbox = SandboxFields {
+        network: record.sandbox.network,
+        read_only: record.sandbox.read_only.iter().map(PathBuf::from).collect(),
+        read_write: record
+            .sandbox
+            .read_write
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
+    };
+    let budget = BudgetLimits {
+        wall: Duration::from_secs(kinds::wall_seconds(&record.budget.wall).unwrap_or(1)),
+        cpu_seconds: record.budget.cpu,
+        memory_bytes: record.budget.memory.as_ref().and_then(kinds::memory_bytes),
+        processes: record.budget.processes,
+    };
+    (sandbox, budget)
+}
+
 /// Whether this node can hold everything `record` asks, naming the first
 /// field it cannot (C3, C6, C7): the runner, each restriction, each
 /// sandbox field and budget limit, each limit within the node's ceiling.
@@ -107,7 +129,7 @@ pub fn check_enforceable(
             reason: "this node does not enforce it".into(),
         }));
     }
-    let (sandbox, budget) = crate::run::watch::limits(record);
+    let (sandbox, budget) = limits(record);
     let ceiling = root_of(repo)?
         .and_then(|root| NodeConfig::load(&root))
         .map(|c| c.ceiling)

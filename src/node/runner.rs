@@ -86,7 +86,7 @@ pub fn read_page(text: &[u8]) -> Result<RunnerPage, Problem> {
         })?;
     let mut de = serde_json::Deserializer::from_str(&block);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let (field, reason) = crate::registry::field_at_fault(&e);
+        let (field, reason) = crate::stop::field_at_fault(&e);
         Problem { field, reason }
     })
 }

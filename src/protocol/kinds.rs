@@ -236,7 +236,7 @@ fn lenient_record(map: &Map<String, Value>) -> Option<Record> {
 }
 
 fn problem(e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
-    let (field, message) = crate::registry::field_at_fault(&e);
+    let (field, message) = crate::stop::field_at_fault(&e);
     let reason = if message.starts_with("unknown field") {
         "is a key this node does not know: it may be a limit".to_string()
     } else {

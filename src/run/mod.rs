@@ -2,10 +2,10 @@
 
 pub mod account;
 pub mod budget;
+pub mod link;
 pub mod preflight;
 pub mod sandbox;
 pub mod uids;
-pub mod watch;
 
 use std::io;
 use std::path::PathBuf;

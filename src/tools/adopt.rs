@@ -6,7 +6,8 @@
 
 use crate::answer::Op;
 use crate::node::run_user::{self, Standing};
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

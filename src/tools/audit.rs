@@ -5,7 +5,8 @@
 use crate::fossil::artifact::{self, TagChange};
 use crate::fossil::store::Batch;
 use crate::protocol::{found, verdict};
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

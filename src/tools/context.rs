@@ -2,7 +2,8 @@
 //! run), its working branch, the files changed and not saved, and the tests
 //! it may run with whether each passed since the last edit.
 
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use crate::tools::workspace::{self, State};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -8,7 +8,8 @@ use crate::place::{self, Place, Where};
 use crate::protocol::found;
 use crate::protocol::kinds::{self, Budget, Problem, Record, Restrict, Sandbox};
 use crate::protocol::message;
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use rand::Rng;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -189,7 +190,7 @@ impl Tool for Create {
                     Stop::field("ticket", "give to or ticket, not both").next("leave one out")
                 );
             }
-            (Some(to), None) => match Place::resolve(call, "to", to)? {
+            (Some(to), None) => match call.place("to", to)? {
                 p @ Place::Thread { .. } => Where::At(p),
                 Place::Ticket { .. } => {
                     return Err(
@@ -197,7 +198,7 @@ impl Tool for Create {
                     );
                 }
             },
-            (None, Some(t)) => match Place::resolve(call, "ticket", t)? {
+            (None, Some(t)) => match call.place("ticket", t)? {
                 p @ Place::Ticket { .. } => Where::At(p),
                 Place::Thread { .. } => {
                     return Err(Stop::field("ticket", "names a forum post, not a ticket")

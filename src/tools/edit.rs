@@ -2,7 +2,8 @@
 //! with `old` empty adds text at the file's end (making the file when there
 //! is none). Never deletes or renames a file.
 
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use crate::tools::read::{self, Output};
 use crate::tools::workspace::{self, State};
 use schemars::JsonSchema;

@@ -2,7 +2,8 @@
 //! and all: its path, its line number and its text, at most 50, and how
 //! many more there are. Walks and searches with ripgrep's own crates.
 
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use crate::tools::workspace::{self, FIND_MATCHES};
 use grep::regex::RegexMatcherBuilder;
 use grep::searcher::{BinaryDetection, SearcherBuilder, sinks::Lossy};

@@ -1,7 +1,8 @@
 //! `help`: one tool in full: its input and output schemas and what it
 //! needs. Writes nothing.
 
-use crate::registry::{Call, Needs, Stop, Tool, find};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -41,11 +42,15 @@ impl Tool for Help {
     const NEEDS: Needs = Needs::Nothing;
     const WRITES: bool = false;
 
-    fn run(input: Input, _: &mut Call) -> Result<Output, Stop> {
-        let t = find(&input.tool).ok_or_else(|| {
-            Stop::field("tool", format!("there is no tool {:?}", input.tool))
-                .next("`ocx list` names every tool")
-        })?;
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let t = call
+            .tools
+            .iter()
+            .find(|t| t.name() == input.tool)
+            .ok_or_else(|| {
+                Stop::field("tool", format!("there is no tool {:?}", input.tool))
+                    .next("`ocx list` names every tool")
+            })?;
         Ok(Output {
             name: t.name().into(),
             summary: t.summary().into(),

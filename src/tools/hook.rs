@@ -4,7 +4,8 @@
 
 use crate::answer::Op;
 use crate::node::{self, config::NodeConfig};
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

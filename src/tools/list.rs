@@ -1,6 +1,7 @@
 //! `list`: every tool, with its input schema. Writes nothing.
 
-use crate::registry::{Call, Needs, Stop, TOOLS, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -42,9 +43,10 @@ impl Tool for List {
     const NEEDS: Needs = Needs::Nothing;
     const WRITES: bool = false;
 
-    fn run(_: Input, _: &mut Call) -> Result<Output, Stop> {
+    fn run(_: Input, call: &mut Call) -> Result<Output, Stop> {
         Ok(Output {
-            tools: TOOLS
+            tools: call
+                .tools
                 .iter()
                 .map(|t| ToolSummary {
                     name: t.name().into(),

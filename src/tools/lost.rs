@@ -3,7 +3,8 @@
 //! leaves no record open.
 
 use crate::node::respond;
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -30,7 +30,7 @@ pub mod wiki_edit;
 pub mod wiki_read;
 pub mod workspace;
 
-use crate::registry::Stop;
+use crate::stop::Stop;
 
 /// Refuses `value` of `field` when it begins with `-`: it reaches `fossil`'s
 /// command line, where Fossil would read it as an option (`--chdir=DIR`

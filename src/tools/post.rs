@@ -5,7 +5,8 @@ use crate::answer::Op;
 use crate::fossil::artifact;
 use crate::fossil::store::{self, Batch};
 use crate::place::{self, Place, Where};
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -70,7 +71,7 @@ impl Tool for Post {
                 one_line("title", t)?;
                 None
             }
-            (Some(to), None) => Some(Place::resolve(call, "to", to)?),
+            (Some(to), None) => Some(call.place("to", to)?),
         };
         if let Some(run) = call.cx.run()
             && run.restrict.own_thread == Some(true)

@@ -9,7 +9,8 @@
 use crate::answer::Op;
 use crate::fossil::incoming::{self, Refused};
 use crate::fossil::store;
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -99,7 +100,7 @@ pub fn publish(call: &mut Call) -> Result<Vec<String>, Stop> {
         .iter()
         .map(|(hash, bytes)| json!({"hash": hash, "content": b64.encode(bytes)}))
         .collect();
-    let answer = crate::link::call(&socket, "ocx_push", json!({ "artifacts": artifacts }))
+    let answer = crate::run::link::call(&socket, "ocx_push", json!({ "artifacts": artifacts }))
         .map_err(|e| {
             Stop::new(e.to_string()).next("the check-in is kept in the clone; push again")
         })?;

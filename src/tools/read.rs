@@ -1,7 +1,8 @@
 //! `read`: up to 200 lines of a checkout's file, exactly as they are (no
 //! line numbers inside the text), so `edit`'s `old` can be copied from it.
 
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use crate::tools::workspace;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,8 @@
 //! `receipt`: for each artifact, whether this repository received it and
 //! from which login, with that login's capabilities. Writes nothing.
 
-use crate::registry::{Call, Needs, Stop, Tool, full_hash};
+use crate::stop::{Stop, full_hash};
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -5,7 +5,8 @@
 //! the node's `push` (on its record's branch, when one is restricted).
 
 use crate::answer::Op;
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use crate::tools::context::working_branch;
 use crate::tools::workspace::{self, State};
 use schemars::JsonSchema;

@@ -3,7 +3,8 @@
 //! restrictions the node enforces, its ceiling on each run's memory and
 //! processes, and the host uids its runs run as. Writes nothing.
 
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -6,7 +6,8 @@ use crate::place::{self, Where};
 use crate::protocol::found;
 use crate::protocol::kinds::StopMessage;
 use crate::protocol::message;
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

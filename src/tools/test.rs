@@ -3,7 +3,8 @@
 //! lines it wrote. A pass is kept, so `save` knows it came after the last edit.
 
 use crate::answer::Op;
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use crate::tools::workspace::{self, State, TEST_LINES};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;

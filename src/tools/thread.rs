@@ -4,7 +4,8 @@
 
 use crate::fossil::repo::{Said, julian_to_rfc3339};
 use crate::place::Place;
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -61,7 +62,7 @@ impl Tool for Thread {
     const WRITES: bool = false;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
-        let place = Place::resolve(call, "of", &input.of)?;
+        let place = call.place("of", &input.of)?;
         let caller = call.caller()?.clone();
         let repo = call.repo()?;
         let (mut said, thread, ticket) = match &place {
@@ -105,7 +106,7 @@ impl Tool for Thread {
             said.retain(|s| !s.private);
         }
         if let Some(after) = &input.after {
-            let prefix = crate::registry::hash_prefix("after", after)?;
+            let prefix = crate::stop::hash_prefix("after", after)?;
             let pos = said
                 .iter()
                 .position(|s| s.hash.starts_with(&prefix))

@@ -3,7 +3,8 @@
 //! Writes nothing.
 
 use crate::protocol::verdict::{self, RecordCache};
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

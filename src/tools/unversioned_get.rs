@@ -1,7 +1,8 @@
 //! `unversioned_get`: one unversioned file's content: as text when it is
 //! UTF-8, else as base64.
 
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

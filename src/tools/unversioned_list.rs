@@ -1,7 +1,8 @@
 //! `unversioned_list`: the repository's unversioned files (shared files
 //! kept outside check-ins): name, size, hash and when each changed.
 
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -2,7 +2,8 @@
 //! as the caller, replacing one of the same name.
 
 use crate::answer::Op;
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

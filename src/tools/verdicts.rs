@@ -4,7 +4,8 @@
 //! with why. Writes nothing.
 
 use crate::protocol::verdict::{self, Judged, RecordCache};
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,8 @@
 
 use crate::fossil::artifact::{self, WikiPage};
 use crate::fossil::store::Batch;
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use crate::tools::post::write;
 use crate::tools::workspace;
 use schemars::JsonSchema;

@@ -1,7 +1,8 @@
 //! `wiki_read`: up to 200 lines of a wiki page's newest version, exactly as
 //! they are, so `wiki_edit`'s `old` can be copied from them.
 
-use crate::registry::{Call, Needs, Stop, Tool};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
 use crate::tools::workspace;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -5,7 +5,8 @@
 //! `.ocx/agent.json`, and the one exact-match replacement `edit` and
 //! `wiki_edit` use. The node serving a run never acts on its workspace.
 
-use crate::registry::{Call, Stop};
+use crate::stop::Stop;
+use crate::tool::Call;
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::Mode;

@@ -17,7 +17,8 @@ use ocx::node::{inbox, runner};
 use ocx::protocol::kinds::{self, Kind, Memory};
 use ocx::protocol::message::{self, Reading};
 use ocx::protocol::verdict;
-use ocx::registry::{self, Stop, TOOLS};
+use ocx::registry::{self, TOOLS};
+use ocx::stop::Stop;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Value, json};
@@ -249,9 +250,9 @@ fn every_reader(text: &[u8], cx: &Context) {
 /// MCP arguments as a client sends them: parsed, checked, each tool's
 /// reader given them, and `post`'s and `thread`'s calls made (as dry runs).
 fn mcp_arguments(bytes: &[u8], cx: &Context) {
-    let input = registry::parse_input(bytes);
+    let input = ocx::input::parse_input(bytes);
     if let Ok(v) = &input {
-        if let Err(stop) = registry::check_text(v, "") {
+        if let Err(stop) = ocx::input::check_text(v, "") {
             assert!(stop.field.is_some(), "{stop:?}");
         }
         for tool in TOOLS {
@@ -745,7 +746,7 @@ fn ten_megabyte_fields_are_refused_quickly_and_briefly() {
     let line = inbox::escape(&text);
     assert_eq!(inbox::unescape(&line), text);
     assert!(runner::read_page(text.as_bytes()).is_err());
-    assert!(registry::parse_input(text.as_bytes()).is_err());
+    assert!(ocx::input::parse_input(text.as_bytes()).is_err());
     let repo = Repo::new();
     let page = web_request(
         &repo,
@@ -786,7 +787,7 @@ fn deep_nesting_reads_as_no_message_or_a_refusal() {
     ));
     let fences = "```\n~~~\n````\n".repeat(20_000);
     names_its_field(&reading(fences.as_bytes()));
-    assert!(registry::parse_input("[".repeat(100_000).as_bytes()).is_err());
+    assert!(ocx::input::parse_input("[".repeat(100_000).as_bytes()).is_err());
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "{:?}",

@@ -9,6 +9,7 @@ mod attack_web;
 mod cgi;
 mod cli;
 mod hostile;
+mod layers;
 mod mcp;
 mod messages;
 mod node;

@@ -11,7 +11,7 @@
 //! run's directory 0700 (0710 to the run's group while it runs, so its
 //! account can pass through to its workspace), its files 0600.
 
-use super::{BudgetLimits, Forbidden, Program, SandboxFields};
+use crate::context::{BRANCH_VAR, MCP_SOCKET_VAR, RECORD_VAR, RUN_USER_VAR};
 use crate::fossil::artifact::{self, TagChange};
 use crate::fossil::store::{self, Batch};
 use crate::node::config::NodeConfig;
@@ -19,8 +19,8 @@ use crate::node::inbox::{escape, unescape};
 use crate::node::runner::{self, InputMode};
 use crate::node::{self, respond};
 use crate::protocol::found::{self, StandingRecord};
-use crate::protocol::kinds::{self, Record};
 use crate::protocol::verdict;
+use crate::run::{BudgetLimits, Forbidden, Program};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -29,38 +29,8 @@ use std::time::{Duration, Instant};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-/// The variable naming the run's login in the program's environment.
-pub const RUN_USER_VAR: &str = "OCX_RUN_USER";
-/// The variable naming the run's record (its full hash).
-pub const RECORD_VAR: &str = "OCX_RECORD";
-/// The variable naming a no-password run's tool socket (MCP).
-pub const MCP_SOCKET_VAR: &str = "OCX_MCP_SOCKET";
-/// The variable naming the one branch a run's record lets it check in on.
-pub const BRANCH_VAR: &str = "OCX_RUN_BRANCH";
-
 extern "C" fn on_term(_: nix::libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
-}
-
-/// The sandbox fields and budget limits a record asks for.
-pub fn limits(record: &Record) -> (SandboxFields, BudgetLimits) {
-    let sandbox = SandboxFields {
-        network: record.sandbox.network,
-        read_only: record.sandbox.read_only.iter().map(PathBuf::from).collect(),
-        read_write: record
-            .sandbox
-            .read_write
-            .iter()
-            .map(PathBuf::from)
-            .collect(),
-    };
-    let budget = BudgetLimits {
-        wall: Duration::from_secs(kinds::wall_seconds(&record.budget.wall).unwrap_or(1)),
-        cpu_seconds: record.budget.cpu,
-        memory_bytes: record.budget.memory.as_ref().and_then(kinds::memory_bytes),
-        processes: record.budget.processes,
-    };
-    (sandbox, budget)
 }
 
 /// A run's line for a person reading the watcher's log.
@@ -121,7 +91,7 @@ fn lease(root: &Path, dir: &Path) -> Result<Option<RunLease>, String> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
-    let lease = super::uids::lease(root).map_err(|e| e.to_string())?;
+    let lease = crate::run::uids::lease(root).map_err(|e| e.to_string())?;
     let gid = nix::unistd::Gid::from_raw(lease.account.gid);
     let held = RunLease {
         lease,
@@ -135,7 +105,7 @@ fn lease(root: &Path, dir: &Path) -> Result<Option<RunLease>, String> {
 /// A run's host uid, leased while this lives; dropped, it closes the run's
 /// directory to that uid again (the node's alone, 0700).
 struct RunLease {
-    lease: super::uids::Lease,
+    lease: crate::run::uids::Lease,
     dir: PathBuf,
 }
 
@@ -282,7 +252,7 @@ fn session(
             );
         }
     }
-    let (mut sandbox, budget) = limits(&r.record);
+    let (mut sandbox, budget) = node::limits(&r.record);
     let budget = match held(cfg, &budget) {
         Ok(b) => b,
         Err(e) => return answer("unenforced", &e),
@@ -319,7 +289,7 @@ fn session(
         homes: page.homes.iter().map(PathBuf::from).collect(),
     };
     let run_name = format!("run-{}", &r.hash[..16]);
-    let mut plan = match super::plan(
+    let mut plan = match crate::run::plan(
         &run_name,
         &ws,
         &sandbox,
@@ -339,15 +309,15 @@ fn session(
     }
     let out = private_log(&dir.join("output.log"), true)?;
     let err = out.try_clone().map_err(|e| e.to_string())?;
-    let mut running = match super::spawn(&plan, Stdio::piped(), Stdio::from(out), Stdio::from(err))
-    {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&homes);
-            drop(lease);
-            return answer("unenforced", &named(&e));
-        }
-    };
+    let mut running =
+        match crate::run::spawn(&plan, Stdio::piped(), Stdio::from(out), Stdio::from(err)) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&homes);
+                drop(lease);
+                return answer("unenforced", &named(&e));
+            }
+        };
     say(&format!("started {run_name} as {}", r.record.user));
     let mut stdin = running.stdin().ok_or("the program has no stdin")?;
     let mode = page.input;
@@ -414,7 +384,7 @@ fn session(
 /// `budget` held to the node's ceiling on memory and processes, where this
 /// host holds them; a note naming the field when it asks for more.
 fn held(cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, String> {
-    let (memory, processes) = super::Ceiling::held_here();
+    let (memory, processes) = crate::run::Ceiling::held_here();
     cfg.ceiling
         .hold(budget, memory, processes)
         .map_err(|u| format!("{}: {}", u.field, u.reason))
@@ -458,7 +428,7 @@ fn prepare_without_password(
 }
 
 /// A sandbox error as a response's note: the field at fault first.
-fn named(e: &super::SandboxError) -> String {
+fn named(e: &crate::run::SandboxError) -> String {
     let text = e.to_string();
     match e.field() {
         Some(f) if !text.starts_with(f) => format!("{f}: {text}"),
@@ -494,7 +464,7 @@ fn command_run(
     let lease = lease(root, dir)?;
     let ws = dir.join(format!("ci-{}", &checkin[..16]));
     workspace(fossil, cfg, dir, &ws, &r.record.user, Some(checkin))?;
-    let (sandbox, budget) = limits(&r.record);
+    let (sandbox, budget) = node::limits(&r.record);
     let budget = held(cfg, &budget);
     let program = Program {
         command: r.record.command.clone().unwrap_or_default(),
@@ -504,7 +474,7 @@ fn command_run(
     let log_path = dir.join(format!("ci-{}.log", &checkin[..16]));
     let run_name = format!("ci-{}-{}", &r.hash[..10], &checkin[..10]);
     let planned = budget.and_then(|budget| {
-        super::plan(
+        crate::run::plan(
             &run_name,
             &ws,
             &sandbox,
@@ -522,7 +492,7 @@ fn command_run(
             }
             let out = private_log(&log_path, false)?;
             let err = out.try_clone().map_err(|e| e.to_string())?;
-            match super::spawn(&plan, Stdio::null(), Stdio::from(out), Stdio::from(err))
+            match crate::run::spawn(&plan, Stdio::null(), Stdio::from(out), Stdio::from(err))
                 .and_then(|run| run.wait())
             {
                 Err(e) => (false, format!("could not run: {e}")),

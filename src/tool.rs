@@ -1,0 +1,168 @@
+//! What a tool is and what it is given: the [`Tool`] trait (typed Input
+//! and Output, what it needs, its run), the [`Entry`] it is held as with its
+//! types erased, and the [`Call`] under way. The tools import this; the
+//! list of them (`registry`) is above them.
+
+use crate::answer::{Op, value_text};
+use crate::context::{Caller, Context};
+use crate::fossil::repo::Lookup;
+use crate::fossil::{Fossil, Repository};
+use crate::place::Place;
+use crate::stop::{Stop, hash_prefix};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The capabilities a tool needs before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing: anyone may call it.
+    Nothing,
+    /// Any one of these letters.
+    Any(&'static str),
+}
+
+impl Needs {
+    /// The letters, as a person reads them ("a or s").
+    pub fn describe(self) -> String {
+        match self {
+            Needs::Nothing => "nothing".into(),
+            Needs::Any(l) => l
+                .chars()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(" or "),
+        }
+    }
+}
+
+/// One tool: its Input and Output types, what it needs, and its run.
+pub trait Tool: 'static {
+    /// Its typed input: `deny_unknown_fields`, each field documented.
+    type Input: DeserializeOwned + JsonSchema;
+    /// Its typed result.
+    type Output: Serialize + JsonSchema;
+    /// Its name (`ocx NAME`, `ocx_NAME` over MCP).
+    const NAME: &'static str;
+    /// What it does, in one line.
+    const SUMMARY: &'static str;
+    /// The capabilities it needs.
+    const NEEDS: Needs;
+    /// Whether it may change the repository or the checkout (false: it only reads).
+    const WRITES: bool;
+    /// Whether a write may replace or remove what was there (MCP's
+    /// destructive hint); adding to the record is not.
+    const DESTRUCTIVE: bool = false;
+    /// Whether calling it twice with the same input does no more than once
+    /// (MCP's idempotent hint); a tool that only reads always is.
+    const IDEMPOTENT: bool = !Self::WRITES;
+    /// Whether it acts on a checkout (its files, its tests, its commits):
+    /// never offered on the web page, whatever checkout the server is in.
+    const CHECKOUT: bool = false;
+    /// Runs it; with `call.dry_run` it checks everything, logs what it
+    /// would write and writes nothing.
+    fn run(input: Self::Input, call: &mut Call) -> Result<Self::Output, Stop>;
+    /// The result as text for a person.
+    fn text(output: &Self::Output) -> String {
+        value_text(&serde_json::to_value(output).unwrap_or(Value::Null))
+    }
+}
+
+/// A tool as the registry holds it, its types erased (`registry::Def`).
+pub trait Entry: Sync {
+    fn name(&self) -> &'static str;
+    fn summary(&self) -> &'static str;
+    fn needs(&self) -> Needs;
+    fn writes(&self) -> bool;
+    /// Whether a write may replace what was there ([`Tool::DESTRUCTIVE`]).
+    fn destructive(&self) -> bool;
+    /// Whether a second identical call does nothing more ([`Tool::IDEMPOTENT`]).
+    fn idempotent(&self) -> bool;
+    /// Whether it acts on a checkout ([`Tool::CHECKOUT`]).
+    fn checkout(&self) -> bool;
+    /// The input's JSON schema, `dry_run` included.
+    fn input_schema(&self) -> Value;
+    /// The result's JSON schema.
+    fn output_schema(&self) -> Value;
+    /// Checks `input` against the tool's Input type, naming the field at fault.
+    fn check(&self, input: &Value) -> Result<(), Stop>;
+    /// Deserializes `input` and runs the tool: the result and its text.
+    fn invoke(&self, input: Value, call: &mut Call) -> Result<(Value, String), Stop>;
+}
+
+/// A tool call under way: where, whether a dry run, and the log so far.
+pub struct Call<'a> {
+    pub cx: &'a Context,
+    pub dry_run: bool,
+    pub log: Vec<Op>,
+    /// Every tool the call was made among (what `list` and `help` show).
+    pub tools: &'static [&'static dyn Entry],
+}
+
+impl Call<'_> {
+    /// The repository.
+    pub fn repo(&self) -> Result<&Repository, Stop> {
+        self.cx.repo()
+    }
+    /// The caller.
+    pub fn caller(&self) -> Result<&Caller, Stop> {
+        self.cx.caller()
+    }
+    /// The `fossil` program.
+    pub fn fossil(&self) -> Result<&Fossil, Stop> {
+        self.cx.fossil()
+    }
+    /// Adds `op` to the log.
+    pub fn log(&mut self, op: Op) {
+        self.log.push(op);
+    }
+    /// Logs a read.
+    pub fn read(&mut self, what: impl Into<String>) {
+        self.log.push(Op::Read { what: what.into() });
+    }
+
+    /// The artifact a hash or prefix in `field` names: at least 10 hex
+    /// digits, naming exactly one artifact here.
+    pub fn artifact(&mut self, field: &str, given: &str) -> Result<(i64, String), Stop> {
+        let prefix = hash_prefix(field, given)?;
+        self.read(format!("the artifact {field} names"));
+        match self.repo()?.resolve(&prefix).map_err(Stop::internal)? {
+            Lookup::One(rid, hash) => Ok((rid, hash)),
+            Lookup::None => Err(Stop::field(
+                field,
+                format!("{given} names no artifact in this repository"),
+            )
+            .next("give the hash of an artifact this repository holds")),
+            Lookup::Several => Err(
+                Stop::field(field, format!("{given} names several artifacts"))
+                    .next("give more digits of the hash"),
+            ),
+        }
+    }
+}
+
+impl Call<'_> {
+    /// The place (a thread or a ticket) a hash or prefix in `field` names.
+    pub fn place(&mut self, field: &str, given: &str) -> Result<Place, Stop> {
+        hash_prefix(field, given)?;
+        self.read(format!("the post or ticket {field} names"));
+        Place::resolve(self.repo()?, field, given)
+    }
+
+    /// The check-in a hash or prefix in `field` names.
+    pub fn checkin(
+        &mut self,
+        field: &str,
+        given: &str,
+    ) -> Result<crate::fossil::repo::CheckIn, Stop> {
+        let (rid, _) = self.artifact(field, given)?;
+        self.repo()?
+            .checkin(rid)
+            .map_err(Stop::internal)?
+            .ok_or_else(|| {
+                Stop::field(field, format!("{given} is not a check-in"))
+                    .next("give a check-in's hash")
+            })
+    }
+}
