@@ -1016,10 +1016,16 @@ fn an_arrival_the_node_fails_on_is_logged_refused_and_passed() {
         note.starts_with("record: the node could not act on it: "),
         "{note}"
     );
-    let log = s.node_log();
+    let line = format!("failed on arrival {failing}: ");
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let mut log = s.node_log();
+    while !log.contains(&line) && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+        log = s.node_log();
+    }
     assert!(
-        log.contains(&format!("failed on arrival {failing}: ")),
-        "{log}"
+        log.contains(&line),
+        "the wake writes its log as it ends: {log}"
     );
     assert_eq!(
         s.caps(&crate::node::user_of(&s, &failing)).as_deref(),
