@@ -10,10 +10,12 @@ pub mod delta;
 pub mod incoming;
 pub mod login;
 mod program;
+pub mod remote;
 pub mod repo;
 pub mod store;
 
-pub use program::{FLOOR, Fossil, TARGET, UvFile, redact_password};
+pub use program::{FLOOR, Fossil, TARGET, UvFile};
+pub use remote::redact_password;
 pub use repo::Repository;
 
 use std::path::PathBuf;

@@ -3,6 +3,7 @@
 //! CGI), never through a shell, stdin from /dev/null, stderr captured.
 
 use super::FossilError;
+use super::remote::redact_password;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -790,31 +791,6 @@ fn command(path: &Path, home: &Home) -> Command {
     c
 }
 
-/// `text` with the password of any `scheme://user:password@` in it hidden.
-pub fn redact_password(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find("://") {
-        let (head, tail) = rest.split_at(i + 3);
-        out.push_str(head);
-        let end = tail
-            .find(|c: char| c.is_whitespace() || c == '/')
-            .unwrap_or(tail.len());
-        let authority = &tail[..end];
-        match (authority.rfind('@'), authority.find(':')) {
-            (Some(at), Some(colon)) if colon < at => {
-                out.push_str(&authority[..colon]);
-                out.push_str(":***");
-                out.push_str(&authority[at..]);
-            }
-            _ => out.push_str(authority),
-        }
-        rest = &tail[end..];
-    }
-    out.push_str(rest);
-    out
-}
-
 /// One unversioned file as `uv list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UvFile {
@@ -914,15 +890,6 @@ mod tests {
         ));
         assert!(plain("uv add", "the name", "-").is_err());
         assert_eq!(plain("uv add", "the name", "a-b").unwrap(), "a-b");
-    }
-
-    #[test]
-    fn passwords_in_urls_are_hidden() {
-        assert_eq!(
-            redact_password("unknown command: http://run-1:s3cret@127.0.0.1:8080/ now"),
-            "unknown command: http://run-1:***@127.0.0.1:8080/ now"
-        );
-        assert_eq!(redact_password("http://host:8080/x"), "http://host:8080/x");
     }
 
     #[test]
