@@ -339,3 +339,36 @@ const STYLE: &str = "
 .ocx-notice, .ocx-noform, .ocx-dry { font-style: italic; }
 .ocx-button { display: inline-block; border: 1px solid currentColor; border-radius: 4px; padding: 0.1em 0.6em; text-decoration: none; color: inherit; }
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::answer::{Op, Stopped};
+
+    #[test]
+    fn an_answer_escapes_every_text_it_shows() {
+        let hostile = "<script>x</script>\"&";
+        let answer = Answer {
+            ok: false,
+            tool: "post".into(),
+            dry_run: true,
+            log: vec![Op::Read {
+                what: hostile.into(),
+            }],
+            result: None,
+            stopped: Some(Stopped {
+                field: Some(hostile.into()),
+                reason: hostile.into(),
+            }),
+            next_step: Some(hostile.into()),
+            took_ms: 0,
+        };
+        let html = page(hostile, render_answer(&answer, Some(hostile.into())));
+        assert!(!html.contains("<script"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;x&lt;/script&gt;&quot;&amp;"),
+            "{html}"
+        );
+        assert!(html.starts_with("<div class=\"fossil-doc\" data-title=\"&lt;script"));
+    }
+}
