@@ -67,10 +67,7 @@ fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), String> {
 }
 
 fn url_with(cfg: &NodeConfig, user: &str, password: &str) -> String {
-    match cfg.url.split_once("://") {
-        Some((scheme, rest)) => format!("{scheme}://{user}:{password}@{rest}"),
-        None => cfg.url.clone(),
-    }
+    crate::fossil::remote::with_login(&cfg.url, user, password)
 }
 
 fn forbidden(cfg: &NodeConfig, root: &Path) -> Forbidden {

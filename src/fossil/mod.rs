@@ -9,11 +9,15 @@ pub mod checkout;
 pub mod delta;
 pub mod incoming;
 pub mod login;
+mod output;
 mod program;
+pub mod remote;
 pub mod repo;
 pub mod store;
 
-pub use program::{FLOOR, Fossil, TARGET, UvFile, redact_password};
+pub use output::UvFile;
+pub use program::{FLOOR, Fossil, TARGET};
+pub use remote::redact_password;
 pub use repo::Repository;
 
 use std::path::PathBuf;

@@ -55,20 +55,27 @@ pub fn root_of(repo: &Repository) -> Result<Option<PathBuf>, FossilError> {
         .after_receive_hooks()?
         .iter()
         .find(|c| c.contains(HOOK_MARK))
-        .and_then(|c| {
-            let rest = c.split(" hook-poke ").nth(1)?;
-            let quoted = rest.strip_prefix('\'')?;
-            Some(PathBuf::from(quoted.split('\'').next()?))
-        }))
+        .and_then(|c| root_in(c)))
+}
+
+/// The root a hook command names after `hook-poke`, read as the shell reads it.
+fn root_in(command: &str) -> Option<PathBuf> {
+    let words = shlex::split(command)?;
+    let at = words.iter().position(|w| w == "hook-poke")?;
+    words.get(at + 1).map(PathBuf::from)
 }
 
 /// The hook command for a node: the program pokes the node at `root`.
+/// Fossil runs it through `/bin/sh`, so each path is quoted as the shell
+/// reads it back (a path holding `'` or a space included), and
+/// [`root_of`] reads it with the same rules.
 pub fn hook_command(ocx: &Path, root: &Path) -> String {
-    format!(
-        "'{}' hook-poke '{}' # {HOOK_MARK}",
-        ocx.display(),
-        root.display()
-    )
+    let quote = |p: &Path| {
+        shlex::try_quote(&p.to_string_lossy())
+            .map(|q| q.into_owned())
+            .unwrap_or_else(|_| "''".into())
+    };
+    format!("{} hook-poke {} # {HOOK_MARK}", quote(ocx), quote(root))
 }
 
 /// The restrictions (C6) this node holds runs to: a no-password run's
@@ -380,4 +387,22 @@ pub fn spawn_watcher(
     let mut child = cmd.spawn()?;
     std::thread::spawn(move || child.wait());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hook_command_reads_back_its_root_whatever_the_path_holds() {
+        for root in ["/srv/node", "/srv/a node's root", "/srv/$(x) `y`; z"] {
+            let command = hook_command(Path::new("/usr/bin/ocx"), Path::new(root));
+            assert!(command.ends_with(&format!(" # {HOOK_MARK}")), "{command}");
+            assert_eq!(root_in(&command), Some(PathBuf::from(root)), "{command}");
+        }
+        assert_eq!(
+            root_in("'/usr/bin/ocx' hook-poke '/srv/node' # ocx-node-hook"),
+            Some(PathBuf::from("/srv/node"))
+        );
+    }
 }

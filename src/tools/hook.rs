@@ -98,12 +98,7 @@ impl Tool for Hook {
                     Stop::field("url", "install needs the URL the repository is served at")
                         .next("give --url http://HOST/REPO")
                 })?;
-                let ok = (url.starts_with("http://") || url.starts_with("https://"))
-                    && !url.contains(char::is_whitespace)
-                    && url.split_once("://").is_some_and(|(_, rest)| {
-                        !rest.is_empty() && !rest.split('/').next().unwrap_or("").contains('@')
-                    });
-                if !ok {
+                if crate::fossil::remote::served_url(&url).is_none() {
                     return Err(Stop::field(
                         "url",
                         format!("{url:?} is not an http or https URL with a host and no login"),

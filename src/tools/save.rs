@@ -84,7 +84,7 @@ impl Tool for Save {
             branch: branch.clone(),
             link: None,
             pushed: false,
-            sent_as: remote.as_deref().and_then(url_user),
+            sent_as: remote.as_deref().and_then(crate::fossil::remote::login_of),
         };
         if !changes.is_empty() {
             let current = fossil.current_branch(&root).map_err(Stop::internal)?;
@@ -101,7 +101,9 @@ impl Tool for Save {
                 let hash = fossil
                     .commit(&root, &login, &comment, new_branch)
                     .map_err(Stop::internal)?;
-                out.link = remote.as_deref().map(|r| link(r, &hash));
+                out.link = remote
+                    .as_deref()
+                    .and_then(|r| crate::fossil::remote::page_of(r, &["info", &hash]));
                 out.checkin = Some(hash);
             }
         }
@@ -152,38 +154,12 @@ pub fn comment(input: &Input) -> Result<String, Stop> {
     ))
 }
 
-/// The login in a remote URL (`http://alice@host/`), if it names one.
-fn url_user(url: &str) -> Option<String> {
-    let rest = url.split_once("://").map(|x| x.1).unwrap_or(url);
-    let authority = rest.split('/').next()?;
-    let (user, _) = authority.rsplit_once('@')?;
-    Some(user.split(':').next().unwrap_or(user).to_string())
-}
-
-/// The check-in's page under the remote `url`, with no login in it.
-fn link(url: &str, hash: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
-    let rest = match rest.split_once('/') {
-        Some((auth, path)) => format!(
-            "{}/{}",
-            auth.rsplit_once('@').map(|x| x.1).unwrap_or(auth),
-            path
-        ),
-        None => rest
-            .rsplit_once('@')
-            .map(|x| x.1)
-            .unwrap_or(rest)
-            .to_string(),
-    };
-    format!("{scheme}://{}/info/{hash}", rest.trim_end_matches('/'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn comment_has_four_lines_and_links_hide_logins() {
+    fn comment_has_four_lines() {
         let c = comment(&Input {
             title: "Fix it".into(),
             intent: "because\nit broke".into(),
@@ -193,13 +169,5 @@ mod tests {
         .unwrap();
         assert_eq!(c.lines().count(), 4);
         assert!(c.contains("intent: because it broke"));
-        assert_eq!(
-            url_user("http://alice@127.0.0.1:8080/").as_deref(),
-            Some("alice")
-        );
-        assert_eq!(
-            link("http://alice@127.0.0.1:8080/", "abc"),
-            "http://127.0.0.1:8080/info/abc"
-        );
     }
 }

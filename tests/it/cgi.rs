@@ -295,7 +295,7 @@ fn a_get_of_a_writing_tool_shows_its_dry_run_and_writes_nothing() {
     );
     assert!(page.body.contains("&larr; All tools"));
     assert!(page.body.contains("id=\"tool-post\""), "its card again");
-    assert!(page.body.contains("name=\"title\" title=\"The new thread&#39;s title, one line; only without `to`.\" value=\"Plans\""), "the form is filled in again: {}", page.body);
+    assert!(page.body.contains("name=\"title\" title=\"The new thread's title, one line; only without `to`.\" value=\"Plans\""), "the form is filled in again: {}", page.body);
     assert!(page.body.contains(">hello</textarea>"));
     assert_eq!(repo.hashes(), before);
     let page = cgi(
@@ -376,7 +376,7 @@ fn a_post_from_any_other_page_writes_nothing() {
         body.as_bytes(),
     );
     assert!(
-        html.body.contains("did not come from OCX&#39;s own page"),
+        html.body.contains("did not come from OCX's own page"),
         "{}",
         html.body
     );

@@ -1,0 +1,375 @@
+//! The page's HTML, written with `maud`: every text spliced in is escaped
+//! unless it is marked as HTML, so no page text reaches the page unescaped.
+
+use super::request::{Request, form_fields};
+use super::{lacks_capability, offered};
+use crate::answer::Answer;
+use crate::context::Context;
+use crate::fields::{Flag, Kind};
+use crate::registry::{self, TOOLS};
+use crate::tool::{Entry, Needs};
+use maud::{Markup, PreEscaped, html};
+use serde_json::{Map, Value};
+
+/// The page when it could not be made.
+pub(super) fn internal_error() -> String {
+    page(
+        "OCX",
+        html! { p { "internal error: the page could not be made" } },
+    )
+}
+
+/// The OCX page: every tool as a card.
+pub(super) fn index(request: &Request, cx: &Context) -> String {
+    page(
+        "OCX",
+        html! {
+            (bar(request))
+            (who(request, cx))
+            p { "Every tool OCX offers on this repository. A tool that changes something does so only from a form on this page, as you." }
+            @for tool in TOOLS.iter().filter(|t| offered(**t)) {
+                (card(request, cx, *tool, true, None))
+            }
+        },
+    )
+}
+
+/// A tool's page asking for its form to be filled in.
+pub(super) fn fill_in(request: &Request, cx: &Context, tool: &dyn Entry) -> String {
+    page(
+        "OCX",
+        html! {
+            (tool_page_head(request, cx))
+            p.ocx-notice { "Fill in the form to run " (tool.name()) "." }
+            (card(request, cx, tool, true, None))
+        },
+    )
+}
+
+/// A tool's answer, with why it was a dry run (`notice`), then its card
+/// again, filled in from `refill`.
+pub(super) fn answer(
+    request: &Request,
+    cx: &Context,
+    tool: &dyn Entry,
+    notice: Option<&str>,
+    answer: &Answer,
+    text: Option<String>,
+    refill: Option<&Value>,
+) -> String {
+    page(
+        "OCX",
+        html! {
+            (tool_page_head(request, cx))
+            h2 { (tool.name()) ": the answer" }
+            @if let Some(n) = notice {
+                p.ocx-notice { (n) }
+            }
+            (render_answer(answer, text))
+            (card(request, cx, tool, !answer.dry_run, refill))
+        },
+    )
+}
+
+/// A refusal made before any tool was found.
+pub(super) fn refusal(request: &Request, cx: Option<&Context>, answer: &Answer) -> String {
+    page(
+        "OCX",
+        html! {
+            @match cx {
+                Some(cx) => (tool_page_head(request, cx)),
+                None => (back(request)),
+            }
+            (render_answer(answer, None))
+        },
+    )
+}
+
+/// The button back to the list of tools.
+fn back(request: &Request) -> Markup {
+    html! { p { a.ocx-button href=(request.link(None)) { (PreEscaped("&larr;")) " All tools" } } }
+}
+
+/// A tool's page begins: a button back to the list, the bar, the viewer.
+fn tool_page_head(request: &Request, cx: &Context) -> Markup {
+    html! {
+        (back(request))
+        (bar(request))
+        (who(request, cx))
+    }
+}
+
+/// The bar linking each tool.
+fn bar(request: &Request) -> Markup {
+    html! {
+        nav.ocx-bar {
+            a href=(request.link(None)) { "OCX" }
+            @for tool in TOOLS.iter().filter(|t| offered(**t)) {
+                " " a href=(request.link(Some(tool.name()))) { (tool.name()) }
+            }
+        }
+    }
+}
+
+/// Who the viewer is, as the page proved and as the repository grants.
+fn who(request: &Request, cx: &Context) -> Markup {
+    let shown = html! {
+        @if let Some(c) = request.capabilities.as_deref() {
+            " (Fossil shows capabilities " (c) ")"
+        }
+    };
+    let held = html! {
+        @match cx.caller() {
+            Ok(c) if c.capabilities.as_str().is_empty() => "; the repository grants none",
+            Ok(c) => { "; the repository grants " code { (c.capabilities.as_str()) } }
+            Err(stop) => { "; " (stop.reason) }
+        }
+    };
+    html! {
+        p.ocx-who {
+            @match request.user.as_deref() {
+                Some(u) => { "Signed in as " b { (u) } (shown) (held) "." }
+                None => { "Nobody is signed in" (shown) (held) "; sign in to change anything." }
+            }
+        }
+    }
+}
+
+/// A tool's card: what it does, what it needs (held or not), what it would
+/// do now when it changes something and needs no input (`now`), and its
+/// form (filled in from `given`), or why there is none.
+fn card(
+    request: &Request,
+    cx: &Context,
+    tool: &dyn Entry,
+    now: bool,
+    given: Option<&Value>,
+) -> Markup {
+    let name = tool.name();
+    let caller = cx.caller();
+    let lacks = lacks_capability(tool, cx);
+    let mut refused = if tool.writes() && !request.signed_in() {
+        Some("sign in to use it: nobody who has not signed in changes anything here".to_string())
+    } else if lacks {
+        Some(match &caller {
+            Ok(c) => format!(
+                "you ({}) hold none of {}, which it needs",
+                c.login,
+                tool.needs().describe()
+            ),
+            Err(stop) => stop.reason.clone(),
+        })
+    } else {
+        None
+    };
+    let fields = form_fields(tool);
+    let needs_input = fields.iter().any(|f| f.required);
+    let would = (now && tool.writes() && !needs_input && refused.is_none()).then(|| {
+        let answer = registry::call(name, Ok(Value::Object(Map::new())), cx, true);
+        let nothing_to_fill = fields.iter().all(|f| f.path[0] == "dry_run");
+        if let (Some(s), true) = (&answer.stopped, nothing_to_fill) {
+            refused = Some(format!(
+                "it has nothing to fill in, and it would stop: {}",
+                s.reason
+            ));
+        }
+        answer
+    });
+    html! {
+        section.ocx-card id=(format!("tool-{name}")) {
+            h3 { a href=(request.link(Some(name))) { (name) } }
+            p { (tool.summary()) }
+            p.ocx-needs {
+                "Needs: "
+                @match tool.needs() {
+                    Needs::Nothing => "nothing",
+                    Needs::Any(letters) => @for (i, l) in letters.chars().enumerate() {
+                        @let held = caller.as_ref().is_ok_and(|c| c.capabilities.has(l));
+                        @if i > 0 { " or " }
+                        @if held {
+                            span.ocx-held title="you hold it" { (l) " (held)" }
+                        } @else {
+                            span.ocx-not-held title="you do not hold it" { (l) " (not held)" }
+                        }
+                    },
+                }
+                ". "
+                @if tool.writes() { "It may change the repository." } @else { "It only reads." }
+            }
+            @if let Some(answer) = &would {
+                div.ocx-now {
+                    p { "What it would do now:" }
+                    @if let Some(s) = &answer.stopped {
+                        p { "it would stop: " (s.reason) }
+                    } @else if answer.log.is_empty() {
+                        p { "nothing" }
+                    } @else {
+                        ul { @for op in &answer.log { li { (op.to_string()) } } }
+                    }
+                }
+            }
+            @match &refused {
+                Some(why) => p.ocx-noform { "No form: " (why) "." },
+                None => (form(request, tool, &fields, given)),
+            }
+        }
+    }
+}
+
+/// A tool's form: a POST to its own page, a field for each of its
+/// input's, filled in from `given` (what the request gave) when there is one.
+fn form(request: &Request, tool: &dyn Entry, fields: &[Flag], given: Option<&Value>) -> Markup {
+    let name = tool.name();
+    html! {
+        form.ocx-form method="post" action=(request.link(Some(name))) enctype="application/x-www-form-urlencoded" {
+            @for f in fields {
+                @let field = &f.path[0];
+                @let id = format!("{name}-{field}");
+                @let value = given.and_then(|g| g.get(field));
+                @let text = value.map(field_text).unwrap_or_default();
+                @let required = if f.required { " (required)" } else { "" };
+                @match f.kind {
+                    Kind::Boolean => label title=(f.doc) {
+                        input type="checkbox" id=(id) name=(field) title=(f.doc) value="true" checked[value == Some(&Value::Bool(true))];
+                        " " (field)
+                    },
+                    Kind::Integer => {
+                        label for=(id) title=(f.doc) { (field) (required) }
+                        input type="number" step="1" id=(id) name=(field) title=(f.doc) value=(text);
+                    },
+                    Kind::Json => {
+                        label for=(id) title=(f.doc) { (field) (required) " (JSON)" }
+                        textarea rows="3" id=(id) name=(field) title=(f.doc) { (text) }
+                    },
+                    Kind::List => {
+                        label for=(id) title=(f.doc) { (field) (required) " (separated by spaces)" }
+                        input type="text" id=(id) name=(field) title=(f.doc) value=(text);
+                    },
+                    Kind::Text if f.doc.contains("Markdown") => {
+                        label for=(id) title=(f.doc) { (field) (required) }
+                        textarea rows="5" id=(id) name=(field) title=(f.doc) { (text) }
+                    },
+                    Kind::Text => {
+                        label for=(id) title=(f.doc) { (field) (required) }
+                        input type="text" id=(id) name=(field) title=(f.doc) value=(text);
+                    },
+                }
+                small { (f.doc) }
+            }
+            p { button type="submit" id=(format!("{name}-submit")) { "Run " (name) } }
+        }
+    }
+}
+
+/// A field's value as its form shows it: text as it is, a list's items
+/// separated by spaces, anything else as JSON.
+fn field_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Array(items) if items.iter().all(Value::is_string) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => other.to_string(),
+    }
+}
+
+/// An answer on the page: the result (or why it stopped) before the log.
+fn render_answer(answer: &Answer, text: Option<String>) -> Markup {
+    html! {
+        @match &answer.stopped {
+            Some(s) => div class="ocx-answer ocx-stopped" {
+                @match &s.field {
+                    Some(f) => p { "Stopped: " b.ocx-field { (f) } ": " (s.reason) },
+                    None => p { "Stopped: " (s.reason) },
+                }
+                @if let Some(n) = &answer.next_step {
+                    p { "Next: " (n) }
+                }
+                (answer_tail(answer))
+            },
+            None => div class="ocx-answer ocx-ok" {
+                pre.ocx-result { (text.as_deref().unwrap_or("")) }
+                (answer_tail(answer))
+            },
+        }
+    }
+}
+
+/// The end of an answer: whether it was a dry run, and its log.
+fn answer_tail(answer: &Answer) -> Markup {
+    html! {
+        @if answer.dry_run {
+            p.ocx-dry { "Dry run: nothing was written." }
+        }
+        @if !answer.log.is_empty() {
+            p { "Log:" }
+            ul.ocx-log { @for op in &answer.log { li { (op.to_string()) } } }
+        }
+    }
+}
+
+/// A whole page: Fossil wraps a `text/html` body whose first element is a
+/// `fossil-doc` div in the site's skin, titled by its `data-title`.
+fn page(title: &str, inner: Markup) -> String {
+    html! {
+        div.fossil-doc data-title=(title) {
+            style { (PreEscaped(STYLE)) }
+            (inner)
+        }
+    }
+    .into_string()
+}
+
+/// The page's style: layout only, every colour the skin's own.
+const STYLE: &str = "
+.ocx-bar { margin: 0.5em 0; }
+.ocx-bar a { margin-right: 0.8em; }
+.ocx-card { border: 1px solid currentColor; border-radius: 6px; padding: 0.4em 1em; margin: 1em 0; }
+.ocx-card h3 { margin: 0.3em 0; }
+.ocx-held { font-weight: bold; }
+.ocx-not-held { opacity: 0.6; text-decoration: line-through; }
+.ocx-form label { display: block; margin-top: 0.5em; font-weight: bold; }
+.ocx-form small { display: block; opacity: 0.75; }
+.ocx-form input[type=text], .ocx-form input[type=number], .ocx-form textarea {
+  width: 100%; box-sizing: border-box; color: inherit; background: transparent;
+  border: 1px solid currentColor; border-radius: 3px; padding: 0.2em; font: inherit; }
+.ocx-answer { border-left: 4px solid currentColor; padding: 0.1em 0.8em; margin: 1em 0; }
+.ocx-result { white-space: pre-wrap; }
+.ocx-notice, .ocx-noform, .ocx-dry { font-style: italic; }
+.ocx-button { display: inline-block; border: 1px solid currentColor; border-radius: 4px; padding: 0.1em 0.6em; text-decoration: none; color: inherit; }
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::answer::{Op, Stopped};
+
+    #[test]
+    fn an_answer_escapes_every_text_it_shows() {
+        let hostile = "<script>x</script>\"&";
+        let answer = Answer {
+            ok: false,
+            tool: "post".into(),
+            dry_run: true,
+            log: vec![Op::Read {
+                what: hostile.into(),
+            }],
+            result: None,
+            stopped: Some(Stopped {
+                field: Some(hostile.into()),
+                reason: hostile.into(),
+            }),
+            next_step: Some(hostile.into()),
+            took_ms: 0,
+        };
+        let html = page(hostile, render_answer(&answer, Some(hostile.into())));
+        assert!(!html.contains("<script"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;x&lt;/script&gt;&quot;&amp;"),
+            "{html}"
+        );
+        assert!(html.starts_with("<div class=\"fossil-doc\" data-title=\"&lt;script"));
+    }
+}

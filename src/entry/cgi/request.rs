@@ -1,0 +1,345 @@
+//! The page's request: the variables Fossil sets, the viewer proven from them, and a tool's input read from a query, a form or JSON.
+
+use super::{BODY_LIMIT, NAME};
+use crate::fields::{Flag, Kind, flags_of, set, to_json};
+use crate::fossil::Repository;
+use crate::input::parse_input;
+use crate::stop::Stop;
+use crate::tool::Entry;
+use serde_json::{Map, Value};
+use std::io::Read;
+
+/// What the page reads of a request: each variable Fossil sets that it
+/// uses, by value, and no other.
+#[derive(Debug, Default, Clone)]
+pub struct Request {
+    /// `FOSSIL_REPOSITORY`: the repository file.
+    pub repository: Option<String>,
+    /// `FOSSIL_USER`: whom Fossil names. Fossil passes on its own
+    /// environment's when no one signed in, so it is believed only as
+    /// [`Request::prove_viewer`] allows.
+    pub fossil_user: Option<String>,
+    /// The viewer, once [`Request::prove_viewer`] proved one; `None`: nobody.
+    pub user: Option<String>,
+    /// `FOSSIL_CAPABILITIES`: shown, and compared when Fossil signed the
+    /// viewer in itself; never used to decide what a tool may do.
+    pub capabilities: Option<String>,
+    /// `HTTP_COOKIE`: where the login cookie is.
+    pub cookie: Option<String>,
+    /// `REMOTE_ADDR`: where the request came from.
+    pub remote_addr: Option<String>,
+    /// `FOSSIL_NONCE`: what a script would carry (the page has none).
+    pub nonce: Option<String>,
+    /// `FOSSIL_URI`: the site's path below its host (empty at the root).
+    pub uri: String,
+    /// `REQUEST_METHOD`.
+    pub method: String,
+    /// `QUERY_STRING`.
+    pub query: String,
+    /// `PATH_INFO`: `/TOOL`, or nothing for the OCX page.
+    pub path_info: String,
+    /// `CONTENT_LENGTH`.
+    pub content_length: Option<String>,
+    /// `CONTENT_TYPE`.
+    pub content_type: Option<String>,
+    /// Whether `HTTPS` is `on`.
+    pub https: bool,
+    /// `HTTP_HOST`.
+    pub host: Option<String>,
+    /// `HTTP_REFERER`.
+    pub referer: Option<String>,
+    /// `HTTP_ACCEPT`, which `fossil server` does not pass.
+    pub accept: Option<String>,
+}
+
+impl Request {
+    /// The request as Fossil gives it in the environment.
+    pub fn from_environment() -> Request {
+        let var = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
+        Request {
+            repository: var("FOSSIL_REPOSITORY").filter(|r| !r.is_empty()),
+            fossil_user: var("FOSSIL_USER").filter(|u| !u.is_empty()),
+            user: None,
+            capabilities: var("FOSSIL_CAPABILITIES"),
+            cookie: var("HTTP_COOKIE").filter(|c| !c.is_empty()),
+            remote_addr: var("REMOTE_ADDR"),
+            nonce: var("FOSSIL_NONCE"),
+            uri: var("FOSSIL_URI").unwrap_or_default(),
+            method: var("REQUEST_METHOD").unwrap_or_else(|| "GET".into()),
+            query: var("QUERY_STRING").unwrap_or_default(),
+            path_info: var("PATH_INFO").unwrap_or_default(),
+            content_length: var("CONTENT_LENGTH"),
+            content_type: var("CONTENT_TYPE"),
+            https: var("HTTPS").is_some_and(|v| v.eq_ignore_ascii_case("on")),
+            host: var("HTTP_HOST").filter(|h| !h.is_empty()),
+            referer: var("HTTP_REFERER"),
+            accept: var("HTTP_ACCEPT"),
+        }
+    }
+
+    /// The viewer, proven against `repo`: the login whose login cookie the
+    /// user table confirms, unexpired; with none, the login Fossil signed
+    /// in itself without a cookie (its local `ui` sign-in: a loopback
+    /// address, plain HTTP, and `FOSSIL_CAPABILITIES` exactly what the
+    /// repository grants that login, more than nobody's); else nobody.
+    pub fn prove_viewer(&self, repo: &Repository) -> Option<String> {
+        if let Some(header) = self.cookie.as_deref()
+            && let Ok(Some(login)) = repo.login_by_cookie(header)
+        {
+            return Some(login);
+        }
+        let login = self.fossil_user.as_deref()?;
+        let shown = self.capabilities.as_deref()?;
+        if self.https || !self.is_loopback() {
+            return None;
+        }
+        repo.shows_own_capabilities(login, shown)
+            .unwrap_or(false)
+            .then(|| login.to_string())
+    }
+
+    /// Whether `REMOTE_ADDR` is a loopback address.
+    fn is_loopback(&self) -> bool {
+        match self
+            .remote_addr
+            .as_deref()
+            .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+        {
+            Some(std::net::IpAddr::V6(v6)) => {
+                v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+            }
+            Some(ip) => ip.is_loopback(),
+            None => false,
+        }
+    }
+
+    /// OCX's own page: the site's base URL (https when the site is), then
+    /// `/ext/ocx-cgi`.
+    pub fn own_page(&self) -> Option<String> {
+        let host = self.host.as_deref()?;
+        let scheme = if self.https { "https" } else { "http" };
+        Some(format!("{scheme}://{host}{}/ext/{NAME}", self.uri))
+    }
+
+    /// Whether the request came from OCX's own page: its Referer is that
+    /// page followed by nothing, `/` or `?`. Any other page of the site
+    /// (a committed file under `/doc`, say) does not count.
+    pub fn from_own_page(&self) -> bool {
+        let (Some(base), Some(referer)) = (self.own_page(), self.referer.as_deref()) else {
+            return false;
+        };
+        match referer.strip_prefix(&base) {
+            Some(rest) => rest.is_empty() || rest.starts_with('/') || rest.starts_with('?'),
+            None => false,
+        }
+    }
+
+    /// Whether a person signed in: a viewer was proven, and not `anonymous`.
+    pub fn signed_in(&self) -> bool {
+        self.user.as_deref().is_some_and(|u| u != "anonymous")
+    }
+
+    /// Whether the answer is wanted as JSON: `?json`, or an Accept header
+    /// asking for it.
+    pub fn wants_json(&self) -> bool {
+        self.query
+            .split('&')
+            .any(|p| p == "json" || p.starts_with("json="))
+            || self
+                .accept
+                .as_deref()
+                .is_some_and(|a| a.contains("application/json"))
+    }
+
+    pub(super) fn is_post(&self) -> bool {
+        self.method.eq_ignore_ascii_case("POST")
+    }
+
+    pub(super) fn link(&self, tool: Option<&str>) -> String {
+        match tool {
+            Some(t) => format!("{}/ext/{NAME}/{t}", self.uri),
+            None => format!("{}/ext/{NAME}", self.uri),
+        }
+    }
+}
+
+/// The body of a POST, refused when its length is unknown or over [`BODY_LIMIT`].
+pub(super) fn read_body(request: &Request, body: &mut dyn Read) -> Result<Vec<u8>, Stop> {
+    let length = match request.content_length.as_deref().map(str::trim) {
+        None | Some("") => 0,
+        Some(n) => n.parse::<usize>().map_err(|_| {
+            Stop::field("input", format!("the body's length {n:?} is not a number"))
+                .next("send the form again")
+        })?,
+    };
+    if length > BODY_LIMIT {
+        return Err(Stop::field(
+            "input",
+            format!("the body holds {length} bytes, over the limit of {BODY_LIMIT}"),
+        )
+        .next("send less: split the text, or attach it elsewhere"));
+    }
+    let mut bytes = Vec::with_capacity(length);
+    body.take(length as u64)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Stop::field("input", format!("cannot read the body: {e}")))?;
+    Ok(bytes)
+}
+
+/// A POST's input: a form, or one JSON object.
+pub(super) fn post_input(
+    request: &Request,
+    tool: &dyn Entry,
+    flags: &[Flag],
+    body: &[u8],
+) -> Result<Value, Stop> {
+    let content_type = request
+        .content_type
+        .as_deref()
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match content_type.as_str() {
+        "application/x-www-form-urlencoded" => form_input(tool, flags, body, false),
+        "application/json" => parse_input(body),
+        "" if body.is_empty() => Ok(Value::Object(Map::new())),
+        other => Err(Stop::field(
+            "input",
+            format!("a body of type {other:?} is neither a form nor JSON"),
+        )
+        .next("send application/x-www-form-urlencoded or application/json")),
+    }
+}
+
+/// The fields of a tool's form: each top-level field of its input, `dry_run`
+/// among them (an object's fields are given together, as JSON).
+pub(super) fn form_fields(tool: &dyn Entry) -> Vec<Flag> {
+    flags_of(&tool.input_schema(), &[])
+        .into_iter()
+        .filter(|f| f.path.len() == 1)
+        .collect()
+}
+
+/// A tool's input from an `application/x-www-form-urlencoded` text: each
+/// field named as its form names it, refused naming it when it is unknown,
+/// not UTF-8 or holds a NUL. An empty text leaves its field out; in a
+/// query string, `json` is the page's own and no field.
+pub(super) fn form_input(
+    tool: &dyn Entry,
+    flags: &[Flag],
+    text: &[u8],
+    query: bool,
+) -> Result<Value, Stop> {
+    let mut given: Vec<(usize, Vec<String>)> = Vec::new();
+    for pair in text.split(|b| *b == b'&').filter(|p| !p.is_empty()) {
+        let mut parts = pair.splitn(2, |b| *b == b'=');
+        let raw_name = decode(parts.next().unwrap_or_default());
+        let raw_value = decode(parts.next().unwrap_or_default());
+        let name = String::from_utf8(raw_name).map_err(|_| {
+            Stop::field("input", "a field's name is not UTF-8")
+                .next("name each field as the tool's form does")
+        })?;
+        if query && name == "json" {
+            continue;
+        }
+        let Some(index) = flags.iter().position(|f| f.path[0] == name) else {
+            let shown: String = name.chars().filter(|c| !c.is_control()).take(80).collect();
+            return Err(Stop::field(
+                shown.clone(),
+                format!("{shown:?} is not a field of {}", tool.name()),
+            )
+            .next("leave the field out; the tool's card lists its fields"));
+        };
+        let value = String::from_utf8(raw_value).map_err(|_| {
+            Stop::field(name.clone(), "is not UTF-8").next("give the text as UTF-8")
+        })?;
+        if value.contains('\0') {
+            return Err(
+                Stop::field(name, "holds a NUL character").next("remove the NUL from the text")
+            );
+        }
+        match given.iter_mut().find(|(i, _)| *i == index) {
+            Some((_, values)) => values.push(value),
+            None => given.push((index, vec![value])),
+        }
+    }
+    let mut input = Value::Object(Map::new());
+    for (index, values) in given {
+        let flag = &flags[index];
+        let field = flag.path.join(".");
+        let texts: Vec<&str> = values
+            .iter()
+            .map(String::as_str)
+            .filter(|t| !t.trim().is_empty() || flag.kind == Kind::Text)
+            .filter(|t| !t.is_empty())
+            .collect();
+        if texts.is_empty() {
+            continue;
+        }
+        let texts: Vec<&str> = if flag.kind == Kind::Boolean {
+            texts
+                .iter()
+                .map(|t| if *t == "on" { "true" } else { t })
+                .collect()
+        } else {
+            texts
+        };
+        let value = to_json(&field, flag.kind, &texts)?;
+        set(&mut input, &flag.path, value, &field)?;
+    }
+    Ok(input)
+}
+
+/// Percent-decodes a form's text, `+` standing for a space.
+fn decode(text: &[u8]) -> Vec<u8> {
+    let spaced: Vec<u8> = text
+        .iter()
+        .map(|b| if *b == b'+' { b' ' } else { *b })
+        .collect();
+    percent_encoding::percent_decode(&spaced).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(referer: &str, https: bool) -> Request {
+        Request {
+            host: Some("example.org".into()),
+            uri: "/repo".into(),
+            https,
+            referer: Some(referer.into()),
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn only_ocxs_own_page_counts_as_the_referer() {
+        assert!(request("http://example.org/repo/ext/ocx-cgi", false).from_own_page());
+        assert!(request("http://example.org/repo/ext/ocx-cgi/post", false).from_own_page());
+        assert!(request("http://example.org/repo/ext/ocx-cgi?x", false).from_own_page());
+        assert!(!request("http://example.org/repo/ext/ocx-cgi-next", false).from_own_page());
+        assert!(!request("http://example.org/repo/doc/tip/x.html", false).from_own_page());
+        assert!(!request("http://evil.org/repo/ext/ocx-cgi", false).from_own_page());
+        assert!(!request("http://example.org/repo/ext/ocx-cgi", true).from_own_page());
+        assert!(request("https://example.org/repo/ext/ocx-cgi", true).from_own_page());
+    }
+
+    #[test]
+    fn only_a_loopback_address_is_local() {
+        let from = |addr: &str| Request {
+            remote_addr: Some(addr.into()),
+            ..Request::default()
+        };
+        assert!(from("127.0.0.1").is_loopback());
+        assert!(from("::1").is_loopback());
+        assert!(from("::ffff:127.0.0.1").is_loopback());
+        assert!(!from("10.1.2.3").is_loopback());
+        assert!(!from("::ffff:10.1.2.3").is_loopback());
+        assert!(!from("nil").is_loopback());
+        assert!(!Request::default().is_loopback());
+    }
+}

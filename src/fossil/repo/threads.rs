@@ -1,0 +1,127 @@
+//! Forum threads and tickets: what was said where, oldest first.
+
+use super::{FossilError, Lookup, Repository, lookup};
+use rusqlite::{OptionalExtension, params};
+
+/// One thing said where a record is: a forum post, or a ticket change.
+#[derive(Debug, Clone)]
+pub struct Said {
+    pub rid: i64,
+    pub hash: String,
+    pub rcvid: i64,
+    pub from: Option<String>,
+    /// When it was written, as a Julian day.
+    pub when: f64,
+    pub private: bool,
+    /// A ticket change's comment; a post's text is read from its artifact.
+    pub comment: Option<String>,
+    /// Whether it is an edit of an earlier post (never a message of its own).
+    pub edit: bool,
+}
+
+pub(super) const SQL_THREAD: &str = "SELECT p.fpid, b.uuid, b.rcvid, u.login, p.fmtime, EXISTS(SELECT 1 FROM private WHERE rid=p.fpid), p.fprev IS NOT NULL
+     FROM forumpost p JOIN blob b ON b.rid=p.fpid
+     LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
+     WHERE p.froot=?1 ORDER BY b.rcvid, p.fpid";
+
+pub(super) const SQL_FORUM_ROOT: &str = "SELECT froot FROM forumpost WHERE fpid=?1";
+
+pub(super) const SQL_TICKET_CHANGES: &str = "SELECT c.tkt_rid, b.uuid, b.rcvid, u.login, c.tkt_mtime, EXISTS(SELECT 1 FROM private WHERE rid=c.tkt_rid), c.icomment
+     FROM ticketchng c JOIN blob b ON b.rid=c.tkt_rid
+     LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
+     WHERE c.tkt_id=?1 AND c.icomment IS NOT NULL ORDER BY b.rcvid, c.tkt_rid";
+
+pub(super) const SQL_TICKET_RESOLVE: &str =
+    "SELECT tkt_id, tkt_uuid FROM ticket WHERE tkt_uuid>=?1 AND tkt_uuid<?2 LIMIT 2";
+
+impl Repository {
+    /// The ticket whose id a full id or prefix names.
+    pub fn resolve_ticket(&self, prefix: &str) -> Result<Lookup, FossilError> {
+        let mut st = self.db.prepare_cached(SQL_TICKET_RESOLVE)?;
+        let rows: Vec<(i64, String)> = st
+            .query_map([prefix.to_string(), format!("{prefix}g")], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(lookup(rows))
+    }
+
+    /// The first post of the thread holding forum post `rid`, or `None`
+    /// when `rid` is no forum post.
+    pub fn thread_root(&self, rid: i64) -> Result<Option<i64>, FossilError> {
+        if !self.has_table("forumpost")? {
+            return Ok(None);
+        }
+        let mut st = self.db.prepare_cached(SQL_FORUM_ROOT)?;
+        Ok(st.query_row([rid], |r| r.get(0)).optional()?)
+    }
+
+    /// Every post of the thread whose first post is `root`, edits included,
+    /// in the order this repository received them (rcvid, then rid).
+    pub fn thread(&self, root: i64) -> Result<Vec<Said>, FossilError> {
+        let mut st = self.db.prepare_cached(SQL_THREAD)?;
+        let rows = st.query_map([root], |r| {
+            Ok(Said {
+                rid: r.get(0)?,
+                hash: r.get(1)?,
+                rcvid: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
+                from: r.get(3)?,
+                when: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
+                private: r.get(5)?,
+                comment: None,
+                edit: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every change of ticket `tkt_id` that sets a comment, in the order
+    /// this repository received them.
+    pub fn ticket_changes(&self, tkt_id: i64) -> Result<Vec<Said>, FossilError> {
+        let mut st = self.db.prepare_cached(SQL_TICKET_CHANGES)?;
+        let rows = st.query_map([tkt_id], |r| {
+            Ok(Said {
+                rid: r.get(0)?,
+                hash: r.get(1)?,
+                rcvid: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
+                from: r.get(3)?,
+                when: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
+                private: r.get(5)?,
+                comment: r.get(6)?,
+                edit: false,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Whether the ticket table holds `tkt_id` (its full id).
+    pub fn ticket_id(&self, tkt_id: i64) -> Result<Option<String>, FossilError> {
+        Ok(self
+            .db
+            .query_row(
+                "SELECT tkt_uuid FROM ticket WHERE tkt_id=?1",
+                params![tkt_id],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// The post or ticket change `rid` as something said, or `None` when it is neither.
+    pub fn said(&self, rid: i64) -> Result<Option<Said>, FossilError> {
+        if let Some(root) = self.thread_root(rid)? {
+            return Ok(self.thread(root)?.into_iter().find(|s| s.rid == rid));
+        }
+        let tkt: Option<i64> = self
+            .db
+            .query_row(
+                "SELECT tkt_id FROM ticketchng WHERE tkt_rid=?1",
+                [rid],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match tkt {
+            Some(t) => Ok(self.ticket_changes(t)?.into_iter().find(|s| s.rid == rid)),
+            None => Ok(None),
+        }
+    }
+}
