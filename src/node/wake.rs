@@ -85,7 +85,9 @@ impl State {
 /// What a wake did, a line each, for the node's log and for tests.
 pub type Report = Vec<String>;
 
-/// One wake: acts on every arrival since the last, in order.
+/// One wake: acts on every arrival since the last, in order. What it does
+/// for each arrival reaches the node's log before the arrival is counted
+/// handled, so a node killed mid-wake loses no line of what it did.
 pub fn wake(root: &Path) -> Result<Report, NodeError> {
     let _lock = super::lock(&root.join("wake.lock"), true)?;
     let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
@@ -102,10 +104,13 @@ pub fn wake(root: &Path) -> Result<Report, NodeError> {
         state: &mut state,
         report: &mut report,
     };
+    let mut logged = 0;
     for a in arrivals {
         if !a.private {
             node.arrival_guarded(&a);
         }
+        super::daemon::log(root, &node.report[logged..]);
+        logged = node.report.len();
         node.state.last_rid = node.state.last_rid.max(a.rid);
         node.state.save(root)?;
     }
@@ -117,6 +122,7 @@ pub fn wake(root: &Path) -> Result<Report, NodeError> {
             node.state.open.remove(&hash);
         }
     }
+    super::daemon::log(root, &report[logged..]);
     state.save(root)?;
     Ok(report)
 }
