@@ -51,18 +51,14 @@ impl NodeConfig {
 
     /// Writes it under `root`, readable by its owner alone.
     pub fn save(&self, root: &Path) -> std::io::Result<()> {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        use std::os::unix::fs::PermissionsExt;
         std::fs::create_dir_all(root)?;
         std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))?;
-        let tmp = root.join("node.json.new");
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        std::io::Write::write_all(&mut f, &serde_json::to_vec_pretty(self).unwrap_or_default())?;
-        std::fs::rename(tmp, Self::file(root))
+        super::write_whole(
+            &Self::file(root),
+            &root.join("node.json.new"),
+            &serde_json::to_vec_pretty(self).unwrap_or_default(),
+        )
     }
 
     /// The socket the node listens on for pokes.

@@ -245,6 +245,22 @@ fn make_run_dir(dir: &Path) -> std::io::Result<()> {
 /// by its number in the order given.
 const SPOOL: &str = "deliveries";
 
+/// Writes `bytes` to `path` whole and its owner's alone (0600): into
+/// `tmp` beside it, synced, then renamed over it, so a reader, or a node
+/// killed midway, finds the old text or the new, never a part.
+pub(crate) fn write_whole(path: &Path, tmp: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(tmp)?;
+    f.write_all(bytes)?;
+    f.sync_data()?;
+    std::fs::rename(tmp, path)
+}
+
 /// Gives a session one delivery, whole: the line is written to a file of
 /// the run's spool (under a temporary name, then renamed, so it is never
 /// seen in part), then a one-byte wake-up goes into its inbox. Nothing is
@@ -263,16 +279,11 @@ pub fn deliver(dir: &Path, line: &str) -> std::io::Result<()> {
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0);
     std::fs::write(&counter, (n + 1).to_string())?;
-    let tmp = spool.join(format!(".{n:020}"));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(escaped.as_bytes())?;
-    f.sync_data()?;
-    std::fs::rename(&tmp, spool.join(format!("{n:020}")))?;
+    write_whole(
+        &spool.join(format!("{n:020}")),
+        &spool.join(format!(".{n:020}")),
+        escaped.as_bytes(),
+    )?;
     match (&fifo).write(b"\n") {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
         r => r.map(|_| ()),

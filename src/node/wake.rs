@@ -66,19 +66,13 @@ impl State {
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
     }
-    /// Writes it under `root`, its owner's alone.
+    /// Writes it under `root` whole, its owner's alone.
     pub(crate) fn save(&self, root: &Path) -> std::io::Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let tmp = root.join("state.json.new");
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?
-            .write_all(&serde_json::to_vec_pretty(self).unwrap_or_default())?;
-        std::fs::rename(tmp, Self::file(root))
+        super::write_whole(
+            &Self::file(root),
+            &root.join("state.json.new"),
+            &serde_json::to_vec_pretty(self).unwrap_or_default(),
+        )
     }
 }
 
