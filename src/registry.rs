@@ -12,7 +12,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 /// Why a tool stopped: the field at fault, the reason, what to do instead.
@@ -123,10 +125,10 @@ pub trait Entry: Sync {
     fn idempotent(&self) -> bool;
     /// Whether it acts on a checkout ([`Tool::CHECKOUT`]).
     fn checkout(&self) -> bool;
-    /// The input's JSON schema, `dry_run` included.
-    fn input_schema(&self) -> Value;
-    /// The result's JSON schema.
-    fn output_schema(&self) -> Value;
+    /// The input's JSON schema, `dry_run` included (derived once per process).
+    fn input_schema(&self) -> &'static Value;
+    /// The result's JSON schema (derived once per process).
+    fn output_schema(&self) -> &'static Value;
     /// Checks `input` against the tool's Input type, naming the field at fault.
     fn check(&self, input: &Value) -> Result<(), Stop>;
     /// Deserializes `input` and runs the tool: the result and its text.
@@ -171,23 +173,13 @@ impl<T: Tool> Entry for Def<T> {
     fn checkout(&self) -> bool {
         T::CHECKOUT
     }
-    fn input_schema(&self) -> Value {
-        let mut schema =
-            serde_json::to_value(schemars::schema_for!(T::Input)).unwrap_or(Value::Null);
-        if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-            props.insert(
-                "dry_run".into(),
-                serde_json::json!({"type": "boolean", "default": false,
-                    "description": "Check everything and say what would be written, writing nothing."}),
-            );
-        } else if let Some(obj) = schema.as_object_mut() {
-            obj.insert("properties".into(), serde_json::json!({"dry_run": {"type": "boolean", "default": false,
-                "description": "Check everything and say what would be written, writing nothing."}}));
-        }
-        schema
+    fn input_schema(&self) -> &'static Value {
+        derived_once(T::NAME, Schema::Input, input_schema::<T>)
     }
-    fn output_schema(&self) -> Value {
-        serde_json::to_value(schemars::schema_for!(T::Output)).unwrap_or(Value::Null)
+    fn output_schema(&self) -> &'static Value {
+        derived_once(T::NAME, Schema::Output, || {
+            serde_json::to_value(schemars::schema_for!(T::Output)).unwrap_or(Value::Null)
+        })
     }
     fn check(&self, input: &Value) -> Result<(), Stop> {
         serde_path_to_error::deserialize::<_, T::Input>(input)
@@ -202,6 +194,45 @@ impl<T: Tool> Entry for Def<T> {
             serde_json::to_value(&out).map_err(|e| Stop::new(format!("internal error: {e}")))?;
         Ok((value, text))
     }
+}
+
+/// Which of a tool's schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Schema {
+    Input,
+    Output,
+}
+
+/// A tool's schema, derived by `derive` the first time it is asked for and
+/// kept for the life of the process: a schema never changes while the
+/// program runs, and deriving one walks its types anew.
+fn derived_once(
+    name: &'static str,
+    which: Schema,
+    derive: impl FnOnce() -> Value,
+) -> &'static Value {
+    static DERIVED: Mutex<BTreeMap<(&'static str, Schema), &'static Value>> =
+        Mutex::new(BTreeMap::new());
+    let mut derived = DERIVED.lock().unwrap_or_else(PoisonError::into_inner);
+    derived
+        .entry((name, which))
+        .or_insert_with(|| Box::leak(Box::new(derive())))
+}
+
+/// Tool `T`'s input schema, `dry_run` added.
+fn input_schema<T: Tool>() -> Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T::Input)).unwrap_or(Value::Null);
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        props.insert(
+                "dry_run".into(),
+                serde_json::json!({"type": "boolean", "default": false,
+                    "description": "Check everything and say what would be written, writing nothing."}),
+            );
+    } else if let Some(obj) = schema.as_object_mut() {
+        obj.insert("properties".into(), serde_json::json!({"dry_run": {"type": "boolean", "default": false,
+                "description": "Check everything and say what would be written, writing nothing."}}));
+    }
+    schema
 }
 
 /// The field a serde complaint is about (a path such as `budget.wall`) and
