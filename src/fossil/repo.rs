@@ -116,8 +116,12 @@ const SQL_THREAD: &str = "SELECT p.fpid, b.uuid, b.rcvid, u.login, p.fmtime, EXI
      FROM forumpost p JOIN blob b ON b.rid=p.fpid
      LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
      WHERE p.froot=?1 ORDER BY b.rcvid, p.fpid";
-const SQL_CAPABILITIES: &str = "SELECT login, coalesce(cap,'') FROM user
-     WHERE login IN (?1,'nobody','anonymous','reader','developer')";
+/// The login's row and the special logins', each found by the login's
+/// index whatever the table's statistics say (a `CROSS JOIN` keeps the five
+/// names as the outer loop).
+const SQL_CAPABILITIES: &str = "SELECT u.login, coalesce(u.cap,'')
+     FROM (VALUES(?1),('nobody'),('anonymous'),('reader'),('developer')) AS w
+     CROSS JOIN user u ON u.login=w.column1";
 const SQL_FORUM_ROOT: &str = "SELECT froot FROM forumpost WHERE fpid=?1";
 const SQL_TICKET_CHANGES: &str = "SELECT c.tkt_rid, b.uuid, b.rcvid, u.login, c.tkt_mtime, EXISTS(SELECT 1 FROM private WHERE rid=c.tkt_rid), c.icomment
      FROM ticketchng c JOIN blob b ON b.rid=c.tkt_rid
