@@ -62,33 +62,39 @@ impl Client {
         self.to.flush().unwrap();
     }
 
-    /// Sends a request and answers its response's result.
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    /// Sends a request and answers its response's result, and the time
+    /// from its first byte written to the response's last byte read (the
+    /// server sends nothing but responses here, so the next line is it).
+    fn request(&mut self, method: &str, params: Value) -> (Value, Duration) {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(
-                self.from.read_line(&mut line).unwrap() > 0,
-                "the server ended"
-            );
-            let message: Value = serde_json::from_str(&line).unwrap();
-            if message["id"] == json!(id) {
-                assert!(message.get("error").is_none(), "{line}");
-                return message["result"].clone();
-            }
-        }
+        let mut line = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )
+        .unwrap();
+        line.push(b'\n');
+        let mut answer = String::new();
+        let started = Instant::now();
+        self.to.write_all(&line).unwrap();
+        self.to.flush().unwrap();
+        assert!(
+            self.from.read_line(&mut answer).unwrap() > 0,
+            "the server ended"
+        );
+        let took = started.elapsed();
+        let message: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(message["id"], json!(id), "{answer}");
+        assert!(message.get("error").is_none(), "{answer}");
+        (message["result"].clone(), took)
     }
 
-    /// Calls `ocx_NAME` with `arguments`; answers whether it answered ok.
-    fn call(&mut self, name: &str, arguments: Value) -> bool {
-        let result = self.request(
+    /// Calls `ocx_NAME` with `arguments`: whether it answered ok, and how long it took.
+    fn call(&mut self, name: &str, arguments: Value) -> (bool, Duration) {
+        let (result, took) = self.request(
             "tools/call",
             json!({"name": format!("ocx_{name}"), "arguments": arguments}),
         );
-        result["isError"] != json!(true)
+        (result["isError"] != json!(true), took)
     }
 }
 
@@ -114,7 +120,7 @@ fn main() {
     let mut client = Client::start(&ocx, &repo);
     let posts: Vec<&String> = (0..)
         .map(|i| &hashes[(i * 7919 * 13) % hashes.len()])
-        .filter(|h| client.call("thread", json!({"of": h})))
+        .filter(|h| client.call("thread", json!({"of": h})).0)
         .take(CALLS)
         .collect();
     println!("{CALLS} calls each over one stdio session, per call:");
@@ -127,9 +133,7 @@ fn main() {
                     "receipt" => json!({"artifacts": [posts[i]]}),
                     _ => json!({}),
                 };
-                let t = Instant::now();
-                let ok = client.call(name, input);
-                let took = t.elapsed();
+                let (ok, took) = client.call(name, input);
                 assert!(ok, "{name} refused");
                 took
             })

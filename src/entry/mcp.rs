@@ -192,9 +192,14 @@ pub struct Server {
 impl Server {
     /// A server whose calls act as `caller`.
     pub fn new(caller: Caller) -> Server {
+        Server::keeping(caller, Kept::new())
+    }
+
+    /// A server whose calls act as `caller`, keeping what `kept` holds.
+    fn keeping(caller: Caller, kept: Arc<Kept>) -> Server {
         Server {
             caller: Arc::new(caller),
-            kept: Kept::new(),
+            kept,
         }
     }
 
@@ -489,8 +494,9 @@ async fn bearer(
 
 fn serve_http_at(addr: &str, caller: Caller, token_file: Option<PathBuf>) -> Result<(), McpError> {
     let addr = loopback(addr)?;
+    let kept = Kept::new();
     let (project, login) = {
-        let cx = caller.context();
+        let cx = caller.context().keeping(kept.clone());
         let who = cx.caller().map_err(|s| {
             McpError::Start(format!(
                 "{}: {}",
@@ -531,7 +537,7 @@ fn serve_http_at(addr: &str, caller: Caller, token_file: Option<PathBuf>) -> Res
             .with_sse_keep_alive(None)
             .with_max_request_body_bytes(MAX_BODY)
             .with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"]);
-        let server = Server::new(caller);
+        let server = Server::keeping(caller, kept);
         let service = StreamableHttpService::new(
             move || Ok(server.clone()),
             Arc::new(LocalSessionManager::default()),
