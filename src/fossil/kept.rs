@@ -157,8 +157,13 @@ impl Deref for Held {
 }
 
 impl Drop for Held {
+    /// Gives the connection back, unless a statement of it was left
+    /// unfinished: that would hold a read open between calls, so the
+    /// connection is closed instead.
     fn drop(&mut self) {
-        if let (Some(repo), Some((kept, path, file))) = (self.repo.take(), self.back.take()) {
+        if let (Some(repo), Some((kept, path, file))) = (self.repo.take(), self.back.take())
+            && !repo.db.is_busy()
+        {
             let mut idle = locked(&kept.idle);
             if idle.len() < IDLE {
                 idle.push(Idle { path, file, repo });
