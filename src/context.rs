@@ -1,12 +1,16 @@
 //! Where and as whom a tool runs: the repository (named outright, or the
 //! checkout's), the caller and their capabilities, and the `fossil`
-//! program. Each is found once, when a tool first asks for it.
+//! program. Each is found once, when a tool first asks for it; in a
+//! long-lived process the repository and the program come from what it
+//! keeps ([`Kept`]), and the caller is read afresh on every call.
 
 use crate::fossil::caps::Capabilities;
+use crate::fossil::kept::{Held, Kept};
 use crate::fossil::{Fossil, FossilError, Repository, checkout};
 use crate::stop::Stop;
 use std::cell::OnceCell;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// The variable naming the run's login in the program's environment.
 pub const RUN_USER_VAR: &str = "OCX_RUN_USER";
@@ -66,7 +70,8 @@ pub struct Context {
     pub cwd: PathBuf,
     /// How the caller is known.
     pub who: Who,
-    repo: OnceCell<Result<Repository, Stop>>,
+    kept: Option<Arc<Kept>>,
+    repo: OnceCell<Result<Held, Stop>>,
     caller: OnceCell<Result<Caller, Stop>>,
     fossil: OnceCell<Result<Fossil, Stop>>,
     checkout: OnceCell<Option<checkout::Checkout>>,
@@ -79,6 +84,7 @@ impl Context {
             repository,
             cwd,
             who,
+            kept: None,
             repo: OnceCell::new(),
             caller: OnceCell::new(),
             fossil: OnceCell::new(),
@@ -90,6 +96,13 @@ impl Context {
     /// page chooses it from its own configuration, not the environment).
     pub fn with_fossil(self, fossil: Result<Fossil, Stop>) -> Context {
         let _ = self.fossil.set(fossil);
+        self
+    }
+
+    /// The same context taking its repository and `fossil` from what a
+    /// long-lived process keeps, rather than opening and asking anew.
+    pub fn keeping(mut self, kept: Arc<Kept>) -> Context {
+        self.kept = Some(kept);
         self
     }
 
@@ -151,13 +164,18 @@ impl Context {
                         }
                     },
                 };
-                Repository::open(&path).map_err(|e| match e {
+                let opened = match &self.kept {
+                    Some(kept) => kept.repository(&path),
+                    None => Repository::open(&path).map(Held::from),
+                };
+                opened.map_err(|e| match e {
                     FossilError::NoRepository(p) => Stop::field(field, format!("no repository at {}", p.display()))
                         .next("name an existing repository file with --repository FILE"),
                     other => Stop::field(field, other.to_string()),
                 })
             })
             .as_ref()
+            .map(|held| &**held)
             .map_err(Clone::clone)
     }
 
@@ -165,7 +183,11 @@ impl Context {
     pub fn fossil(&self) -> Result<&Fossil, Stop> {
         self.fossil
             .get_or_init(|| {
-                Fossil::locate().map_err(|e| {
+                let found = match &self.kept {
+                    Some(kept) => kept.fossil(),
+                    None => Fossil::locate(),
+                };
+                found.map_err(|e| {
                     Stop::new(e.to_string()).next("install Fossil 2.23 or later (scripts/setup.sh)")
                 })
             })

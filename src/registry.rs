@@ -11,7 +11,9 @@ use crate::input::check_text;
 use crate::stop::{Stop, field_at_fault};
 use crate::tool::{Call, Entry, Needs, Tool};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 /// A [`Tool`] made into an [`Entry`].
@@ -52,23 +54,13 @@ impl<T: Tool> Entry for Def<T> {
     fn checkout(&self) -> bool {
         T::CHECKOUT
     }
-    fn input_schema(&self) -> Value {
-        let mut schema =
-            serde_json::to_value(schemars::schema_for!(T::Input)).unwrap_or(Value::Null);
-        if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-            props.insert(
-                "dry_run".into(),
-                serde_json::json!({"type": "boolean", "default": false,
-                    "description": "Check everything and say what would be written, writing nothing."}),
-            );
-        } else if let Some(obj) = schema.as_object_mut() {
-            obj.insert("properties".into(), serde_json::json!({"dry_run": {"type": "boolean", "default": false,
-                "description": "Check everything and say what would be written, writing nothing."}}));
-        }
-        schema
+    fn input_schema(&self) -> &'static Value {
+        derived_once(T::NAME, Schema::Input, input_schema::<T>)
     }
-    fn output_schema(&self) -> Value {
-        serde_json::to_value(schemars::schema_for!(T::Output)).unwrap_or(Value::Null)
+    fn output_schema(&self) -> &'static Value {
+        derived_once(T::NAME, Schema::Output, || {
+            serde_json::to_value(schemars::schema_for!(T::Output)).unwrap_or(Value::Null)
+        })
     }
     fn check(&self, input: &Value) -> Result<(), Stop> {
         serde_path_to_error::deserialize::<_, T::Input>(input)
@@ -83,6 +75,48 @@ impl<T: Tool> Entry for Def<T> {
             serde_json::to_value(&out).map_err(|e| Stop::new(format!("internal error: {e}")))?;
         Ok((value, text))
     }
+}
+
+/// Which of a tool's schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Schema {
+    Input,
+    Output,
+}
+
+/// A tool's schema, derived by `derive` the first time it is asked for and
+/// kept for the life of the process: a schema never changes while the
+/// program runs, and deriving one walks its types anew.
+fn derived_once(
+    name: &'static str,
+    which: Schema,
+    derive: impl FnOnce() -> Value,
+) -> &'static Value {
+    static DERIVED: Mutex<BTreeMap<(&'static str, Schema), &'static Value>> =
+        Mutex::new(BTreeMap::new());
+    let mut derived = DERIVED.lock().unwrap_or_else(PoisonError::into_inner);
+    derived
+        .entry((name, which))
+        .or_insert_with(|| Box::leak(Box::new(derive())))
+}
+
+/// Tool `T`'s input schema, `dry_run` added.
+fn input_schema<T: Tool>() -> Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T::Input)).unwrap_or(Value::Null);
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        props.insert(
+            "dry_run".into(),
+            serde_json::json!({"type": "boolean", "default": false,
+                "description": "Check everything and say what would be written, writing nothing."}),
+        );
+    } else if let Some(obj) = schema.as_object_mut() {
+        obj.insert(
+            "properties".into(),
+            serde_json::json!({"dry_run": {"type": "boolean", "default": false,
+            "description": "Check everything and say what would be written, writing nothing."}}),
+        );
+    }
+    schema
 }
 
 /// Turns serde's complaint into a refusal naming the field.

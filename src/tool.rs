@@ -82,9 +82,9 @@ pub trait Entry: Sync {
     /// Whether it acts on a checkout ([`Tool::CHECKOUT`]).
     fn checkout(&self) -> bool;
     /// The input's JSON schema, `dry_run` included.
-    fn input_schema(&self) -> Value;
+    fn input_schema(&self) -> &'static Value;
     /// The result's JSON schema.
-    fn output_schema(&self) -> Value;
+    fn output_schema(&self) -> &'static Value;
     /// Checks `input` against the tool's Input type, naming the field at fault.
     fn check(&self, input: &Value) -> Result<(), Stop>;
     /// Deserializes `input` and runs the tool: the result and its text.

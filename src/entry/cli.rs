@@ -33,7 +33,7 @@ const GLOBALS: &[&str] = &[
 pub fn main(args: Vec<OsString>) -> i32 {
     let flags: Vec<(&dyn Entry, Vec<Flag>)> = TOOLS
         .iter()
-        .map(|t| (*t, flags_of(&t.input_schema(), GLOBALS)))
+        .map(|t| (*t, flags_of(t.input_schema(), GLOBALS)))
         .collect();
     let command = command(&flags);
     let matches = match command.try_get_matches_from(args) {
@@ -252,7 +252,7 @@ mod tests {
     fn every_tools_flags_build_a_valid_command_line() {
         let flags: Vec<(&dyn Entry, Vec<Flag>)> = TOOLS
             .iter()
-            .map(|t| (*t, flags_of(&t.input_schema(), GLOBALS)))
+            .map(|t| (*t, flags_of(t.input_schema(), GLOBALS)))
             .collect();
         command(&flags).debug_assert();
     }

@@ -8,6 +8,7 @@
 
 use crate::answer::Answer;
 use crate::context::{Context, Who};
+use crate::fossil::kept::Kept;
 use crate::input::mark_invalid;
 use crate::registry::{self, TOOLS};
 use crate::stop::Stop;
@@ -26,7 +27,7 @@ use serde_json::{Map, Value};
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 /// The largest request body the HTTP server reads: 10 MiB.
@@ -95,12 +96,13 @@ pub fn serve_unix(path: &std::path::Path, caller: Caller) -> Result<(), McpError
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
+        let serving = Server::new(caller);
         loop {
             let (stream, _) = listener
                 .accept()
                 .await
                 .map_err(|e| McpError::Start(e.to_string()))?;
-            let server = Server::new(caller.clone());
+            let server = serving.clone();
             tokio::spawn(async move {
                 let (r, w) = stream.into_split();
                 let (server_side, mut feed) = tokio::io::duplex(1 << 20);
@@ -181,17 +183,26 @@ pub const NODE_TOOLS: &[&str] = &[
     "wiki_read",
 ];
 
-/// The MCP server: lists the registry's tools and calls them.
-#[derive(Debug, Clone)]
+/// The MCP server: lists the registry's tools and calls them. Every
+/// session of one server shares what it keeps: the repository opened once
+/// and `fossil` learned once; each call reads its caller afresh.
+#[derive(Clone)]
 pub struct Server {
     caller: Arc<Caller>,
+    kept: Arc<Kept>,
 }
 
 impl Server {
     /// A server whose calls act as `caller`.
     pub fn new(caller: Caller) -> Server {
+        Server::keeping(caller, Kept::new())
+    }
+
+    /// A server whose calls act as `caller`, keeping what `kept` holds.
+    fn keeping(caller: Caller, kept: Arc<Kept>) -> Server {
         Server {
             caller: Arc::new(caller),
+            kept,
         }
     }
 
@@ -486,8 +497,9 @@ async fn bearer(
 
 fn serve_http_at(addr: &str, caller: Caller, token_file: Option<PathBuf>) -> Result<(), McpError> {
     let addr = loopback(addr)?;
+    let kept = Kept::new();
     let (project, login) = {
-        let cx = caller.context();
+        let cx = caller.context().keeping(kept.clone());
         let who = cx.caller().map_err(|s| {
             McpError::Start(format!(
                 "{}: {}",
@@ -528,7 +540,7 @@ fn serve_http_at(addr: &str, caller: Caller, token_file: Option<PathBuf>) -> Res
             .with_sse_keep_alive(None)
             .with_max_request_body_bytes(MAX_BODY)
             .with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"]);
-        let server = Server::new(caller);
+        let server = Server::keeping(caller, kept);
         let service = StreamableHttpService::new(
             move || Ok(server.clone()),
             Arc::new(LocalSessionManager::default()),
@@ -584,10 +596,10 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(
-            TOOLS
+            listed()
                 .iter()
-                .filter(|t| self.offers(t.name()))
-                .map(|t| tool(*t))
+                .filter(|(name, _)| self.offers(name))
+                .map(|(_, t)| t.clone())
                 .collect(),
         ))
     }
@@ -613,9 +625,10 @@ impl ServerHandler for Server {
             })?;
         let input = Value::Object(request.arguments.unwrap_or_default());
         let caller = self.caller.clone();
+        let kept = self.kept.clone();
         let name = entry.name();
         let (answer, text) = tokio::task::spawn_blocking(move || {
-            let cx = caller.context();
+            let cx = caller.context().keeping(kept);
             registry::call_with_text(name, Ok(input), &cx, false)
         })
         .await
@@ -634,10 +647,16 @@ pub fn result(answer: &Answer, text: Option<String>) -> CallToolResult {
     out
 }
 
+/// Every tool by name as MCP lists it, made once per process.
+fn listed() -> &'static [(&'static str, Tool)] {
+    static LISTED: OnceLock<Vec<(&'static str, Tool)>> = OnceLock::new();
+    LISTED.get_or_init(|| TOOLS.iter().map(|t| (t.name(), tool(*t))).collect())
+}
+
 /// A registry entry as MCP lists it: `ocx_NAME`, its summary, its input
 /// schema, the Answer's schema holding its result's, and its hints.
 pub fn tool(entry: &dyn Entry) -> Tool {
-    let input = match entry.input_schema() {
+    let input = match entry.input_schema().clone() {
         Value::Object(m) => m,
         _ => Map::new(),
     };
@@ -667,7 +686,7 @@ pub fn output_schema(entry: &dyn Entry) -> Map<String, Value> {
         Ok(Value::Object(m)) => m,
         _ => Map::new(),
     };
-    let mut own = entry.output_schema();
+    let mut own = entry.output_schema().clone();
     rename_refs(&mut own);
     let mut own = match own {
         Value::Object(m) => m,

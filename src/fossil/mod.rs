@@ -8,6 +8,7 @@ pub mod caps;
 pub mod checkout;
 pub mod delta;
 pub mod incoming;
+pub mod kept;
 pub mod login;
 mod output;
 mod program;

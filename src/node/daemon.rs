@@ -6,15 +6,17 @@
 //! long as it lives, and its socket is its own account's alone (0600): the
 //! hook, run by `fossil server`, reaches it when the server runs as the
 //! node's account; otherwise the change of the repository file wakes it.
+//! It opens the repository and learns `fossil` once, for every wake.
 
 use super::config::NodeConfig;
 use super::wake::{self, State};
 use super::{NodeError, respond};
+use crate::fossil::kept::Kept;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 
 /// Appends `lines` to the node's log, each stamped and made one line.
 pub(crate) fn log(root: &Path, lines: &[String]) {
@@ -51,8 +53,19 @@ fn one_line(line: &str) -> String {
 /// Answers `lost` for each open session whose watcher is gone (C3, C4);
 /// answers what it did.
 pub fn sweep_lost(root: &Path) -> Result<Vec<String>, NodeError> {
+    sweep_lost_keeping(root, &Kept::new())
+}
+
+/// [`sweep_lost`] with the repository and `fossil` the node keeps.
+fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<String>, NodeError> {
     let _lock = super::lock(&root.join("wake.lock"), true)?;
-    let (cfg, fossil, repo) = respond::open(root).ok_or(NodeError::NotANode)?;
+    let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
+    let fossil = kept
+        .fossil_at(&cfg.fossil)
+        .map_err(|_| NodeError::NotANode)?;
+    let repo = kept
+        .repository(&cfg.repository)
+        .map_err(|_| NodeError::NotANode)?;
     let mut state = State::load(root);
     let mut done = Vec::new();
     let open: Vec<(String, wake::OpenRun)> = state
@@ -143,12 +156,13 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
             }
         }
     });
+    let kept = Kept::new();
     log(
         root,
-        &sweep_lost(root).unwrap_or_else(|e| vec![format!("sweep failed: {e}")]),
+        &sweep_lost_keeping(root, &kept).unwrap_or_else(|e| vec![format!("sweep failed: {e}")]),
     );
     loop {
-        match std::panic::catch_unwind(|| wake::wake(root)) {
+        match std::panic::catch_unwind(|| wake::wake(root, &kept)) {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => log(root, &[format!("wake failed: {e}")]),
             Err(_) => log(root, &["wake failed: the node panicked".to_string()]),

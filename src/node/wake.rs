@@ -6,6 +6,7 @@
 
 use super::config::NodeConfig;
 use super::{NodeError, deliver, respond, run_user, runner};
+use crate::fossil::kept::Kept;
 use crate::fossil::repo::{Arrival, ArrivalKind};
 use crate::fossil::{Fossil, Repository};
 use crate::place::Place;
@@ -14,6 +15,7 @@ use crate::protocol::kinds::{Kind, Message};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The capabilities a run's user holds while its record is open (design decision 11).
 pub const RUN_CAPABILITIES: &str = "gijor234";
@@ -79,14 +81,15 @@ impl State {
 /// What a wake did, a line each, for the node's log and for tests.
 pub type Report = Vec<String>;
 
-/// One wake: acts on every arrival since the last, in order. What it does
-/// for each arrival reaches the node's log before the arrival is counted
-/// handled, so a node killed mid-wake loses no line of what it did.
-pub fn wake(root: &Path) -> Result<Report, NodeError> {
+/// One wake: acts on every arrival since the last, in order, with the
+/// repository and `fossil` the node keeps (its configuration read anew).
+/// What it does for each arrival reaches the node's log before the arrival
+/// is counted handled, so a node killed mid-wake loses no line of what it did.
+pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     let _lock = super::lock(&root.join("wake.lock"), true)?;
     let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
-    let fossil = Fossil::at(&cfg.fossil)?;
-    let repo = Repository::open(&cfg.repository)?;
+    let fossil = kept.fossil_at(&cfg.fossil)?;
+    let repo = kept.repository(&cfg.repository)?;
     let mut state = State::load(root);
     let mut report = Report::new();
     let arrivals = repo.arrivals_after(state.last_rid)?;

@@ -15,7 +15,7 @@ use serde::Serializer;
 
 pub use account::RunAccount;
 pub use budget::{BudgetLimits, Ceiling, CgroupPlan, CgroupSlot, CgroupVersion, Limit};
-pub use preflight::{Capability, Preflight, Unenforceable, preflight};
+pub use preflight::{Capability, Preflight, Unenforceable, preflight, preflight_recent};
 pub use sandbox::{
     Bind, Ended, Forbidden, Killer, Plan, Program, Running, SandboxFields, plan, spawn,
 };

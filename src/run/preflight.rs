@@ -5,6 +5,8 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -123,6 +125,27 @@ fn try_bwrap(
 }
 
 const ISOLATED: [&str; 3] = ["--unshare-all", "--unshare-user", "--disable-userns"];
+
+/// How long [`preflight_recent`] answers a preflight already found: long
+/// enough that a server answering `status` many times a second starts
+/// bubblewrap and probes the cgroups once, short enough that a change on
+/// the host shows within a few seconds.
+pub const PREFLIGHT_KEPT: Duration = Duration::from_secs(5);
+
+/// [`preflight`], found at most [`PREFLIGHT_KEPT`] ago in this process: what
+/// `status` says. The node's own judgement of a record always tries anew.
+pub fn preflight_recent() -> Preflight {
+    static RECENT: Mutex<Option<(Instant, Preflight)>> = Mutex::new(None);
+    let mut recent = RECENT.lock().unwrap_or_else(PoisonError::into_inner);
+    match recent.as_ref() {
+        Some((at, found)) if at.elapsed() < PREFLIGHT_KEPT => found.clone(),
+        _ => {
+            let found = preflight();
+            *recent = Some((Instant::now(), found.clone()));
+            found
+        }
+    }
+}
 
 /// Tries what this host can enforce now: bubblewrap (as the run account, when the node runs as
 /// root), network isolation, and each cgroup controller.

@@ -56,8 +56,8 @@ impl Tool for Help {
             summary: t.summary().into(),
             needs: t.needs().describe(),
             writes: t.writes(),
-            input: t.input_schema(),
-            output: t.output_schema(),
+            input: t.input_schema().clone(),
+            output: t.output_schema().clone(),
         })
     }
 

@@ -53,7 +53,7 @@ impl Tool for List {
                     summary: t.summary().into(),
                     needs: t.needs().describe(),
                     writes: t.writes(),
-                    input: t.input_schema(),
+                    input: t.input_schema().clone(),
                 })
                 .collect(),
         })

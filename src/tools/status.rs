@@ -34,7 +34,8 @@ pub struct Output {
     pub node: bool,
     /// The restrictions (C6) this node holds runs to (none where this is no node).
     pub restrictions_enforced: Vec<String>,
-    /// What this host can enforce of a record's sandbox and budget now (on a node).
+    /// What this host can enforce of a record's sandbox and budget now (on a node), as
+    /// found at most a few seconds ago.
     #[schemars(with = "Option<serde_json::Value>")]
     pub preflight: Option<crate::run::Preflight>,
     /// The node's ceiling on each run's memory (bytes) and processes: a record naming no such
@@ -101,7 +102,7 @@ impl Tool for Status {
             } else {
                 Vec::new()
             },
-            preflight: is_node.then(crate::run::preflight),
+            preflight: is_node.then(crate::run::preflight_recent),
             ceiling: is_node.then(|| cfg.map(|c| c.ceiling).unwrap_or_default()),
             run_uids,
         };

@@ -497,3 +497,73 @@ fn the_agent_tools_answer_a_real_client_as_their_schemas_say() {
     assert_eq!(answers[5]["structured"]["result"]["passed"], true);
     assert!(answers[6]["structured"]["result"]["checkin"].is_string());
 }
+
+/// One stdio session, raw JSON-RPC lines: the caller's capabilities are
+/// read on every call, and a repository file renamed over the one the
+/// server opened is the one it reads next.
+#[test]
+fn a_long_lived_server_reads_its_caller_afresh_and_follows_a_replaced_repository() {
+    let repo = Repo::new();
+    repo.user("alice", "v");
+    let mut child = Command::new(ocx_bin())
+        .args(["--mcp", "--user", "alice", "--repository"])
+        .arg(&repo.file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut ask = |id: i64, method: &str, params: Value| -> Value {
+        let message =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+        let answer = loop {
+            let mut line = String::new();
+            assert!(out.read_line(&mut line).unwrap() > 0, "the server ended");
+            let answer: Value = serde_json::from_str(&line).unwrap();
+            if answer["id"] == id {
+                break answer["result"].clone();
+            }
+        };
+        if method == "initialize" {
+            stdin
+                .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+                .unwrap();
+        }
+        answer
+    };
+    ask(
+        1,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    let mut status = |id: i64| -> Value {
+        ask(
+            id,
+            "tools/call",
+            serde_json::json!({"name": "ocx_status", "arguments": {}}),
+        )["structuredContent"]["result"]
+            .clone()
+    };
+    assert_eq!(status(2)["capabilities"], "eghijorvz");
+    repo.fossil(&["user", "capabilities", "alice", "o"]);
+    let now = repo.json(&["status", "--user", "alice"]).ok();
+    assert_ne!(now["capabilities"], "eghijorvz");
+    assert_eq!(
+        status(3)["capabilities"],
+        now["capabilities"],
+        "the capabilities as they are now"
+    );
+    let other = Repo::new();
+    other.user("alice", "v");
+    let code = status(4)["project_code"].clone();
+    std::fs::rename(&other.file, &repo.file).unwrap();
+    let now = status(5);
+    assert_ne!(now["project_code"], code, "the file now there is read");
+    assert_eq!(now["capabilities"], "eghijorvz");
+    drop(stdin);
+    let _ = child.wait();
+}

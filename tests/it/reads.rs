@@ -174,6 +174,16 @@ fn the_hot_queries_use_indexes() {
             assert!(!scans_big_table, "{name} scans a table: {plan:?}");
         }
     }
+    let (_, caller) = ocx::fossil::repo::HOT_QUERIES
+        .iter()
+        .find(|(name, _)| *name == "capabilities")
+        .unwrap();
+    let plan = repo.query_plan(caller).unwrap();
+    assert!(
+        plan.iter()
+            .any(|s| s.starts_with("SEARCH u USING INDEX sqlite_autoindex_user_1")),
+        "the caller is found by the login's index, though the user table is small: {plan:?}"
+    );
 }
 
 #[test]

@@ -217,7 +217,7 @@ pub(super) fn post_input(
 /// The fields of a tool's form: each top-level field of its input, `dry_run`
 /// among them (an object's fields are given together, as JSON).
 pub(super) fn form_fields(tool: &dyn Entry) -> Vec<Flag> {
-    flags_of(&tool.input_schema(), &[])
+    flags_of(tool.input_schema(), &[])
         .into_iter()
         .filter(|f| f.path.len() == 1)
         .collect()
