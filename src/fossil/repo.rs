@@ -203,7 +203,13 @@ impl Repository {
     /// The artifact a full hash or a prefix names (lower-case hex only):
     /// every such hash sorts from the prefix up to the prefix and a `g`.
     pub fn resolve(&self, prefix: &str) -> Result<Lookup, FossilError> {
-        let mut st = self.db.prepare_cached(SQL_RESOLVE)?;
+        self.lookup_prefix(SQL_RESOLVE, prefix)
+    }
+
+    /// What `sql` finds between `prefix` and the prefix and a `g` (its
+    /// `?1` and `?2`): a row id and a full hash, two rows at most.
+    pub(super) fn lookup_prefix(&self, sql: &str, prefix: &str) -> Result<Lookup, FossilError> {
+        let mut st = self.db.prepare_cached(sql)?;
         let rows: Vec<(i64, String)> = st
             .query_map([prefix.to_string(), format!("{prefix}g")], |r| {
                 Ok((r.get(0)?, r.get(1)?))

@@ -1,6 +1,6 @@
 //! Forum threads and tickets: what was said where, oldest first.
 
-use super::{FossilError, Lookup, Repository, lookup};
+use super::{FossilError, Lookup, Repository};
 use rusqlite::{OptionalExtension, params};
 
 /// One thing said where a record is: a forum post, or a ticket change.
@@ -17,6 +17,21 @@ pub struct Said {
     pub comment: Option<String>,
     /// Whether it is an edit of an earlier post (never a message of its own).
     pub edit: bool,
+}
+
+/// A row of [`SQL_THREAD`] or [`SQL_TICKET_CHANGES`], whose first six
+/// columns are alike, with what its seventh says.
+fn said(r: &rusqlite::Row, comment: Option<String>, edit: bool) -> rusqlite::Result<Said> {
+    Ok(Said {
+        rid: r.get(0)?,
+        hash: r.get(1)?,
+        rcvid: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
+        from: r.get(3)?,
+        when: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
+        private: r.get(5)?,
+        comment,
+        edit,
+    })
 }
 
 pub(super) const SQL_THREAD: &str = "SELECT p.fpid, b.uuid, b.rcvid, u.login, p.fmtime, EXISTS(SELECT 1 FROM private WHERE rid=p.fpid), p.fprev IS NOT NULL
@@ -37,13 +52,7 @@ pub(super) const SQL_TICKET_RESOLVE: &str =
 impl Repository {
     /// The ticket whose id a full id or prefix names.
     pub fn resolve_ticket(&self, prefix: &str) -> Result<Lookup, FossilError> {
-        let mut st = self.db.prepare_cached(SQL_TICKET_RESOLVE)?;
-        let rows: Vec<(i64, String)> = st
-            .query_map([prefix.to_string(), format!("{prefix}g")], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?
-            .collect::<Result<_, _>>()?;
-        Ok(lookup(rows))
+        self.lookup_prefix(SQL_TICKET_RESOLVE, prefix)
     }
 
     /// The first post of the thread holding forum post `rid`, or `None`
@@ -60,18 +69,7 @@ impl Repository {
     /// in the order this repository received them (rcvid, then rid).
     pub fn thread(&self, root: i64) -> Result<Vec<Said>, FossilError> {
         let mut st = self.db.prepare_cached(SQL_THREAD)?;
-        let rows = st.query_map([root], |r| {
-            Ok(Said {
-                rid: r.get(0)?,
-                hash: r.get(1)?,
-                rcvid: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
-                from: r.get(3)?,
-                when: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
-                private: r.get(5)?,
-                comment: None,
-                edit: r.get(6)?,
-            })
-        })?;
+        let rows = st.query_map([root], |r| said(r, None, r.get(6)?))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -79,18 +77,7 @@ impl Repository {
     /// this repository received them.
     pub fn ticket_changes(&self, tkt_id: i64) -> Result<Vec<Said>, FossilError> {
         let mut st = self.db.prepare_cached(SQL_TICKET_CHANGES)?;
-        let rows = st.query_map([tkt_id], |r| {
-            Ok(Said {
-                rid: r.get(0)?,
-                hash: r.get(1)?,
-                rcvid: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
-                from: r.get(3)?,
-                when: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
-                private: r.get(5)?,
-                comment: r.get(6)?,
-                edit: false,
-            })
-        })?;
+        let rows = st.query_map([tkt_id], |r| said(r, r.get(6)?, false))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
