@@ -5,6 +5,8 @@ use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
 
 /// Input of `list`: nothing.
 #[derive(Deserialize, JsonSchema)]
@@ -60,15 +62,24 @@ impl Tool for List {
     }
 
     fn text(out: &Output) -> String {
-        let mut s = String::new();
-        for t in &out.tools {
-            s += &format!("{:<10} {}  (needs {})\n", t.name, t.summary, t.needs);
+        out.tools.iter().map(block).collect()
+    }
+}
+
+/// One tool's lines of `list`'s text, made once per process for each tool:
+/// a tool's summary and schema never change while the program runs.
+fn block(t: &ToolSummary) -> String {
+    static MADE: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
+    let mut made = MADE.lock().unwrap_or_else(PoisonError::into_inner);
+    made.entry(t.name.clone())
+        .or_insert_with(|| {
+            let mut s = format!("{:<10} {}  (needs {})\n", t.name, t.summary, t.needs);
             for (name, ty, doc) in fields(&t.input) {
                 s += &format!("    --{name:<18} {ty:<8} {doc}\n");
             }
-        }
-        s
-    }
+            s
+        })
+        .clone()
 }
 
 /// Each field of an input schema as a flag: its name, kind and description
