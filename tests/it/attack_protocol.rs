@@ -460,6 +460,10 @@ fn a_login_an_administrator_adopts_may_be_a_run_user_and_loses_its_letters_after
     assert_eq!(n.user_row("rita").unwrap().1, "gijor234");
     n.repo().json(&["stop", "--record", &record]).ok();
     assert_eq!(n.response(&record).unwrap().0, "stopped");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !n.user_row("rita").unwrap().1.is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
     assert_eq!(n.user_row("rita").unwrap().1, "", "withdrawn after");
 }
 

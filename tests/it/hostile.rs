@@ -1028,7 +1028,8 @@ fn an_arrival_the_node_fails_on_is_logged_refused_and_passed() {
         "the wake writes its log as it ends: {log}"
     );
     assert_eq!(
-        s.caps(&crate::node::user_of(&s, &failing)).as_deref(),
+        s.caps_become(&crate::node::user_of(&s, &failing), "")
+            .as_deref(),
         Some(""),
         "the run user given capabilities before the failure holds none"
     );
