@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up and installs OCX (in /usr/local/bin), and shows its whole loop on
-# a demo repository made fresh in /tmp/ocx-demo (or $OCX_DEMO_DIR, which the
-# host's `nobody` must be able to reach, since runs are confined as that
-# account when the node runs as root): the repository served on 127.0.0.1, made a
+# a demo repository made fresh in /tmp/ocx-demo (or $OCX_DEMO_DIR, which
+# every account must be able to reach, since each run is a host uid of its
+# own when the node runs as root): the repository served on 127.0.0.1, made a
 # node, a record whose runner is OCX's demo agent, a post the run hears and
 # answers in the forum, then a stop and the node's response.
 set -euo pipefail
