@@ -401,6 +401,33 @@ pub fn signal_watcher(dir: &Path) {
     }
 }
 
+/// Claims the command run of `record` on `checkin` in the run's directory:
+/// true the first time alone, so a node killed before saving its state
+/// never starts that run twice.
+pub fn claim_checkin_run(root: &Path, record: &str, checkin: &str) -> std::io::Result<bool> {
+    use std::os::unix::fs::DirBuilderExt;
+    if checkin.is_empty() || !checkin.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(std::io::Error::other("a check-in's hash is not hex"));
+    }
+    let dir = NodeConfig::run_dir(root, record);
+    make_run_dir(&dir)?;
+    let ran = dir.join("ran");
+    match std::fs::DirBuilder::new().mode(0o700).create(&ran) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(ran.join(checkin))
+    {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Starts the watcher of `record` (or a command run on `checkin`),
 /// detached in a session of its own, its output in the run's directory.
 pub fn spawn_watcher(

@@ -2,7 +2,7 @@
 //! the foreground as systemd runs it, stopped with its runs going on or
 //! ended, and processes killed by signal at the worst moments.
 
-use crate::node::Served;
+use crate::node::{Served, forged_record};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -142,4 +142,199 @@ fn a_foreground_node_that_cannot_serve_exits_non_zero_saying_why() {
     assert!(stderr.contains("the node stopped"), "stderr: {stderr}");
     assert!(s.node_log().contains("the node stopped"));
     std::fs::remove_dir_all(&socket).unwrap();
+}
+
+/// The run directory of `record` under `s`'s node.
+fn run_dir(s: &Served, record: &str) -> std::path::PathBuf {
+    ocx::node::config::NodeConfig::run_dir(&s.root(), record)
+}
+
+fn posts(s: &Served, record: &str) -> usize {
+    let thread = s.node.repo.json(&["thread", "--of", record]).ok();
+    thread["posts"].as_array().unwrap().len()
+}
+
+fn kill(pid_file: &Path) {
+    let pid: i32 = std::fs::read_to_string(pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_half_written_state_never_opens_a_running_record_twice_nor_answers_one_twice() {
+    let s = Served::new();
+    let node = s.node.repo.server_code();
+    let record = s.record(&[]);
+    s.lines(1);
+    let refused = forged_record(
+        &s,
+        "admin",
+        &node,
+        serde_json::json!({"wall": "1m", "gpus": 1}),
+    );
+    assert_eq!(s.response(&refused).unwrap().0, "refused");
+    s.settled();
+    let password = std::fs::read(run_dir(&s, &record).join("password")).unwrap();
+    s.node.repo.json(&["node", "stop"]).ok();
+    let state = std::fs::read(s.root().join("state.json")).unwrap();
+    std::fs::write(s.root().join("state.json"), &state[..state.len() / 2]).unwrap();
+
+    s.node.repo.json(&["node", "start"]).ok();
+    s.settled();
+    assert_eq!(
+        std::fs::read(run_dir(&s, &record).join("password")).unwrap(),
+        password,
+        "the running record's user kept its password"
+    );
+    let log = s.node_log();
+    assert_eq!(
+        log.matches(&format!("opened {}", &record[..10])).count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains(&format!("found {} still running", &record[..10])));
+    assert_eq!(
+        posts(&s, &refused),
+        2,
+        "the refused record is answered once"
+    );
+    assert_eq!(posts(&s, &record), 1, "the running record is not answered");
+    s.node
+        .repo
+        .json(&["post", "--to", &record, "--text", "after the rescan"])
+        .ok();
+    let lines = s.lines(2);
+    assert!(
+        lines[1].ends_with("from admin: after the rescan"),
+        "{lines:?}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(s.log().lines().count(), 2, "given once: {}", s.log());
+    s.node.repo.json(&["node", "stop", "--runs"]).ok();
+}
+
+#[test]
+fn a_watcher_killed_mid_run_is_answered_lost_once_after_node_start() {
+    let s = Served::new();
+    let record = s.record(&[]);
+    s.lines(1);
+    let dir = run_dir(&s, &record);
+    kill(&dir.join("watcher.pid"));
+    let until = Instant::now() + Duration::from_secs(10);
+    while ocx::node::watcher_alive(&dir) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let started = s.node.repo.json(&["node", "start"]).ok();
+    assert_eq!(started["lost"].as_array().unwrap().len(), 1, "{started:#}");
+    let (outcome, note, from) = s.response(&record).unwrap();
+    assert_eq!(outcome, "lost");
+    assert!(note.contains("watcher"), "{note}");
+    assert!(from.starts_with("node-"), "{from}");
+    s.node.repo.json(&["node", "stop"]).ok();
+    let again = s.node.repo.json(&["node", "start"]).ok();
+    assert!(again["lost"].as_array().unwrap().is_empty(), "{again:#}");
+    s.settled();
+    assert_eq!(posts(&s, &record), 2, "answered lost once");
+}
+
+#[test]
+fn a_node_killed_mid_wake_answers_every_record_exactly_once_after_start() {
+    let s = Served::new();
+    let node = s.node.repo.server_code();
+    s.node.repo.json(&["node", "stop"]).ok();
+    let records: Vec<String> = (0..30)
+        .map(|_| {
+            forged_record(
+                &s,
+                "admin",
+                &node,
+                serde_json::json!({"wall": "1m", "gpus": 1}),
+            )
+        })
+        .collect();
+    s.node.repo.json(&["node", "start"]).ok();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !s.node_log().contains("refused") && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    kill(&s.root().join("node.pid"));
+    let answered = s.node_log().matches("refused").count();
+    assert!(answered < records.len(), "killed mid-wake: {answered}");
+    while !node_free(&s.root()) {
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    s.node.repo.json(&["node", "start"]).ok();
+    s.settled();
+    for r in &records {
+        assert_eq!(s.response(r).unwrap().0, "refused");
+        assert_eq!(posts(&s, r), 2, "{r} answered once");
+    }
+}
+
+#[test]
+fn a_command_run_started_before_the_state_was_saved_never_runs_twice() {
+    let s = Served::new();
+    let count = s.out.join("count");
+    let script = s.node.repo.dir.path().join("prog/count.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho ran >> {}\nexit 0\n", count.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    s.node
+        .repo
+        .json(&[
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            script.to_str().unwrap(),
+            "--objective",
+            "Count",
+            "--checkins",
+            "trunk",
+            "--wall",
+            "1m",
+            "--read-write",
+            s.out.to_str().unwrap(),
+        ])
+        .ok();
+    s.settled();
+    let checkin = s.node.repo.commit_as("pat", "a.txt", "a", None);
+    let ran = || std::fs::read_to_string(&count).unwrap_or_default();
+    let until = Instant::now() + Duration::from_secs(60);
+    while ran().is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ran(), "ran\n");
+    s.settled();
+    s.node.repo.json(&["node", "stop"]).ok();
+    let rid = ocx::fossil::Repository::open(&s.node.repo.file)
+        .unwrap()
+        .receipt(&checkin)
+        .unwrap()
+        .unwrap()
+        .rid;
+    let mut state = ocx::node::wake::State::load(&s.root());
+    assert!(state.last_rid >= rid);
+    state.last_rid = rid - 1;
+    std::fs::write(
+        s.root().join("state.json"),
+        serde_json::to_vec(&state).unwrap(),
+    )
+    .unwrap();
+
+    s.node.repo.json(&["node", "start"]).ok();
+    s.settled();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(ran(), "ran\n", "the check-in's run ran once");
 }

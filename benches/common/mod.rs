@@ -1,0 +1,87 @@
+//! What the benchmarks share: the large repository (100,000 posts in
+//! 10,000 threads, sent by five logins), generated once into
+//! target/bench-reads/ and reused.
+
+use ocx::fossil::artifact::{ForumPost, HashPolicy};
+use ocx::fossil::{Fossil, Repository, bundle};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const THREADS: usize = 10_000;
+const PER_THREAD: usize = 10;
+const SENDERS: [&str; 5] = ["ann", "ben", "cai", "dee", "eli"];
+
+/// The large repository, generated on first use.
+pub fn large_repository(fossil: &Fossil) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-reads");
+    std::fs::create_dir_all(&root).unwrap();
+    let repo = root.join("large.fossil");
+    if !repo.exists() {
+        generate(fossil, &root, &repo);
+    }
+    repo
+}
+
+fn generate(fossil: &Fossil, root: &Path, repo: &PathBuf) {
+    let t = Instant::now();
+    let tmp = root.join("large.fossil.part");
+    let _ = std::fs::remove_file(&tmp);
+    let ok = |c: &mut Command| assert!(c.env("USER", "admin").status().unwrap().success());
+    ok(Command::new(fossil.path())
+        .args(["new", "--admin-user", "admin"])
+        .arg(&tmp));
+    for s in SENDERS {
+        ok(Command::new(fossil.path())
+            .args(["user", "new", s, "x", "pw", "-R"])
+            .arg(&tmp));
+        ok(Command::new(fossil.path())
+            .args(["user", "capabilities", s, "v4", "-R"])
+            .arg(&tmp));
+    }
+    let project = Repository::open(&tmp).unwrap().project_code().unwrap();
+    let chunk = THREADS / SENDERS.len();
+    for (n, sender) in SENDERS.iter().enumerate() {
+        let mut items = Vec::new();
+        for t in n * chunk..(n + 1) * chunk {
+            let date = format!("2026-01-01T00:00:{:02}.{:03}", t % 60, t % 1000);
+            let title = format!("Thread {t}");
+            let root_art = ForumPost {
+                date: &date,
+                reply: None,
+                title: Some(&title),
+                mimetype: "text/x-markdown",
+                user: sender,
+                text: &format!("Opening post of thread {t}."),
+            }
+            .compose();
+            let root_hash = HashPolicy::Sha3.name(&root_art);
+            items.push((root_hash.clone(), root_art));
+            for i in 1..PER_THREAD {
+                let reply = ForumPost {
+                    date: &date,
+                    reply: Some((&root_hash, &root_hash)),
+                    title: None,
+                    mimetype: "text/x-markdown",
+                    user: sender,
+                    text: &format!("Reply {i} in thread {t}."),
+                }
+                .compose();
+                items.push((HashPolicy::Sha3.name(&reply), reply));
+            }
+        }
+        let b = root.join("gen.bundle");
+        bundle::write(&b, &project, &items).unwrap();
+        fossil.import_bundle(&tmp, &b, sender, true).unwrap();
+        eprintln!(
+            "generated {} posts sent by {sender} ({:.0?})",
+            items.len(),
+            t.elapsed()
+        );
+    }
+    ok(Command::new(fossil.path())
+        .args(["sql", "-R"])
+        .arg(&tmp)
+        .arg("ANALYZE"));
+    std::fs::rename(&tmp, repo).unwrap();
+}
