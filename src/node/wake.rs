@@ -231,6 +231,9 @@ impl Node<'_> {
     /// A post or ticket change that holds no message: given to each open
     /// session whose place it is in and whose record hears its sender.
     fn post(&mut self, a: &Arrival, text: &str) -> Result<(), NodeError> {
+        if !self.state.open.values().any(|o| o.session) {
+            return Ok(());
+        }
         let Some(place) = found::place_of(self.repo, a.rid)? else {
             return Ok(());
         };
