@@ -1,6 +1,8 @@
 //! What the benchmarks share: the large repository (100,000 posts in
 //! 10,000 threads, sent by five logins), generated once into
 //! target/bench-reads/ and reused, and the release binary they run.
+// Each benchmark uses only some of these.
+#![allow(dead_code)]
 
 use ocx::fossil::artifact::{ForumPost, HashPolicy};
 use ocx::fossil::{Fossil, Repository, bundle};

@@ -354,7 +354,12 @@ fn session(
     drop(lease);
     let ended = ended?;
     let secs = started.elapsed().as_secs();
-    if stopped {
+    if stopped && dir.join(node::ENDED_BY_NODE).exists() {
+        answer(
+            "stopped",
+            &format!("ended by its node (ocx node stop --runs) after {secs} seconds"),
+        )
+    } else if stopped {
         answer(
             "stopped",
             &format!("stopped by a stop after {secs} seconds"),

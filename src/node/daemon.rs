@@ -16,12 +16,23 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 
-/// Appends `lines` to the node's log, each stamped and made one line.
+/// Whether the node runs in the foreground, its log lines also on stderr.
+static FOREGROUND: AtomicBool = AtomicBool::new(false);
+
+/// Appends `lines` to the node's log, each stamped and made one line (and
+/// to stderr as well when the node runs in the foreground).
 pub(crate) fn log(root: &Path, lines: &[String]) {
     if lines.is_empty() {
         return;
+    }
+    if FOREGROUND.load(Ordering::Relaxed) {
+        let mut err = std::io::stderr().lock();
+        for l in lines {
+            let _ = writeln!(err, "{} {}", crate::fossil::artifact::now(), one_line(l));
+        }
     }
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
@@ -113,6 +124,18 @@ pub fn claim_uids(
         return Ok(None);
     }
     Ok(Some(crate::run::uids::claim(root, cfg.run_uids)?))
+}
+
+/// Runs the node at `root` in this process until it is killed, its log
+/// lines on stderr too (for systemd and the like); a fatal error is
+/// logged and answered.
+pub fn run_foreground(root: &Path) -> Result<(), NodeError> {
+    FOREGROUND.store(true, Ordering::Relaxed);
+    let ran = run(root);
+    if let Err(e) = &ran {
+        log(root, &[format!("the node stopped: {e}")]);
+    }
+    ran
 }
 
 /// Runs the node at `root` until it is killed. Returns at once when

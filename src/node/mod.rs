@@ -342,6 +342,52 @@ pub fn watcher_alive(dir: &Path) -> bool {
     matches!(lock(&dir.join("lock"), false), Ok(None))
 }
 
+/// The file a run's directory holds when its node (not a stop) ended it,
+/// so its watcher's `stopped` says so.
+pub const ENDED_BY_NODE: &str = "ended-by-node";
+
+/// The runs still going under `root` (their watcher holds its lock): each
+/// record, by full hash when the node's state names it, and its directory.
+pub fn runs_going(root: &Path) -> Vec<(String, PathBuf)> {
+    let state = wake::State::load(root);
+    let Ok(dirs) = std::fs::read_dir(root.join("runs")) else {
+        return Vec::new();
+    };
+    let mut going: Vec<(String, PathBuf)> = dirs
+        .filter_map(|e| {
+            let dir = e.ok()?.path();
+            if !dir.join("watcher.pid").exists() || !watcher_alive(&dir) {
+                return None;
+            }
+            let name = dir.file_name()?.to_str()?.to_string();
+            let record = state
+                .open
+                .keys()
+                .find(|h| config::NodeConfig::run_dir(root, h) == dir)
+                .cloned()
+                .unwrap_or(name);
+            Some((record, dir))
+        })
+        .collect();
+    going.sort();
+    going
+}
+
+/// Ends a run its node ends (not a stop): marks its directory so, and asks
+/// its watcher to stop it, which it answers `stopped` saying the node ended
+/// it; waits (a few seconds at most) for the watcher to be gone.
+pub fn end_run(dir: &Path) -> bool {
+    if std::fs::write(dir.join(ENDED_BY_NODE), b"").is_err() {
+        return false;
+    }
+    signal_watcher(dir);
+    let until = Instant::now() + Duration::from_secs(30);
+    while watcher_alive(dir) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    !watcher_alive(dir)
+}
+
 /// Asks a run's watcher to stop the run (SIGTERM), which it answers `stopped`.
 pub fn signal_watcher(dir: &Path) {
     if let Some(pid) = std::fs::read_to_string(dir.join("watcher.pid"))
@@ -352,6 +398,33 @@ pub fn signal_watcher(dir: &Path) {
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGTERM,
         );
+    }
+}
+
+/// Claims the command run of `record` on `checkin` in the run's directory:
+/// true the first time alone, so a node killed before saving its state
+/// never starts that run twice.
+pub fn claim_checkin_run(root: &Path, record: &str, checkin: &str) -> std::io::Result<bool> {
+    use std::os::unix::fs::DirBuilderExt;
+    if checkin.is_empty() || !checkin.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(std::io::Error::other("a check-in's hash is not hex"));
+    }
+    let dir = NodeConfig::run_dir(root, record);
+    make_run_dir(&dir)?;
+    let ran = dir.join("ran");
+    match std::fs::DirBuilder::new().mode(0o700).create(&ran) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(ran.join(checkin))
+    {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

@@ -103,13 +103,16 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     };
     let mut logged = 0;
     for a in arrivals {
+        let open = node.state.open.len();
         if !a.private {
             node.arrival_guarded(&a);
         }
-        super::daemon::log(root, &node.report[logged..]);
-        logged = node.report.len();
         node.state.last_rid = node.state.last_rid.max(a.rid);
-        node.state.save(root)?;
+        if node.report.len() > logged || node.state.open.len() != open {
+            super::daemon::log(root, &node.report[logged..]);
+            logged = node.report.len();
+            node.state.save(root)?;
+        }
     }
     let open: Vec<String> = node.state.open.keys().cloned().collect();
     for hash in open {
@@ -231,6 +234,9 @@ impl Node<'_> {
     /// A post or ticket change that holds no message: given to each open
     /// session whose place it is in and whose record hears its sender.
     fn post(&mut self, a: &Arrival, text: &str) -> Result<(), NodeError> {
+        if !self.state.open.values().any(|o| o.session) {
+            return Ok(());
+        }
         let Some(place) = found::place_of(self.repo, a.rid)? else {
             return Ok(());
         };
@@ -280,7 +286,7 @@ impl Node<'_> {
                     &hash,
                     &format!("Check-in {} on {branch} by {sender}", a.hash),
                 );
-            } else {
+            } else if super::claim_checkin_run(self.root, &hash, &a.hash)? {
                 super::spawn_watcher(self.root, self.cfg, &hash, Some(&a.hash))?;
                 self.report
                     .push(format!("ran {} on check-in {}", &hash[..10], &a.hash[..10]));
@@ -335,6 +341,9 @@ impl Node<'_> {
                 {
                     return Ok(());
                 }
+                if self.still_running(&standing) {
+                    return Ok(());
+                }
                 self.record(standing)
             }
             Message::Stop(s) => {
@@ -372,6 +381,20 @@ impl Node<'_> {
         Ok(())
     }
 
+    /// Whether the open record `r`'s run still goes (its watcher holds its
+    /// lock), as after the state was lost: kept open again, never opened
+    /// a second time (its user's password stays the run's).
+    fn still_running(&mut self, r: &StandingRecord) -> bool {
+        let dir = NodeConfig::run_dir(self.root, &r.hash);
+        if self.state.open.contains_key(&r.hash) || !super::watcher_alive(&dir) {
+            return false;
+        }
+        self.state.open.insert(r.hash.clone(), open_run(r));
+        self.report
+            .push(format!("found {} still running", &r.hash[..10]));
+        true
+    }
+
     fn record(&mut self, r: StandingRecord) -> Result<(), NodeError> {
         if let Some(p) = &r.problem {
             return self.refuse(&r, &p.field, &p.reason);
@@ -404,17 +427,7 @@ impl Node<'_> {
         let dir = NodeConfig::run_dir(self.root, &r.hash);
         super::prepare_run_dir(&dir, &password)?;
         let session = r.record.runner != runner::COMMAND;
-        self.state.open.insert(
-            r.hash.clone(),
-            OpenRun {
-                rid: r.said.rid,
-                user: user.clone(),
-                session,
-                checkins: r.record.checkins.clone(),
-                hears: r.record.hears.clone(),
-                place: PlaceKey::of(&r.place),
-            },
-        );
+        self.state.open.insert(r.hash.clone(), open_run(&r));
         self.state.save(self.root)?;
         if session {
             super::spawn_watcher(self.root, self.cfg, &r.hash, None)?;
@@ -449,6 +462,18 @@ impl Node<'_> {
         self.state.open.remove(record);
         self.report.push(format!("stopped {}", &record[..10]));
         Ok(())
+    }
+}
+
+/// The open record `r` as the node keeps it between wakes.
+fn open_run(r: &StandingRecord) -> OpenRun {
+    OpenRun {
+        rid: r.said.rid,
+        user: r.record.user.clone(),
+        session: r.record.runner != runner::COMMAND,
+        checkins: r.record.checkins.clone(),
+        hears: r.record.hears.clone(),
+        place: PlaceKey::of(&r.place),
     }
 }
 

@@ -1,6 +1,8 @@
 //! `node`: starts the node's process for this repository (answering
-//! `lost` for each open session whose watcher is gone), or stops it. A node
-//! started as root is refused when another node of the host holds host uids
+//! `lost` for each open session whose watcher is gone), detached or in the
+//! foreground (for systemd and the like), or stops it, saying which runs
+//! still go (runs outlive their node) or ending them too. A node started as
+//! root is refused when another node of the host holds host uids
 //! overlapping its `run_uids`.
 
 use crate::answer::Op;
@@ -29,6 +31,12 @@ pub enum NodeAction {
 pub struct Input {
     /// start or stop.
     pub action: NodeAction,
+    /// With start: run the node in this process until it is killed, its log on stderr too (for systemd and the like); exits non-zero on a fatal error.
+    #[serde(default)]
+    pub foreground: bool,
+    /// With stop: end every run still going too, each answered `stopped` with a note saying its node ended it.
+    #[serde(default)]
+    pub runs: bool,
 }
 
 /// What `node` did.
@@ -40,6 +48,10 @@ pub struct Output {
     pub lost: Vec<String>,
     /// Whether the node's process runs now.
     pub running: bool,
+    /// The runs still going (records), which outlive their node; `--runs` ends them.
+    pub runs: Vec<String>,
+    /// The runs this call ended, each answered `stopped`.
+    pub ended: Vec<String>,
 }
 
 /// The `node` tool.
@@ -69,6 +81,14 @@ impl Tool for NodeTool {
             ))
             .next("run ocx hook install again")
         })?;
+        if input.foreground && input.action != NodeAction::Start {
+            return Err(
+                Stop::field("foreground", "is for start only").next("ocx node start --foreground")
+            );
+        }
+        if input.runs && input.action != NodeAction::Stop {
+            return Err(Stop::field("runs", "is for stop only").next("ocx node stop --runs"));
+        }
         let running =
             |root: &std::path::Path| matches!(node::lock(&root.join("node.lock"), false), Ok(None));
         match input.action {
@@ -92,10 +112,48 @@ impl Tool for NodeTool {
                     operation: "stop the node's process".into(),
                     done: !call.dry_run,
                 });
+                let mut ended = Vec::new();
+                if input.runs {
+                    for (record, dir) in node::runs_going(&root) {
+                        let done = !call.dry_run && node::end_run(&dir);
+                        call.log(Op::Fossil {
+                            operation: format!("end the run of {record}, answered stopped"),
+                            done,
+                        });
+                        if done {
+                            ended.push(record);
+                        }
+                    }
+                }
                 Ok(Output {
                     root: root.display().to_string(),
                     lost: Vec::new(),
                     running: running(&root),
+                    runs: node::runs_going(&root)
+                        .into_iter()
+                        .map(|(r, _)| r)
+                        .collect(),
+                    ended,
+                })
+            }
+            NodeAction::Start if input.foreground && !call.dry_run => {
+                if running(&root) {
+                    return Err(Stop::new(format!(
+                        "a node's process runs at {} already",
+                        root.display()
+                    ))
+                    .next("stop it first: ocx node stop"));
+                }
+                node::daemon::run_foreground(&root).map_err(|e| {
+                    Stop::new(format!("the node stopped: {e}"))
+                        .next(format!("see {}", root.join("node.log").display()))
+                })?;
+                Ok(Output {
+                    root: root.display().to_string(),
+                    lost: Vec::new(),
+                    running: false,
+                    runs: Vec::new(),
+                    ended: Vec::new(),
                 })
             }
             NodeAction::Start => {
@@ -112,6 +170,8 @@ impl Tool for NodeTool {
                         root: root.display().to_string(),
                         lost: Vec::new(),
                         running: running(&root),
+                        runs: Vec::new(),
+                        ended: Vec::new(),
                     });
                 }
                 let lost = node::daemon::sweep_lost(&root).map_err(|e| Stop::new(e.to_string()))?;
@@ -174,6 +234,8 @@ impl Tool for NodeTool {
                     root: root.display().to_string(),
                     lost,
                     running: running(&root),
+                    runs: Vec::new(),
+                    ended: Vec::new(),
                 })
             }
         }

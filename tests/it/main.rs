@@ -8,6 +8,7 @@ mod attack_run;
 mod attack_web;
 mod cgi;
 mod cli;
+mod crash;
 mod hostile;
 mod layers;
 mod mcp;

@@ -279,7 +279,7 @@ fn stop_ends_the_run_with_stopped() {
     assert_eq!(again.refused(), "record");
 }
 
-fn forged_record(s: &Served, sender: &str, node: &str, budget: serde_json::Value) -> String {
+pub fn forged_record(s: &Served, sender: &str, node: &str, budget: serde_json::Value) -> String {
     let repo = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
     let record = json!({"ocx": 1, "kind": "record", "node": node, "user": "echo-f0f0f0", "runner": "echo",
         "objective": "forged", "checkins": [], "hears": [], "remote": false, "restrict": {},

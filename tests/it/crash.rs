@@ -1,0 +1,340 @@
+//! The node as a service that never falls over and loses nothing: run in
+//! the foreground as systemd runs it, stopped with its runs going on or
+//! ended, and processes killed by signal at the worst moments.
+
+use crate::node::{Served, forged_record};
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `ocx node start --foreground` for `s`'s repository, its stderr in `err`.
+fn foreground(s: &Served, err: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_ocx"))
+        .args(["node", "start", "--foreground", "--json", "--repository"])
+        .arg(&s.node.repo.file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(err).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `child` has ended; answers how.
+fn ended(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    None
+}
+
+/// Waits until the node's process at `root` is `pid`, its socket bound.
+fn serving(root: &Path, pid: u32) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < until {
+        if std::fs::read_to_string(root.join("node.pid"))
+            .ok()
+            .as_deref()
+            == Some(pid.to_string().as_str())
+            && root.join("node.sock").exists()
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    panic!("the foreground node never served");
+}
+
+fn list(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_foreground_node_acts_logs_on_stderr_and_ends_on_a_term_leaving_its_runs() {
+    let s = Served::new();
+    s.node.repo.json(&["node", "stop"]).ok();
+    let err = s.node.repo.dir.path().join("node.err");
+    let mut node = foreground(&s, &err);
+    serving(&s.root(), node.id());
+    let record = s.record(&[]);
+    assert!(s.lines(1)[0].starts_with(&format!("Record {record}")));
+    let opened = format!("opened {}", &record[..10]);
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert!(stderr.contains(&opened), "stderr: {stderr}");
+    assert!(s.node_log().contains(&opened));
+
+    let stopped = s.node.repo.json(&["node", "stop"]).ok();
+    let status = ended(&mut node, Duration::from_secs(10)).expect("the node ended");
+    assert_eq!(status.signal(), Some(15), "{status:?}");
+    assert_eq!(stopped["running"], false);
+    assert_eq!(list(&stopped["runs"]), vec![record.clone()]);
+    assert!(list(&stopped["ended"]).is_empty());
+    std::thread::sleep(Duration::from_millis(500));
+    let thread = s.node.repo.json(&["thread", "--of", &record]).ok();
+    assert_eq!(
+        thread["posts"].as_array().unwrap().len(),
+        1,
+        "a run outlives its node: {thread:#}"
+    );
+
+    let again = s
+        .node
+        .repo
+        .json(&["node", "start", "--foreground", "--runs"]);
+    assert_eq!(again.refused(), "runs");
+    assert!(node_free(&s.root()));
+    s.node.repo.json(&["node", "stop", "--runs"]).ok();
+}
+
+fn node_free(root: &Path) -> bool {
+    ocx::node::lock(&root.join("node.lock"), false)
+        .unwrap()
+        .is_some()
+}
+
+#[test]
+fn node_stop_with_runs_ends_each_run_answered_stopped_by_its_node_once() {
+    let s = Served::new();
+    let record = s.record(&[]);
+    s.lines(1);
+    let stopped = s.node.repo.json(&["node", "stop", "--runs"]).ok();
+    assert_eq!(list(&stopped["ended"]), vec![record.clone()]);
+    assert!(list(&stopped["runs"]).is_empty(), "{stopped:#}");
+    let (outcome, note, from) = s.response(&record).expect("answered");
+    assert_eq!(outcome, "stopped");
+    assert!(note.starts_with("ended by its node"), "{note}");
+    assert!(from.starts_with("node-"), "{from}");
+    s.node.repo.json(&["node", "start"]).ok();
+    s.settled();
+    let stopped = s.node.repo.json(&["node", "stop", "--runs"]).ok();
+    assert!(list(&stopped["ended"]).is_empty());
+    let thread = s.node.repo.json(&["thread", "--of", &record]).ok();
+    assert_eq!(
+        thread["posts"].as_array().unwrap().len(),
+        2,
+        "answered once: {thread:#}"
+    );
+}
+
+#[test]
+fn a_foreground_node_that_cannot_serve_exits_non_zero_saying_why() {
+    let s = Served::new();
+    let refused = s.node.repo.json(&["node", "start", "--foreground"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert!(refused.stdout.contains("already"), "{}", refused.stdout);
+    s.node.repo.json(&["node", "stop"]).ok();
+    let socket = s.root().join("node.sock");
+    let _ = std::fs::remove_file(&socket);
+    std::fs::create_dir_all(socket.join("in-the-way")).unwrap();
+    let err = s.node.repo.dir.path().join("node.err");
+    let mut node = foreground(&s, &err);
+    let status = ended(&mut node, Duration::from_secs(20)).expect("the node ended");
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert!(stderr.contains("the node stopped"), "stderr: {stderr}");
+    assert!(s.node_log().contains("the node stopped"));
+    std::fs::remove_dir_all(&socket).unwrap();
+}
+
+/// The run directory of `record` under `s`'s node.
+fn run_dir(s: &Served, record: &str) -> std::path::PathBuf {
+    ocx::node::config::NodeConfig::run_dir(&s.root(), record)
+}
+
+fn posts(s: &Served, record: &str) -> usize {
+    let thread = s.node.repo.json(&["thread", "--of", record]).ok();
+    thread["posts"].as_array().unwrap().len()
+}
+
+fn kill(pid_file: &Path) {
+    let pid: i32 = std::fs::read_to_string(pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_half_written_state_never_opens_a_running_record_twice_nor_answers_one_twice() {
+    let s = Served::new();
+    let node = s.node.repo.server_code();
+    let record = s.record(&[]);
+    s.lines(1);
+    let refused = forged_record(
+        &s,
+        "admin",
+        &node,
+        serde_json::json!({"wall": "1m", "gpus": 1}),
+    );
+    assert_eq!(s.response(&refused).unwrap().0, "refused");
+    s.settled();
+    let password = std::fs::read(run_dir(&s, &record).join("password")).unwrap();
+    s.node.repo.json(&["node", "stop"]).ok();
+    let state = std::fs::read(s.root().join("state.json")).unwrap();
+    std::fs::write(s.root().join("state.json"), &state[..state.len() / 2]).unwrap();
+
+    s.node.repo.json(&["node", "start"]).ok();
+    s.settled();
+    assert_eq!(
+        std::fs::read(run_dir(&s, &record).join("password")).unwrap(),
+        password,
+        "the running record's user kept its password"
+    );
+    let log = s.node_log();
+    assert_eq!(
+        log.matches(&format!("opened {}", &record[..10])).count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains(&format!("found {} still running", &record[..10])));
+    assert_eq!(
+        posts(&s, &refused),
+        2,
+        "the refused record is answered once"
+    );
+    assert_eq!(posts(&s, &record), 1, "the running record is not answered");
+    s.node
+        .repo
+        .json(&["post", "--to", &record, "--text", "after the rescan"])
+        .ok();
+    let lines = s.lines(2);
+    assert!(
+        lines[1].ends_with("from admin: after the rescan"),
+        "{lines:?}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(s.log().lines().count(), 2, "given once: {}", s.log());
+    s.node.repo.json(&["node", "stop", "--runs"]).ok();
+}
+
+#[test]
+fn a_watcher_killed_mid_run_is_answered_lost_once_after_node_start() {
+    let s = Served::new();
+    let record = s.record(&[]);
+    s.lines(1);
+    let dir = run_dir(&s, &record);
+    kill(&dir.join("watcher.pid"));
+    let until = Instant::now() + Duration::from_secs(10);
+    while ocx::node::watcher_alive(&dir) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let started = s.node.repo.json(&["node", "start"]).ok();
+    assert_eq!(started["lost"].as_array().unwrap().len(), 1, "{started:#}");
+    let (outcome, note, from) = s.response(&record).unwrap();
+    assert_eq!(outcome, "lost");
+    assert!(note.contains("watcher"), "{note}");
+    assert!(from.starts_with("node-"), "{from}");
+    s.node.repo.json(&["node", "stop"]).ok();
+    let again = s.node.repo.json(&["node", "start"]).ok();
+    assert!(again["lost"].as_array().unwrap().is_empty(), "{again:#}");
+    s.settled();
+    assert_eq!(posts(&s, &record), 2, "answered lost once");
+}
+
+#[test]
+fn a_node_killed_mid_wake_answers_every_record_exactly_once_after_start() {
+    let s = Served::new();
+    let node = s.node.repo.server_code();
+    s.node.repo.json(&["node", "stop"]).ok();
+    let records: Vec<String> = (0..30)
+        .map(|_| {
+            forged_record(
+                &s,
+                "admin",
+                &node,
+                serde_json::json!({"wall": "1m", "gpus": 1}),
+            )
+        })
+        .collect();
+    s.node.repo.json(&["node", "start"]).ok();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !s.node_log().contains("refused") && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    kill(&s.root().join("node.pid"));
+    let answered = s.node_log().matches("refused").count();
+    assert!(answered < records.len(), "killed mid-wake: {answered}");
+    while !node_free(&s.root()) {
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    s.node.repo.json(&["node", "start"]).ok();
+    s.settled();
+    for r in &records {
+        assert_eq!(s.response(r).unwrap().0, "refused");
+        assert_eq!(posts(&s, r), 2, "{r} answered once");
+    }
+}
+
+#[test]
+fn a_command_run_started_before_the_state_was_saved_never_runs_twice() {
+    let s = Served::new();
+    let count = s.out.join("count");
+    let script = s.node.repo.dir.path().join("prog/count.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho ran >> {}\nexit 0\n", count.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    s.node
+        .repo
+        .json(&[
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            script.to_str().unwrap(),
+            "--objective",
+            "Count",
+            "--checkins",
+            "trunk",
+            "--wall",
+            "1m",
+            "--read-write",
+            s.out.to_str().unwrap(),
+        ])
+        .ok();
+    s.settled();
+    let checkin = s.node.repo.commit_as("pat", "a.txt", "a", None);
+    let ran = || std::fs::read_to_string(&count).unwrap_or_default();
+    let until = Instant::now() + Duration::from_secs(60);
+    while ran().is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(ran(), "ran\n");
+    s.settled();
+    s.node.repo.json(&["node", "stop"]).ok();
+    let rid = ocx::fossil::Repository::open(&s.node.repo.file)
+        .unwrap()
+        .receipt(&checkin)
+        .unwrap()
+        .unwrap()
+        .rid;
+    let mut state = ocx::node::wake::State::load(&s.root());
+    assert!(state.last_rid >= rid);
+    state.last_rid = rid - 1;
+    std::fs::write(
+        s.root().join("state.json"),
+        serde_json::to_vec(&state).unwrap(),
+    )
+    .unwrap();
+
+    s.node.repo.json(&["node", "start"]).ok();
+    s.settled();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(ran(), "ran\n", "the check-in's run ran once");
+}
