@@ -18,7 +18,7 @@ mod wiki;
 pub use arrivals::{Arrival, ArrivalKind};
 pub use checkins::{CheckIn, TagChanges, TagSet};
 pub use threads::Said;
-use threads::{SQL_FORUM_ROOT, SQL_THREAD, SQL_TICKET_CHANGES, SQL_TICKET_RESOLVE};
+use threads::{SQL_FORUM_ROOT, SQL_POST, SQL_THREAD, SQL_TICKET_CHANGES, SQL_TICKET_RESOLVE};
 pub use wiki::WikiVersion;
 
 /// An open repository, read-only.
@@ -55,6 +55,7 @@ pub const HOT_QUERIES: &[(&str, &str)] = &[
     ("resolve", SQL_RESOLVE),
     ("receipt", SQL_RECEIPT),
     ("thread", SQL_THREAD),
+    ("said", SQL_POST),
     ("thread_root", SQL_FORUM_ROOT),
     ("ticket_changes", SQL_TICKET_CHANGES),
     ("ticket_resolve", SQL_TICKET_RESOLVE),

@@ -82,6 +82,9 @@ pub fn write(message: &Map<String, Value>) -> String {
 /// The contents of each fenced code block whose info string is `json` or empty.
 pub fn json_blocks(text: &str) -> Vec<String> {
     let mut out = Vec::new();
+    if !text.contains("```") && !text.contains("~~~") {
+        return out;
+    }
     let mut current: Option<String> = None;
     for ev in Parser::new(text) {
         match ev {

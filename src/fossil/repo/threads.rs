@@ -39,6 +39,11 @@ pub(super) const SQL_THREAD: &str = "SELECT p.fpid, b.uuid, b.rcvid, u.login, p.
      LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
      WHERE p.froot=?1 ORDER BY b.rcvid, p.fpid";
 
+pub(super) const SQL_POST: &str = "SELECT p.fpid, b.uuid, b.rcvid, u.login, p.fmtime, EXISTS(SELECT 1 FROM private WHERE rid=p.fpid), p.fprev IS NOT NULL
+     FROM forumpost p JOIN blob b ON b.rid=p.fpid
+     LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
+     WHERE p.fpid=?1";
+
 pub(super) const SQL_FORUM_ROOT: &str = "SELECT froot FROM forumpost WHERE fpid=?1";
 
 pub(super) const SQL_TICKET_CHANGES: &str = "SELECT c.tkt_rid, b.uuid, b.rcvid, u.login, c.tkt_mtime, EXISTS(SELECT 1 FROM private WHERE rid=c.tkt_rid), c.icomment
@@ -95,8 +100,14 @@ impl Repository {
 
     /// The post or ticket change `rid` as something said, or `None` when it is neither.
     pub fn said(&self, rid: i64) -> Result<Option<Said>, FossilError> {
-        if let Some(root) = self.thread_root(rid)? {
-            return Ok(self.thread(root)?.into_iter().find(|s| s.rid == rid));
+        if self.has_table("forumpost")? {
+            let mut st = self.db.prepare_cached(SQL_POST)?;
+            if let Some(said) = st
+                .query_row([rid], |r| said(r, None, r.get(6)?))
+                .optional()?
+            {
+                return Ok(Some(said));
+            }
         }
         let tkt: Option<i64> = self
             .db
