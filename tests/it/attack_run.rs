@@ -9,37 +9,13 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const PRELUDE: &str = r#"#!/usr/bin/python3
-import sys, os, json, subprocess, sqlite3, hashlib, base64
-out = os.environ["OCX_TEST_OUT"]
-FOSSIL = os.environ["OCX_TEST_FOSSIL"]
+/// What the attacker's runner adds to the shared prelude.
+const PRELUDE: &str = r#"
 MARKER = os.environ["OCX_TEST_MARKER"]
 
-def note(obj):
-    with open(os.path.join(out, "results"), "a") as f:
-        f.write(json.dumps(obj) + "\n")
-
 def server(name):
-    with open(os.path.join(".ocx", "mcp.json")) as f:
-        spec = json.load(f)["mcpServers"][name]
-    p = subprocess.Popen([spec["command"], *spec["args"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    n = [0]
-    def rpc(method, params):
-        n[0] += 1
-        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": n[0], "method": method, "params": params}) + "\n")
-        p.stdin.flush()
-        while True:
-            msg = json.loads(p.stdout.readline())
-            if msg.get("id") == n[0]:
-                return msg
-    rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "attacker", "version": "1"}})
-    p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-    p.stdin.flush()
+    rpc = mcp(name)
     return lambda tool, args: rpc("tools/call", {"name": tool, "arguments": args})
-
-def fossil(*args):
-    p = subprocess.run([FOSSIL, *args], capture_output=True, text=True)
-    return p.returncode, p.stdout + p.stderr
 
 def unsent():
     db = sqlite3.connect(".clone.fossil")
@@ -133,7 +109,11 @@ fn attack(body: &str, branch: Option<&str>) -> Attack {
     std::fs::set_permissions(&host, std::fs::Permissions::from_mode(0o777)).unwrap();
     let marker = host.join("pwned");
     let runner = prog.join("attacker.py");
-    std::fs::write(&runner, format!("{PRELUDE}{body}{MAIN}")).unwrap();
+    std::fs::write(
+        &runner,
+        format!("{}{PRELUDE}{body}{MAIN}", crate::support::PY_RUNNER_PRELUDE),
+    )
+    .unwrap();
     std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
     let page = dir.join("page.md");
     let block = json!({"command": [runner], "input": "lines",

@@ -9,38 +9,13 @@ use crate::support::{Repo, ServedNode, fossil};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-const RUNNER: &str = r#"#!/usr/bin/python3
-import sys, os, json, socket, subprocess
-out = os.environ["OCX_TEST_OUT"]
-FOSSIL = os.environ["OCX_TEST_FOSSIL"]
-
-def note(obj):
-    with open(os.path.join(out, "results"), "a") as f:
-        f.write(json.dumps(obj) + "\n")
-
+/// The runner's own part, after the shared prelude.
+const RUNNER: &str = r#"
 def server(name):
-    with open(os.path.join(".ocx", "mcp.json")) as f:
-        spec = json.load(f)["mcpServers"][name]
-    p = subprocess.Popen([spec["command"], *spec["args"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    n = [0]
-    def rpc(method, params):
-        n[0] += 1
-        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": n[0], "method": method, "params": params}) + "\n")
-        p.stdin.flush()
-        while True:
-            msg = json.loads(p.stdout.readline())
-            if msg.get("id") == n[0]:
-                return msg
-    rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test-runner", "version": "1"}})
-    p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-    p.stdin.flush()
+    rpc = mcp(name)
     call = lambda tool, args: rpc("tools/call", {"name": tool, "arguments": args})["result"]
     names = lambda: [t["name"] for t in rpc("tools/list", {})["result"]["tools"]]
     return call, names
-
-def fossil(*args):
-    p = subprocess.run([FOSSIL, *args], capture_output=True, text=True)
-    return p.returncode, p.stdout + p.stderr
 
 for line in sys.stdin:
     if not line.startswith("Record "):
@@ -113,7 +88,11 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
     std::fs::create_dir_all(&out).unwrap();
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
     let runner = prog.join("runner.py");
-    std::fs::write(&runner, RUNNER).unwrap();
+    std::fs::write(
+        &runner,
+        format!("{}{RUNNER}", crate::support::PY_RUNNER_PRELUDE),
+    )
+    .unwrap();
     std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
     let other = repo
         .json(&[

@@ -338,3 +338,40 @@ impl Drop for ServedNode {
         let _ = self.server.wait();
     }
 }
+
+/// The start of a test session runner written in Python: what both the
+/// restricted-run tests and the attacks from inside a run share. `note`
+/// records a finding for the test to read, `mcp(name)` starts the MCP
+/// server `.ocx/mcp.json` names and answers its JSON-RPC caller, and
+/// `fossil` runs the program the test names.
+pub const PY_RUNNER_PRELUDE: &str = r#"#!/usr/bin/python3
+import sys, os, json, socket, subprocess, sqlite3, hashlib, base64
+out = os.environ["OCX_TEST_OUT"]
+FOSSIL = os.environ["OCX_TEST_FOSSIL"]
+
+def note(obj):
+    with open(os.path.join(out, "results"), "a") as f:
+        f.write(json.dumps(obj) + "\n")
+
+def mcp(name):
+    with open(os.path.join(".ocx", "mcp.json")) as f:
+        spec = json.load(f)["mcpServers"][name]
+    p = subprocess.Popen([spec["command"], *spec["args"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    n = [0]
+    def rpc(method, params):
+        n[0] += 1
+        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": n[0], "method": method, "params": params}) + "\n")
+        p.stdin.flush()
+        while True:
+            msg = json.loads(p.stdout.readline())
+            if msg.get("id") == n[0]:
+                return msg
+    rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test-runner", "version": "1"}})
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    p.stdin.flush()
+    return rpc
+
+def fossil(*args):
+    p = subprocess.run([FOSSIL, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+"#;
