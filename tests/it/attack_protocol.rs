@@ -126,18 +126,11 @@ impl Node {
 
     /// Waits until the node has handled every artifact the repository holds.
     fn settled(&self) {
-        let until = Instant::now() + Duration::from_secs(30);
-        let last = ocx::fossil::Repository::open(&self.repo().file)
-            .unwrap()
-            .last_rid()
-            .unwrap();
-        while Instant::now() < until {
-            if ocx::node::wake::State::load(&self.root()).last_rid >= last {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(25));
+        if let Err(last) =
+            crate::support::handled_all(&self.repo().file, &self.root(), Duration::from_secs(30))
+        {
+            panic!("the node never handled row {last}: {}", self.node_log());
         }
-        panic!("the node never handled row {last}: {}", self.node_log());
     }
 
     /// `login`'s row of the user table: its password (as stored) and letters.

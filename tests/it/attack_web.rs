@@ -3,35 +3,13 @@
 //! `fossil ui`) serving `ocx-cgi` from its extroot, and to a real
 //! `ocx --mcp-http`. Each asserts the attack failed and nothing changed.
 
-use crate::cgi::{Ext, Server};
+use crate::cgi::{Ext, Server, repo, thread};
 use crate::mcp::{post_with, response_of, serve_as, status_of};
 use crate::support::{Repo, fossil};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
-
-fn repo() -> Repo {
-    let repo = Repo::new();
-    repo.user("alice", "v234").user("bob", "o");
-    repo
-}
-
-fn thread(repo: &Repo) -> String {
-    repo.json(&[
-        "post",
-        "--user",
-        "alice",
-        "--title",
-        "Plans",
-        "--text",
-        "Let us plan.",
-    ])
-    .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
 
 /// Every forum post the repository holds.
 fn forum_posts(repo: &Repo) -> i64 {

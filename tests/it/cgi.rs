@@ -171,13 +171,15 @@ fn post(
     cgi(ext, repo, &env, body.as_bytes())
 }
 
-fn repo() -> Repo {
+/// A repository with alice (who may post) and bob (who may only check out).
+pub fn repo() -> Repo {
     let repo = Repo::new();
     repo.user("alice", "v234").user("bob", "o");
     repo
 }
 
-fn thread(repo: &Repo) -> String {
+/// A new thread by alice; its first post's hash.
+pub fn thread(repo: &Repo) -> String {
     repo.json(&[
         "post",
         "--user",

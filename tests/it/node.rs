@@ -157,17 +157,11 @@ impl Served {
 
     /// Waits until the node has handled every artifact the repository holds.
     pub fn settled(&self) {
-        let until = Instant::now() + Duration::from_secs(20);
-        let last = ocx::fossil::Repository::open(&self.node.repo.file)
-            .unwrap()
-            .last_rid()
-            .unwrap();
-        while Instant::now() < until {
-            if ocx::node::wake::State::load(&self.root()).last_rid >= last {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        let _ = crate::support::handled_all(
+            &self.node.repo.file,
+            &self.root(),
+            Duration::from_secs(20),
+        );
     }
 }
 

@@ -7,6 +7,7 @@ use serde_json::Value;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The `fossil` program the tests run against.
 pub fn fossil() -> PathBuf {
@@ -375,3 +376,20 @@ def fossil(*args):
     p = subprocess.run([FOSSIL, *args], capture_output=True, text=True)
     return p.returncode, p.stdout + p.stderr
 "#;
+
+/// Waits, `within` at most, until the node at `root` has handled every
+/// row the repository `file` holds; the last row when it has not.
+pub fn handled_all(file: &Path, root: &Path, within: Duration) -> Result<(), i64> {
+    let until = Instant::now() + within;
+    let last = ocx::fossil::Repository::open(file)
+        .unwrap()
+        .last_rid()
+        .unwrap();
+    while Instant::now() < until {
+        if ocx::node::wake::State::load(root).last_rid >= last {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    Err(last)
+}
