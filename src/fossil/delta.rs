@@ -22,6 +22,17 @@ pub fn uncompress(stored: &[u8]) -> Option<Vec<u8>> {
     }
     let n = u32::from_be_bytes([stored[0], stored[1], stored[2], stored[3]]) as usize;
     let mut out = Vec::with_capacity(n.min(64 << 20));
+    if n <= 64 << 20 {
+        // The announced length is room enough: one call, no buffer between.
+        let mut z = flate2::Decompress::new(true);
+        let status = z
+            .decompress_vec(&stored[4..], &mut out, flate2::FlushDecompress::Finish)
+            .ok()?;
+        if status == flate2::Status::StreamEnd {
+            return (out.len() == n).then_some(out);
+        }
+        out.clear();
+    }
     ZlibDecoder::new(&stored[4..]).read_to_end(&mut out).ok()?;
     (out.len() == n).then_some(out)
 }

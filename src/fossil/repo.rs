@@ -6,6 +6,7 @@ use super::FossilError;
 use super::artifact::{self, HashPolicy, Parsed};
 use super::caps::{Capabilities, Special};
 use super::delta;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -98,6 +99,8 @@ impl Repository {
         db.busy_timeout(Duration::from_secs(15))
             .map_err(unreadable)?;
         db.pragma_update(None, "query_only", true)
+            .map_err(unreadable)?;
+        db.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
             .map_err(unreadable)?;
         let repo = Repository { path, db };
         repo.project_code().map_err(|e| FossilError::Unreadable {
@@ -294,13 +297,22 @@ impl Repository {
     fn has_table(&self, name: &str) -> Result<bool, FossilError> {
         Ok(self
             .db
-            .query_row(
-                "SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?1",
-                [name],
-                |_| Ok(()),
-            )
+            .prepare_cached("SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?1")?
+            .query_row([name], |_| Ok(()))
             .optional()?
             .is_some())
+    }
+
+    /// Runs `read` inside one read transaction, so its statements share one
+    /// shared lock instead of taking and giving back one each (and looking
+    /// for a journal each time). A writer waits until `read` ends, so a
+    /// caller keeps it to a few milliseconds of reads and never writes,
+    /// nor starts `fossil`, inside it. Ended however `read` ends.
+    pub fn reading<T>(&self, read: impl FnOnce() -> T) -> Result<T, FossilError> {
+        let transaction = self.db.unchecked_transaction()?;
+        let out = read();
+        transaction.commit()?;
+        Ok(out)
     }
 
     /// The query plan SQLite chooses for `sql`, a line per step.

@@ -102,16 +102,22 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         report: &mut report,
     };
     let mut logged = 0;
-    for a in arrivals {
-        let open = node.state.open.len();
-        if !a.private {
-            node.arrival_guarded(&a);
-        }
-        node.state.last_rid = node.state.last_rid.max(a.rid);
-        if node.report.len() > logged || node.state.open.len() != open {
-            super::daemon::log(root, &node.report[logged..]);
-            logged = node.report.len();
-            node.state.save(root)?;
+    let mut rest = &arrivals[..];
+    while !rest.is_empty() {
+        let held = repo.reading(|| read_some(&repo, rest))?;
+        let (now, later) = rest.split_at(held.len());
+        rest = later;
+        for (a, held) in now.iter().zip(held) {
+            let open = node.state.open.len();
+            if !a.private {
+                node.arrival_guarded(a, held);
+            }
+            node.state.last_rid = node.state.last_rid.max(a.rid);
+            if node.report.len() > logged || node.state.open.len() != open {
+                super::daemon::log(root, &node.report[logged..]);
+                logged = node.report.len();
+                node.state.save(root)?;
+            }
         }
     }
     let open: Vec<String> = node.state.open.keys().cloned().collect();
@@ -125,6 +131,51 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     super::daemon::log(root, &report[logged..]);
     state.save(root)?;
     Ok(report)
+}
+
+/// The most arrivals read in one read transaction, and the longest one
+/// is held: Fossil's writers wait on it no longer than on a page it serves.
+const READ_AT_ONCE: usize = 256;
+const READ_FOR: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// What an arrival holds, read before the node acts on it.
+enum Held {
+    /// A post or ticket change: its text, and what that holds as a message.
+    Said { text: Vec<u8>, kind: Option<Kind> },
+    /// Nothing to read: a check-in, a file, a private post.
+    Nothing,
+}
+
+/// Reads what the first arrivals of `arrivals` hold, as many as fit in one
+/// short read transaction (at least one). A failure or a panic while
+/// reading one is that arrival's alone, kept as its reason.
+fn read_some(repo: &Repository, arrivals: &[Arrival]) -> Vec<Result<Held, String>> {
+    let started = std::time::Instant::now();
+    let mut held = Vec::new();
+    for a in arrivals.iter().take(READ_AT_ONCE) {
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_arrival(repo, a)));
+        held.push(match read {
+            Ok(Ok(h)) => Ok(h),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(panic) => Err(format!("the node panicked: {}", panic_text(panic.as_ref()))),
+        });
+        if started.elapsed() >= READ_FOR {
+            break;
+        }
+    }
+    held
+}
+
+fn read_arrival(repo: &Repository, a: &Arrival) -> Result<Held, NodeError> {
+    if a.private || !matches!(a.kind, ArrivalKind::Post { .. } | ArrivalKind::TicketChange) {
+        return Ok(Held::Nothing);
+    }
+    let Some(said) = repo.said(a.rid)? else {
+        return Ok(Held::Nothing);
+    };
+    let text = found::text(repo, &said)?;
+    let kind = found::kind(&said, &text);
+    Ok(Held::Said { text, kind })
 }
 
 struct Node<'a> {
@@ -155,12 +206,19 @@ impl Node<'_> {
     /// arrival's alone: its line is logged with the arrival's hash, a record
     /// its sender could send is answered `refused` with the reason, and
     /// the wake goes on to the next.
-    fn arrival_guarded(&mut self, a: &Arrival) {
-        let acted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.arrival(a)));
-        let reason = match acted {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e.to_string(),
-            Err(panic) => format!("the node panicked: {}", panic_text(panic.as_ref())),
+    fn arrival_guarded(&mut self, a: &Arrival, held: Result<Held, String>) {
+        let reason = match held {
+            Err(reason) => reason,
+            Ok(held) => {
+                let acted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.arrival(a, held)
+                }));
+                match acted {
+                    Ok(Ok(())) => return,
+                    Ok(Err(e)) => e.to_string(),
+                    Err(panic) => format!("the node panicked: {}", panic_text(panic.as_ref())),
+                }
+            }
         };
         let reason = crate::protocol::kinds::clip(&reason);
         self.report
@@ -214,20 +272,19 @@ impl Node<'_> {
         Ok(())
     }
 
-    fn arrival(&mut self, a: &Arrival) -> Result<(), NodeError> {
-        match &a.kind {
-            ArrivalKind::Post { .. } | ArrivalKind::TicketChange => {
-                let Some(said) = self.repo.said(a.rid)? else {
-                    return Ok(());
-                };
-                let text = found::text(self.repo, &said)?;
-                match found::kind(&said, &text) {
-                    Some(kind) => self.message(a, kind),
-                    None => self.post(a, &String::from_utf8_lossy(&text)),
-                }
+    fn arrival(&mut self, a: &Arrival, held: Held) -> Result<(), NodeError> {
+        match (&a.kind, held) {
+            (
+                _,
+                Held::Said {
+                    kind: Some(kind), ..
+                },
+            ) => self.message(a, kind),
+            (_, Held::Said { text, .. }) => self.post(a, &String::from_utf8_lossy(&text)),
+            (ArrivalKind::CheckIn { branch }, Held::Nothing) => {
+                self.checkin(a, branch.as_deref().unwrap_or(""))
             }
-            ArrivalKind::CheckIn { branch } => self.checkin(a, branch.as_deref().unwrap_or("")),
-            ArrivalKind::Other => Ok(()),
+            _ => Ok(()),
         }
     }
 
@@ -412,12 +469,15 @@ impl Node<'_> {
         }
         let password = super::random_password();
         if standing == run_user::Standing::New {
-            self.fossil.user_new(self.repo.path(), &user, &password)?;
+            // Marked before it is made: a node killed between the two leaves
+            // a mark for no login, which the next try makes, never a login
+            // it made and could not tell from one made by hand.
             self.fossil.mark_run_user(
                 self.repo.path(),
                 &user,
                 &format!("made by {}", self.cfg.login),
             )?;
+            self.fossil.user_new(self.repo.path(), &user, &password)?;
         } else {
             self.fossil
                 .user_password(self.repo.path(), &user, &password)?;

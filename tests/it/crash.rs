@@ -338,3 +338,99 @@ fn a_command_run_started_before_the_state_was_saved_never_runs_twice() {
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(ran(), "ran\n", "the check-in's run ran once");
 }
+
+/// Points the node's `fossil` at a program that, once, SIGKILLs the node
+/// when the node asks `fossil user` to make a login: before making it
+/// (`after` false) or just after (`after` true); otherwise it is `fossil`.
+fn kill_node_on_user_new(s: &Served, after: bool) {
+    let file = s.root().join("node.json");
+    let mut cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let real = cfg["fossil"].as_str().unwrap().to_string();
+    let dir = s.node.repo.dir.path();
+    let armed = dir.join("armed");
+    std::fs::write(&armed, "").unwrap();
+    let input = dir.join("user-input");
+    let wrapper = dir.join("prog/fossil-killer");
+    let make = if after {
+        format!("{real} \"$@\" < {}", input.display())
+    } else {
+        "true".into()
+    };
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n\
+             if [ \"$1\" = user ] && [ -e {armed} ]; then\n\
+               cat > {input}\n\
+               if [ \"$(head -n1 {input})\" = new ]; then\n\
+                 rm -f {armed}\n\
+                 {make}\n\
+                 kill -9 $(cat {root}/node.pid)\n\
+                 exit 1\n\
+               fi\n\
+               exec {real} \"$@\" < {input}\n\
+             fi\n\
+             exec {real} \"$@\"\n",
+            armed = armed.display(),
+            input = input.display(),
+            root = s.root().display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    cfg["fossil"] = wrapper.to_str().unwrap().into();
+    std::fs::write(&file, serde_json::to_vec(&cfg).unwrap()).unwrap();
+}
+
+/// A record sent while the node is armed to die making its run's user:
+/// after `ocx node start` the record is opened once, its user marked as a
+/// run's with the run's capabilities, and the run hears it.
+fn killed_making_a_run_user_opens_once(after: bool) {
+    let s = Served::new();
+    kill_node_on_user_new(&s, after);
+    let record = s.record(&[]);
+    let user = crate::node::user_of(&s, &record);
+    let until = Instant::now() + Duration::from_secs(30);
+    while !node_free(&s.root()) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(node_free(&s.root()), "the node was killed");
+    assert!(!s.node.repo.dir.path().join("armed").exists());
+    let repo = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
+    assert!(repo.is_run_user(&user).unwrap(), "marked before it is made");
+    assert_eq!(repo.own_capabilities(&user).unwrap().is_some(), after);
+    assert!(s.response(&record).is_none());
+
+    s.node.repo.json(&["node", "start"]).ok();
+    let lines = s.lines(1);
+    assert!(lines[0].starts_with("Record "), "{lines:?}");
+    s.settled();
+    let log = s.node_log();
+    assert_eq!(
+        log.matches(&format!("opened {} as {user}", &record[..10]))
+            .count(),
+        1,
+        "{log}"
+    );
+    assert!(s.response(&record).is_none(), "running, not refused");
+    assert_eq!(
+        repo.own_capabilities(&user).unwrap().as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES)
+    );
+    assert!(repo.is_run_user(&user).unwrap());
+    s.node.repo.json(&["node", "stop", "--runs"]).ok();
+    s.settled();
+    assert_eq!(posts(&s, &record), 2, "answered once: stopped");
+}
+
+#[test]
+fn a_node_killed_after_marking_and_before_making_a_run_user_opens_the_record_once() {
+    killed_making_a_run_user_opens_once(false);
+}
+
+#[test]
+fn a_node_killed_after_making_a_run_user_and_before_recording_the_run_opens_it_once() {
+    killed_making_a_run_user_opens_once(true);
+}

@@ -111,11 +111,8 @@ impl Repository {
         }
         let tkt: Option<i64> = self
             .db
-            .query_row(
-                "SELECT tkt_id FROM ticketchng WHERE tkt_rid=?1",
-                [rid],
-                |r| r.get(0),
-            )
+            .prepare_cached("SELECT tkt_id FROM ticketchng WHERE tkt_rid=?1")?
+            .query_row([rid], |r| r.get(0))
             .optional()?;
         match tkt {
             Some(t) => Ok(self.ticket_changes(t)?.into_iter().find(|s| s.rid == rid)),
