@@ -222,6 +222,9 @@ impl Node<'_> {
                 };
                 let text = found::text(self.repo, &said)?;
                 match found::kind(&said, &text) {
+                    Some(Kind::Other) if crate::protocol::ask::read_text(&text).is_some() => {
+                        self.post(a, &String::from_utf8_lossy(&text))
+                    }
                     Some(kind) => self.message(a, kind),
                     None => self.post(a, &String::from_utf8_lossy(&text)),
                 }
@@ -231,8 +234,9 @@ impl Node<'_> {
         }
     }
 
-    /// A post or ticket change that holds no message: given to each open
-    /// session whose place it is in and whose record hears its sender.
+    /// A post or ticket change that holds no message the node acts on (a
+    /// plain post, a question or a decision): given to each open session
+    /// whose place it is in and whose record hears its sender.
     fn post(&mut self, a: &Arrival, text: &str) -> Result<(), NodeError> {
         if !self.state.open.values().any(|o| o.session) {
             return Ok(());
