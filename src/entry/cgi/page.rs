@@ -147,9 +147,18 @@ fn console_question(request: &Request, q: &Value) -> Markup {
     let refs: Vec<&Value> = q
         .get("replies_to")
         .into_iter()
-        .chain(q.get("references").and_then(Value::as_array).into_iter().flatten())
+        .chain(
+            q.get("references")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten(),
+        )
         .collect();
-    let presses = q.get("decide").and_then(Value::as_array).cloned().unwrap_or_default();
+    let presses = q
+        .get("decide")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     html! {
         section.ocx-card.ocx-question id=(format!("question-{short}")) {
             h3 { (text_of(q, "question")) }

@@ -1,0 +1,405 @@
+//! Questions and decisions: what `post` writes given `for` or `decision`,
+//! who a decision counts from, references resolved and described (and
+//! refused), and `questions`, `decide` and `console` at the command line.
+
+use crate::support::Repo;
+use ocx::fossil::artifact::ForumPost;
+use serde_json::Value;
+
+/// A repository where stone decides, mallory may post but decide nothing,
+/// looker reads only the forum, outsider reads no forum, and carol's posts
+/// await a moderator.
+fn team() -> Repo {
+    let r = Repo::new();
+    r.user("stone", "o24jr")
+        .user("mallory", "o24")
+        .user("looker", "2")
+        .user("blind", "24")
+        .user("carol", "3")
+        .user("outsider", "o");
+    r.fossil(&["user", "capabilities", "nobody", ""]);
+    r.fossil(&["user", "capabilities", "anonymous", ""]);
+    r
+}
+
+/// Admin asks stone, in a new thread, with `extra` arguments; answers the question's hash.
+fn ask(r: &Repo, extra: &[&str]) -> String {
+    let mut args = vec![
+        "post",
+        "--title",
+        "Release",
+        "--text",
+        "Ship 2.0 now?",
+        "--for",
+        "stone",
+        "--options",
+        r#"["Ship it", "Wait a week"]"#,
+        "--stakes",
+        "the release date",
+    ];
+    args.extend_from_slice(extra);
+    r.json(&args).ok()["hash"].as_str().unwrap().to_string()
+}
+
+fn questions(r: &Repo, viewer: &str, for_login: &str) -> Value {
+    r.json(&["questions", "--user", viewer, "--for", for_login])
+        .ok()
+}
+
+#[test]
+fn a_question_is_written_after_markdown_a_person_reads_and_listed_as_waiting() {
+    let r = team();
+    let checkin = r.commit_as("admin", "notes.txt", "one\ntwo\nthree\nfour\n", None);
+    let q = ask(&r, &["--references", &checkin[..12]]);
+    assert_eq!(r.sender(&q).as_deref(), Some("admin"));
+    let text = r.fossil(&["artifact", &q]);
+    for said in [
+        "**Question for stone:** Ship 2\\.0 now?",
+        "1. Ship it \\(recommended\\)",
+        "2. Wait a week",
+        "What it changes: the release date",
+        &format!("Read first: [a change](/info/{checkin})"),
+        "Decide: on the OCX page",
+        "\"kind\": \"question\"",
+    ] {
+        assert!(text.contains(said), "{said:?} is not in:\n{text}");
+    }
+    let tag = r.fossil(&[
+        "sql",
+        &format!("SELECT x.value FROM tagxref x JOIN tag t USING(tagid) JOIN blob b ON b.rid=x.rid WHERE t.tagname='ocx-message' AND b.uuid='{q}'"),
+    ]);
+    assert_eq!(tag.trim(), "question");
+
+    let v = questions(&r, "stone", "stone");
+    assert_eq!(v["for"], "stone");
+    assert_eq!(v["open"], 1);
+    let w = &v["waiting"][0];
+    assert_eq!(w["asked"], q.as_str());
+    assert_eq!(w["from"], "admin");
+    assert_eq!(w["question"], "Ship 2.0 now?");
+    assert_eq!(w["options"], serde_json::json!(["Ship it", "Wait a week"]));
+    assert_eq!(w["state"], "open");
+    let reference = &w["references"][0];
+    assert_eq!(reference["title"], "a change");
+    assert_eq!(reference["kind"], "checkin");
+    assert_eq!(reference["by"], "admin");
+    assert_eq!(reference["link"], format!("/info/{checkin}"));
+    assert!(
+        w.get("replies_to").is_none(),
+        "a thread's first post replies to nothing"
+    );
+    assert_eq!(
+        questions(&r, "stone", "mallory")["waiting"],
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn a_decision_counts_only_from_its_login_or_an_administrator_closing_it() {
+    let r = team();
+    let q = ask(&r, &[]);
+    let before = r.hashes();
+    let refused = r.json(&["decide", &q[..12], "--option", "2", "--user", "mallory"]);
+    assert_eq!(refused.refused(), "question");
+    let refused = r.json(&[
+        "post",
+        "--to",
+        &q[..12],
+        "--decision",
+        "--text",
+        "Wait",
+        "--user",
+        "mallory",
+    ]);
+    assert_eq!(refused.refused(), "to");
+    assert_eq!(r.hashes(), before, "a refused decision wrote nothing");
+
+    // mallory writes a decision past OCX: it is stored, and counts for nothing.
+    let block = format!(
+        "**Decision from stone:** Wait a week\n\n```json\n{{\"ocx\": 1, \"kind\": \"decision\", \"question\": \"{q}\", \"note\": \"Wait a week\"}}\n```\n"
+    );
+    let forged = ForumPost {
+        date: "2026-01-01T00:00:00",
+        reply: Some((&q, &q)),
+        title: None,
+        mimetype: "text/x-markdown",
+        user: "stone",
+        text: &block,
+    }
+    .compose();
+    r.import_as("mallory", &[forged]);
+    let v = questions(&r, "stone", "stone");
+    let w = &v["waiting"][0];
+    assert_eq!(w["state"], "open", "{v:#}");
+    assert_eq!(w["decisions"][0]["from"], "mallory");
+    assert_eq!(w["decisions"][0]["counts"], "nothing");
+
+    let out = r
+        .json(&[
+            "decide",
+            &q[..12],
+            "--option",
+            "1",
+            "--note",
+            "tag it today",
+            "--user",
+            "stone",
+        ])
+        .ok();
+    assert_eq!(out["counts"], "decided");
+    assert_eq!(out["note"], "Ship it: tag it today");
+    let hash = out["hash"].as_str().unwrap();
+    assert_eq!(r.sender(hash).as_deref(), Some("stone"));
+    assert!(
+        r.fossil(&["artifact", hash])
+            .contains("**Decision from stone:** Ship it\\: tag it today")
+    );
+    let v = questions(&r, "stone", "stone");
+    assert_eq!(
+        v["waiting"],
+        serde_json::json!([]),
+        "a decided question waits no more"
+    );
+    assert_eq!(v["open"], 0);
+    let again = r.json(&["decide", &q[..12], "--option", "2", "--user", "stone"]);
+    assert_eq!(again.refused(), "question");
+
+    // An administrator closes a question for stone.
+    let q2 = ask(&r, &[]);
+    let admin = questions(&r, "admin", "admin");
+    assert_eq!(admin["to_confirm"][0]["asked"], q2.as_str(), "{admin:#}");
+    let out = r
+        .json(&[
+            "decide",
+            &q2[..12],
+            "--note",
+            "Not this way",
+            "--user",
+            "admin",
+        ])
+        .ok();
+    assert_eq!(out["counts"], "closed");
+    assert!(
+        r.fossil(&["artifact", out["hash"].as_str().unwrap()])
+            .contains("**Closed by admin:** Not this way")
+    );
+    assert_eq!(questions(&r, "stone", "stone")["open"], 0);
+}
+
+#[test]
+fn references_naming_nothing_several_elsewhere_private_or_unreadable_are_refused() {
+    let r = team();
+    let checkin = r.commit_as("admin", "notes.txt", "one\n", None);
+    let held = r
+        .json(&[
+            "post",
+            "--title",
+            "Held",
+            "--text",
+            "awaiting a moderator",
+            "--user",
+            "carol",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before = r.hashes();
+    for (reference, why) in [
+        ("0000000000aa", "names nothing"),
+        (
+            "https://elsewhere.example/info/abcdef0123",
+            "another server",
+        ),
+        ("/timeline", "no page"),
+        (&format!("/artifact/{checkin}?ln=9-3"), "one range"),
+        (&format!("/artifact/{checkin}?ln=1234567890"), "one range"),
+        (held.as_str(), "private"),
+        ("not a reference", "neither"),
+    ] {
+        let run = r.json(&[
+            "post",
+            "--title",
+            "Q",
+            "--text",
+            "Go?",
+            "--for",
+            "stone",
+            "--references",
+            reference,
+        ]);
+        assert_eq!(run.answer()["ok"], false, "{reference}: {}", run.stdout);
+        assert_eq!(run.refused(), "references[0]", "{reference}");
+        let reason = run.answer()["stopped"]["reason"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(reason.contains(why), "{reference}: {reason}");
+    }
+    // blind may not read check-ins (o): a question for blind may not send them to one.
+    let run = r.json(&[
+        "post",
+        "--title",
+        "Q",
+        "--text",
+        "Go?",
+        "--for",
+        "blind",
+        "--references",
+        &checkin,
+    ]);
+    assert_eq!(run.refused(), "references[0]");
+    assert!(
+        run.answer()["stopped"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("blind may not read it")
+    );
+    // A question for a login that does not exist, or may not read the forum.
+    assert_eq!(
+        r.json(&[
+            "post",
+            "--title",
+            "Q",
+            "--text",
+            "Go?",
+            "--for",
+            "nobody-here"
+        ])
+        .refused(),
+        "for"
+    );
+    assert_eq!(
+        r.json(&["post", "--title", "Q", "--text", "Go?", "--for", "outsider"])
+            .refused(),
+        "for"
+    );
+    assert_eq!(
+        r.json(&["post", "--title", "Q", "--text", "Go?", "--options", "a"])
+            .refused(),
+        "for"
+    );
+    assert_eq!(r.hashes(), before, "each refusal wrote nothing");
+}
+
+#[test]
+fn each_kind_of_reference_is_kept_as_fossils_link_and_shown_only_as_far_as_the_viewer_reads() {
+    let r = team();
+    let checkin = r.commit_as("admin", "notes.txt", "one\ntwo\nthree\nfour\n", None);
+    let page = r.dir.path().join("page.md");
+    std::fs::write(&page, "The plan, in full.\n").unwrap();
+    r.fossil(&["wiki", "create", "Release plan", page.to_str().unwrap()]);
+    r.fossil(&[
+        "wiki",
+        "create",
+        "Freeze notes",
+        page.to_str().unwrap(),
+        "--technote",
+        "now",
+    ]);
+    let technote = r.fossil(&[
+        "sql",
+        "SELECT substr(tagname, 7) FROM tag WHERE tagname GLOB 'event-*'",
+    ]);
+    let technote = technote.trim().trim_matches('\'').to_string();
+    let ticket_out = r.fossil(&[
+        "ticket",
+        "add",
+        "title",
+        "Crash on start",
+        "comment",
+        "It crashes.",
+        "status",
+        "Open",
+    ]);
+    let ticket = ticket_out
+        .split_whitespace()
+        .find(|w| w.len() == 40)
+        .unwrap()
+        .to_string();
+    let q = ask(
+        &r,
+        &[
+            "--references",
+            &format!(
+                r#"["{}", "/technote/{}", "/wiki?name=Release%20plan", "/file?name=notes.txt&ci={}&ln=2-3", "{}"]"#,
+                &ticket[..12],
+                &technote[..12],
+                &checkin[..12],
+                checkin
+            ),
+        ],
+    );
+    let v = questions(&r, "stone", "stone");
+    let refs = v["waiting"][0]["references"].as_array().unwrap().clone();
+    let file = r.fossil(&["sql", &format!(
+        "SELECT b.uuid FROM mlink m JOIN filename f ON f.fnid=m.fnid JOIN blob b ON b.rid=m.fid JOIN blob c ON c.rid=m.mid WHERE f.name='notes.txt' AND c.uuid='{checkin}'"
+    )]);
+    let file = file.trim().trim_matches('\'');
+    let links: Vec<&str> = refs.iter().map(|x| x["link"].as_str().unwrap()).collect();
+    assert_eq!(
+        links,
+        vec![
+            format!("/tktview/{ticket}"),
+            format!("/technote/{technote}"),
+            "/wiki?name=Release+plan".to_string(),
+            format!("/artifact/{file}?ln=2-3"),
+            format!("/info/{checkin}"),
+        ],
+        "{q}"
+    );
+    let titles: Vec<&str> = refs.iter().map(|x| x["title"].as_str().unwrap()).collect();
+    assert_eq!(titles[0], "Crash on start");
+    assert_eq!(titles[1], "Freeze notes");
+    assert_eq!(titles[2], "Release plan");
+    assert!(titles[3].ends_with("lines 2-3"), "{titles:?}");
+    assert_eq!(refs[3]["excerpt"], "two / three");
+    assert_eq!(refs[0]["kind"], "ticket");
+    assert_eq!(refs[2]["kind"], "wiki");
+    // looker holds only 2: the ticket (r), the tech-note and page (j), the
+    // file and check-in (o) are not readable by looker.
+    let v = questions(&r, "looker", "stone");
+    for x in v["waiting"][0]["references"].as_array().unwrap() {
+        assert_eq!(x["title"], "not readable by you", "{x:#}");
+        assert!(x.get("excerpt").is_none(), "{x:#}");
+    }
+}
+
+#[test]
+fn console_prints_the_exact_command_to_decide_each_question_and_gives_the_presses_as_data() {
+    let r = team();
+    let q = ask(&r, &[]);
+    let text = r.ocx(&["console", "--user", "stone"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    let out = text.stdout;
+    assert!(out.contains("Waiting on stone:"), "{out}");
+    assert!(out.contains("- Ship 2.0 now? (asked by admin"), "{out}");
+    assert!(out.contains("1. Ship it (recommended)"), "{out}");
+    assert!(
+        out.contains(&format!("Decide: ocx decide {} --option 2", &q[..10])),
+        "{out}"
+    );
+    assert!(out.contains("no run is running"), "{out}");
+    let v = r.json(&["console", "--user", "stone"]).ok();
+    let press = &v["waiting"][0]["decide"][0];
+    assert_eq!(press["label"], "Ship it (recommended)");
+    assert_eq!(press["recommended"], true);
+    assert_eq!(press["tool"], "post");
+    assert_eq!(press["input"]["to"], &q[..10]);
+    // The press, as post takes it, decides the question as stone.
+    let input = press["input"].to_string();
+    let done = r.json(&["post", "--input", &input, "--user", "stone"]).ok();
+    assert_eq!(
+        r.sender(done["hash"].as_str().unwrap()).as_deref(),
+        Some("stone")
+    );
+    let v = r.json(&["console", "--user", "stone"]).ok();
+    assert_eq!(v["waiting"], serde_json::json!([]));
+    // Another's view has no presses.
+    let q2 = ask(&r, &[]);
+    let v = r
+        .json(&["console", "--user", "admin", "--for", "stone"])
+        .ok();
+    assert_eq!(v["waiting"][0]["asked"], q2.as_str());
+    assert!(v["waiting"][0].get("decide").is_none());
+}
