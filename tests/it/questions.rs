@@ -403,3 +403,194 @@ fn console_prints_the_exact_command_to_decide_each_question_and_gives_the_presse
     assert_eq!(v["waiting"][0]["asked"], q2.as_str());
     assert!(v["waiting"][0].get("decide").is_none());
 }
+
+/// The asking run's own part, after the shared prelude: it asks a login
+/// its record does not hear, then stone, and waits for the decision.
+const ASKER: &str = r#"
+rpc = mcp("ocx-node")
+call = lambda tool, args: rpc("tools/call", {"name": tool, "arguments": args})["result"]
+for line in sys.stdin:
+    if line.startswith("Record "):
+        record = os.environ["OCX_RECORD"]
+        note({"step": "not-heard", "result": call("ocx_post", {"to": record, "for": "mallory", "text": "Ship 2.0 now?"})})
+        note({"step": "asked", "result": call("ocx_post", {"to": record, "for": "stone", "text": "Ship 2.0 now?",
+            "options": ["Ship it", "Wait a week"], "stakes": "the release date",
+            "references": [os.environ["OCX_TEST_CHECKIN"]]})})
+    elif "Decision from stone" in line:
+        note({"step": "delivered", "line": line})
+        note({"step": "done"})
+        break
+"#;
+
+fn results(out: &std::path::Path, last: &str) -> Vec<Value> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if lines.iter().any(|l| l["step"] == last) || std::time::Instant::now() > until {
+            return lines;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn step<'a>(all: &'a [Value], name: &str) -> &'a Value {
+    all.iter()
+        .find(|s| s["step"] == name)
+        .unwrap_or_else(|| panic!("no step {name}: {all:#?}"))
+}
+
+#[test]
+fn a_run_asks_stone_who_presses_an_option_on_the_console_and_the_run_hears_the_decision() {
+    use std::os::unix::fs::PermissionsExt;
+    let browser = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").is_file()
+            && browser.join("node_modules/playwright-core").is_dir(),
+        "chromium or playwright-core is missing: run scripts/setup.sh"
+    );
+    let repo = Repo::new();
+    repo.user("stone", "o24jr").user("mallory", "o24");
+    let dir = repo.dir.path().to_path_buf();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (prog, out) = (dir.join("prog"), dir.join("out"));
+    std::fs::create_dir_all(&prog).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let runner = prog.join("asker.py");
+    std::fs::write(
+        &runner,
+        format!("{}{ASKER}", crate::support::PY_RUNNER_PRELUDE),
+    )
+    .unwrap();
+    std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let checkin = repo.commit_as("admin", "README", "start\n", None);
+    let block = serde_json::json!({"command": [runner], "input": "lines",
+        "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": crate::support::fossil(), "OCX_TEST_CHECKIN": checkin}});
+    let page = dir.join("page.md");
+    std::fs::write(&page, format!("```json\n{block}\n```\n")).unwrap();
+    repo.fossil(&[
+        "wiki",
+        "create",
+        "sandbox/asker",
+        page.to_str().unwrap(),
+        "--mimetype",
+        "text/x-markdown",
+    ]);
+    let s = crate::support::ServedNode::start(repo);
+    let record = s
+        .repo
+        .json(&[
+            "create",
+            "--runner",
+            "asker",
+            "--run-user",
+            "asker",
+            "--objective",
+            "Ask stone before shipping",
+            "--hears",
+            "stone",
+            "--no-password",
+            "--own-thread",
+            "--wall",
+            "5m",
+            "--read-write",
+            out.to_str().unwrap(),
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let all = results(&out, "asked");
+    let not_heard = &step(&all, "not-heard")["result"];
+    assert_eq!(not_heard["isError"], true, "{not_heard:#}");
+    assert_eq!(not_heard["structuredContent"]["stopped"]["field"], "for");
+    let asked = &step(&all, "asked")["result"];
+    assert_eq!(asked["isError"], false, "{asked:#}");
+    let question = asked["structuredContent"]["result"]["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(s.repo.sender(&question).as_deref(), Some("asker"));
+
+    let console = s.repo.ocx(&["console", "--user", "stone"]);
+    assert!(
+        console.stdout.contains("- Ship 2.0 now? (asked by asker"),
+        "{}",
+        console.stdout
+    );
+    assert!(
+        console.stdout.contains("Read first: a change"),
+        "{}",
+        console.stdout
+    );
+    assert!(
+        console
+            .stdout
+            .contains("Ask stone before shipping (asker as asker"),
+        "{}",
+        console.stdout
+    );
+    let view = s.repo.json(&["questions", "--user", "stone"]).ok();
+    assert_eq!(view["waiting"][0]["run"], record.as_str());
+    assert_eq!(
+        view["waiting"][0]["replies_to"]["title"],
+        "Ask stone before shipping"
+    );
+
+    let ext = crate::cgi::Ext::new();
+    let server = crate::cgi::Server::start(&s.repo, &ext);
+    let shots = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let profile = tempfile::Builder::new()
+        .prefix("ocx-chromium-")
+        .tempdir()
+        .unwrap();
+    let (before, after) = (
+        shots.join("ocx-console-question.png"),
+        shots.join("ocx-console-decided.png"),
+    );
+    let run = std::process::Command::new("node")
+        .arg(browser.join("ocx-console.mjs"))
+        .env("OCX_BASE", server.base())
+        .env("OCX_LOGIN", "stone")
+        .env("OCX_PASSWORD", "stone-pw")
+        .env("OCX_QUESTION", &question)
+        .env("OCX_PROFILE", profile.path().join("profile"))
+        .env("OCX_SHOT_BEFORE", &before)
+        .env("OCX_SHOT_AFTER", &after)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(run.status.success(), "the browser test failed: {said}");
+    assert!(
+        before.is_file() && after.is_file(),
+        "no screenshots: {said}"
+    );
+
+    let view = s
+        .repo
+        .json(&["questions", "--user", "admin", "--for", "stone"])
+        .ok();
+    assert_eq!(view["waiting"], serde_json::json!([]), "{view:#}");
+    let decided = ocx::fossil::Repository::open(&s.repo.file).unwrap();
+    let asked = ocx::protocol::ask::asked(&decided).unwrap();
+    let (said, decision, counts) = &asked[0].decisions[0];
+    assert_eq!(
+        said.from.as_deref(),
+        Some("stone"),
+        "the decision is stone's, by receipt"
+    );
+    assert_eq!(decision.note, "Ship it");
+    assert_eq!(*counts, ocx::protocol::ask::Standing::Decided);
+
+    let all = results(&out, "done");
+    let delivered = step(&all, "delivered")["line"].as_str().unwrap();
+    assert!(delivered.contains(&said.hash), "{delivered}");
+}
