@@ -125,3 +125,26 @@ impl Tool for Decide {
         })
     }
 }
+
+/// The question `question` names, when it waits on the caller of `cx` (or
+/// the caller may close it): its words and its options. What an entry
+/// point asks before it asks the person to choose.
+pub fn waiting_on(
+    cx: &crate::context::Context,
+    question: &str,
+) -> Result<(String, Vec<String>), Stop> {
+    let mut call = Call {
+        cx,
+        dry_run: true,
+        log: Vec::new(),
+        tools: &[],
+    };
+    let asked = asking::the_question(&mut call, "question", question)?;
+    let caller = call.caller()?.clone();
+    if asking::standing_of(&asked, &caller) == crate::protocol::ask::Standing::Nothing
+        || asked.settled().is_some()
+    {
+        return Err(Stop::field("question", "it does not wait on you"));
+    }
+    Ok((asked.question.question, asked.question.options))
+}

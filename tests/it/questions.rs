@@ -594,3 +594,111 @@ fn a_run_asks_stone_who_presses_an_option_on_the_console_and_the_run_hears_the_d
     let delivered = step(&all, "delivered")["line"].as_str().unwrap();
     assert!(delivered.contains(&said.hash), "{delivered}");
 }
+
+/// The MCP client with an elicitation callback: it decides one question
+/// by accepting the form the server sends (the second option, a note) and
+/// declines the form for another; a third call, from a client without
+/// elicitation, gets the refusal that asks for an option or a note.
+const ELICITING: &str = r#"
+import asyncio, json, sys
+from mcp import ClientSession, types
+from mcp.client.stdio import stdio_client, StdioServerParameters
+
+seen = []
+async def elicit(context, params):
+    seen.append({"message": params.message, "schema": params.requested_schema})
+    if len(seen) == 1:
+        return types.ElicitResult(action="accept", content={"option": "2", "note": "after the freeze"})
+    return types.ElicitResult(action="decline")
+
+def show(label, res):
+    print(json.dumps({"label": label, "is_error": bool(res.is_error), "structured": res.structured_content}), flush=True)
+
+async def main():
+    exe, repo, first, second = sys.argv[1:5]
+    params = StdioServerParameters(command=exe, args=["--mcp", "--repository", repo, "--user", "stone"])
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w, elicitation_callback=elicit) as s:
+            await s.initialize()
+            show("accepted", await s.call_tool("ocx_decide", {"question": first}))
+            show("declined", await s.call_tool("ocx_decide", {"question": second}))
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            show("plain", await s.call_tool("ocx_decide", {"question": second}))
+    print(json.dumps({"label": "seen", "seen": seen}), flush=True)
+
+asyncio.run(main())
+"#;
+
+#[test]
+fn over_mcp_a_client_that_elicits_decides_with_a_form_and_a_declined_form_writes_nothing() {
+    let r = team();
+    let first = ask(&r, &[]);
+    let second = ask(&r, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("client.py");
+    std::fs::write(&script, ELICITING).unwrap();
+    let before = r.hashes().len();
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_ocx"))
+        .arg(&r.file)
+        .arg(&first[..12])
+        .arg(&second[..12])
+        .env_remove("FOSSIL_USER")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by = |label: &str| lines.iter().find(|l| l["label"] == label).unwrap().clone();
+
+    let seen = &by("seen")["seen"];
+    assert_eq!(seen.as_array().unwrap().len(), 2, "{seen:#}");
+    assert_eq!(seen[0]["message"], "Decide: Ship 2.0 now?");
+    let option = &seen[0]["schema"]["properties"]["option"];
+    assert_eq!(option["default"], "1");
+    assert_eq!(option["oneOf"][0]["title"], "Ship it (recommended)");
+    assert_eq!(option["oneOf"][1]["const"], "2");
+
+    let accepted = by("accepted");
+    assert_eq!(accepted["is_error"], false, "{accepted:#}");
+    let result = &accepted["structured"]["result"];
+    assert_eq!(result["note"], "Wait a week: after the freeze");
+    assert_eq!(result["counts"], "decided");
+    assert_eq!(
+        r.sender(result["hash"].as_str().unwrap()).as_deref(),
+        Some("stone")
+    );
+
+    let declined = by("declined");
+    assert_eq!(declined["is_error"], true);
+    assert!(
+        declined["structured"]["stopped"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was written")
+    );
+    let plain = by("plain");
+    assert_eq!(plain["is_error"], true);
+    assert_eq!(plain["structured"]["stopped"]["field"], "option");
+    assert_eq!(
+        r.hashes().len(),
+        before + 2,
+        "the accepted decision and its tag, nothing more"
+    );
+    let v = questions(&r, "stone", "stone");
+    assert_eq!(
+        v["waiting"][0]["asked"],
+        second.as_str(),
+        "the declined question still waits"
+    );
+}
