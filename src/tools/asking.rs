@@ -220,7 +220,7 @@ pub fn standing_of(asked: &Asked, caller: &Caller) -> Standing {
 /// The question a hash or prefix in `field` names.
 pub fn the_question(call: &mut Call, field: &str, given: &str) -> Result<Asked, Stop> {
     let (rid, _) = call.artifact(field, given)?;
-    call.read(format!("the question {field} names and its decisions"));
+    call.read(format!("the question named by {field}, and its decisions"));
     ask::asked_at(call.repo()?, rid)
         .map_err(Stop::internal)?
         .ok_or_else(|| {
