@@ -373,28 +373,40 @@ pub fn check(
 }
 
 /// The reference kept as `link`, described for a viewer holding `caps`.
+/// A link that names nothing here is shown with no link at all (its
+/// `link` empty), since whoever wrote it may have written anything.
 pub fn describe(
     repo: &Repository,
     link: &str,
     caps: &Capabilities,
 ) -> Result<Described, FossilError> {
-    let url = repo
-        .base_urls()?
-        .first()
-        .map(|b| format!("{}{link}", b.trim_end_matches('/')));
+    let target = match by_link(repo, link) {
+        Ok(t) if link.starts_with('/') => Some(t),
+        Ok(_)
+        | Err(Refused::Nothing(_) | Refused::Several | Refused::Elsewhere | Refused::Private) => {
+            None
+        }
+        Err(Refused::Failed(e)) => return Err(e),
+    };
+    let link = target.as_ref().map(Target::link).unwrap_or_default();
+    let url = match link.is_empty() {
+        true => None,
+        false => repo
+            .base_urls()?
+            .first()
+            .map(|b| format!("{}{link}", b.trim_end_matches('/'))),
+    };
     let bare = |title: &str| Described {
         title: title.into(),
         kind: None,
         by: None,
         at: None,
         excerpt: None,
-        link: link.to_string(),
+        link: link.clone(),
         url: url.clone(),
     };
-    let target = match by_link(repo, link) {
-        Ok(t) => t,
-        Err(Refused::Failed(e)) => return Err(e),
-        Err(_) => return Ok(bare("not in the repository")),
+    let Some(target) = target else {
+        return Ok(bare("not in the repository"));
     };
     if !caps.has(target.needs()) {
         return Ok(bare("not readable by you"));
@@ -411,7 +423,7 @@ pub fn describe(
         by: t.by,
         at: t.at.map(crate::fossil::repo::julian_to_rfc3339),
         excerpt: Some(excerpt(&t.text)),
-        link: link.to_string(),
+        link,
         url,
     })
 }

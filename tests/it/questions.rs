@@ -702,3 +702,96 @@ fn over_mcp_a_client_that_elicits_decides_with_a_form_and_a_declined_form_writes
         "the declined question still waits"
     );
 }
+
+#[test]
+fn the_console_page_writes_only_the_viewers_own_press_and_shows_a_forged_question_harmlessly() {
+    let r = team();
+    let q = ask(&r, &[]);
+    // A question mallory wrote past OCX: hostile words and links.
+    let block = serde_json::json!({"ocx": 1, "kind": "question", "for": "stone",
+        "question": "<script>alert(1)</script>", "options": ["<img src=x onerror=alert(2)>"],
+        "references": ["javascript:alert(3)", "//evil.example/x", "/info/0000000000"]});
+    let text = format!("Forged\n\n```json\n{block}\n```\n");
+    let forged = ForumPost {
+        date: "2026-01-01T00:00:00",
+        reply: None,
+        title: Some("Forged"),
+        mimetype: "text/x-markdown",
+        user: "admin",
+        text: &text,
+    }
+    .compose();
+    let forged_hash = r.import_as("mallory", &[forged]).remove(0);
+    let tag = ocx::fossil::artifact::control(
+        "2026-01-01T00:00:01",
+        "mallory",
+        &[ocx::fossil::artifact::TagChange {
+            op: '+',
+            name: "ocx-message".into(),
+            target: forged_hash.clone(),
+            value: Some("question".into()),
+        }],
+    );
+    r.import_as("mallory", &[tag]);
+
+    let ext = crate::cgi::Ext::new();
+    let server = crate::cgi::Server::start(&r, &ext);
+    let own = format!("{}/ext/ocx-cgi/console", server.base());
+    let stone = server.login("stone");
+    let (status, _, page) =
+        server.request("GET", "/ext/ocx-cgi/console", &[("Cookie", &stone)], "");
+    assert_eq!(status, 200);
+    assert!(page.contains("Ship 2.0 now?"), "{page}");
+    assert!(
+        page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "the forged words are shown as text"
+    );
+    assert!(
+        !page.contains("<script>alert") && !page.contains("<img src=x"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("href=\"javascript:") && !page.contains("href=\"//evil"),
+        "{page}"
+    );
+    assert!(page.contains("not in the repository"));
+
+    let before = r.hashes();
+    let body = format!("question={}&option=1", &q[..10]);
+    let mallory = server.login("mallory");
+    for (who, headers) in [
+        (
+            "mallory, from the console",
+            vec![("Cookie", mallory.as_str()), ("Referer", own.as_str())],
+        ),
+        ("nobody signed in", vec![("Referer", own.as_str())]),
+    ] {
+        let (_, _, page) = server.request("POST", "/ext/ocx-cgi/console", &headers, &body);
+        assert!(page.contains("Nothing was written"), "{who}: {page}");
+    }
+    let elsewhere = format!("{}/doc/trunk/x.html", server.base());
+    let (_, _, page) = server.request(
+        "POST",
+        "/ext/ocx-cgi/console",
+        &[("Cookie", &stone), ("Referer", &elsewhere)],
+        &body,
+    );
+    assert!(page.contains("Nothing was written"), "{page}");
+    assert_eq!(
+        r.hashes(),
+        before,
+        "no press but stone's own, from the console, writes"
+    );
+
+    let (_, _, page) = server.request(
+        "POST",
+        "/ext/ocx-cgi/console",
+        &[("Cookie", &stone), ("Referer", &own)],
+        &body,
+    );
+    assert!(
+        page.contains("Written: your decision &quot;Ship it&quot; (decided)"),
+        "{page}"
+    );
+    assert_eq!(r.hashes().len(), before.len() + 2);
+}

@@ -169,7 +169,11 @@ fn console_question(request: &Request, q: &Value) -> Markup {
                 p { "Read first:" }
                 ul { @for r in &refs {
                     li {
-                        a href=(format!("{}{}", request.uri, text_of(r, "link"))) { (text_of(r, "title")) }
+                        @if text_of(r, "link").starts_with('/') {
+                            a href=(format!("{}{}", request.uri, text_of(r, "link"))) { (text_of(r, "title")) }
+                        } @else {
+                            (text_of(r, "title"))
+                        }
                         @if let Some(e) = r.get("excerpt").and_then(Value::as_str) {
                             details { summary { "excerpt" } blockquote { (e) } }
                         }
