@@ -632,7 +632,8 @@ asyncio.run(main())
 "#;
 
 #[test]
-fn over_mcp_a_client_that_elicits_decides_with_a_form_and_a_declined_form_writes_nothing() {
+fn over_mcp_a_client_that_elicits_decides_with_a_form_a_declined_form_writes_nothing_and_http_never_elicits()
+ {
     let r = team();
     let first = ask(&r, &[]);
     let second = ask(&r, &[]);
