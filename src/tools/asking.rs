@@ -296,11 +296,7 @@ pub fn shown(
             format!("/tktview/{}", &ticket[..10.min(ticket.len())]),
         ),
     };
-    let replies_to = match repo
-        .parsed(asked.said.rid)
-        .map_err(Stop::internal)?
-        .and_then(|p| p.card(b'I').and_then(|c| c.args.first().cloned()))
-    {
+    let replies_to = match repo.replies_to(asked.said.rid).map_err(Stop::internal)? {
         Some(parent) => Some(describe(&format!("/forumpost/{parent}"))?),
         None => match &asked.place {
             crate::place::Place::Ticket { ticket, .. } => {

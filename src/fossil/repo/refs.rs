@@ -226,6 +226,21 @@ impl Repository {
         )))
     }
 
+    /// The full hash of the post forum post `rid` replies to, if it replies to one.
+    pub fn replies_to(&self, rid: i64) -> Result<Option<String>, FossilError> {
+        if self.thread_root(rid)?.is_none() {
+            return Ok(None);
+        }
+        Ok(self
+            .db
+            .query_row(
+                "SELECT b.uuid FROM forumpost p JOIN blob b ON b.rid=p.firt WHERE p.fpid=?1",
+                [rid],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     /// The public URLs this repository has been served at, as Fossil
     /// remembers each (its `baseurl:` settings).
     pub fn base_urls(&self) -> Result<Vec<String>, FossilError> {
