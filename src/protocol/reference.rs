@@ -348,13 +348,30 @@ fn lines_of(target: &Target) -> Option<(u32, u32)> {
 }
 
 /// Checks that `target` may be referenced: not private, readable by each
-/// of `readers` (a login and its capabilities); the login that may not is
-/// named.
+/// of `readers` (a login and its capabilities; the last is the one asked),
+/// and a wiki page one the asked may also edit (k) without a moderator
+/// holding the edit (`modreq-wiki` on, and no l); the login that may not
+/// is named.
 pub fn check(
     repo: &Repository,
     target: &Target,
     readers: &[(&str, &Capabilities)],
 ) -> Result<(), Refused> {
+    if let (Target::Wiki { .. }, Some((login, caps))) = (target, readers.last()) {
+        if !caps.has('k') {
+            return Err(Refused::Nothing(format!(
+                "{login} may not edit that page (it needs capability k)"
+            )));
+        }
+        let moderated = repo
+            .config("modreq-wiki")?
+            .is_some_and(|v| matches!(v.trim(), "1" | "on" | "yes" | "true"));
+        if moderated && !caps.has('l') {
+            return Err(Refused::Nothing(format!(
+                "a moderator would hold {login}'s edits of that page"
+            )));
+        }
+    }
     let Some(t) = thing(repo, target)? else {
         return Err(Refused::Nothing("names nothing in this repository".into()));
     };

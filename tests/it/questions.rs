@@ -11,7 +11,7 @@ use serde_json::Value;
 /// await a moderator.
 fn team() -> Repo {
     let r = Repo::new();
-    r.user("stone", "o24jr")
+    r.user("stone", "o24jkr")
         .user("mallory", "o24")
         .user("looker", "2")
         .user("blind", "24")
@@ -278,6 +278,46 @@ fn references_naming_nothing_several_elsewhere_private_or_unreadable_are_refused
         r.json(&["post", "--title", "Q", "--text", "Go?", "--options", "a"])
             .refused(),
         "for"
+    );
+    assert_eq!(r.hashes(), before, "each refusal wrote nothing");
+    // A page mallory may not edit, or whose edits a moderator holds for stone.
+    let page = r.dir.path().join("page.md");
+    std::fs::write(&page, "The plan.\n").unwrap();
+    r.fossil(&["wiki", "create", "Plan", page.to_str().unwrap()]);
+    let before = r.hashes();
+    let for_mallory = r.json(&[
+        "post",
+        "--title",
+        "Q",
+        "--text",
+        "Go?",
+        "--for",
+        "mallory",
+        "--references",
+        "/wiki?name=Plan",
+    ]);
+    assert_eq!(for_mallory.refused(), "references[0]");
+    r.fossil(&[
+        "sql",
+        "INSERT OR REPLACE INTO config(name, value, mtime) VALUES('modreq-wiki', '1', now())",
+    ]);
+    let moderated = r.json(&[
+        "post",
+        "--title",
+        "Q",
+        "--text",
+        "Go?",
+        "--for",
+        "stone",
+        "--references",
+        "/wiki?name=Plan",
+    ]);
+    assert_eq!(moderated.refused(), "references[0]");
+    assert!(
+        moderated.answer()["stopped"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a moderator would hold")
     );
     assert_eq!(r.hashes(), before, "each refusal wrote nothing");
 }
