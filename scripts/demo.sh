@@ -4,7 +4,8 @@
 # every account must be able to reach, since each run is a host uid of its
 # own when the node runs as root): the repository served on 127.0.0.1, made a
 # node, a record whose runner is OCX's demo agent, a post the run hears and
-# answers in the forum, then a stop and the node's response.
+# answers in the forum, a question for pat with its decision, then a stop
+# and the node's response.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -20,7 +21,7 @@ say() { printf '\n$ %s\n' "$*" | sed "s#$ocx#ocx#g"; "$@"; }
 "$fossil" new --admin-user maintainer "$repo" >/dev/null
 "$fossil" user default maintainer -R "$repo"
 "$fossil" user new pat pat@example.org pat-password -R "$repo" >/dev/null
-"$fossil" user capabilities pat v4 -R "$repo" >/dev/null
+"$fossil" user capabilities pat v24 -R "$repo" >/dev/null
 printf '# The demo agent\n\nAnswers each post it hears.\n\n```json\n{"command": ["%s", "demo-agent"], "input": "lines"}\n```\n' "$ocx" > "$demo/sandbox-demo.md"
 "$fossil" wiki create sandbox/demo "$demo/sandbox-demo.md" --mimetype text/x-markdown -R "$repo" >/dev/null
 "$fossil" server --port "$port" --localhost "$repo" >"$demo/server.log" 2>&1 &
@@ -40,6 +41,13 @@ for _ in $(seq 1 50); do
   sleep 0.2
 done
 say "$ocx" thread -R "$repo" --of "${record:0:12}"
+question=$("$ocx" post -R "$repo" --title "Release 1.0" --text "Tag release 1.0 today?" --for pat \
+  --options '["Tag it today", "Wait for the docs"]' --stakes "what users download this week" \
+  --references "${record:0:12}" --json | sed -n 's/^    "hash": "\([0-9a-f]*\)",$/\1/p')
+printf '\n$ ocx post --title "Release 1.0" --text "Tag release 1.0 today?" --for pat --options '"'"'["Tag it today", "Wait for the docs"]'"'"' --stakes "what users download this week" --references %s\nquestion: %s\n' "${record:0:12}" "$question"
+say "$ocx" console -R "$repo" --user pat
+say "$ocx" decide -R "$repo" "${question:0:10}" --option 1 --note "the docs can follow" --user pat
+say "$ocx" thread -R "$repo" --of "${question:0:10}"
 say "$ocx" stop -R "$repo" --record "${record:0:12}"
 for _ in $(seq 1 50); do
   "$ocx" thread -R "$repo" --of "${record:0:12}" | grep -q '"kind": "response"' && break

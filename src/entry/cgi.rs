@@ -170,6 +170,9 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
             body: page::index(request, &cx),
         };
     }
+    if path == "console" && !json {
+        return console(request, body, &cx);
+    }
     let Some(tool) = registry::find(path) else {
         let stop = Stop::field("tool", format!("there is no tool {path:?}"))
             .next("the OCX page lists every tool");
@@ -237,6 +240,38 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
         status,
         content_type: "text/html",
         body: page::answer(request, &cx, tool, notice, &answer, text, refill),
+    }
+}
+
+/// The console's page; a POST from it decides a question as the viewer
+/// (only signed in, from OCX's own page; otherwise its dry run) and the
+/// page says what was written.
+fn console(request: &Request, body: &mut dyn Read, cx: &Context) -> Response {
+    let mut written = None;
+    if request.is_post() {
+        let decide = registry::find("decide").expect("decide is a tool");
+        let input = read_body(request, body)
+            .and_then(|b| post_input(request, decide, &form_fields(decide), &b));
+        let dry = !request.signed_in() || !request.from_own_page();
+        let answer = registry::call("decide", input, cx, dry);
+        written = Some(match (&answer.stopped, &answer.result) {
+            (Some(s), _) => maud::html! { "Nothing was written: " (s.reason) },
+            (None, _) if answer.dry_run => maud::html! {
+                "Nothing was written: a decision is written only from this page, signed in"
+            },
+            (None, Some(r)) => maud::html! {
+                "Written: your decision \"" (r["note"].as_str().unwrap_or("")) "\" ("
+                (r["counts"].as_str().unwrap_or("")) "), post "
+                (r["hash"].as_str().map(|h| &h[..10.min(h.len())]).unwrap_or(""))
+            },
+            (None, None) => maud::html! { "Nothing was written" },
+        });
+    }
+    let view = registry::call("console", Ok(Value::Object(Map::new())), cx, false);
+    Response {
+        status: 200,
+        content_type: "text/html",
+        body: page::console(request, cx, &view, written),
     }
 }
 

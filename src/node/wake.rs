@@ -277,6 +277,15 @@ impl Node<'_> {
             (
                 _,
                 Held::Said {
+                    text,
+                    kind: Some(Kind::Other),
+                },
+            ) if crate::protocol::ask::read_text(&text).is_some() => {
+                self.post(a, &String::from_utf8_lossy(&text))
+            }
+            (
+                _,
+                Held::Said {
                     kind: Some(kind), ..
                 },
             ) => self.message(a, kind),
@@ -288,8 +297,9 @@ impl Node<'_> {
         }
     }
 
-    /// A post or ticket change that holds no message: given to each open
-    /// session whose place it is in and whose record hears its sender.
+    /// A post or ticket change that holds no message the node acts on (a
+    /// plain post, a question or a decision): given to each open session
+    /// whose place it is in and whose record hears its sender.
     fn post(&mut self, a: &Arrival, text: &str) -> Result<(), NodeError> {
         if !self.state.open.values().any(|o| o.session) {
             return Ok(());

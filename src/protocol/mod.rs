@@ -2,9 +2,11 @@
 //! blocks read from and written into posts and ticket changes, typed, and
 //! found where they stand.
 
+pub mod ask;
 pub mod found;
 pub mod kinds;
 pub mod message;
+pub mod reference;
 pub mod verdict;
 
 /// The raw tag OCX puts on each message it writes: a hint for readers,

@@ -2,9 +2,12 @@
 //! A tool never knows which entry point called it and never prints.
 
 pub mod adopt;
+pub mod asking;
 pub mod audit;
+pub mod console;
 pub mod context;
 pub mod create;
+pub mod decide;
 pub mod edit;
 pub mod find;
 pub mod help;
@@ -14,6 +17,7 @@ pub mod lost;
 pub mod node;
 pub mod post;
 pub mod push;
+pub mod questions;
 pub mod read;
 pub mod receipt;
 pub mod save;

@@ -7,6 +7,7 @@ use crate::fossil::store::{self, Batch};
 use crate::place::{self, Place, Where};
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
+use crate::tools::asking as ask;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -20,8 +21,23 @@ pub struct Input {
     /// The new thread's title, one line; only without `to`.
     #[serde(default)]
     pub title: Option<String>,
-    /// What to say, in Markdown.
+    /// What to say, in Markdown; with `for`, the question; with `decision`, the decision's note.
     pub text: String,
+    /// Ask this login to decide: the post is a question, `text` what is asked.
+    #[serde(default, rename = "for")]
+    pub for_login: Option<String>,
+    /// With `for`: the choices, the first one recommended.
+    #[serde(default)]
+    pub options: Vec<String>,
+    /// With `for`: what the decision changes, one line.
+    #[serde(default)]
+    pub stakes: Option<String>,
+    /// With `for`: what to read first, each a hash or prefix, a ticket's or tech-note's id, or a link of this server.
+    #[serde(default)]
+    pub references: Vec<String>,
+    /// The post is a decision on the question `to` names, `text` its note.
+    #[serde(default)]
+    pub decision: bool,
 }
 
 /// What `post` wrote.
@@ -55,6 +71,25 @@ impl Tool for Post {
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         if input.text.trim().is_empty() {
             return Err(Stop::field("text", "is empty").next("say something in text"));
+        }
+        if input.for_login.is_none()
+            && (!input.options.is_empty() || input.stakes.is_some() || !input.references.is_empty())
+        {
+            return Err(Stop::field(
+                "for",
+                "options, stakes and references belong to a question, which names for",
+            )
+            .next("give for, the login to decide, or leave out options, stakes and references"));
+        }
+        if input.decision && input.for_login.is_some() {
+            return Err(
+                Stop::field("decision", "a post is a question or a decision, not both")
+                    .next("leave out for, or leave out decision"),
+            );
+        }
+        if input.decision && input.to.is_none() {
+            return Err(Stop::field("to", "a decision names its question")
+                .next("give to, the question's hash"));
         }
         let place = match (&input.to, &input.title) {
             (Some(_), Some(_)) => {
@@ -136,14 +171,20 @@ impl Tool for Post {
                 }
             }
         };
-        let hash = place::compose(
-            &mut batch,
-            policy,
-            &artifact::now(),
-            &caller.login,
-            &at,
-            &input.text,
-        );
+        let asked = ask::compose_text(call, &input, &caller)?;
+        let hash = match &asked {
+            Some((text, kind)) => {
+                place::compose_message(&mut batch, policy, &caller.login, &at, text, kind)
+            }
+            None => place::compose(
+                &mut batch,
+                policy,
+                &artifact::now(),
+                &caller.login,
+                &at,
+                &input.text,
+            ),
+        };
         if out.thread.is_none() && out.ticket.is_none() {
             out.thread = Some(hash.clone());
         }

@@ -1096,3 +1096,57 @@ fn bytes_torn_inside_a_character_in_the_inbox_neither_deliver_nor_end_deliveries
         .ok();
     assert!(s.lines(3)[2].ends_with(": and the next"));
 }
+
+#[test]
+fn questions_decisions_and_references_of_hostile_text_read_or_are_refused() {
+    let repo = Repo::new();
+    repo.commit_as("admin", "notes.txt", "one\ntwo\n", None);
+    let opened = ocx::fossil::Repository::open(&repo.file).unwrap();
+    let message = (
+        prop::sample::select(&["question", "decision"][..]),
+        hostile_value(),
+        hostile_value(),
+    )
+        .prop_map(|(kind, a, b)| {
+            json!({"ocx": 1, "kind": kind, "for": a, "question": b.clone(), "options": a, "note": b})
+        });
+    let reference = prop_oneof![
+        hostile(),
+        (
+            prop::sample::select(
+                &[
+                    "/file?name=",
+                    "/artifact/",
+                    "/info/",
+                    "/wiki?name=",
+                    "/tktview/",
+                    "/technote/",
+                    "/forumpost/",
+                    "https://x/",
+                    "/file?ci=",
+                ][..]
+            ),
+            hostile()
+        )
+            .prop_map(|(a, b)| format!("{a}{b}&ln={b}")),
+    ];
+    TestRunner::new(config(512))
+        .run(&(message, reference), |(m, r)| {
+            let text = fenced(&m);
+            if let Some(Err(p)) = ocx::protocol::ask::read_text(text.as_bytes()) {
+                assert!(!p.field.is_empty());
+            }
+            let caps = ocx::fossil::caps::Capabilities::exact("o2rj");
+            match ocx::protocol::reference::resolve(&opened, &r) {
+                Ok(t) => {
+                    let d = ocx::protocol::reference::describe(&opened, &t.link(), &caps).unwrap();
+                    assert!(d.excerpt.map_or(0, |e| e.chars().count()) <= 300);
+                }
+                Err(ocx::protocol::reference::Refused::Failed(e)) => panic!("{r:?}: {e}"),
+                Err(_) => {}
+            }
+            let _ = ocx::protocol::reference::describe(&opened, &r, &caps).unwrap();
+            Ok(())
+        })
+        .unwrap();
+}

@@ -15,6 +15,7 @@ mod mcp;
 mod messages;
 mod node;
 mod protocol;
+mod questions;
 mod reads;
 mod restricted;
 mod sandbox;

@@ -85,6 +85,135 @@ pub(super) fn refusal(request: &Request, cx: Option<&Context>, answer: &Answer) 
     )
 }
 
+/// The console: what waits on the viewer (each option a button that posts
+/// the decision as the viewer) and what the runs are doing; `written`,
+/// what a press just wrote or why it wrote nothing. The list of tools is
+/// one link away.
+pub(super) fn console(
+    request: &Request,
+    cx: &Context,
+    view: &Answer,
+    written: Option<Markup>,
+) -> String {
+    let result = view.result.as_ref();
+    let list = |key: &str| -> Vec<Value> {
+        result
+            .and_then(|r| r.get(key))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let for_login = result
+        .and_then(|r| r.get("for"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let (waiting, to_confirm) = (list("waiting"), list("to_confirm"));
+    let (running, ended) = (list("running"), list("ended"));
+    page(
+        "OCX console",
+        html! {
+            p { a.ocx-button href=(request.link(None)) id="ocx-tools" { "All tools " (PreEscaped("&rarr;")) } }
+            (who(request, cx))
+            @if let Some(w) = written {
+                p.ocx-written id="ocx-written" { (w) }
+            }
+            @if let Some(s) = &view.stopped {
+                p.ocx-notice { "The console cannot be shown: " (s.reason) }
+            }
+            h2 { "Waiting on " (for_login) }
+            @if waiting.is_empty() { p.ocx-notice { "No question waits on you." } }
+            @for q in &waiting { (console_question(request, q)) }
+            @if !to_confirm.is_empty() {
+                h2 { "Yours to close, as an administrator" }
+                @for q in &to_confirm { (console_question(request, q)) }
+            }
+            h2 { "Running" }
+            @if running.is_empty() { p.ocx-notice { "No run is running." } }
+            @for r in &running { (console_run(r)) }
+            h2 { "Ended lately" }
+            @if ended.is_empty() { p.ocx-notice { "No run ended lately." } }
+            @for r in &ended { (console_run(r)) }
+        },
+    )
+}
+
+fn text_of<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+fn console_question(request: &Request, q: &Value) -> Markup {
+    let asked = text_of(q, "asked");
+    let short = &asked[..10.min(asked.len())];
+    let refs: Vec<&Value> = q
+        .get("replies_to")
+        .into_iter()
+        .chain(
+            q.get("references")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten(),
+        )
+        .collect();
+    let presses = q
+        .get("decide")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    html! {
+        section.ocx-card.ocx-question id=(format!("question-{short}")) {
+            h3 { (text_of(q, "question")) }
+            p { "Asked by " b { (text_of(q, "from")) } " at " (text_of(q, "at")) ", "
+                a href=(format!("{}{}", request.uri, text_of(q, "link"))) { "where it was asked" } }
+            @if let Some(s) = q.get("stakes").and_then(Value::as_str) { p { "What it changes: " (s) } }
+            @if !refs.is_empty() {
+                p { "Read first:" }
+                ul { @for r in &refs {
+                    li {
+                        @if text_of(r, "link").starts_with('/') {
+                            a href=(format!("{}{}", request.uri, text_of(r, "link"))) { (text_of(r, "title")) }
+                        } @else {
+                            (text_of(r, "title"))
+                        }
+                        @if let Some(e) = r.get("excerpt").and_then(Value::as_str) {
+                            details { summary { "excerpt" } blockquote { (e) } }
+                        }
+                    }
+                } }
+            }
+            @if !presses.is_empty() && request.signed_in() {
+                form.ocx-form method="post" action=(request.link(Some("console"))) enctype="application/x-www-form-urlencoded" {
+                    input type="hidden" name="question" value=(short);
+                    @if q.get("options").and_then(Value::as_array).is_none_or(|o| o.is_empty()) {
+                        label for=(format!("note-{short}")) { "Your decision" }
+                        input type="text" id=(format!("note-{short}")) name="note";
+                        button type="submit" { "Decide" }
+                    } @else {
+                        label for=(format!("note-{short}")) { "A note (optional)" }
+                        input type="text" id=(format!("note-{short}")) name="note";
+                        p { @for (i, p) in presses.iter().enumerate() {
+                            button type="submit" name="option" value=(i + 1) class="ocx-option" { (text_of(p, "label")) } " "
+                        } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn console_run(r: &Value) -> Markup {
+    html! {
+        section.ocx-card.ocx-run {
+            p { b { (text_of(r, "objective")) } }
+            p { (text_of(r, "runner")) " as " (text_of(r, "runs_as")) ", sent by " (text_of(r, "sent_by")) ", since " (text_of(r, "since")) }
+            @if let Some(w) = r.get("wall_left").and_then(Value::as_i64) { p { "Wall left: " (w) " s" } }
+            @if let Some(l) = r.get("last_said").and_then(Value::as_str) { p { "Last said: " (l) } }
+            @if let Some(o) = r.get("outcome").and_then(Value::as_str) {
+                p { "Ended " b { (o) } @if let Some(n) = r.get("note").and_then(Value::as_str) { ": " (n) } }
+            }
+        }
+    }
+}
+
 /// The button back to the list of tools.
 fn back(request: &Request) -> Markup {
     html! { p { a.ocx-button href=(request.link(None)) { (PreEscaped("&larr;")) " All tools" } } }
@@ -104,6 +233,7 @@ fn bar(request: &Request) -> Markup {
     html! {
         nav.ocx-bar {
             a href=(request.link(None)) { "OCX" }
+            " " a href=(request.link(Some("console"))) { b { "console" } }
             @for tool in TOOLS.iter().filter(|t| offered(**t)) {
                 " " a href=(request.link(Some(tool.name()))) { (tool.name()) }
             }

@@ -1,0 +1,372 @@
+//! What `post`, `questions`, `decide` and `console` share about questions:
+//! a question or decision composed and checked before `post` writes it,
+//! and a question shaped for a reader, its references described as far as
+//! the reader may read them.
+
+use crate::context::Caller;
+use crate::fossil::caps::Capabilities;
+use crate::protocol::ask::{self, Ask, Asked, Decision, Question, Standing};
+use crate::protocol::reference::{self, Described, Refused};
+use crate::stop::Stop;
+use crate::tool::Call;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// The most options a question offers.
+pub const OPTIONS_MAX: usize = 10;
+
+/// The text and kind of the message `post` is asked to write, checked, or
+/// `None` for a plain post.
+pub fn compose_text(
+    call: &mut Call,
+    input: &super::post::Input,
+    caller: &Caller,
+) -> Result<Option<(String, &'static str)>, Stop> {
+    if let Some(for_login) = &input.for_login {
+        return question(call, input, for_login, caller).map(Some);
+    }
+    if input.decision {
+        let to = input.to.as_deref().unwrap_or_default();
+        return decision(call, to, &input.text, caller).map(Some);
+    }
+    Ok(None)
+}
+
+fn question(
+    call: &mut Call,
+    input: &super::post::Input,
+    for_login: &str,
+    caller: &Caller,
+) -> Result<(String, &'static str), Stop> {
+    let repo = call.repo()?;
+    let for_caps = match for_login {
+        "nobody" | "anonymous" | "" => None,
+        l => repo.capabilities(l).map_err(Stop::internal)?,
+    };
+    let Some(for_caps) = for_caps else {
+        return Err(Stop::field(
+            "for",
+            format!("{for_login:?} is no login of this repository that can decide"),
+        )
+        .next("name the login of the person to decide"));
+    };
+    let place_needs = match &input.to {
+        Some(to) => match call.place("to", to)? {
+            crate::place::Place::Ticket { .. } => 'r',
+            crate::place::Place::Thread { .. } => '2',
+        },
+        None => '2',
+    };
+    if !for_caps.has(place_needs) {
+        return Err(Stop::field(
+            "for",
+            format!("{for_login} may not read where the question would be (it needs capability {place_needs})"),
+        )
+        .next("ask a login that may read it, or have an administrator grant it"));
+    }
+    let repo = call.repo()?;
+    let mut run = None;
+    if let Some(scope) = call.cx.run() {
+        let record = match repo.resolve(&scope.record).map_err(Stop::internal)? {
+            crate::fossil::repo::Lookup::One(rid, hash) => {
+                crate::protocol::found::record(repo, rid, &hash).map_err(Stop::internal)?
+            }
+            _ => None,
+        };
+        let hears = record.map(|r| r.record.hears).unwrap_or_default();
+        if !hears.iter().any(|h| h == for_login) {
+            return Err(Stop::field(
+                "for",
+                format!(
+                    "this run's record does not hear {for_login}, so their decision would never reach it"
+                ),
+            )
+            .next("ask a login the record hears"));
+        }
+        run = Some(scope.record.clone());
+    }
+    if input.options.len() > OPTIONS_MAX {
+        return Err(
+            Stop::field("options", format!("more than {OPTIONS_MAX} options"))
+                .next("offer fewer options"),
+        );
+    }
+    for (i, o) in input.options.iter().enumerate() {
+        super::post::one_line(&format!("options[{i}]"), o)?;
+    }
+    if let Some(s) = &input.stakes {
+        super::post::one_line("stakes", s)?;
+    }
+    let mut links = Vec::new();
+    let mut linked = Vec::new();
+    for (i, given) in input.references.iter().enumerate() {
+        let field = format!("references[{i}]");
+        let target = reference::resolve(repo, given)
+            .and_then(|t| {
+                reference::check(
+                    repo,
+                    &t,
+                    &[
+                        (caller.login.as_str(), &caller.capabilities),
+                        (for_login, &for_caps),
+                    ],
+                )
+                .map(|()| t)
+            })
+            .map_err(|r| refused(&field, given, r))?;
+        let link = target.link();
+        let described =
+            reference::describe(repo, &link, &caller.capabilities).map_err(Stop::internal)?;
+        linked.push(ask::Linked {
+            title: described.title,
+            link: link.clone(),
+        });
+        links.push(link);
+    }
+    call.read(format!(
+        "{} reference(s), and the login for names",
+        links.len()
+    ));
+    let q = Question {
+        ocx: 1,
+        kind: "question".into(),
+        for_login: for_login.to_string(),
+        question: input.text.clone(),
+        options: input.options.clone(),
+        stakes: input.stakes.clone(),
+        references: links,
+        run,
+    };
+    let text = ask::question_text(&q, &linked);
+    if !ask::reads_back(&text, &Ask::Question(q)) {
+        return Err(Stop::field(
+            "text",
+            "does not read back as the question it was made from",
+        )
+        .next("reword the question"));
+    }
+    Ok((text, "question"))
+}
+
+fn refused(field: &str, given: &str, r: Refused) -> Stop {
+    let shown: String = given.chars().take(80).collect();
+    match r {
+        Refused::Nothing(why) => Stop::field(field, format!("{shown:?} {why}")),
+        Refused::Several => Stop::field(field, format!("{shown:?} names several things")),
+        Refused::Elsewhere => Stop::field(field, format!("{shown:?} is a link of another server")),
+        Refused::Private => Stop::field(field, format!("{shown:?} names what Fossil holds private")),
+        Refused::Failed(e) => Stop::internal(e),
+    }
+    .next("give a hash, a ticket's or tech-note's id, or a link of this server that both of you may read")
+}
+
+fn decision(
+    call: &mut Call,
+    to: &str,
+    note: &str,
+    caller: &Caller,
+) -> Result<(String, &'static str), Stop> {
+    let asked = the_question(call, "to", to)?;
+    let closed = match standing_of(&asked, caller) {
+        Standing::Decided => false,
+        Standing::Closed => true,
+        Standing::Nothing => {
+            return Err(Stop::field(
+                "to",
+                format!(
+                    "the question waits on {}, and {} may not close it (admin or setup may)",
+                    asked.question.for_login, caller.login
+                ),
+            )
+            .next("only the login it names, or an administrator, decides it"));
+        }
+    };
+    if let Some((s, _, _)) = asked.settled() {
+        return Err(Stop::field(
+            "to",
+            format!(
+                "the question is settled already, by {}",
+                s.from.as_deref().unwrap_or("no one")
+            ),
+        )
+        .next("read its decision with `ocx questions`"));
+    }
+    let d = Decision {
+        ocx: 1,
+        kind: "decision".into(),
+        question: asked.said.hash.clone(),
+        note: note.to_string(),
+    };
+    let text = ask::decision_text(&d, &caller.login, closed);
+    if !ask::reads_back(&text, &Ask::Decision(d)) {
+        return Err(Stop::field(
+            "text",
+            "does not read back as the decision it was made from",
+        )
+        .next("reword the note"));
+    }
+    Ok((text, "decision"))
+}
+
+/// How a decision by `caller` would count on `asked`.
+pub fn standing_of(asked: &Asked, caller: &Caller) -> Standing {
+    ask::standing(
+        Some(&caller.login),
+        &asked.question.for_login,
+        caller.capabilities.is_admin(),
+    )
+}
+
+/// The question a hash or prefix in `field` names.
+pub fn the_question(call: &mut Call, field: &str, given: &str) -> Result<Asked, Stop> {
+    let (rid, _) = call.artifact(field, given)?;
+    call.read(format!("the question named by {field}, and its decisions"));
+    ask::asked_at(call.repo()?, rid)
+        .map_err(Stop::internal)?
+        .ok_or_else(|| {
+            Stop::field(field, format!("{given} holds no question"))
+                .next("give the hash of a question; `ocx questions` lists them")
+        })
+}
+
+/// A question as a reader is shown it.
+#[derive(Serialize, JsonSchema, Clone)]
+pub struct Shown {
+    /// The question's post or ticket change, by full hash.
+    pub asked: String,
+    /// Its thread's first post, or its ticket's id.
+    #[serde(rename = "where")]
+    pub where_: String,
+    /// The link from the repository's root to it.
+    pub link: String,
+    /// Who asked, by receipt.
+    pub from: Option<String>,
+    /// When its writer says it was asked (UTC).
+    pub at: String,
+    /// The login it waits on.
+    #[serde(rename = "for")]
+    pub for_login: String,
+    pub question: String,
+    /// The choices, the first recommended.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stakes: Option<String>,
+    /// The record of the run that asked it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The post it replies to, described.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replies_to: Option<Described>,
+    /// What to read first, described as far as you may read it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<Described>,
+    /// Every decision naming it, each with how it counts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<ShownDecision>,
+    /// open, decided or closed.
+    pub state: String,
+}
+
+/// A decision as a reader is shown it.
+#[derive(Serialize, JsonSchema, Clone)]
+pub struct ShownDecision {
+    /// Its sender, by receipt.
+    pub from: Option<String>,
+    pub at: String,
+    pub note: String,
+    /// decided (from the question's login), closed (by an administrator), or nothing.
+    pub counts: Standing,
+}
+
+/// `asked` shown to a reader holding `caps`.
+pub fn shown(
+    repo: &crate::fossil::Repository,
+    asked: &Asked,
+    caps: &Capabilities,
+) -> Result<Shown, Stop> {
+    let describe = |link: &str| reference::describe(repo, link, caps).map_err(Stop::internal);
+    let (where_, link) = match &asked.place {
+        crate::place::Place::Thread { root, .. } => (
+            root.clone(),
+            format!("/forumpost/{}", &asked.said.hash[..10]),
+        ),
+        crate::place::Place::Ticket { ticket, .. } => (
+            ticket.clone(),
+            format!("/tktview/{}", &ticket[..10.min(ticket.len())]),
+        ),
+    };
+    let replies_to = match repo.replies_to(asked.said.rid).map_err(Stop::internal)? {
+        Some(parent) => Some(describe(&format!("/forumpost/{parent}"))?),
+        None => match &asked.place {
+            crate::place::Place::Ticket { ticket, .. } => {
+                Some(describe(&format!("/tktview/{ticket}"))?)
+            }
+            _ => None,
+        },
+    };
+    let mut references = Vec::new();
+    for r in &asked.question.references {
+        references.push(describe(r)?);
+    }
+    let state = match asked.settled() {
+        Some((_, _, Standing::Decided)) => "decided",
+        Some(_) => "closed",
+        None => "open",
+    };
+    Ok(Shown {
+        asked: asked.said.hash.clone(),
+        where_,
+        link,
+        from: asked.said.from.clone(),
+        at: crate::fossil::repo::julian_to_rfc3339(asked.said.when),
+        for_login: asked.question.for_login.clone(),
+        question: asked.question.question.clone(),
+        options: asked.question.options.clone(),
+        stakes: asked.question.stakes.clone(),
+        run: asked.question.run.clone(),
+        replies_to,
+        references,
+        decisions: asked
+            .decisions
+            .iter()
+            .map(|(s, d, st)| ShownDecision {
+                from: s.from.clone(),
+                at: crate::fossil::repo::julian_to_rfc3339(s.when),
+                note: d.note.clone(),
+                counts: *st,
+            })
+            .collect(),
+        state: state.into(),
+    })
+}
+
+/// Whether a reader holding `caps` may read the question's place: 2 a thread, r a ticket.
+pub fn may_read(asked: &Asked, caps: &Capabilities) -> bool {
+    match asked.place {
+        crate::place::Place::Thread { .. } => caps.has('2'),
+        crate::place::Place::Ticket { .. } => caps.has('r'),
+    }
+}
+
+/// What waits on `user`: the open questions for them, those `caller` may
+/// close (an administrator: every other open one), and how many are open.
+pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, usize), Stop> {
+    call.read("every question and its decisions");
+    let caller = call.caller()?.clone();
+    let repo = call.repo()?;
+    let all = ask::asked(repo).map_err(Stop::internal)?;
+    let (mut waiting, mut to_confirm, mut open) = (Vec::new(), Vec::new(), 0);
+    for a in all.iter().filter(|a| may_read(a, &caller.capabilities)) {
+        if a.settled().is_some() {
+            continue;
+        }
+        open += 1;
+        if a.question.for_login == user {
+            waiting.push(shown(repo, a, &caller.capabilities)?);
+        } else if caller.capabilities.is_admin() {
+            to_confirm.push(shown(repo, a, &caller.capabilities)?);
+        }
+    }
+    Ok((waiting, to_confirm, open))
+}

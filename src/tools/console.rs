@@ -1,0 +1,329 @@
+//! `console`: a person's view: the questions waiting on them (each with
+//! the presses that decide it), then the runs: running and recently
+//! ended. The web page draws it as the page a signed-in person lands on;
+//! the command line prints it as text with the exact command to decide
+//! each question; MCP gives the same data. Writes nothing.
+
+use super::asking::{self, Shown};
+use crate::protocol::found;
+use crate::protocol::kinds::{self, Kind, Message};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Input of `console`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// Whose view: a login (you, when left out).
+    #[serde(default, rename = "for")]
+    pub for_login: Option<String>,
+}
+
+/// One press that decides a question: the tool and the input it takes.
+#[derive(Serialize, JsonSchema, Clone)]
+pub struct Press {
+    /// What the button says.
+    pub label: String,
+    /// Whether it is the recommended option.
+    pub recommended: bool,
+    /// The tool it calls.
+    pub tool: String,
+    /// Its input, as the tool reads it.
+    pub input: Value,
+}
+
+/// A question in the view, with the presses that decide it (only in your own view).
+#[derive(Serialize, JsonSchema, Clone)]
+pub struct Waiting {
+    #[serde(flatten)]
+    pub shown: Shown,
+    /// One press per option (your own view only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decide: Vec<Press>,
+}
+
+/// A run as the view shows it.
+#[derive(Serialize, JsonSchema, Clone)]
+pub struct RunView {
+    /// Its record, by full hash.
+    pub record: String,
+    pub objective: String,
+    /// Its runner.
+    pub runner: String,
+    /// The login it runs as.
+    pub runs_as: String,
+    /// Who sent the record, by receipt.
+    pub sent_by: Option<String>,
+    /// When it was asked for (UTC).
+    pub since: String,
+    /// Seconds of its wall left (running runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_left: Option<i64>,
+    /// The last thing said at its place after the record: who, and when (UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_said: Option<String>,
+    /// How it ended (ended runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A person's view.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    /// Whose view it is.
+    #[serde(rename = "for")]
+    pub for_login: String,
+    /// The questions waiting on them.
+    pub waiting: Vec<Waiting>,
+    /// Open questions for others that you, an administrator, may close.
+    pub to_confirm: Vec<Waiting>,
+    /// How many questions you may read are open.
+    pub open: usize,
+    /// The runs under way.
+    pub running: Vec<RunView>,
+    /// The runs ended last, newest first (at most 10).
+    pub ended: Vec<RunView>,
+}
+
+/// The `console` tool.
+pub struct Console;
+
+/// How many ended runs the view shows.
+pub const ENDED_MAX: usize = 10;
+
+/// The presses that decide `q`: one per option, or one with a note to fill in.
+pub fn presses(q: &Shown) -> Vec<Press> {
+    let short = &q.asked[..10.min(q.asked.len())];
+    if q.options.is_empty() {
+        return vec![Press {
+            label: "Decide with a note".into(),
+            recommended: false,
+            tool: "post".into(),
+            input: json!({"to": short, "decision": true, "text": "TEXT"}),
+        }];
+    }
+    q.options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| Press {
+            label: crate::protocol::ask::option_label(i, o),
+            recommended: i == 0,
+            tool: "post".into(),
+            input: json!({"to": short, "decision": true, "text": o}),
+        })
+        .collect()
+}
+
+impl Tool for Console {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "console";
+    const SUMMARY: &'static str =
+        "What waits on you and what your agents are doing: the questions for you, then the runs.";
+    const NEEDS: Needs = Needs::Any("2r");
+    const WRITES: bool = false;
+
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let me = call.caller()?.login.clone();
+        let user = input.for_login.unwrap_or_else(|| me.clone());
+        let own = user == me;
+        let (waiting, to_confirm, open) = asking::waiting(call, &user)?;
+        let with_presses = |list: Vec<Shown>| -> Vec<Waiting> {
+            list.into_iter()
+                .map(|s| Waiting {
+                    decide: if own { presses(&s) } else { Vec::new() },
+                    shown: s,
+                })
+                .collect()
+        };
+        let (running, ended) = runs(call)?;
+        Ok(Output {
+            for_login: user,
+            waiting: with_presses(waiting),
+            to_confirm: with_presses(to_confirm),
+            open,
+            running,
+            ended,
+        })
+    }
+
+    fn text(o: &Output) -> String {
+        text(o)
+    }
+}
+
+fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
+    call.read("every record and its response");
+    let repo = call.repo()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+        / 86400.0
+        + 2440587.5;
+    let (mut running, mut ended) = (Vec::new(), Vec::new());
+    for (r, answered) in found::tagged_records(repo).map_err(Stop::internal)? {
+        let said_here = found::at(repo, &r.place).map_err(Stop::internal)?;
+        let last = said_here
+            .iter()
+            .rfind(|f| f.said.rcvid > r.said.rcvid)
+            .map(|f| {
+                format!(
+                    "{} at {}",
+                    f.said.from.as_deref().unwrap_or("no one"),
+                    crate::fossil::repo::julian_to_rfc3339(f.said.when)
+                )
+            });
+        let mut view = RunView {
+            record: r.hash.clone(),
+            objective: r.record.objective.clone(),
+            runner: r.record.runner.clone(),
+            runs_as: r.record.user.clone(),
+            sent_by: r.said.from.clone(),
+            since: crate::fossil::repo::julian_to_rfc3339(r.said.when),
+            wall_left: None,
+            last_said: last,
+            outcome: None,
+            note: None,
+        };
+        if answered {
+            if let Some(f) =
+                found::response(repo, &r.place, &r.hash, &r.record.node).map_err(Stop::internal)?
+                && let Kind::Known(Message::Response(resp)) = f.kind
+            {
+                view.outcome = Some(resp.outcome);
+                view.note = Some(resp.note).filter(|n| !n.is_empty());
+            }
+            ended.push(view);
+        } else {
+            view.wall_left = kinds::wall_seconds(&r.record.budget.wall)
+                .map(|w| (r.said.when * 86400.0 + w as f64 - now * 86400.0).round() as i64);
+            running.push(view);
+        }
+    }
+    ended.reverse();
+    ended.truncate(ENDED_MAX);
+    Ok((running, ended))
+}
+
+/// The view as plain text, with the exact command to decide each question.
+pub fn text(o: &Output) -> String {
+    let mut t = String::new();
+    let mut empty = Vec::new();
+    if o.waiting.is_empty() {
+        empty.push("no question waits on you");
+    }
+    for (heading, list) in [
+        (format!("Waiting on {}:", o.for_login), &o.waiting),
+        (
+            "Yours to close, as an administrator:".to_string(),
+            &o.to_confirm,
+        ),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
+        t.push_str(&heading);
+        t.push('\n');
+        for w in list {
+            question_text(&mut t, w);
+        }
+    }
+    for (heading, list) in [("Running:", &o.running), ("Ended lately:", &o.ended)] {
+        if list.is_empty() {
+            empty.push(if heading == "Running:" {
+                "no run is running"
+            } else {
+                "no run ended lately"
+            });
+            continue;
+        }
+        t.push_str(heading);
+        t.push('\n');
+        for r in list {
+            t.push_str(&format!(
+                "- {} ({} as {}, sent by {}, since {})\n",
+                clean(&r.objective),
+                r.runner,
+                r.runs_as,
+                r.sent_by.as_deref().unwrap_or("no one"),
+                r.since
+            ));
+            if let Some(w) = r.wall_left {
+                t.push_str(&format!("  wall left: {w} s\n"));
+            }
+            if let Some(l) = &r.last_said {
+                t.push_str(&format!("  last said: {l}\n"));
+            }
+            if let Some(out) = &r.outcome {
+                t.push_str(&format!(
+                    "  ended {out}{}\n",
+                    r.note
+                        .as_deref()
+                        .map(|n| format!(": {}", clean(n)))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+    }
+    if !empty.is_empty() {
+        t.push_str(&format!("({})\n", empty.join("; ")));
+    }
+    t
+}
+
+fn question_text(t: &mut String, w: &Waiting) {
+    let q = &w.shown;
+    t.push_str(&format!(
+        "- {} (asked by {} at {}, {})\n",
+        clean(&q.question),
+        q.from.as_deref().unwrap_or("no one"),
+        q.at,
+        q.link
+    ));
+    if let Some(s) = &q.stakes {
+        t.push_str(&format!("  What it changes: {}\n", clean(s)));
+    }
+    for (i, o) in q.options.iter().enumerate() {
+        t.push_str(&format!(
+            "  {}. {}\n",
+            i + 1,
+            clean(&crate::protocol::ask::option_label(i, o))
+        ));
+    }
+    let refs = q.replies_to.iter().chain(q.references.iter());
+    for r in refs {
+        t.push_str(&format!(
+            "  Read first: {} {}\n",
+            clean(&r.title),
+            r.url.as_deref().unwrap_or(&r.link)
+        ));
+        if let Some(e) = &r.excerpt {
+            t.push_str(&format!("    > {}\n", clean(e)));
+        }
+    }
+    let short = &q.asked[..10.min(q.asked.len())];
+    if !w.decide.is_empty() {
+        if q.options.is_empty() {
+            t.push_str(&format!("  Decide: ocx decide {short} --note TEXT\n"));
+        } else {
+            for (i, _) in q.options.iter().enumerate() {
+                t.push_str(&format!(
+                    "  Decide: ocx decide {short} --option {}\n",
+                    i + 1
+                ));
+            }
+        }
+    }
+}
+
+/// Text shown on one line, each control character as U+FFFD.
+fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
+        .collect()
+}
