@@ -329,6 +329,7 @@ impl Agent {
     /// One line's turn: the model asked until it calls no tool, then its
     /// words posted.
     fn turn(&mut self, line: &Line) -> Result<(), AgentError> {
+        self.pull();
         self.messages
             .push(json!({"role": "user", "content": line.text}));
         for step in 1..=self.s.steps {
@@ -348,6 +349,18 @@ impl Agent {
             }
         }
         Err(AgentError::Steps(self.s.steps))
+    }
+
+    /// Brings the run's clone up to date with its server, so that the
+    /// delivered post, ticket change or check-in is there for its tools
+    /// (a pull that fails leaves the clone as it was; a tool then says
+    /// what it misses).
+    fn pull(&self) {
+        let cx = Context::new(None, self.cwd.clone(), Who::Local { user: None })
+            .keeping(self.kept.clone());
+        if let (Some(checkout), Ok(fossil)) = (cx.checkout(), cx.fossil()) {
+            let _ = fossil.pull(&checkout.repository);
+        }
     }
 
     /// Sends the conversation and reads the reply, both on the record.
