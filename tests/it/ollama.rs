@@ -225,11 +225,7 @@ fn last_tool(r: &Value) -> String {
 /// others only a few (the cache counts only new tokens).
 fn reply(r: &Value, content: &str, calls: Value) -> (u16, String) {
     let first = r["messages"].as_array().unwrap().len() == 2;
-    let count = if first {
-        r.to_string().len() / 4
-    } else {
-        17
-    };
+    let count = if first { r.to_string().len() / 4 } else { 17 };
     let mut message = json!({"role": "assistant", "content": content});
     if calls.as_array().is_some_and(|c| !c.is_empty()) {
         message["tool_calls"] = calls;
@@ -262,7 +258,11 @@ fn scripted(r: &Value) -> (u16, String) {
         ("case native" | "case bare" | "case fenced" | "case element", _) => {
             reply(r, &said(r), json!([]))
         }
-        ("case words", _) => reply(r, &format!("I could call {READ} but I will not."), json!([])),
+        ("case words", _) => reply(
+            r,
+            &format!("I could call {READ} but I will not."),
+            json!([]),
+        ),
         ("case not-offered", 0) => {
             let record = last_user(r)[7..71].to_string();
             reply(r, "", call("ocx_stop", json!({"record": record})))
@@ -272,12 +272,17 @@ fn scripted(r: &Value) -> (u16, String) {
             &format!("Told: {}", last_tool(r).lines().next().unwrap_or("")),
             json!([]),
         ),
-        ("case outgrow", _) => reply(r, "", call("ocx_read", json!({"path": "big.txt"}))),
+        ("case outgrow" | "case cut", _) => {
+            reply(r, "", call("ocx_read", json!({"path": "big.txt"})))
+        }
         ("case fail500", _) => (500, json!({"error": "model runner crashed"}).to_string()),
         ("case nonchat", _) => (200, json!({"models": []}).to_string()),
         ("case steps", _) => reply(r, "", call("ocx_context", json!({}))),
         ("e2e", _) => e2e_turn(r, step),
-        _ => (404, json!({"error": format!("no script for {case:?}")}).to_string()),
+        _ => (
+            404,
+            json!({"error": format!("no script for {case:?}")}).to_string(),
+        ),
     }
 }
 
@@ -435,8 +440,7 @@ fn response(s: &ServedNode, record: &str) -> Option<Value> {
 
 fn output_log(s: &ServedNode, record: &str) -> String {
     let root = ocx::node::config::default_root(&s.repo.file.canonicalize().unwrap());
-    let path: PathBuf =
-        ocx::node::config::NodeConfig::run_dir(&root, record).join("output.log");
+    let path: PathBuf = ocx::node::config::NodeConfig::run_dir(&root, record).join("output.log");
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
@@ -474,7 +478,11 @@ fn ended(s: &ServedNode, record: &str) -> Value {
 #[test]
 fn each_scripted_reply_is_taken_or_ended_as_said() {
     let fake = FakeOllama::start(scripted);
-    let s = node(&fake.url(), &[("ollama", &[])]);
+    let s = node(
+        &fake.url(),
+        &[("ollama", &[]), ("tight", &["--max-output", "60000"])],
+    );
+    let cut = create(&s, "tight", "case cut", false);
     let cases = [
         "native",
         "bare",
@@ -508,7 +516,10 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
             post["text"].as_str().unwrap().contains("the answer is 42"),
             "{case}: {post}"
         );
-        assert_eq!(s.repo.sender(post["hash"].as_str().unwrap()), Some(user.clone()));
+        assert_eq!(
+            s.repo.sender(post["hash"].as_str().unwrap()),
+            Some(user.clone())
+        );
         assert_eq!(
             in_reply_to(&s, post["hash"].as_str().unwrap()).as_deref(),
             Some(rec.as_str()),
@@ -517,7 +528,10 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
         let asked = fake.of(&format!("case {case}"));
         assert_eq!(asked.len(), 2, "{case}: {asked:#?}");
         assert_eq!(asked[0]["options"], json!({"num_ctx": 32768}), "{case}");
-        assert_eq!(asked[1]["options"], asked[0]["options"], "{case}: num_ctx kept");
+        assert_eq!(
+            asked[1]["options"], asked[0]["options"],
+            "{case}: num_ctx kept"
+        );
         assert_eq!(asked[0]["tools"], asked[1]["tools"], "{case}");
         let names: Vec<&str> = asked[0]["tools"]
             .as_array()
@@ -528,7 +542,13 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
         for n in ["ocx_read", "ocx_edit", "ocx_post", "ocx_push", "ocx_thread"] {
             assert!(names.contains(&n), "{n} offered: {names:?}");
         }
-        for n in ["ocx_create", "ocx_stop", "ocx_hook", "ocx_node", "ocx_adopt"] {
+        for n in [
+            "ocx_create",
+            "ocx_stop",
+            "ocx_hook",
+            "ocx_node",
+            "ocx_adopt",
+        ] {
             assert!(!names.contains(&n), "{n} not offered: {names:?}");
         }
         assert_eq!(
@@ -550,10 +570,16 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
         assert_eq!(answers[0]["arguments"], json!({"path": "hello.txt"}));
         assert_eq!(answers[0]["refused"], false);
         assert_eq!(answers[0]["from_text"], case != "native", "{case}");
-        assert_eq!(answers[1]["name"], "ocx_post", "the post is on the record too");
+        assert_eq!(
+            answers[1]["name"], "ocx_post",
+            "the post is on the record too"
+        );
         let exchanges: Vec<&Value> = lines.iter().filter(|l| l.get("sent").is_some()).collect();
         assert_eq!(exchanges.len(), 2);
-        assert_eq!(exchanges[0]["sent"], asked[0], "the first line holds the request sent");
+        assert_eq!(
+            exchanges[0]["sent"], asked[0],
+            "the first line holds the request sent"
+        );
         assert_eq!(
             exchanges[1]["sent"],
             json!({"messages": back}),
@@ -570,16 +596,25 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
     })
     .expect("the words posted");
     assert!(post["text"].as_str().unwrap().contains(READ));
-    assert_eq!(fake.of("case words").len(), 1, "nothing was run, no second step");
+    assert_eq!(
+        fake.of("case words").len(),
+        1,
+        "nothing was run, no second step"
+    );
 
     // A call to a tool not offered is refused, never run, and the refusal
     // goes back to the model; the run is not stopped.
     let rec = record("not-offered");
     let user = run_user(&s, &rec);
-    let post = until(Duration::from_secs(90), || post_from(&s, &rec, &user, "Told:"))
-        .unwrap_or_else(|| panic!("{}", output_log(&s, &rec)));
+    let post = until(Duration::from_secs(90), || {
+        post_from(&s, &rec, &user, "Told:")
+    })
+    .unwrap_or_else(|| panic!("{}", output_log(&s, &rec)));
     assert!(
-        post["text"].as_str().unwrap().contains("no tool \"ocx_stop\" offered"),
+        post["text"]
+            .as_str()
+            .unwrap()
+            .contains("no tool \"ocx_stop\" offered"),
         "{post}"
     );
     let (lines, _) = transcript(&s, &rec);
@@ -587,14 +622,20 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
     assert_eq!(refused["refused"], true);
     let asked = fake.of("case not-offered");
     assert_eq!(since_user(&asked[1])[1]["tool_name"], "ocx_stop");
-    assert!(response(&s, &rec).is_none(), "the run goes on: nothing stopped it");
+    assert!(
+        response(&s, &rec).is_none(),
+        "the run goes on: nothing stopped it"
+    );
 
     // A conversation that outgrows the context: the request that may not
     // fit is never sent; the run says how large it grew, exit 1.
     let rec = record("outgrow");
     let answer = ended(&s, &rec);
     assert_eq!(answer["outcome"], "exited");
-    assert!(answer["note"].as_str().unwrap().starts_with("exit 1 "), "{answer}");
+    assert!(
+        answer["note"].as_str().unwrap().starts_with("exit 1 "),
+        "{answer}"
+    );
     let (lines, said) = transcript(&s, &rec);
     let said = said.join("\n");
     assert!(
@@ -604,9 +645,17 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
         "{said}"
     );
     let asked = fake.of("case outgrow");
-    assert!(asked.len() < 4, "stopped before the step budget: {}", asked.len());
+    assert!(
+        asked.len() < 4,
+        "stopped before the step budget: {}",
+        asked.len()
+    );
     let reads = lines.iter().filter(|l| l["name"] == "ocx_read").count();
-    assert_eq!(reads, asked.len(), "each read's answer was to go in a request never sent");
+    assert_eq!(
+        reads,
+        asked.len(),
+        "each read's answer was to go in a request never sent"
+    );
     let tokens: u64 = said
         .split("about ")
         .nth(1)
@@ -619,7 +668,11 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
     // budget spent: each said in one line, exit 1.
     for (case, words, requests) in [
         ("fail500", "Ollama answered 500: model runner crashed", 1),
-        ("nonchat", "Ollama's answer is not a chat reply: it holds no message object", 1),
+        (
+            "nonchat",
+            "Ollama's answer is not a chat reply: it holds no message object",
+            1,
+        ),
         ("steps", "the step budget is spent", 4),
     ] {
         let rec = record(case);
@@ -629,7 +682,11 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
             "{case}: {answer}"
         );
         let (lines, said) = transcript(&s, &rec);
-        assert_eq!(said.len(), 1, "{case}: one line on standard error: {said:?}");
+        assert_eq!(
+            said.len(),
+            1,
+            "{case}: one line on standard error: {said:?}"
+        );
         assert!(said[0].contains(words), "{case}: {said:?}");
         assert_eq!(fake.of(&format!("case {case}")).len(), requests, "{case}");
         assert_eq!(
@@ -644,6 +701,40 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
         3,
         "the calls the fourth reply asked for never ran"
     );
+
+    // --max-output bounds the whole transcript: the answer that would pass
+    // it is cut to fit, saying so, and the run ends, saying why.
+    let answer = ended(&s, &cut);
+    assert!(
+        answer["note"].as_str().unwrap().starts_with("exit 1 "),
+        "{answer}"
+    );
+    let log = output_log(&s, &cut);
+    let (lines, said) = transcript(&s, &cut);
+    let recorded: usize = log
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).is_ok())
+        .map(|l| l.len() + 1)
+        .sum();
+    assert!(recorded <= 60000 && recorded > 59000, "{recorded}");
+    let read = lines.iter().find(|l| l["name"] == "ocx_read").unwrap();
+    let text = read["text"].as_str().unwrap();
+    assert!(
+        text.ends_with("\n[cut: the run keeps no more of its standard output]"),
+        "{}",
+        &text[text.len() - 100..]
+    );
+    assert!(
+        text.starts_with("big.txt lines 1-150 of 150:"),
+        "{}",
+        &text[..60]
+    );
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains("the transcript would pass --max-output (60000 bytes)"),
+        "{said:?}"
+    );
+    assert_eq!(fake.of("case cut").len(), 1, "no request past the bound");
     fake.assert_no_violation();
     s.repo.json(&["node", "stop", "--runs"]);
 }
@@ -655,8 +746,10 @@ fn end_to_end(no_password: bool) {
     let s = node(&fake.url(), &[("local", &[])]);
     let rec = create(&s, "local", "e2e", no_password);
     let user = run_user(&s, &rec);
-    until(Duration::from_secs(90), || post_from(&s, &rec, &user, "Ready."))
-        .unwrap_or_else(|| panic!("not ready: {}", output_log(&s, &rec)));
+    until(Duration::from_secs(90), || {
+        post_from(&s, &rec, &user, "Ready.")
+    })
+    .unwrap_or_else(|| panic!("not ready: {}", output_log(&s, &rec)));
     let ask = |text: &str| {
         s.repo
             .json(&["post", "--user", "stone", "--to", &rec, "--text", text])
@@ -670,16 +763,26 @@ fn end_to_end(no_password: bool) {
         post_from(&s, &rec, &user, "hello.txt says:")
     })
     .unwrap_or_else(|| panic!("no answer: {}", output_log(&s, &rec)));
-    assert!(answer["text"].as_str().unwrap().contains("the answer is 42"));
+    assert!(
+        answer["text"]
+            .as_str()
+            .unwrap()
+            .contains("the answer is 42")
+    );
     let hash = answer["hash"].as_str().unwrap();
     assert_eq!(s.repo.sender(hash).as_deref(), Some(user.as_str()));
     assert_eq!(in_reply_to(&s, hash).as_deref(), Some(first.as_str()));
 
     let second = ask("And again?");
-    let again = until(Duration::from_secs(90), || post_from(&s, &rec, &user, "Still 42"))
-        .unwrap_or_else(|| panic!("no second answer: {}", output_log(&s, &rec)));
+    let again = until(Duration::from_secs(90), || {
+        post_from(&s, &rec, &user, "Still 42")
+    })
+    .unwrap_or_else(|| panic!("no second answer: {}", output_log(&s, &rec)));
     assert!(
-        again["text"].as_str().unwrap().contains("at turn 3 of the same conversation"),
+        again["text"]
+            .as_str()
+            .unwrap()
+            .contains("at turn 3 of the same conversation"),
         "{again}"
     );
     assert_eq!(
@@ -687,8 +790,14 @@ fn end_to_end(no_password: bool) {
         Some(second.as_str())
     );
     let asked = fake.of("e2e");
-    let last = asked.last().unwrap()["messages"].as_array().unwrap().clone();
-    let before = asked[asked.len() - 2]["messages"].as_array().unwrap().clone();
+    let last = asked.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let before = asked[asked.len() - 2]["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
     assert_eq!(
         last[..before.len()],
         before[..],
@@ -722,11 +831,23 @@ fn any_other_command_line_is_a_usage_error_and_an_unreachable_ollama_is_said() {
         crate::support::run(c, Some(stdin))
     };
     let bad = run(
-        &["--mcp-ollama", "file:///tmp/x", "--model", "m", "--steps", "2", "--system", "s"],
+        &[
+            "--mcp-ollama",
+            "file:///tmp/x",
+            "--model",
+            "m",
+            "--steps",
+            "2",
+            "--system",
+            "s",
+        ],
         b"",
     );
     assert_eq!(bad.code, 2, "{bad:?}");
-    assert!(bad.stderr.contains("--mcp-ollama \"file:///tmp/x\""), "{bad:?}");
+    assert!(
+        bad.stderr.contains("--mcp-ollama \"file:///tmp/x\""),
+        "{bad:?}"
+    );
     let missing = run(&["--mcp-ollama", "http://127.0.0.1:9", "--model", "m"], b"");
     assert_eq!(missing.code, 2);
     assert!(missing.stderr.contains("--steps is missing"), "{missing:?}");
@@ -735,7 +856,16 @@ fn any_other_command_line_is_a_usage_error_and_an_unreachable_ollama_is_said() {
     drop(closed);
     let record = format!("Record {}: hi\n", "a".repeat(64));
     let url = format!("http://127.0.0.1:{port}");
-    let args = ["--mcp-ollama", &url, "--model", "m", "--steps", "2", "--system", "s"];
+    let args = [
+        "--mcp-ollama",
+        &url,
+        "--model",
+        "m",
+        "--steps",
+        "2",
+        "--system",
+        "s",
+    ];
     let gone = run(&args, record.as_bytes());
     assert_eq!(gone.code, 1);
     assert!(
@@ -746,7 +876,11 @@ fn any_other_command_line_is_a_usage_error_and_an_unreachable_ollama_is_said() {
     );
     let not_a_run = run(&args, b"Hello\n");
     assert_eq!(not_a_run.code, 1);
-    assert!(not_a_run.stderr.contains("line 1: the first line is not `Record HASH: OBJECTIVE`"));
+    assert!(
+        not_a_run
+            .stderr
+            .contains("line 1: the first line is not `Record HASH: OBJECTIVE`")
+    );
     let empty = run(&args, b"");
     assert_eq!(empty.code, 0, "its input ended: {empty:?}");
 }
