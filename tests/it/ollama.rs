@@ -275,6 +275,7 @@ fn scripted(r: &Value) -> (u16, String) {
         ("case outgrow" | "case cut", _) => {
             reply(r, "", call("ocx_read", json!({"path": "big.txt"})))
         }
+        ("case silent", _) => reply(r, "  ", json!([])),
         ("case fail500", _) => (500, json!({"error": "model runner crashed"}).to_string()),
         ("case nonchat", _) => (200, json!({"models": []}).to_string()),
         ("case steps", _) => reply(r, "", call("ocx_context", json!({}))),
@@ -494,6 +495,7 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
         "fail500",
         "nonchat",
         "steps",
+        "silent",
     ];
     let records: Vec<(&str, String)> = cases
         .iter()
@@ -664,8 +666,8 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
         .unwrap();
     assert!(tokens > 32768 - 4096, "{tokens}");
 
-    // Ollama answering 500, a body that is no chat reply, and a step
-    // budget spent: each said in one line, exit 1.
+    // Ollama answering 500, a body that is no chat reply, a step budget
+    // spent and a post refused: each said in one line, exit 1.
     for (case, words, requests) in [
         ("fail500", "Ollama answered 500: model runner crashed", 1),
         (
@@ -674,6 +676,11 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
             1,
         ),
         ("steps", "the step budget is spent", 4),
+        (
+            "silent",
+            "the post of the model's words was refused: text: is empty",
+            1,
+        ),
     ] {
         let rec = record(case);
         let answer = ended(&s, &rec);
@@ -928,4 +935,26 @@ fn a_real_ollama_answers_a_post_when_one_is_named() {
             .is_ok_and(|v| v["received"]["message"]["role"] == "assistant")),
         "{log}"
     );
+}
+
+#[test]
+fn the_readmes_runner_pages_read_and_the_local_one_is_a_command_line_the_agent_takes() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .split("## Agents as runners")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let local_page = section.split("````").nth(1).unwrap();
+    let local = ocx::node::runner::read_page(local_page.as_bytes()).unwrap();
+    let args: Vec<std::ffi::OsString> = local.command[1..].iter().map(Into::into).collect();
+    let settings = ocx::entry::ollama::settings(&args).unwrap();
+    assert_eq!(settings.endpoint, "http://127.0.0.1:11434/api/chat");
+    let claude_page = section.split("````").nth(2).unwrap();
+    let claude = ocx::node::runner::read_page(claude_page.as_bytes()).unwrap();
+    assert_eq!(claude.command[0], "claude");
+    assert_eq!(claude.input, ocx::node::runner::InputMode::ClaudeStreamJson);
 }
