@@ -24,6 +24,10 @@ say() { printf '\n$ %s\n' "$*" | sed "s#$ocx#ocx#g"; "$@"; }
 "$fossil" user capabilities pat v24 -R "$repo" >/dev/null
 printf '# The demo agent\n\nAnswers each post it hears.\n\n```json\n{"command": ["%s", "demo-agent"], "input": "lines"}\n```\n' "$ocx" > "$demo/sandbox-demo.md"
 "$fossil" wiki create sandbox/demo "$demo/sandbox-demo.md" --mimetype text/x-markdown -R "$repo" >/dev/null
+# OCX's own agent for a local model: a record naming --runner local runs it
+# against the Ollama on this host (not started here; the demo needs none).
+printf '# A local model\n\nQwen3 4B on this host'"'"'s Ollama.\n\n```json\n{"command": ["%s", "--mcp-ollama", "http://127.0.0.1:11434", "--model", "qwen3:4b", "--steps", "30", "--system", "You work on this repository through your tools. Read before you edit, run the tests, save, then say in a few lines what you did."], "input": "lines"}\n```\n' "$ocx" > "$demo/sandbox-local.md"
+"$fossil" wiki create sandbox/local "$demo/sandbox-local.md" --mimetype text/x-markdown -R "$repo" >/dev/null
 "$fossil" server --port "$port" --localhost "$repo" >"$demo/server.log" 2>&1 &
 server=$!
 cleanup() { "$ocx" node stop -R "$repo" >/dev/null 2>&1 || true; kill "$server" 2>/dev/null || true; }
@@ -55,3 +59,4 @@ for _ in $(seq 1 50); do
 done
 say "$ocx" thread -R "$repo" --of "${record:0:12}"
 printf '\nThe demo repository is %s (served at http://127.0.0.1:%s/ while this ran).\n' "$repo" "$port"
+printf 'Its runner page sandbox/local runs OCX'"'"'s agent on a local model (ocx --mcp-ollama), once an Ollama serves qwen3:4b on 127.0.0.1:11434.\n'

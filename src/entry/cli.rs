@@ -100,6 +100,11 @@ fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
     };
     let mut cmd = Command::new("ocx")
         .about("OCX: people and AI agents working together on a Fossil repository")
+        .after_help(
+            "Also: ocx --mcp [--repository FILE] [--user LOGIN] (MCP over stdio), and \
+             ocx --mcp-ollama URL --model NAME --steps N --system TEXT [--context TOKENS] \
+             [--max-output BYTES] (OCX's agent for local models, a runner's command).",
+        )
         .disable_help_subcommand(true)
         .disable_version_flag(true)
         .arg(

@@ -6,6 +6,7 @@ pub mod cli;
 
 pub mod internal;
 pub mod mcp;
+pub mod ollama;
 pub mod watch;
 
 use std::io::Write;

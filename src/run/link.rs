@@ -27,6 +27,33 @@ pub enum LinkError {
 /// `arguments` over the socket at `socket`; answers the tool's Answer, the
 /// call's structured content.
 pub fn call(socket: &Path, name: &str, arguments: Value) -> Result<Value, LinkError> {
+    call_result(socket, name, arguments)?
+        .get("structuredContent")
+        .cloned()
+        .ok_or_else(|| LinkError::Protocol("the answer holds no structured content".into()))
+}
+
+/// The text an MCP tool result gives a reader (its text content, joined),
+/// and whether it is a refusal (`isError`).
+pub fn result_text(result: &Value) -> (String, bool) {
+    let text = result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    let refused = result.get("isError").and_then(Value::as_bool) == Some(true);
+    (text, refused)
+}
+
+/// Like [`call`], answering the whole MCP tool result (content, structured
+/// content, `isError`).
+pub fn call_result(socket: &Path, name: &str, arguments: Value) -> Result<Value, LinkError> {
     let io = |e: std::io::Error| LinkError::Io(format!("{}: {e}", socket.display()));
     let stream = UnixStream::connect(socket).map_err(io)?;
     stream.set_read_timeout(Some(WAIT)).map_err(io)?;
@@ -47,11 +74,7 @@ pub fn call(socket: &Path, name: &str, arguments: Value) -> Result<Value, LinkEr
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": name, "arguments": arguments}}))?;
-    let result = answer(&mut reader, 2)?;
-    result
-        .get("structuredContent")
-        .cloned()
-        .ok_or_else(|| LinkError::Protocol("the answer holds no structured content".into()))
+    answer(&mut reader, 2)
 }
 
 /// Reads messages until the answer to request `id`; its result.

@@ -1,7 +1,8 @@
 //! Hostile input: every reader of what a poster, a visitor or a run can
 //! write (message blocks, records, stops, responses, verdict values,
 //! artifacts and their cards, runner pages, the web page's request, MCP
-//! arguments, a delivery's text) answers a refusal naming the field and
+//! arguments, a delivery's text, Ollama's replies to OCX's agent and a
+//! run's lines it reads) answers a refusal naming the field and
 //! never panics. Property tests generate the text; spec-fixtures/hostile
 //! keeps the cases found, each a post whose first line says what its
 //! block reads as; and a real node is sent them all through `fossil
@@ -1148,5 +1149,30 @@ fn questions_decisions_and_references_of_hostile_text_read_or_are_refused() {
             let _ = ocx::protocol::reference::describe(&opened, &r, &caps).unwrap();
             Ok(())
         })
+        .unwrap();
+}
+
+#[test]
+fn ollamas_replies_and_a_runs_lines_always_get_a_reading() {
+    use ocx::entry::ollama;
+    let mut runner = TestRunner::new(config(400));
+    runner
+        .run(
+            &(hostile_value(), hostile(), hostile()),
+            |(v, text, line)| {
+                let _ = ollama::read_reply(&v);
+                let shaped = json!({"message": {"role": "assistant", "content": text,
+                    "tool_calls": [{"function": {"name": line, "arguments": v}}]}});
+                let read = ollama::read_reply(&shaped).expect("a chat reply reads");
+                prop_assert_eq!(read.calls.len(), 1);
+                let _ = ollama::written_call(&text);
+                let _ = ollama::written_call(&format!("<tool_call>{text}</tool_call>"));
+                let _ = ollama::written_call(&format!("```json\n{text}\n```"));
+                let _ = ollama::read_line(&line, None);
+                let _ = ollama::read_line(&line, Some(NODE));
+                let _ = ollama::read_line(&format!("Post {line}"), Some(NODE));
+                Ok(())
+            },
+        )
         .unwrap();
 }

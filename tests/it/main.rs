@@ -14,6 +14,7 @@ mod layers;
 mod mcp;
 mod messages;
 mod node;
+mod ollama;
 mod protocol;
 mod questions;
 mod reads;
