@@ -2,7 +2,9 @@
 //! A tool never knows which entry point called it and never prints.
 
 pub mod adopt;
+pub mod approve;
 pub mod audit;
+pub mod collect;
 pub mod context;
 pub mod create;
 pub mod edit;
@@ -10,13 +12,16 @@ pub mod find;
 pub mod help;
 pub mod hook;
 pub mod list;
+pub mod logins;
 pub mod lost;
 pub mod node;
 pub mod post;
 pub mod push;
 pub mod read;
 pub mod receipt;
+pub mod register;
 pub mod save;
+pub mod send_runs;
 pub mod status;
 pub mod stop;
 pub mod test;

@@ -60,7 +60,7 @@ impl Tool for StopTool {
     type Output = Output;
     const NAME: &'static str = "stop";
     const SUMMARY: &'static str = "Stop a record's run: its node ends it and answers `stopped`.";
-    const NEEDS: Needs = Needs::Any("as");
+    const NEEDS: Needs = Needs::Any("asR");
     const WRITES: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
