@@ -191,7 +191,10 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
     if unsigned && !request.is_post() {
         let stop = Stop::field(
             "tool",
-            format!("{} answers only a POST, which `ocx register` sends", tool.name()),
+            format!(
+                "{} answers only a POST, which `ocx register` sends",
+                tool.name()
+            ),
         )
         .next("run `ocx register` on the machine that asked for the login");
         return refusal(request, json, 400, Some(&cx), stop);

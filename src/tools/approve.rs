@@ -71,8 +71,7 @@ impl Tool for Approve {
     type Input = Input;
     type Output = Output;
     const NAME: &'static str = "approve";
-    const SUMMARY: &'static str =
-        "Let in a login `register` asked for, with exactly the capabilities asked; or --revoke one.";
+    const SUMMARY: &'static str = "Let in a login `register` asked for, with exactly the capabilities asked; or --revoke one.";
     const NEEDS: Needs = Needs::Any("as");
     const WRITES: bool = true;
     const DESTRUCTIVE: bool = true;
@@ -213,7 +212,9 @@ fn revoke(input: Input, call: &mut Call) -> Result<Output, Stop> {
     if repo.login_key(&login).map_err(Stop::internal)?.is_none() {
         return Err(Stop::field(
             "login",
-            format!("{login} holds no key approve kept: approve did not make it, or it was revoked"),
+            format!(
+                "{login} holds no key approve kept: approve did not make it, or it was revoked"
+            ),
         )
         .next("revoke a login approve let in; change others with Fossil's own user editor"));
     }
@@ -290,7 +291,9 @@ fn check_capabilities(given: Option<&str>) -> Result<String, Stop> {
             )
             .next("give the login the letters it needs alone; make an administrator by hand"));
         }
-        if !(c == super::send_runs::SEND_RUNS || c.is_ascii_alphanumeric() && all_defined(&c.to_string())) {
+        if !(c == super::send_runs::SEND_RUNS
+            || c.is_ascii_alphanumeric() && all_defined(&c.to_string()))
+        {
             return Err(Stop::field(
                 "capabilities",
                 format!("{c:?} is no capability Fossil defines, nor OCX's R"),

@@ -57,7 +57,9 @@ impl Tool for Collect {
     }
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
-        let refused = || Stop::new(REFUSAL).next("ask an administrator to open the link `ocx register` printed, then run it again in a minute");
+        let refused = || {
+            Stop::new(REFUSAL).next("ask an administrator to open the link `ocx register` printed, then run it again in a minute")
+        };
         logins::check_login("login", &input.login).map_err(|_| refused())?;
         let login = input.login;
         call.read(format!("the key kept for {login}"));

@@ -80,7 +80,9 @@ pub fn on_served(call: &Call, tool: &str) -> Result<(), Stop> {
         (Who::Web { .. }, _) | (Who::Local { .. }, Some(_)) => Ok(()),
         (Who::Local { .. }, None) => Err(Stop::field(
             "repository",
-            format!("{tool} acts on the served repository, named outright: a clone's logins are its own"),
+            format!(
+                "{tool} acts on the served repository, named outright: a clone's logins are its own"
+            ),
         )
         .next("name the served repository's file with --repository FILE")),
         (Who::Run(_), _) => Err(Stop::new(format!("a run may not call {tool}"))

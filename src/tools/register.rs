@@ -70,7 +70,8 @@ impl Tool for Register {
     type Input = Input;
     type Output = Output;
     const NAME: &'static str = "register";
-    const SUMMARY: &'static str = "Ask a server for a login, and collect its password once an administrator approves it.";
+    const SUMMARY: &'static str =
+        "Ask a server for a login, and collect its password once an administrator approves it.";
     const NEEDS: Needs = Needs::Nothing;
     const WRITES: bool = true;
     const REACH: Reach = Reach::CommandLine;
@@ -115,11 +116,8 @@ impl Tool for Register {
                 if capabilities.is_empty()
                     || !capabilities.bytes().all(|b| b.is_ascii_alphanumeric())
                 {
-                    return Err(Stop::field(
-                        "capabilities",
-                        "are not capability letters",
-                    )
-                    .next("give letters such as goC4w"));
+                    return Err(Stop::field("capabilities", "are not capability letters")
+                        .next("give letters such as goC4w"));
                 }
                 let creds = Credentials {
                     user,
@@ -150,8 +148,11 @@ impl Tool for Register {
             });
         }
         let Some(code) = creds.code.clone() else {
-            return Err(Stop::field("credentials", format!("{shown} holds neither a code nor a password"))
-                .next("remove the file and run register again"));
+            return Err(Stop::field(
+                "credentials",
+                format!("{shown} holds neither a code nor a password"),
+            )
+            .next("remove the file and run register again"));
         };
         let key = hex::encode(Sha256::digest(code.as_bytes()));
         let link = format!(
@@ -239,8 +240,10 @@ fn host_login() -> Result<String, Stop> {
         .collect();
     let login = login.trim_matches('-').to_string();
     if login.is_empty() {
-        return Err(Stop::field("login", "this machine has no host name to ask for")
-            .next("give the login with --login LOGIN"));
+        return Err(
+            Stop::field("login", "this machine has no host name to ask for")
+                .next("give the login with --login LOGIN"),
+        );
     }
     Ok(login)
 }
@@ -258,14 +261,18 @@ fn read_credentials(path: &Path) -> Result<Option<Credentials>, Stop> {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
-            return Err(Stop::field("credentials", format!("cannot open {shown}: {e}"))
-                .next("give a regular file of your own, not a link"));
+            return Err(
+                Stop::field("credentials", format!("cannot open {shown}: {e}"))
+                    .next("give a regular file of your own, not a link"),
+            );
         }
     };
     let meta = file.metadata().map_err(Stop::internal)?;
     if !meta.is_file() {
-        return Err(Stop::field("credentials", format!("{shown} is not a regular file"))
-            .next("give a regular file of your own"));
+        return Err(
+            Stop::field("credentials", format!("{shown} is not a regular file"))
+                .next("give a regular file of your own"),
+        );
     }
     if meta.mode() & 0o077 != 0 || meta.uid() != nix::unistd::geteuid().as_raw() {
         return Err(Stop::field(
@@ -330,8 +337,9 @@ fn collect(server: &str, login: &str, code: &str) -> Result<Option<String>, Stop
         .into();
     let url = format!("{server}/ext/{PAGE}/collect?json");
     let unreachable = |why: String| {
-        Stop::field("server", format!("{server} did not answer collect: {why}"))
-            .next("check the address, and that the server offers OCX's page (ocx-cgi in its --extroot)")
+        Stop::field("server", format!("{server} did not answer collect: {why}")).next(
+            "check the address, and that the server offers OCX's page (ocx-cgi in its --extroot)",
+        )
     };
     let mut response = agent
         .post(&url)

@@ -18,6 +18,7 @@ pub use crate::node::wake::SEND_RUNS;
 #[serde(deny_unknown_fields)]
 pub struct Input {
     /// The login to give R (may send records and stops). Fossil's own user editor drops R when an administrator saves the user there: give it again after.
+    #[schemars(extend("x-flag" = "login"))]
     pub user: String,
     /// Take every R the user holds away instead.
     #[serde(default)]
@@ -55,17 +56,18 @@ impl Tool for SendRuns {
         if SPECIAL_LOGINS.contains(&user.as_str()) {
             return Err(Stop::field(
                 "user",
-                format!("{user} is one of Fossil's own users, whose capabilities OCX never changes"),
+                format!(
+                    "{user} is one of Fossil's own users, whose capabilities OCX never changes"
+                ),
             )
             .next("give R to the login of the person or machine itself"));
         }
         let repo = call.repo()?;
         let Some(own) = repo.own_capabilities(&user).map_err(Stop::internal)? else {
-            return Err(Stop::field(
-                "user",
-                format!("the repository has no login {user:?}"),
-            )
-            .next("name a login of this repository; `approve` makes one"));
+            return Err(
+                Stop::field("user", format!("the repository has no login {user:?}"))
+                    .next("name a login of this repository; `approve` makes one"),
+            );
         };
         call.read(format!("login {user}"));
         let asked = !input.off;

@@ -65,6 +65,19 @@ impl Tool for StopTool {
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let standing = open_record(call, &input.record)?;
+        let caller = call.caller()?;
+        if !caller.capabilities.is_admin()
+            && standing.said.from.as_deref() != Some(caller.login.as_str())
+        {
+            return Err(Stop::field(
+                "record",
+                format!(
+                    "{} holds R without admin, and stops only the records it sent itself",
+                    caller.login
+                ),
+            )
+            .next("ask the record's sender or an administrator to stop it"));
+        }
         let hash = standing.hash.clone();
         let repo = call.repo()?;
         let msg = StopMessage {
