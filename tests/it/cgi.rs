@@ -507,9 +507,9 @@ fn json_answers_the_one_answer() {
         a["result"]["tools"].as_array().unwrap().len(),
         ocx::registry::TOOLS
             .iter()
-            .filter(|t| !t.checkout())
+            .filter(|t| !t.checkout() && t.reach() != ocx::tool::Reach::CommandLine)
             .count(),
-        "every tool but those acting on a checkout"
+        "every tool but those acting on a checkout and register"
     );
     let page = cgi(
         &ext,
