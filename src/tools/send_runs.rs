@@ -44,8 +44,7 @@ impl Tool for SendRuns {
     type Input = Input;
     type Output = Output;
     const NAME: &'static str = "send_runs";
-    const SUMMARY: &'static str =
-        "Let a user send records and stops (OCX's capability R), or with --off no longer.";
+    const SUMMARY: &'static str = "Let a user send records and stops (OCX's capability R), or with --off no longer; Fossil's own user editor drops R when it saves that user.";
     const NEEDS: Needs = Needs::Any("as");
     const WRITES: bool = true;
     const IDEMPOTENT: bool = true;

@@ -371,6 +371,14 @@ fn collect_refuses_a_wrong_code_an_expired_key_a_changed_password_a_revoked_logi
     let audit = revoked["audit"].as_str().unwrap();
     assert_eq!(site.repo.sender(audit).as_deref(), Some("admin"));
     assert!(post_text(&site.repo, audit).contains("revoked"));
+    let thread = site.repo.json(&["thread", "--of", audit]).ok();
+    let posts = thread["posts"].as_array().unwrap();
+    assert_eq!(
+        posts.len(),
+        5,
+        "every approval and the revocation in one thread: {thread:#}"
+    );
+    assert!(posts.iter().all(|p| p["from"] == "admin"), "{thread:#}");
     site.register("gone.json", &[]).refused();
     assert_eq!(
         site.repo.json(&["approve", "gone", "--revoke"]).refused(),
@@ -588,6 +596,11 @@ fn send_runs_refuses_fossils_own_users_and_strangers_and_writes_only_a_change() 
     );
     assert_eq!(status, 200);
     assert!(page.contains("dry run"), "{page}");
+    assert!(
+        page.contains("Fossil&#39;s own user editor drops R")
+            || page.contains("Fossil's own user editor drops R"),
+        "the page says Fossil's editor drops R: {page}"
+    );
     site.repo.fossil(&["user", "capabilities", "pat", "v4"]);
     let (status, a) = site.post(
         "send_runs",
