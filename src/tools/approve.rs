@@ -325,3 +325,38 @@ fn check_node(login: &str, node: bool) -> Result<(), Stop> {
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_letters_fossil_defines_or_r_are_given_and_never_asuv() {
+        assert_eq!(check_capabilities(Some("goC4w")).unwrap(), "gow4C");
+        assert_eq!(check_capabilities(Some("wR")).unwrap(), "wR");
+        for bad in ["", "a", "gs", "ou", "ov", "Q", "g!", "gé"] {
+            let stop = check_capabilities(Some(bad)).unwrap_err();
+            assert_eq!(stop.field.as_deref(), Some("capabilities"), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_key_is_64_hex_digits_kept_in_lower_case() {
+        assert_eq!(check_key(Some(&"AB".repeat(32))).unwrap(), "ab".repeat(32));
+        for bad in ["", "ab", &"g".repeat(64), &"a".repeat(65)] {
+            assert_eq!(
+                check_key(Some(bad)).unwrap_err().field.as_deref(),
+                Some("key")
+            );
+        }
+    }
+
+    #[test]
+    fn a_node_login_is_named_as_the_protocol_finds_it() {
+        assert!(check_node("node-0a1b2c3d", true).is_ok());
+        assert!(check_node("build-1", false).is_ok());
+        assert!(check_node("build-1", true).is_err());
+        assert!(check_node("node-0a1b2c3d", false).is_err());
+        assert!(check_node("node-0a1b2c3", true).is_err());
+    }
+}
