@@ -151,7 +151,11 @@ pub fn flags_of(schema: &Value, skip: &[&str]) -> Vec<Flag> {
         }
         let p = resolve(p, &defs);
         let kind = kind_of(&p);
-        let positional = !positional_taken && kind == Kind::Text && required.first() == Some(name);
+        let first = !positional_taken && kind == Kind::Text && required.first() == Some(name);
+        let more = positional_taken
+            && kind == Kind::Text
+            && p.get("x-positional").and_then(Value::as_bool) == Some(true);
+        let positional = first || more;
         positional_taken |= positional;
         out.push(Flag {
             path: vec![name.clone()],

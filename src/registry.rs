@@ -54,6 +54,9 @@ impl<T: Tool> Entry for Def<T> {
     fn checkout(&self) -> bool {
         T::CHECKOUT
     }
+    fn reach(&self) -> crate::tool::Reach {
+        T::REACH
+    }
     fn input_schema(&self) -> &'static Value {
         derived_once(T::NAME, Schema::Input, input_schema::<T>)
     }
@@ -152,6 +155,10 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::node::NodeTool>::new(),
     &Def::<crate::tools::lost::Lost>::new(),
     &Def::<crate::tools::adopt::Adopt>::new(),
+    &Def::<crate::tools::send_runs::SendRuns>::new(),
+    &Def::<crate::tools::register::Register>::new(),
+    &Def::<crate::tools::approve::Approve>::new(),
+    &Def::<crate::tools::collect::Collect>::new(),
     &Def::<crate::tools::push::Push>::new(),
     &Def::<crate::tools::context::Context>::new(),
     &Def::<crate::tools::find::Find>::new(),

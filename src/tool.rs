@@ -37,6 +37,20 @@ impl Needs {
     }
 }
 
+/// Where a tool is offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// The command line, the web page and MCP.
+    Everywhere,
+    /// The command line and the web page, never MCP.
+    NotMcp,
+    /// The command line, and the web page to a POST from anyone, signed in
+    /// or not and from any page; never MCP.
+    UnsignedPost,
+    /// The asker's own command line alone.
+    CommandLine,
+}
+
 /// One tool: its Input and Output types, what it needs, and its run.
 pub trait Tool: 'static {
     /// Its typed input: `deny_unknown_fields`, each field documented.
@@ -60,6 +74,8 @@ pub trait Tool: 'static {
     /// Whether it acts on a checkout (its files, its tests, its commits):
     /// never offered on the web page, whatever checkout the server is in.
     const CHECKOUT: bool = false;
+    /// Where it is offered.
+    const REACH: Reach = Reach::Everywhere;
     /// Runs it; with `call.dry_run` it checks everything, logs what it
     /// would write and writes nothing.
     fn run(input: Self::Input, call: &mut Call) -> Result<Self::Output, Stop>;
@@ -81,6 +97,8 @@ pub trait Entry: Sync {
     fn idempotent(&self) -> bool;
     /// Whether it acts on a checkout ([`Tool::CHECKOUT`]).
     fn checkout(&self) -> bool;
+    /// Where it is offered ([`Tool::REACH`]).
+    fn reach(&self) -> Reach;
     /// The input's JSON schema, `dry_run` included.
     fn input_schema(&self) -> &'static Value;
     /// The result's JSON schema.

@@ -11,7 +11,7 @@ use crate::context::{Context, Who};
 use crate::fossil::{Fossil, Repository};
 use crate::registry;
 use crate::stop::Stop;
-use crate::tool::{Entry, Needs};
+use crate::tool::{Entry, Needs, Reach};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::io::Read;
@@ -64,6 +64,7 @@ fn reason_phrase(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
+        405 => "Method Not Allowed",
         403 => "Forbidden",
         404 => "Not Found",
         _ => "Internal Server Error",
@@ -178,6 +179,29 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
             .next("the OCX page lists every tool");
         return refusal(request, json, 404, Some(&cx), stop);
     };
+    if tool.reach() == Reach::CommandLine {
+        let stop = Stop::field(
+            "tool",
+            format!(
+                "{} is called from the asker's own command line alone, never on the web page",
+                tool.name()
+            ),
+        )
+        .next(format!("run `ocx {}` on your own machine", tool.name()));
+        return refusal(request, json, 403, Some(&cx), stop);
+    }
+    let unsigned = tool.reach() == Reach::UnsignedPost;
+    if unsigned && !request.is_post() {
+        let stop = Stop::field(
+            "tool",
+            format!(
+                "{} answers only a POST, which `ocx register` sends",
+                tool.name()
+            ),
+        )
+        .next("run `ocx register` on the machine that asked for the login");
+        return refusal(request, json, 400, Some(&cx), stop);
+    }
     if !offered(tool) {
         let stop = Stop::field(
             "tool",
@@ -210,7 +234,7 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
         };
     }
     let mut notice = None;
-    if tool.writes() {
+    if tool.writes() && !unsigned {
         notice = if !request.is_post() {
             Some("a GET changes nothing, so this is its dry run: use the form to change something")
         } else if !request.signed_in() {
@@ -275,9 +299,10 @@ fn console(request: &Request, body: &mut dyn Read, cx: &Context) -> Response {
     }
 }
 
-/// Whether the page offers `tool`: every tool but those acting on a checkout.
+/// Whether the page offers `tool`: every tool but those acting on a
+/// checkout and those of the asker's own command line alone.
 fn offered(tool: &dyn Entry) -> bool {
-    !tool.checkout()
+    !tool.checkout() && tool.reach() != Reach::CommandLine
 }
 
 /// The status an answer is given: 200 when the tool did its work, 403 when

@@ -12,7 +12,7 @@ use crate::fossil::kept::Kept;
 use crate::input::mark_invalid;
 use crate::registry::{self, TOOLS};
 use crate::stop::Stop;
-use crate::tool::{Entry, Needs};
+use crate::tool::{Entry, Needs, Reach};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -210,10 +210,12 @@ impl Server {
         }
     }
 
-    /// Whether this server offers the tool `name`: every tool, except on a
-    /// run's node socket, which offers [`NODE_TOOLS`] alone.
+    /// Whether this server offers the tool `name`: every tool offered
+    /// everywhere (not `register`, `approve` or `collect`), and on a run's
+    /// node socket [`NODE_TOOLS`] alone.
     fn offers(&self, name: &str) -> bool {
-        self.caller.run.is_none() || NODE_TOOLS.contains(&name)
+        let everywhere = registry::find(name).is_some_and(|t| t.reach() == Reach::Everywhere);
+        everywhere && (self.caller.run.is_none() || NODE_TOOLS.contains(&name))
     }
 }
 

@@ -359,6 +359,83 @@ impl Fossil {
         .map(|_| ())
     }
 
+    /// Keeps `value` in `repository`'s `config` row `name`. The statement
+    /// is given on standard input, never on the command line, since the
+    /// value may hold a password.
+    pub fn config_set(
+        &self,
+        repository: &Path,
+        name: &str,
+        value: &str,
+    ) -> Result<(), FossilError> {
+        if value.contains(['\n', '\r']) || name.contains(['\n', '\r']) {
+            return Err(FossilError::Command {
+                operation: "config",
+                message: "a config row's name or value holds a line break".into(),
+            });
+        }
+        let sql = format!(
+            "REPLACE INTO config(name,value,mtime) VALUES({},{},now());\n",
+            quoted(name),
+            quoted(value)
+        );
+        self.sql_on_stdin("config", repository, &sql).map(|_| ())
+    }
+
+    /// Removes `repository`'s `config` row `name`.
+    pub fn config_delete(&self, repository: &Path, name: &str) -> Result<(), FossilError> {
+        let sql = format!("DELETE FROM config WHERE name={};\n", quoted(name));
+        self.sql_on_stdin("config", repository, &sql).map(|_| ())
+    }
+
+    /// Gives `login` OCX's `R` (`on`) or takes every `R` it holds away, in
+    /// one statement that reads and writes its letters at once, so a letter
+    /// another writer gave it a moment before stays; a login whose letters
+    /// already say so is not written. Answers whether the row changed.
+    pub fn send_runs(&self, repository: &Path, login: &str, on: bool) -> Result<bool, FossilError> {
+        let change = if on {
+            "cap=coalesce(cap,'')||'R'"
+        } else {
+            "cap=replace(cap,'R','')"
+        };
+        let when = if on {
+            "instr(coalesce(cap,''),'R')=0"
+        } else {
+            "instr(coalesce(cap,''),'R')>0"
+        };
+        let sql = format!(
+            "UPDATE user SET {change}, mtime=now() WHERE login={} AND {when};\nSELECT changes();\n",
+            quoted(login)
+        );
+        let out = self.sql_on_stdin("send runs", repository, &sql)?;
+        Ok(out.trim() != "0")
+    }
+
+    /// Runs `fossil sql -R REPOSITORY` with `sql` on standard input; what it printed.
+    fn sql_on_stdin(
+        &self,
+        operation: &'static str,
+        repository: &Path,
+        sql: &str,
+    ) -> Result<String, FossilError> {
+        if sql.lines().any(|l| l.trim_start().starts_with('.')) {
+            return Err(FossilError::Command {
+                operation,
+                message: "a line of the statement would be read as a shell command".into(),
+            });
+        }
+        let path = repository.to_str().ok_or(FossilError::Command {
+            operation,
+            message: "the repository's path is not UTF-8".into(),
+        })?;
+        let path = plain(operation, "the repository", path)?;
+        self.run_with_input(
+            operation,
+            &["sql".as_ref(), "-R".as_ref(), path],
+            sql.as_bytes(),
+        )
+    }
+
     /// Clones `url` into `file` over HTTP, opening a checkout of `version`
     /// (or the newest) in `workdir`. The URL, which may hold a password, is
     /// given on standard input (`--args -`), never on the command line;
@@ -771,6 +848,11 @@ fn plain<'a>(
         });
     }
     Ok(value.as_ref())
+}
+
+/// `text` as an SQL string literal.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
 }
 
 /// A command for the program with nothing inherited that could redirect it:

@@ -13,12 +13,14 @@ use std::time::Duration;
 
 mod arrivals;
 mod checkins;
+mod logins;
 mod refs;
 mod threads;
 mod wiki;
 
 pub use arrivals::{Arrival, ArrivalKind};
 pub use checkins::{CheckIn, TagChanges, TagSet};
+pub use logins::{LOGINS_THREAD_ROW, login_key_row};
 pub use refs::Thing;
 pub use threads::Said;
 use threads::{SQL_FORUM_ROOT, SQL_POST, SQL_THREAD, SQL_TICKET_CHANGES, SQL_TICKET_RESOLVE};

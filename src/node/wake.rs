@@ -20,6 +20,9 @@ use std::sync::Arc;
 /// The capabilities a run's user holds while its record is open (design decision 11).
 pub const RUN_CAPABILITIES: &str = "gijor234";
 
+/// OCX's letter letting a login send records and stops without admin.
+pub const SEND_RUNS: char = 'R';
+
 /// What the node keeps between wakes.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct State {
@@ -195,11 +198,53 @@ impl Node<'_> {
         Ok(found::record(self.repo, r.rid, hash)?)
     }
 
+    /// Whether `sender` may send records and stops: it holds admin or
+    /// setup, or OCX's `R` (given by `send_runs`), when the node reads it.
     fn may_send_requests(&self, sender: Option<&str>) -> Result<bool, NodeError> {
         Ok(match sender {
-            Some(s) => self.repo.capabilities(s)?.is_some_and(|c| c.is_admin()),
+            Some(s) => self
+                .repo
+                .capabilities(s)?
+                .is_some_and(|c| c.is_admin() || c.has(SEND_RUNS)),
             None => false,
         })
+    }
+
+    /// Why record `r`'s run would hold more than its sender: a sender
+    /// holding `R` without admin or setup must itself hold every letter
+    /// the run's user is given ([`RUN_CAPABILITIES`]).
+    fn beyond_sender(&self, r: &StandingRecord) -> Result<Option<String>, NodeError> {
+        let Some(sender) = r.said.from.as_deref() else {
+            return Ok(Some("the record has no sender".into()));
+        };
+        let Some(caps) = self.repo.capabilities(sender)? else {
+            return Ok(Some(format!("its sender {sender} is no login here")));
+        };
+        if caps.is_admin() {
+            return Ok(None);
+        }
+        let lacks: String = RUN_CAPABILITIES.chars().filter(|c| !caps.has(*c)).collect();
+        Ok((!lacks.is_empty()).then(|| {
+            format!(
+                "its run would hold {RUN_CAPABILITIES}, and its sender {sender} (holding R, not admin) lacks {lacks}"
+            )
+        }))
+    }
+
+    /// Whether `sender` may stop `record`: holding admin or setup, or
+    /// holding `R` and having sent the record itself.
+    fn may_stop(&self, sender: Option<&str>, record: &str) -> Result<bool, NodeError> {
+        let Some(s) = sender else { return Ok(false) };
+        let Some(caps) = self.repo.capabilities(s)? else {
+            return Ok(false);
+        };
+        if caps.is_admin() {
+            return Ok(true);
+        }
+        Ok(caps.has(SEND_RUNS)
+            && self
+                .standing(record)?
+                .is_some_and(|r| r.said.from.as_deref() == Some(s)))
     }
 
     /// Acts on one arrival; a failure or a panic while doing so is the
@@ -414,7 +459,7 @@ impl Node<'_> {
                 self.record(standing)
             }
             Message::Stop(s) => {
-                if !self.may_send_requests(a.sender.as_deref())? {
+                if !self.may_stop(a.sender.as_deref(), &s.stops)? {
                     self.report.push(format!(
                         "ignored stop {}: its sender may not send one",
                         &a.hash[..10]
@@ -468,6 +513,9 @@ impl Node<'_> {
         }
         if let Err(p) = super::check_enforceable(self.repo, &r.record)? {
             return self.refuse(&r, &p.field, &p.reason);
+        }
+        if let Some(reason) = self.beyond_sender(&r)? {
+            return self.refuse(&r, "user", &reason);
         }
         let user = r.record.user.clone();
         let standing = match run_user::check(self.repo, &user, Some(&self.cfg.login), true)? {

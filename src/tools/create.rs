@@ -82,7 +82,7 @@ impl Tool for Create {
     type Output = Output;
     const NAME: &'static str = "create";
     const SUMMARY: &'static str = "Write a record: ask a node to run an agent or a CI command, within a sandbox and a budget.";
-    const NEEDS: Needs = Needs::Any("as");
+    const NEEDS: Needs = Needs::Any("asR");
     const WRITES: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {

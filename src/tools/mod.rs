@@ -2,8 +2,10 @@
 //! A tool never knows which entry point called it and never prints.
 
 pub mod adopt;
+pub mod approve;
 pub mod asking;
 pub mod audit;
+pub mod collect;
 pub mod console;
 pub mod context;
 pub mod create;
@@ -13,6 +15,7 @@ pub mod find;
 pub mod help;
 pub mod hook;
 pub mod list;
+pub mod logins;
 pub mod lost;
 pub mod node;
 pub mod post;
@@ -20,7 +23,9 @@ pub mod push;
 pub mod questions;
 pub mod read;
 pub mod receipt;
+pub mod register;
 pub mod save;
+pub mod send_runs;
 pub mod status;
 pub mod stop;
 pub mod test;

@@ -60,11 +60,24 @@ impl Tool for StopTool {
     type Output = Output;
     const NAME: &'static str = "stop";
     const SUMMARY: &'static str = "Stop a record's run: its node ends it and answers `stopped`.";
-    const NEEDS: Needs = Needs::Any("as");
+    const NEEDS: Needs = Needs::Any("asR");
     const WRITES: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let standing = open_record(call, &input.record)?;
+        let caller = call.caller()?;
+        if !caller.capabilities.is_admin()
+            && standing.said.from.as_deref() != Some(caller.login.as_str())
+        {
+            return Err(Stop::field(
+                "record",
+                format!(
+                    "{} holds R without admin, and stops only the records it sent itself",
+                    caller.login
+                ),
+            )
+            .next("ask the record's sender or an administrator to stop it"));
+        }
         let hash = standing.hash.clone();
         let repo = call.repo()?;
         let msg = StopMessage {

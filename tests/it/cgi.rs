@@ -507,9 +507,9 @@ fn json_answers_the_one_answer() {
         a["result"]["tools"].as_array().unwrap().len(),
         ocx::registry::TOOLS
             .iter()
-            .filter(|t| !t.checkout())
+            .filter(|t| !t.checkout() && t.reach() != ocx::tool::Reach::CommandLine)
             .count(),
-        "every tool but those acting on a checkout"
+        "every tool but those acting on a checkout and register"
     );
     let page = cgi(
         &ext,
@@ -993,7 +993,7 @@ fn in_chromium_a_person_signs_in_and_replies_through_the_form() {
             "OCX_TOOLS",
             ocx::registry::TOOLS
                 .iter()
-                .filter(|t| !t.checkout())
+                .filter(|t| !t.checkout() && t.reach() != ocx::tool::Reach::CommandLine)
                 .count()
                 .to_string(),
         )

@@ -1176,3 +1176,55 @@ fn ollamas_replies_and_a_runs_lines_always_get_a_reading() {
         )
         .unwrap();
 }
+
+#[test]
+fn logins_asked_for_by_a_visitor_take_any_text_without_a_panic_or_a_write() {
+    let repo = Repo::new();
+    let cx = context(&repo);
+    let before = repo.hashes();
+    let mut runner = TestRunner::new(config(64));
+    runner
+        .run(&(hostile(), hostile(), hostile()), |(login, code, caps)| {
+            let collect = registry::call(
+                "collect",
+                Ok(json!({"login": login, "code": code})),
+                &cx,
+                true,
+            );
+            prop_assert!(!collect.ok, "{collect:?}");
+            let approve = registry::call(
+                "approve",
+                Ok(json!({"login": login, "key": code, "capabilities": caps})),
+                &cx,
+                true,
+            );
+            if let Some(s) = &approve.stopped {
+                prop_assert!(s.field.is_some(), "{s:?}");
+            }
+            let body = format!(
+                "login={}&code={}",
+                percent_encoding::utf8_percent_encode(&login, percent_encoding::NON_ALPHANUMERIC),
+                percent_encoding::utf8_percent_encode(&code, percent_encoding::NON_ALPHANUMERIC)
+            );
+            let page = web_request(
+                &repo,
+                "/collect",
+                "application/x-www-form-urlencoded",
+                body.as_bytes(),
+            );
+            prop_assert_eq!(page.status, 400, "{}", page.body);
+            prop_assert!(serde_json::from_str::<Value>(&page.body).is_ok());
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(repo.hashes(), before);
+    assert!(
+        ocx::fossil::Repository::open(&repo.file)
+            .unwrap()
+            .users()
+            .unwrap()
+            .len()
+            == 5,
+        "no login made"
+    );
+}

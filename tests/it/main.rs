@@ -9,6 +9,7 @@ mod attack_web;
 mod cgi;
 mod cli;
 mod crash;
+mod enrol;
 mod hostile;
 mod layers;
 mod mcp;

@@ -125,9 +125,12 @@ fn check_session(lines: &[Value], repo: &Repo, before: &[String], thread: &str) 
         .filter_map(Value::as_str)
         .collect();
     for t in ocx::registry::TOOLS {
-        assert!(
+        let everywhere = t.reach() == ocx::tool::Reach::Everywhere;
+        assert_eq!(
             names.contains(&format!("ocx_{}", t.name()).as_str()),
-            "{names:?}"
+            everywhere,
+            "{} offered over MCP exactly when offered everywhere: {names:?}",
+            t.name()
         );
     }
     let post = &tools["post"];

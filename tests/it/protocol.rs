@@ -206,7 +206,7 @@ fn create_refuses_each_bad_field_naming_it_and_writes_nothing() {
         by_pat.answer()["stopped"]["reason"]
             .as_str()
             .unwrap()
-            .contains("needs capability a or s")
+            .contains("needs capability a or s or R")
     );
     assert_eq!(r.hashes(), before);
 }
