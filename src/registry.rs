@@ -54,6 +54,9 @@ impl<T: Tool> Entry for Def<T> {
     fn checkout(&self) -> bool {
         T::CHECKOUT
     }
+    fn over_mcp(&self) -> bool {
+        T::OVER_MCP
+    }
     fn input_schema(&self) -> &'static Value {
         derived_once(T::NAME, Schema::Input, input_schema::<T>)
     }
@@ -146,6 +149,7 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::verdicts::Verdicts>::new(),
     &Def::<crate::tools::unaudited::Unaudited>::new(),
     &Def::<crate::tools::hook::Hook>::new(),
+    &Def::<crate::tools::export::ExportTool>::new(),
     &Def::<crate::tools::node::NodeTool>::new(),
     &Def::<crate::tools::lost::Lost>::new(),
     &Def::<crate::tools::adopt::Adopt>::new(),

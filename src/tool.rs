@@ -60,6 +60,9 @@ pub trait Tool: 'static {
     /// Whether it acts on a checkout (its files, its tests, its commits):
     /// never offered on the web page, whatever checkout the server is in.
     const CHECKOUT: bool = false;
+    /// Whether MCP offers it; a tool an agent should never call (one that
+    /// runs a long export of the served repository, say) is withheld.
+    const OVER_MCP: bool = true;
     /// Runs it; with `call.dry_run` it checks everything, logs what it
     /// would write and writes nothing.
     fn run(input: Self::Input, call: &mut Call) -> Result<Self::Output, Stop>;
@@ -81,6 +84,8 @@ pub trait Entry: Sync {
     fn idempotent(&self) -> bool;
     /// Whether it acts on a checkout ([`Tool::CHECKOUT`]).
     fn checkout(&self) -> bool;
+    /// Whether MCP offers it ([`Tool::OVER_MCP`]).
+    fn over_mcp(&self) -> bool;
     /// The input's JSON schema, `dry_run` included.
     fn input_schema(&self) -> &'static Value;
     /// The result's JSON schema.

@@ -206,10 +206,12 @@ impl Server {
         }
     }
 
-    /// Whether this server offers the tool `name`: every tool, except on a
-    /// run's node socket, which offers [`NODE_TOOLS`] alone.
+    /// Whether this server offers the tool `name`: every tool MCP offers
+    /// at all ([`crate::tool::Tool::OVER_MCP`]), except on a run's node
+    /// socket, which offers [`NODE_TOOLS`] alone.
     fn offers(&self, name: &str) -> bool {
-        self.caller.run.is_none() || NODE_TOOLS.contains(&name)
+        registry::find(name).is_some_and(|t| t.over_mcp())
+            && (self.caller.run.is_none() || NODE_TOOLS.contains(&name))
     }
 }
 

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod context;
 pub mod create;
 pub mod edit;
+pub mod export;
 pub mod find;
 pub mod help;
 pub mod hook;
