@@ -1,6 +1,7 @@
-//! One binary, three entry points chosen by the name it is started under:
-//! `ocx` (the command line), `ocx-cgi` (Fossil's /ext page) and `ocx-mcp`
-//! (MCP over stdio). `ocx --mcp` is `ocx-mcp` too.
+//! One binary, four entry points chosen by the name it is started under:
+//! `ocx` (the command line), `ocx-cgi` (Fossil's /ext page), `ocx-mcp`
+//! (MCP over stdio) and `git` (the git export over smart HTTP, in Fossil's
+//! extroot). `ocx --mcp` is `ocx-mcp` too.
 
 use std::path::Path;
 
@@ -15,6 +16,7 @@ fn main() {
     let code = match name.as_str() {
         "ocx-cgi" => ocx::entry::cgi::main(),
         "ocx-mcp" => ocx::entry::mcp::main(),
+        "git" => ocx::entry::git::main(),
         _ if args.get(1).is_some_and(|a| a == "--mcp") => ocx::entry::mcp::main(),
         _ if let Some(code) = ocx::entry::internal::main(&args) => code,
         _ => ocx::entry::cli::main(args),
