@@ -279,7 +279,6 @@ fn too_large() -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write as _;
 
     /// A reader that fails the test if read past `allowed` bytes.
     struct Guarded {

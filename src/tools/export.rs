@@ -83,7 +83,7 @@ impl Tool for ExportTool {
         if call.cx.repository.is_none() {
             return Err(Stop::field(
                 "repository",
-                "export acts on the served repository, and a checkout's repository is a clone of it",
+                "export acts on the served repository named outright, never on a checkout's, which may be a clone",
             )
             .next("name the served repository with --repository FILE"));
         }

@@ -9,6 +9,7 @@ mod attack_web;
 mod cgi;
 mod cli;
 mod crash;
+mod git_export;
 mod hostile;
 mod layers;
 mod mcp;
