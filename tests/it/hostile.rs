@@ -1,8 +1,8 @@
 //! Hostile input: every reader of what a poster, a visitor or a run can
 //! write (message blocks, records, stops, responses, verdict values,
 //! artifacts and their cards, runner pages, the web page's request and the
-//! git export's, MCP arguments, a delivery's text) answers a refusal naming the field and
-//! never panics. Property tests generate the text; spec-fixtures/hostile
+//! git export's, MCP arguments, a delivery's text) answers a refusal naming
+//! the field and never panics. Property tests generate the text; spec-fixtures/hostile
 //! keeps the cases found, each a post whose first line says what its
 //! block reads as; and a real node is sent them all through `fossil
 //! server`, then acts on the next good record at once.
