@@ -125,9 +125,11 @@ fn check_session(lines: &[Value], repo: &Repo, before: &[String], thread: &str) 
         .filter_map(Value::as_str)
         .collect();
     for t in ocx::registry::TOOLS {
-        assert!(
+        assert_eq!(
             names.contains(&format!("ocx_{}", t.name()).as_str()),
-            "{names:?}"
+            t.over_mcp(),
+            "{}: {names:?}",
+            t.name()
         );
     }
     let post = &tools["post"];
