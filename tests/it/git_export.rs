@@ -857,3 +857,42 @@ fn mcp_does_not_offer_export() {
             .exists()
     );
 }
+
+#[test]
+fn where_fossil_cannot_say_what_awaits_the_export_says_why_and_mends_it() {
+    let (repo, mirror) = exported_repo();
+    repo.commit_as("admin", "c.txt", "three\n", None);
+    std::fs::remove_file(mirror.join(".mirror_state/db")).unwrap();
+    let dry = repo.json(&["export", "--dry-run"]).ok();
+    assert!(dry.get("awaiting").is_none(), "{dry}");
+    assert!(
+        dry["unreadable"]
+            .as_str()
+            .is_some_and(|u| u.contains("git status")),
+        "{dry}"
+    );
+    let mended = repo.json(&["export"]).ok();
+    assert_eq!(mended["awaiting"], 0, "{mended}");
+    assert!(mended.get("unreadable").is_none(), "{mended}");
+    let server = Server::start(&repo, false);
+    let work = tempfile::tempdir().unwrap();
+    let cloned = clone(work.path(), &server.url("/ext/git/repo.git"), &[]).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(cloned.join("c.txt")).unwrap(),
+        "three\n"
+    );
+}
+
+#[test]
+fn an_export_git_cannot_read_is_500() {
+    let (repo, mirror) = exported_repo();
+    let server = Server::start(&repo, false);
+    std::fs::write(mirror.join(".git/config"), "[core\nbroken = = =\n").unwrap();
+    let (status, _, _) = server.request(
+        "GET",
+        "/ext/git/repo.git/info/refs?service=git-upload-pack",
+        &[],
+        b"",
+    );
+    assert_eq!(status, 500);
+}
