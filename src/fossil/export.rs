@@ -51,16 +51,33 @@ impl Repository {
     }
 
     /// Whether any of `hashes` (as an after-receive hook reads them) is a
-    /// check-in, or a control artifact tagging one: what changes the export.
+    /// check-in, or a control artifact setting a symbolic tag or a branch
+    /// on one: what changes the export. A control artifact's rows in
+    /// `tagxref` carry its own time, so they are found through the index
+    /// on (tag, time) from the few tags an export carries, never by a scan
+    /// of every tag ever set.
     pub fn adds_to_export(&self, hashes: &[String]) -> Result<bool, FossilError> {
-        let mut st = self.db.prepare(
-            "SELECT EXISTS(SELECT 1 FROM blob b JOIN event e ON e.objid=b.rid WHERE b.uuid=?1
-               AND (e.type='ci' OR (e.type='g' AND EXISTS(SELECT 1 FROM tagxref x
-                 JOIN event c ON c.objid=x.rid AND c.type='ci' WHERE x.srcid=b.rid))))",
+        let mut event = self.db.prepare(
+            "SELECT b.rid, e.type, e.mtime FROM blob b CROSS JOIN event e ON e.objid=b.rid WHERE b.uuid=?1",
+        )?;
+        let mut tags = self.db.prepare(
+            "SELECT EXISTS(SELECT 1 FROM tag t CROSS JOIN tagxref x INDEXED BY tagxref_i1
+               ON x.tagid=t.tagid AND x.mtime=?2 AND x.srcid=?1
+             WHERE (t.tagname GLOB 'sym-*' OR t.tagname='branch')
+               AND EXISTS(SELECT 1 FROM event c WHERE c.objid=x.rid AND c.type='ci'))",
         )?;
         for h in hashes {
-            if st.query_row([h], |r| r.get::<_, bool>(0))? {
-                return Ok(true);
+            let found: Option<(i64, String, f64)> = event
+                .query_row([h], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?;
+            match found {
+                Some((_, kind, _)) if kind == "ci" => return Ok(true),
+                Some((rid, kind, mtime)) if kind == "g" => {
+                    if tags.query_row(rusqlite::params![rid, mtime], |r| r.get::<_, bool>(0))? {
+                        return Ok(true);
+                    }
+                }
+                _ => {}
             }
         }
         Ok(false)
