@@ -53,7 +53,8 @@ impl Repository {
     /// Whether any of `hashes` (as an after-receive hook reads them) is a
     /// check-in, or a control artifact setting a symbolic tag or a branch
     /// on one: what changes the export. A control artifact's rows in
-    /// `tagxref` carry its own time, so they are found through the index
+    /// `tagxref` carry its own time (to within the last bit of a double,
+    /// as Fossil computes it twice), so they are found through the index
     /// on (tag, time) from the few tags an export carries, never by a scan
     /// of every tag ever set.
     pub fn adds_to_export(&self, hashes: &[String]) -> Result<bool, FossilError> {
@@ -62,7 +63,7 @@ impl Repository {
         )?;
         let mut tags = self.db.prepare(
             "SELECT EXISTS(SELECT 1 FROM tag t CROSS JOIN tagxref x INDEXED BY tagxref_i1
-               ON x.tagid=t.tagid AND x.mtime=?2 AND x.srcid=?1
+               ON x.tagid=t.tagid AND x.mtime BETWEEN ?2-1e-6 AND ?2+1e-6 AND x.srcid=?1
              WHERE (t.tagname GLOB 'sym-*' OR t.tagname='branch')
                AND EXISTS(SELECT 1 FROM event c WHERE c.objid=x.rid AND c.type='ci'))",
         )?;

@@ -603,12 +603,16 @@ impl Fossil {
 
     /// Runs Fossil's git export of `repository` into the mirror its
     /// `last-git-export-repo` row names (never with an autopush): how many
-    /// check-ins it said it added, or, failing, its own words.
+    /// check-ins it said it added, or, failing, its own words. Always with
+    /// `--force`: without it Fossil says "no changes" to a new tag on a
+    /// check-in it exported already, and exports the tag only with the
+    /// next check-in.
     pub fn git_export(&self, repository: &Path) -> Result<u64, FossilError> {
         let out = command(&self.path, &self.home)
             .args([
                 "git".as_ref(),
                 "export".as_ref(),
+                "--force".as_ref(),
                 "-R".as_ref(),
                 repository.as_os_str(),
             ])

@@ -411,6 +411,20 @@ fn a_checkin_pushed_to_fossil_is_in_the_next_fetch_through_the_node() {
         std::fs::read_to_string(cloned.join("c.txt")).unwrap(),
         "pushed through the node\n"
     );
+    repo.json(&["node", "start"]).ok();
+    repo.fossil(&["tag", "add", "v2", "trunk"]);
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut tags = String::new();
+    while Instant::now() < until && !tags.lines().any(|t| t == "v2") {
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = git(&cloned, &["fetch", "--quiet", "--tags", "origin"]);
+        tags = git_ok(&cloned, &["tag"]);
+    }
+    let _ = repo.json(&["node", "stop"]);
+    assert!(
+        tags.lines().any(|t| t == "v2"),
+        "a tag alone is exported: {tags}"
+    );
 }
 
 #[test]
@@ -895,4 +909,52 @@ fn an_export_git_cannot_read_is_500() {
         b"",
     );
     assert_eq!(status, 500);
+}
+
+/// The hash of the newest control artifact (tag change) the repository holds.
+fn newest_tag_change(repo: &Repo) -> String {
+    let db = rusqlite::Connection::open(&repo.file).unwrap();
+    db.query_row(
+        "SELECT b.uuid FROM event e JOIN blob b ON b.rid=e.objid WHERE e.type='g' ORDER BY e.objid DESC LIMIT 1",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_checkin_or_a_tag_on_one_changes_the_export_and_a_tag_on_a_post_does_not() {
+    let repo = Repo::new();
+    let checkin = repo.commit_as("admin", "a.txt", "one\n", None);
+    let adds = |hash: &str| {
+        ocx::fossil::Repository::open(&repo.file)
+            .unwrap()
+            .adds_to_export(&[hash.to_string()])
+            .unwrap()
+    };
+    assert!(adds(&checkin));
+    repo.fossil(&["tag", "add", "v1", &checkin]);
+    assert!(adds(&newest_tag_change(&repo)), "a tag on a check-in");
+    repo.json(&["post", "--title", "Hello", "--text", "a post"])
+        .ok();
+    let db = rusqlite::Connection::open(&repo.file).unwrap();
+    let post: String = db
+        .query_row(
+            "SELECT b.uuid FROM forumpost f JOIN blob b ON b.rid=f.fpid",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    repo.fossil(&["tag", "add", "seen", &post]);
+    assert!(!adds(&newest_tag_change(&repo)), "a tag on a post");
+    assert!(!adds(&post), "a post");
+    let file: String = db
+        .query_row(
+            "SELECT b.uuid FROM blob b WHERE NOT EXISTS(SELECT 1 FROM event e WHERE e.objid=b.rid) LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(!adds(&file), "a file");
+    assert!(!adds(&"0".repeat(64)), "nothing");
 }
