@@ -71,14 +71,15 @@ impl Repository {
             let found: Option<(i64, String, f64)> = event
                 .query_row([h], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                 .optional()?;
-            match found {
-                Some((_, kind, _)) if kind == "ci" => return Ok(true),
+            let changes = match found {
+                Some((_, kind, _)) if kind == "ci" => true,
                 Some((rid, kind, mtime)) if kind == "g" => {
-                    if tags.query_row(rusqlite::params![rid, mtime], |r| r.get::<_, bool>(0))? {
-                        return Ok(true);
-                    }
+                    tags.query_row(rusqlite::params![rid, mtime], |r| r.get::<_, bool>(0))?
                 }
-                _ => {}
+                _ => false,
+            };
+            if changes {
+                return Ok(true);
             }
         }
         Ok(false)
