@@ -123,13 +123,8 @@ pub fn respond(request: &Request, body: &mut dyn Read, git: Result<Git, String>)
         .split('&')
         .find_map(|p| p.strip_prefix("service="));
     let asked = match (rest, service) {
-        ("info/refs", Some("git-upload-pack")) | ("git-upload-pack", _) => {
-            if rest == "info/refs" {
-                Asked::Refs
-            } else {
-                Asked::Fetch
-            }
-        }
+        ("info/refs", Some("git-upload-pack")) => Asked::Refs,
+        ("git-upload-pack", _) => Asked::Fetch,
         ("info/refs", Some("git-receive-pack")) | ("git-receive-pack", _) => Asked::Push,
         ("info/refs", _) => {
             return Reply::said(
