@@ -7,6 +7,7 @@ pub mod context;
 pub mod entry;
 pub mod fields;
 pub mod fossil;
+pub mod git;
 pub mod input;
 pub mod node;
 pub mod place;

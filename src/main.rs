@@ -1,7 +1,8 @@
-//! One binary, three entry points chosen by the name it is started under:
-//! `ocx` (the command line), `ocx-cgi` (Fossil's /ext page) and `ocx-mcp`
-//! (MCP over stdio). `ocx --mcp` is `ocx-mcp` too; `ocx --mcp-ollama` is
-//! OCX's own agent for local models, MCP's caller rather than its server.
+//! One binary, four entry points chosen by the name it is started under:
+//! `ocx` (the command line), `ocx-cgi` (Fossil's /ext page), `ocx-mcp`
+//! (MCP over stdio) and `git` (the git export over smart HTTP, in Fossil's
+//! extroot). `ocx --mcp` is `ocx-mcp` too; `ocx --mcp-ollama` is OCX's own
+//! agent for local models, MCP's caller rather than its server.
 
 use std::path::Path;
 
@@ -16,6 +17,7 @@ fn main() {
     let code = match name.as_str() {
         "ocx-cgi" => ocx::entry::cgi::main(),
         "ocx-mcp" => ocx::entry::mcp::main(),
+        "git" => ocx::entry::git::main(),
         _ if args.get(1).is_some_and(|a| a == "--mcp") => ocx::entry::mcp::main(),
         _ if args.get(1).is_some_and(|a| a == "--mcp-ollama") => {
             ocx::entry::ollama::main(&args[1..])

@@ -152,6 +152,7 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::verdicts::Verdicts>::new(),
     &Def::<crate::tools::unaudited::Unaudited>::new(),
     &Def::<crate::tools::hook::Hook>::new(),
+    &Def::<crate::tools::export::ExportTool>::new(),
     &Def::<crate::tools::node::NodeTool>::new(),
     &Def::<crate::tools::lost::Lost>::new(),
     &Def::<crate::tools::adopt::Adopt>::new(),

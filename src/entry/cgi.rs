@@ -35,6 +35,10 @@ pub struct Config {
     /// `/usr/local/bin/fossil` and `/usr/bin/fossil` of Fossil 2.23 or later).
     #[serde(default)]
     pub fossil: Option<PathBuf>,
+    /// The `git` program that serves the git export, by absolute path
+    /// (default: the first of `/usr/local/bin/git` and `/usr/bin/git`).
+    #[serde(default)]
+    pub git: Option<PathBuf>,
 }
 
 /// What the page answers: a status, a type and a body.
@@ -90,9 +94,9 @@ pub fn main() -> i32 {
     0
 }
 
-/// The `fossil` program as [`CONFIG`] beside this program names it, else
-/// as [`Fossil::locate_for_web`] finds it; never from the environment.
-fn configured_fossil() -> Result<Fossil, Stop> {
+/// The configuration [`CONFIG`] beside this program holds (none: the
+/// defaults); never read from the environment.
+pub(crate) fn read_config() -> Result<Config, Stop> {
     let config_file = std::env::args_os().next().map(PathBuf::from).map(|p| {
         let p = if p.is_absolute() {
             p
@@ -101,14 +105,20 @@ fn configured_fossil() -> Result<Fossil, Stop> {
         };
         p.parent().unwrap_or(Path::new("/")).join(CONFIG)
     });
-    let config = match config_file.as_deref().map(std::fs::read) {
+    match config_file.as_deref().map(std::fs::read) {
         Some(Ok(bytes)) => serde_json::from_slice::<Config>(&bytes).map_err(|e| {
             Stop::field("fossil", format!("{CONFIG} does not parse: {e}")).next(format!(
                 "write {CONFIG} as {{\"fossil\": \"/absolute/path/to/fossil\"}}"
             ))
-        })?,
-        _ => Config::default(),
-    };
+        }),
+        _ => Ok(Config::default()),
+    }
+}
+
+/// The `fossil` program as [`CONFIG`] beside this program names it, else
+/// as [`Fossil::locate_for_web`] finds it; never from the environment.
+fn configured_fossil() -> Result<Fossil, Stop> {
+    let config = read_config()?;
     Fossil::locate_for_web(config.fossil.as_deref()).map_err(|_| {
         let reason = match &config.fossil {
             Some(p) => format!(

@@ -20,8 +20,12 @@ pub fn main(args: &[OsString]) -> Option<i32> {
             // and closes the hook's output: read everything, print nothing.
             let mut sink = Vec::new();
             let _ = std::io::stdin().read_to_end(&mut sink);
-            if let Some(root) = args.get(2) {
-                crate::node::poke(&PathBuf::from(root));
+            // Where no node takes the poke, the hook keeps the git export
+            // current itself.
+            if let Some(root) = args.get(2).map(PathBuf::from)
+                && !crate::node::poke(&root)
+            {
+                crate::node::export_without_node(&root, &sink);
             }
             Some(0)
         }

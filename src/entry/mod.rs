@@ -3,6 +3,7 @@
 
 pub mod cgi;
 pub mod cli;
+pub mod git;
 
 pub mod internal;
 pub mod mcp;

@@ -190,7 +190,7 @@ fn session(
         respond::respond(fossil, repo, r, &cfg.login, outcome, note, true)
             .map_err(|e| e.to_string())?;
         say(&format!("answered {outcome}: {note}"));
-        node::poke(root);
+        let _ = node::poke(root);
         Ok(())
     };
     let page = match runner::page(repo, &r.record.runner) {
@@ -540,6 +540,6 @@ fn command_run(
     say(&format!("ci verdict on {}: {value}", &checkin[..10]));
     let _ = std::fs::remove_dir_all(&ws);
     drop(lease);
-    node::poke(root);
+    let _ = node::poke(root);
     Ok(())
 }

@@ -7,6 +7,7 @@ pub mod bundle;
 pub mod caps;
 pub mod checkout;
 pub mod delta;
+pub mod export;
 pub mod incoming;
 pub mod kept;
 pub mod login;

@@ -154,18 +154,44 @@ pub fn check_enforceable(
     Ok(Ok(()))
 }
 
-/// Pokes the node at `root` to wake it; nothing happens when it is not running.
-pub fn poke(root: &Path) {
-    if let Ok(s) = std::os::unix::net::UnixDatagram::unbound() {
-        let _ = s.send_to(b"wake", NodeConfig::socket(root));
+/// Pokes the node at `root` to wake it; nothing happens when it is not
+/// running. Answers whether a node took the poke.
+pub fn poke(root: &Path) -> bool {
+    std::os::unix::net::UnixDatagram::unbound()
+        .and_then(|s| s.send_to(b"wake", NodeConfig::socket(root)))
+        .is_ok()
+}
+
+/// What Fossil's after-receive hook does where no node took its poke: when
+/// `input` (the hook's, one artifact a line) names a check-in or a tag on
+/// one, brings the repository's git export up to date, leaving its mark for
+/// any exporter already at work. Quiet: the hook's output goes nowhere.
+pub fn export_without_node(root: &Path, input: &[u8]) {
+    let Some(cfg) = NodeConfig::load(root) else {
+        return;
+    };
+    let Ok(repo) = Repository::open(&cfg.repository) else {
+        return;
+    };
+    let hashes = crate::fossil::export::hook_input_hashes(input);
+    if !repo.adds_to_export(&hashes).unwrap_or(false) {
+        return;
     }
+    let (Ok(Some(export)), Ok(fossil)) = (
+        crate::git::Export::of(&repo),
+        crate::fossil::Fossil::at(&cfg.fossil),
+    ) else {
+        return;
+    };
+    drop(repo);
+    let _ = export.keep_current(&fossil, &cfg.repository, crate::git::export::Wait::No);
 }
 
 /// Pokes the node `repo` belongs to, if it is one: a write on the node
 /// starts no backoffice, so the writer wakes the node itself (F3).
 pub fn poke_repository(repo: &Repository) {
     if let Ok(Some(root)) = root_of(repo) {
-        poke(&root);
+        let _ = poke(&root);
     }
 }
 

@@ -2,13 +2,16 @@
 //! handled, act on each in arrival order, and keep the open records. The
 //! repository is the truth; the state kept under the root (the last row,
 //! the open records) is a cache that may be lost: with none, every
-//! artifact is read again and each record's answer looked for.
+//! artifact is read again and each record's answer looked for. A wake that
+//! read a check-in, or a tag on one, then brings the git export up to date
+//! (one export for all it read, so a burst is exported once).
 
 use super::config::NodeConfig;
 use super::{NodeError, deliver, respond, run_user, runner};
 use crate::fossil::kept::Kept;
 use crate::fossil::repo::{Arrival, ArrivalKind};
 use crate::fossil::{Fossil, Repository};
+use crate::git::{LastRun, export::Wait};
 use crate::place::Place;
 use crate::protocol::found::{self, StandingRecord};
 use crate::protocol::kinds::{Kind, Message};
@@ -105,6 +108,8 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         report: &mut report,
     };
     let mut logged = 0;
+    let export = crate::git::Export::of(&repo).ok().flatten();
+    let mut changes_export = false;
     let mut rest = &arrivals[..];
     while !rest.is_empty() {
         let held = repo.reading(|| read_some(&repo, rest))?;
@@ -114,6 +119,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             let open = node.state.open.len();
             if !a.private {
                 node.arrival_guarded(a, held);
+                changes_export = changes_export || (export.is_some() && adds_to_export(&repo, a));
             }
             node.state.last_rid = node.state.last_rid.max(a.rid);
             if node.report.len() > logged || node.state.open.len() != open {
@@ -133,6 +139,11 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     }
     super::daemon::log(root, &report[logged..]);
     state.save(root)?;
+    if let (Some(export), true) = (export, changes_export) {
+        let line = export_line(export.keep_current(&fossil, &cfg.repository, Wait::No));
+        super::daemon::log(root, std::slice::from_ref(&line));
+        report.push(line);
+    }
     Ok(report)
 }
 
@@ -179,6 +190,33 @@ fn read_arrival(repo: &Repository, a: &Arrival) -> Result<Held, NodeError> {
     let text = found::text(repo, &said)?;
     let kind = found::kind(&said, &text);
     Ok(Held::Said { text, kind })
+}
+
+/// Whether arrival `a` changes the git export: a check-in, or a tag on one.
+fn adds_to_export(repo: &Repository, a: &Arrival) -> bool {
+    match a.kind {
+        ArrivalKind::CheckIn { .. } => true,
+        ArrivalKind::Other => repo
+            .adds_to_export(std::slice::from_ref(&a.hash))
+            .unwrap_or(false),
+        _ => false,
+    }
+}
+
+/// The log's line for one keeping of the export.
+fn export_line(kept: Result<Option<LastRun>, crate::git::GitError>) -> String {
+    match kept {
+        Ok(Some(LastRun {
+            failure: Some(f), ..
+        })) => format!("the git export failed: {f}"),
+        Ok(Some(run)) => format!(
+            "exported {} check-ins to git in {} runs",
+            run.added.iter().sum::<u64>(),
+            run.runs
+        ),
+        Ok(None) => "the git export is held by another run, which exports again".into(),
+        Err(e) => format!("the git export failed: {e}"),
+    }
 }
 
 struct Node<'a> {

@@ -45,6 +45,10 @@ pub struct Output {
     pub hook: Option<String>,
     /// How many OCX hooks were removed.
     pub removed: usize,
+    /// What install found that works against it: Fossil's own git export
+    /// hook, which OCX never installs, since it would export outside OCX's lock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The `hook` tool.
@@ -91,6 +95,7 @@ impl Tool for Hook {
                     login: None,
                     hook: None,
                     removed: indexes.len(),
+                    note: None,
                 })
             }
             HookAction::Install => {
@@ -121,6 +126,7 @@ impl Tool for Hook {
                     .and_then(|p| p.canonicalize())
                     .map_err(|e| Stop::new(format!("cannot tell where ocx is: {e}")))?;
                 let command = node::hook_command(&ocx, &root);
+                let note = fossil_export_note(repo)?;
                 let has_login = repo
                     .own_capabilities(&login)
                     .map_err(Stop::internal)?
@@ -172,8 +178,29 @@ impl Tool for Hook {
                     login: Some(login),
                     hook: Some(command),
                     removed: indexes.len(),
+                    note,
                 })
             }
         }
     }
+}
+
+/// What to say when Fossil's own export hook is installed: the node keeps
+/// the git export current under OCX's lock, and a second exporter would run
+/// outside it. OCX leaves that hook as it is and names it.
+fn fossil_export_note(repo: &crate::fossil::Repository) -> Result<Option<String>, Stop> {
+    let hooks = repo.fossil_export_hooks().map_err(Stop::internal)?;
+    if hooks.is_empty() {
+        return Ok(None);
+    }
+    let named: Vec<String> = hooks
+        .iter()
+        .map(|(i, cmd)| format!("hook {i} ({cmd})"))
+        .collect();
+    Ok(Some(format!(
+        "Fossil's own git export runs from {}: the node keeps the export current under OCX's lock, \
+         and this second exporter runs outside it; remove it with `fossil hook delete N -R {}`",
+        named.join(", "),
+        repo.path().display()
+    )))
 }

@@ -11,6 +11,7 @@ pub mod context;
 pub mod create;
 pub mod decide;
 pub mod edit;
+pub mod export;
 pub mod find;
 pub mod help;
 pub mod hook;

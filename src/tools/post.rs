@@ -231,7 +231,7 @@ pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop
         done: !call.dry_run,
     });
     if let Some(run) = call.cx.run() {
-        crate::node::poke(&run.root);
+        let _ = crate::node::poke(&run.root);
         return Ok(());
     }
     let repo = call.repo()?;

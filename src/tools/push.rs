@@ -178,7 +178,7 @@ fn store_sent(sent: &[Sent], call: &mut Call) -> Result<Vec<String>, Stop> {
         let fossil = call.fossil()?.clone();
         store::store_checked(&fossil, call.repo()?, &run.user, &checked.artifacts, true)
             .map_err(Stop::internal)?;
-        crate::node::poke(&run.root);
+        let _ = crate::node::poke(&run.root);
     }
     call.log(Op::Store {
         artifacts: hashes,

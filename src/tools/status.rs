@@ -1,7 +1,8 @@
 //! `status`: who and where the caller is: login, capabilities, repository,
 //! its codes, the Fossil program, whether it is a node and which
 //! restrictions the node enforces, its ceiling on each run's memory and
-//! processes, and the host uids its runs run as. Writes nothing.
+//! processes, the host uids its runs run as, and its git export (what it
+//! last exported, what awaits, the last failure). Writes nothing.
 
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
@@ -46,6 +47,67 @@ pub struct Output {
     /// range, or the block it claimed at start (on a node).
     #[schemars(with = "Option<serde_json::Value>")]
     pub run_uids: Option<crate::run::uids::UidRange>,
+    /// The repository's git export, when it has one: what it last exported, what awaits, and
+    /// the last run's failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git_export: Option<GitExport>,
+}
+
+/// The git export, as status shows it.
+#[derive(Serialize, JsonSchema)]
+pub struct GitExport {
+    /// Its directory.
+    pub mirror: String,
+    /// The check-in it last recorded.
+    pub last_exported_checkin: Option<String>,
+    /// How many check-ins await export, as fossil git status says; absent where it cannot say.
+    pub awaiting: Option<u64>,
+    /// Why what awaits, or the export itself, could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
+    /// When the last run let go of the export.
+    pub last_run: Option<String>,
+    /// Fossil's words when the last run's export failed.
+    pub last_failure: Option<String>,
+}
+
+/// The export `repo` names, shown; `None` when it names none.
+fn git_export(
+    repo: &crate::fossil::Repository,
+    fossil: &crate::fossil::Fossil,
+) -> Option<GitExport> {
+    let export = match crate::git::Export::of(repo) {
+        Ok(Some(e)) => e,
+        Ok(None) => return None,
+        Err(e) => {
+            return Some(GitExport {
+                mirror: repo
+                    .git_export_dir()
+                    .ok()
+                    .flatten()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default(),
+                last_exported_checkin: None,
+                awaiting: None,
+                unreadable: Some(e.to_string()),
+                last_run: None,
+                last_failure: None,
+            });
+        }
+    };
+    let (awaiting, unreadable) = match fossil.git_status(repo.path()) {
+        Ok(s) => (s.awaiting, s.unreadable),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let last = export.last_run();
+    Some(GitExport {
+        mirror: export.dir.display().to_string(),
+        last_exported_checkin: export.last_exported_checkin(),
+        awaiting,
+        unreadable,
+        last_run: last.as_ref().map(|r| r.when.clone()),
+        last_failure: last.and_then(|r| r.failure),
+    })
 }
 
 /// The Fossil program.
@@ -105,6 +167,7 @@ impl Tool for Status {
             preflight: is_node.then(crate::run::preflight_recent),
             ceiling: is_node.then(|| cfg.map(|c| c.ceiling).unwrap_or_default()),
             run_uids,
+            git_export: git_export(repo, fossil),
         };
         call.read("the caller's login and capabilities, the repository's settings");
         Ok(out)

@@ -4,6 +4,9 @@
 //! arguments, a delivery's text, Ollama's replies to OCX's agent and a
 //! run's lines it reads) answers a refusal naming the field and
 //! never panics. Property tests generate the text; spec-fixtures/hostile
+//! artifacts and their cards, runner pages, the web page's request and the
+//! git export's, MCP arguments, a delivery's text) answers a refusal naming
+//! the field and never panics. Property tests generate the text; spec-fixtures/hostile
 //! keeps the cases found, each a post whose first line says what its
 //! block reads as; and a real node is sent them all through `fossil
 //! server`, then acts on the next good record at once.
@@ -1227,4 +1230,71 @@ fn logins_asked_for_by_a_visitor_take_any_text_without_a_panic_or_a_write() {
             == 5,
         "no login made"
     );
+}
+
+#[test]
+fn the_git_exports_request_of_any_text_is_answered() {
+    let repo = Repo::new();
+    repo.commit_as("admin", "a.txt", "one\n", None);
+    let mirror = repo.dir.path().join("mirror");
+    repo.fossil(&["git", "export", mirror.to_str().unwrap()]);
+    let cookie_name = ocx::fossil::Repository::open(&repo.file)
+        .unwrap()
+        .login_cookie_name()
+        .unwrap();
+    let git = ocx::git::Git::locate(None).expect("git: run scripts/setup.sh");
+    let request = (
+        prop_oneof![
+            hostile(),
+            Just("service=git-upload-pack".to_string()),
+            hostile().prop_map(|q| format!("service={q}")),
+        ],
+        hostile(),
+        prop::option::of(prop_oneof![hostile(), "-?[0-9]{1,30}"]),
+        prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..200),
+            prop::collection::vec(any::<u8>(), 0..200)
+                .prop_map(|b| [&[0x1f, 0x8b][..], &b].concat()),
+            Just(b"0000".to_vec()),
+        ],
+        prop::sample::select(&["GET", "POST", "PUT", "é", ""][..]),
+        prop_oneof![
+            prop::sample::select(
+                &[
+                    "",
+                    "/",
+                    "/repo.git/info/refs",
+                    "/repo.git/git-upload-pack",
+                    "/repo.git/git-receive-pack",
+                    "/repo.git/../repo.git/info/refs",
+                    "/other.git/info/refs",
+                    "//",
+                ][..],
+            )
+            .prop_map(str::to_string),
+            hostile().prop_map(|p| format!("/repo.git/{p}")),
+        ],
+    );
+    TestRunner::new(config(128))
+        .run(&request, |(query, cookie, length, body, method, path)| {
+            let length = length.or_else(|| Some(body.len().to_string()));
+            let request = Request {
+                repository: Some(repo.file.to_string_lossy().into_owned()),
+                cookie: Some(format!("{cookie_name}={cookie}; {cookie}")),
+                method: method.into(),
+                path_info: path,
+                query,
+                content_length: length,
+                ..Request::default()
+            };
+            let reply = ocx::entry::git::respond(&request, &mut &body[..], Ok(git.clone()));
+            prop_assert!(
+                [200, 400, 403, 404, 405, 413, 500].contains(&reply.status),
+                "{} {}",
+                reply.status,
+                String::from_utf8_lossy(&reply.body)
+            );
+            Ok(())
+        })
+        .unwrap();
 }

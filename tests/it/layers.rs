@@ -18,6 +18,7 @@ const LEVELS: &[&[&str]] = &[
     &["node", "run"],
     &["context"],
     &["protocol", "place"],
+    &["git"],
     &["fossil"],
     &["answer", "stop"],
 ];

@@ -10,6 +10,7 @@ mod cgi;
 mod cli;
 mod crash;
 mod enrol;
+mod git_export;
 mod hostile;
 mod layers;
 mod mcp;

@@ -1,0 +1,223 @@
+//! The export kept current, one run at a time. A run first leaves the mark
+//! `ocx-export-again` in the export's `.git`, then tries the lock
+//! `ocx-export-lock` there. The holder exports while a mark is left, taking
+//! it away before each export; a run that finds the lock held leaves its
+//! mark and goes, and the holder exports again before it lets go. After
+//! letting go, a holder that finds a mark left meanwhile takes the lock
+//! again, so no mark is ever left without an exporter. The holder keeps what
+//! it did as `ocx-export-last.json` there.
+
+use super::GitError;
+use crate::fossil::{Fossil, Repository, export as fossil_export};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The mark a run leaves, asking for one more export.
+pub const MARK: &str = "ocx-export-again";
+/// The lock the one exporter holds.
+pub const LOCK: &str = "ocx-export-lock";
+/// The last holder's runs, kept whole.
+pub const LAST: &str = "ocx-export-last.json";
+
+/// What the last holder of the lock did.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub struct LastRun {
+    /// When it let go (UTC).
+    pub when: String,
+    /// How long it held the lock, in milliseconds.
+    pub took_ms: u64,
+    /// How many exports it ran.
+    pub runs: u64,
+    /// How many check-ins Fossil said each export added, in order.
+    pub added: Vec<u64>,
+    /// Fossil's words when its last export failed; absent when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// A repository's git export: the directory its `last-git-export-repo`
+/// config row names, holding a git repository.
+#[derive(Debug, Clone)]
+pub struct Export {
+    /// The export's directory (its work tree; git's files are in `.git`).
+    pub dir: PathBuf,
+}
+
+/// Whether a run waits for the lock or leaves its mark for the holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Leave the mark; when another holds the lock, go (the node, the hook).
+    No,
+    /// Wait for the lock and export at least once (the `export` tool).
+    ForOwnRun,
+}
+
+impl Export {
+    /// The export `repo` names; `None` when it names none, refused when the
+    /// directory it names holds no git repository.
+    pub fn of(repo: &Repository) -> Result<Option<Export>, GitError> {
+        let Some(dir) = repo.git_export_dir()? else {
+            return Ok(None);
+        };
+        if !fossil_export::is_git_mirror(&dir) {
+            return Err(GitError::NotAMirror(dir));
+        }
+        Ok(Some(Export { dir }))
+    }
+
+    /// Git's directory in the export.
+    pub fn git_dir(&self) -> PathBuf {
+        self.dir.join(".git")
+    }
+
+    /// What the last holder of the lock did, when it kept it.
+    pub fn last_run(&self) -> Option<LastRun> {
+        let bytes = std::fs::read(self.git_dir().join(LAST)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// The check-in the export last recorded, as Fossil's mirror state says.
+    pub fn last_exported_checkin(&self) -> Option<String> {
+        fossil_export::last_exported_checkin(&self.dir)
+    }
+
+    /// Exports what awaits, one run at a time (this module's head says
+    /// how). With [`Wait::No`] it answers `None` when another holds the
+    /// lock (its mark is left for that holder); otherwise the runs of its
+    /// own first holding. A failed export is kept as the failure and
+    /// answered in the run, not as an error; an error is a mark or a lock
+    /// that could not be made.
+    pub fn keep_current(
+        &self,
+        fossil: &Fossil,
+        repository: &Path,
+        wait: Wait,
+    ) -> Result<Option<LastRun>, GitError> {
+        let git = self.git_dir();
+        self.leave_mark()?;
+        let mut first: Option<LastRun> = None;
+        let mut block = wait == Wait::ForOwnRun;
+        loop {
+            let Some(lock) = take_lock(&git, block)? else {
+                return Ok(first);
+            };
+            let started = Instant::now();
+            let mut run = LastRun {
+                when: String::new(),
+                took_ms: 0,
+                runs: 0,
+                added: Vec::new(),
+                failure: None,
+            };
+            let force = block && first.is_none();
+            while self.take_mark() || (force && run.runs == 0) {
+                run.runs += 1;
+                match fossil.git_export(repository) {
+                    Ok(added) => {
+                        run.added.push(added);
+                        run.failure = None;
+                    }
+                    Err(e) => {
+                        run.added.push(0);
+                        run.failure = Some(match e {
+                            crate::fossil::FossilError::Command { message, .. } => message,
+                            other => other.to_string(),
+                        });
+                    }
+                }
+            }
+            run.took_ms = started.elapsed().as_millis() as u64;
+            run.when = crate::fossil::artifact::now();
+            if run.runs > 0 {
+                self.keep(&run);
+            }
+            drop(lock);
+            if first.is_none() {
+                first = Some(run);
+            }
+            if !git.join(MARK).exists() {
+                return Ok(first);
+            }
+            block = false;
+        }
+    }
+
+    /// Leaves the mark asking for one more export.
+    fn leave_mark(&self) -> Result<(), GitError> {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(self.git_dir().join(MARK))
+            .map(|_| ())
+            .map_err(|error| GitError::Io {
+                what: "leave the export's mark",
+                dir: self.git_dir(),
+                error,
+            })
+    }
+
+    /// Takes the mark away; whether one was there.
+    fn take_mark(&self) -> bool {
+        std::fs::remove_file(self.git_dir().join(MARK)).is_ok()
+    }
+
+    /// Keeps `run` as the last, written whole; a failure to write it loses
+    /// only the record of the run.
+    fn keep(&self, run: &LastRun) {
+        let git = self.git_dir();
+        let tmp = git.join(format!("{LAST}.new"));
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o644)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&tmp)
+            .and_then(|mut f| {
+                f.write_all(&serde_json::to_vec_pretty(run).unwrap_or_default())?;
+                f.sync_data()
+            })
+            .and_then(|_| std::fs::rename(&tmp, git.join(LAST)));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+}
+
+/// The export's lock in `git`, waited for when `block`; `None` when
+/// another holds it and `block` is false.
+fn take_lock(
+    git: &Path,
+    block: bool,
+) -> Result<Option<nix::fcntl::Flock<std::fs::File>>, GitError> {
+    let io = |error| GitError::Io {
+        what: "take the export's lock",
+        dir: git.to_path_buf(),
+        error,
+    };
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(git.join(LOCK))
+        .map_err(io)?;
+    let arg = if block {
+        nix::fcntl::FlockArg::LockExclusive
+    } else {
+        nix::fcntl::FlockArg::LockExclusiveNonblock
+    };
+    match nix::fcntl::Flock::lock(f, arg) {
+        Ok(l) => Ok(Some(l)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(io(std::io::Error::from(e))),
+    }
+}

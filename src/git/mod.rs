@@ -1,0 +1,43 @@
+//! The git export of a served repository: kept current by one exporter at
+//! a time (`export.rs`: a mark, then a lock, in the export's `.git`), and
+//! served read-only by `git upload-pack` (`upload.rs`), the only place OCX
+//! starts `git`. Fossil's side of the export (its commands, its config row,
+//! its mirror state) stays in `crate::fossil`.
+
+pub mod export;
+pub mod upload;
+
+pub use export::{Export, LastRun};
+pub use upload::Git;
+
+use std::path::PathBuf;
+
+/// What can go wrong with the export or with `git`, for the person who reads it.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// The config row names a directory that holds no git repository.
+    #[error("last-git-export-repo names {0}, which holds no git repository (no .git with a HEAD)")]
+    NotAMirror(PathBuf),
+    /// A file of OCX's own in the export's `.git` could not be used.
+    #[error("cannot {what} in {dir}: {error}")]
+    Io {
+        what: &'static str,
+        dir: PathBuf,
+        error: std::io::Error,
+    },
+    /// Fossil's export failed, in its own words.
+    #[error("{0}")]
+    Export(String),
+    /// A Fossil read failed.
+    #[error(transparent)]
+    Fossil(#[from] crate::fossil::FossilError),
+    /// No `git` program was found where OCX looks for one.
+    #[error("no git program at {0}")]
+    NoProgram(String),
+    /// `git` ran and failed, or could not be started.
+    #[error("git {operation} failed: {message}")]
+    Command {
+        operation: &'static str,
+        message: String,
+    },
+}
