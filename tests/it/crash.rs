@@ -434,3 +434,207 @@ fn a_node_killed_after_marking_and_before_making_a_run_user_opens_the_record_onc
 fn a_node_killed_after_making_a_run_user_and_before_recording_the_run_opens_it_once() {
     killed_making_a_run_user_opens_once(true);
 }
+
+/// `fossil server` for `file` on `port`, in a process group of its own so
+/// a kill reaches the process serving a request too.
+fn server_on(file: &Path, port: u16) -> Child {
+    use std::os::unix::process::CommandExt;
+    let child = Command::new(crate::support::fossil())
+        .args(["server", "--port", &port.to_string(), "--localhost"])
+        .arg(file)
+        .env("USER", "admin")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// What `fossil push` said it did: its round trips and the artifacts it
+/// sent (a push cut off may end 0, having sent nothing).
+fn push_said(said: &str) -> (usize, usize) {
+    let number = |after: &str| {
+        said.split(after)
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    (number("Round-trips:"), number("Artifacts sent:"))
+}
+
+/// SIGKILLs `server` and every process of its group, and waits for it.
+fn kill_group(server: &mut Child) {
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(server.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let _ = server.wait();
+}
+
+#[test]
+fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
+    use crate::support::{Repo, fossil};
+    use ocx::fossil::store::{self, Batch};
+    use ocx::place::{self, Where};
+    let served = Repo::new();
+    served.fossil(&["user", "password", "admin", "admin-pw"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = server_on(&served.file, port);
+    served
+        .json(&[
+            "hook",
+            "install",
+            "--url",
+            &format!("http://127.0.0.1:{port}/"),
+        ])
+        .ok();
+    served.json(&["node", "start"]).ok();
+    let node = ocx::fossil::Repository::open(&served.file)
+        .unwrap()
+        .server_code()
+        .unwrap();
+
+    let work = tempfile::tempdir().unwrap();
+    let clone = work.path().join("clone.fossil");
+    let co = work.path().join("co");
+    std::fs::create_dir(&co).unwrap();
+    let fossil_in = |args: &[&str]| {
+        Command::new(fossil())
+            .args(args)
+            .current_dir(&co)
+            .env("USER", "admin")
+            .output()
+            .unwrap()
+    };
+    let url = format!("http://admin:admin-pw@127.0.0.1:{port}/");
+    assert!(
+        fossil_in(&[
+            "clone",
+            "--save-http-password",
+            &url,
+            clone.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+    assert!(
+        fossil_in(&["open", "--nosync", clone.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let fossil_program = ocx::fossil::Fossil::locate().unwrap();
+
+    let mut records = Vec::new();
+    let mut cut_short = 0;
+    for (round, delay) in [0u64, 15, 40, 80, 150, 300, 600, 1200]
+        .into_iter()
+        .enumerate()
+    {
+        let repo = ocx::fossil::Repository::open(&clone).unwrap();
+        let mut batch = Batch::default();
+        for i in 0..10 {
+            let record = serde_json::json!({"ocx": 1, "kind": "record", "node": node,
+                "user": format!("echo-{round:02x}{i:04x}"), "runner": "echo",
+                "objective": "pushed", "checkins": [], "hears": [], "remote": false,
+                "restrict": {}, "sandbox": {"network": false, "read_only": [], "read_write": []},
+                "budget": {"wall": "1m", "gpus": 1}});
+            let text = format!(
+                "A record.\n\n{}",
+                ocx::protocol::message::write(record.as_object().unwrap())
+            );
+            records.push(place::compose_message(
+                &mut batch,
+                repo.hash_policy().unwrap(),
+                "admin",
+                &Where::NewThread(format!("round {round} record {i}")),
+                &text,
+                "record",
+            ));
+        }
+        store::store(&fossil_program, &repo, "admin", &batch, true).unwrap();
+        drop(repo);
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ (round as u64 + 1);
+        let bulk: Vec<u8> = (0..4 << 20)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect();
+        let bulk_file = format!("bulk-{round}.bin");
+        std::fs::write(co.join(&bulk_file), bulk).unwrap();
+        fossil_in(&["add", &bulk_file]);
+        let committed = fossil_in(&[
+            "commit",
+            "--nosync",
+            "--no-warnings",
+            "-m",
+            &format!("round {round}"),
+        ]);
+        assert!(committed.status.success(), "{committed:?}");
+
+        let push = Command::new(fossil())
+            .args(["push"])
+            .current_dir(&co)
+            .env("USER", "admin")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay));
+        kill_group(&mut server);
+        let _ = push.wait_with_output();
+        server = server_on(&served.file, port);
+        let until = Instant::now() + Duration::from_secs(60);
+        let mut first = true;
+        loop {
+            let again = fossil_in(&["push"]);
+            let said = String::from_utf8_lossy(&again.stdout).to_string()
+                + &String::from_utf8_lossy(&again.stderr);
+            let (trips, sent) = push_said(&said);
+            if first && sent > 0 {
+                cut_short += 1;
+            }
+            first = false;
+            if again.status.success() && trips > 0 && !said.contains("Error") {
+                break;
+            }
+            assert!(
+                Instant::now() < until,
+                "the push never went through: {said}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    assert!(cut_short > 0, "no push was cut short by the kill");
+
+    let integrity = Command::new(fossil())
+        .args(["test-integrity", "-R"])
+        .arg(&served.file)
+        .output()
+        .unwrap();
+    assert!(integrity.status.success(), "{integrity:?}");
+    let root = ocx::node::config::default_root(&served.file.canonicalize().unwrap());
+    crate::support::handled_all(&served.file, &root, Duration::from_secs(60)).unwrap();
+    let repo = ocx::fossil::Repository::open(&served.file).unwrap();
+    for r in &records {
+        let receipt = repo.receipt(r).unwrap().expect("every record arrived");
+        assert_eq!(receipt.login.as_deref(), Some("admin"));
+        let thread = served.json(&["thread", "--of", r]).ok();
+        let posts = thread["posts"].as_array().unwrap();
+        assert_eq!(posts.len(), 2, "{r} answered once: {thread:#}");
+    }
+    served.json(&["node", "stop"]).ok();
+    kill_group(&mut server);
+}
