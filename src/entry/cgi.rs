@@ -17,6 +17,9 @@ use serde_json::{Map, Value};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+/// The page listing every tool the page offers; a signed-in person lands
+/// on the console instead, the list one link away.
+pub const TOOL_LIST: &str = "tools";
 /// The name Fossil serves the page under: `/ext/ocx-cgi`.
 pub const NAME: &str = "ocx-cgi";
 
@@ -175,6 +178,16 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
             }
             return json_response(status_of(&answer, false), &answer);
         }
+        if request.signed_in() {
+            return console(request, body, &cx);
+        }
+        return Response {
+            status: 200,
+            content_type: "text/html",
+            body: page::index(request, &cx),
+        };
+    }
+    if path == TOOL_LIST && !json {
         return Response {
             status: 200,
             content_type: "text/html",

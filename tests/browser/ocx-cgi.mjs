@@ -45,6 +45,8 @@ try {
   await Promise.all([page.waitForNavigation(), page.click('input[name=in]')]);
 
   await page.goto(`${base}/ext/ocx-cgi`);
+  check((await page.title()).endsWith('OCX console'), `a signed-in person lands on ${await page.title()}`);
+  await Promise.all([page.waitForNavigation(), page.click('#ocx-tools')]);
   check((await page.title()).endsWith('OCX'), `the page's title is ${await page.title()}`);
   const cards = await page.locator('section.ocx-card').count();
   const tools = Number(need('OCX_TOOLS'));

@@ -153,7 +153,7 @@ const CHECKOUT_TOOLS: [&str; 6] = ["context", "find", "read", "edit", "test", "s
 /// The page served from a checkout lists no checkout tool, and `read`,
 /// `test` and `edit` through it are refused, naming why.
 fn no_checkout_tool_through(server: &Server, viewer: &str, headers: &[(&str, &str)], co: &Path) {
-    let (_, _, page) = server.request("GET", "/ext/ocx-cgi", headers, "");
+    let (_, _, page) = server.request("GET", "/ext/ocx-cgi/tools", headers, "");
     assert!(
         page.contains(&format!("Signed in as <b>{viewer}</b>")),
         "the viewer is not who the attack needs: {page}"

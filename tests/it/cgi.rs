@@ -204,6 +204,7 @@ fn the_ocx_page_is_in_the_skin_with_a_card_for_each_tool() {
         &[
             ("FOSSIL_USER", "alice"),
             ("FOSSIL_CAPABILITIES", "eghijorvz234"),
+            ("PATH_INFO", "/tools"),
         ],
         b"",
     );
@@ -455,7 +456,11 @@ fn a_site_under_a_prefix_has_its_prefix_in_the_referer_and_links() {
     let index = cgi(
         &ext,
         &repo,
-        &[("FOSSIL_USER", "alice"), ("FOSSIL_URI", "/proj")],
+        &[
+            ("FOSSIL_USER", "alice"),
+            ("FOSSIL_URI", "/proj"),
+            ("PATH_INFO", "/tools"),
+        ],
         b"",
     );
     assert!(index.body.contains("action=\"/proj/ext/ocx-cgi/post\""));
@@ -596,7 +601,12 @@ fn a_card_leaves_out_a_form_its_viewer_cannot_use() {
     let (ext, repo) = (Ext::new(), repo());
     let root = thread(&repo);
     let before = repo.hashes();
-    let index = cgi(&ext, &repo, &[("FOSSIL_USER", "bob")], b"");
+    let index = cgi(
+        &ext,
+        &repo,
+        &[("FOSSIL_USER", "bob"), ("PATH_INFO", "/tools")],
+        b"",
+    );
     let card = index
         .body
         .split("id=\"tool-post\"")
@@ -922,7 +932,13 @@ fn through_fossil_server_a_signed_in_user_writes_and_others_do_not() {
     assert!(page.contains("class=\"mainmenu\""), "not in the skin");
     assert!(page.contains("Nobody is signed in"));
     let cookie = server.login("alice");
-    let (_, _, page) = server.request("GET", "/ext/ocx-cgi", &[("Cookie", &cookie)], "");
+    let (_, _, landing) = server.request("GET", "/ext/ocx-cgi", &[("Cookie", &cookie)], "");
+    assert!(
+        landing.contains("OCX console"),
+        "a signed-in person lands on the console"
+    );
+    assert!(landing.contains("href=\"/ext/ocx-cgi/tools\""), "{landing}");
+    let (_, _, page) = server.request("GET", "/ext/ocx-cgi/tools", &[("Cookie", &cookie)], "");
     assert!(page.contains("Signed in as <b>alice</b>"), "{page}");
     assert!(page.contains("action=\"/ext/ocx-cgi/post\""));
     let before = repo.hashes();

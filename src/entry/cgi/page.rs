@@ -112,7 +112,7 @@ pub(super) fn console(
     page(
         "OCX console",
         html! {
-            p { a.ocx-button href=(request.link(None)) id="ocx-tools" { "All tools " (PreEscaped("&rarr;")) } }
+            p { a.ocx-button href=(request.link(Some(super::TOOL_LIST))) id="ocx-tools" { "All tools " (PreEscaped("&rarr;")) } }
             (who(request, cx))
             @if let Some(w) = written {
                 p.ocx-written id="ocx-written" { (w) }
@@ -216,7 +216,7 @@ fn console_run(r: &Value) -> Markup {
 
 /// The button back to the list of tools.
 fn back(request: &Request) -> Markup {
-    html! { p { a.ocx-button href=(request.link(None)) { (PreEscaped("&larr;")) " All tools" } } }
+    html! { p { a.ocx-button href=(request.link(Some(super::TOOL_LIST))) { (PreEscaped("&larr;")) " All tools" } } }
 }
 
 /// A tool's page begins: a button back to the list, the bar, the viewer.
