@@ -66,6 +66,39 @@ fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), String> {
     }
 }
 
+/// Says this process watches the run in `dir` (its `watcher.pid`, which
+/// `ocx node stop` and a stop signal) and takes SIGTERM as the word to end it.
+fn watching(dir: &Path) -> Result<(), String> {
+    std::fs::write(dir.join("watcher.pid"), std::process::id().to_string())
+        .map_err(|e| e.to_string())?;
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        let _ = nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGTERM,
+            nix::sys::signal::SigHandler::Handler(on_term),
+        );
+    }
+    Ok(())
+}
+
+/// Waits for `running` to end, killing it when SIGTERM comes; answers how
+/// it ended and whether it was killed so.
+fn until_ended_or_stopped(
+    running: crate::run::Running,
+) -> Result<(crate::run::Ended, bool), crate::run::SandboxError> {
+    let killer = running.killer();
+    let mut stopped = false;
+    while !running.is_finished() {
+        if STOP.load(Ordering::SeqCst) {
+            stopped = true;
+            killer.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok((running.wait()?, stopped))
+}
+
 fn url_with(cfg: &NodeConfig, user: &str, password: &str) -> String {
     crate::fossil::remote::with_login(&cfg.url, user, password)
 }
@@ -173,15 +206,7 @@ fn session(
     let Some(_lock) = node::lock(&dir.join("lock"), false).map_err(|e| e.to_string())? else {
         return Err("another watcher holds this run".into());
     };
-    std::fs::write(dir.join("watcher.pid"), std::process::id().to_string())
-        .map_err(|e| e.to_string())?;
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        let _ = nix::sys::signal::signal(
-            nix::sys::signal::Signal::SIGTERM,
-            nix::sys::signal::SigHandler::Handler(on_term),
-        );
-    }
+    watching(dir)?;
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let inbox = dir.to_path_buf();
     std::thread::spawn(move || node::read_deliveries(&inbox, |line| tx.send(line).is_ok()));
@@ -459,6 +484,8 @@ fn command_run(
     checkin: &str,
 ) -> Result<(), String> {
     let _lock = node::lock(&dir.join("command.lock"), true).map_err(|e| e.to_string())?;
+    let _watching = node::lock(&dir.join("lock"), true).map_err(|e| e.to_string())?;
+    watching(dir)?;
     let root = dir
         .parent()
         .and_then(Path::parent)
@@ -474,6 +501,7 @@ fn command_run(
         homes: Vec::new(),
     };
     let log_path = dir.join(format!("ci-{}.log", &checkin[..16]));
+    let started = Instant::now();
     let run_name = format!("ci-{}-{}", &r.hash[..10], &checkin[..10]);
     let planned = budget.and_then(|budget| {
         crate::run::plan(
@@ -495,10 +523,24 @@ fn command_run(
             let out = private_log(&log_path, false)?;
             let err = out.try_clone().map_err(|e| e.to_string())?;
             match crate::run::spawn(&plan, Stdio::null(), Stdio::from(out), Stdio::from(err))
-                .and_then(|run| run.wait())
+                .and_then(until_ended_or_stopped)
             {
                 Err(e) => (false, format!("could not run: {e}")),
-                Ok(ended) => {
+                Ok((_, true)) if dir.join(node::ENDED_BY_NODE).exists() => {
+                    let secs = started.elapsed().as_secs();
+                    let note = format!(
+                        "ended by its node (ocx node stop --runs) after {secs} seconds, while it ran on check-in {}",
+                        &checkin[..10]
+                    );
+                    respond::respond(fossil, repo, r, &cfg.login, "stopped", &note, true)
+                        .map_err(|e| e.to_string())?;
+                    say(&format!("answered stopped: {note}"));
+                    let _ = std::fs::remove_dir_all(&ws);
+                    drop(lease);
+                    let _ = node::poke(root);
+                    return Ok(());
+                }
+                Ok((ended, _)) => {
                     let text = std::fs::read_to_string(&log_path).unwrap_or_default();
                     let last = text
                         .lines()

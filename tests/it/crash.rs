@@ -638,3 +638,77 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
     served.json(&["node", "stop"]).ok();
     kill_group(&mut server);
 }
+
+#[test]
+fn node_stop_lists_a_command_run_going_and_with_runs_ends_it_answered_stopped_once() {
+    let s = Served::new();
+    let began = s.out.join("began");
+    let script = s.node.repo.dir.path().join("prog/long.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho began > {}\nsleep 120\n", began.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let record = s
+        .node
+        .repo
+        .json(&[
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            script.to_str().unwrap(),
+            "--objective",
+            "Take long",
+            "--checkins",
+            "trunk",
+            "--wall",
+            "5m",
+            "--read-write",
+            s.out.to_str().unwrap(),
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.settled();
+    let checkin = s.node.repo.commit_as("pat", "a.txt", "a", None);
+    let until = Instant::now() + Duration::from_secs(60);
+    while !began.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(began.exists(), "the command run began");
+
+    let listed = s.node.repo.json(&["node", "stop"]).ok();
+    assert_eq!(list(&listed["runs"]), vec![record.clone()], "{listed:#}");
+    s.node.repo.json(&["node", "start"]).ok();
+    let stopped = s.node.repo.json(&["node", "stop", "--runs"]).ok();
+    assert_eq!(list(&stopped["ended"]), vec![record.clone()], "{stopped:#}");
+    assert!(list(&stopped["runs"]).is_empty(), "{stopped:#}");
+    let (outcome, note, from) = s.response(&record).expect("answered");
+    assert_eq!(outcome, "stopped");
+    assert!(note.starts_with("ended by its node"), "{note}");
+    assert!(note.contains(&checkin[..10]), "{note}");
+    assert!(from.starts_with("node-"), "{from}");
+    let verdicts = s.node.repo.json(&["verdicts", "--checkin", &checkin]).ok();
+    assert!(
+        verdicts.to_string().find(&record[..10]).is_none(),
+        "an ended run judges nothing: {verdicts:#}"
+    );
+    s.node.repo.json(&["node", "start"]).ok();
+    s.settled();
+    assert_eq!(posts(&s, &record), 2, "answered once");
+    let user = crate::node::user_of(&s, &record);
+    assert_eq!(
+        ocx::fossil::Repository::open(&s.node.repo.file)
+            .unwrap()
+            .own_capabilities(&user)
+            .unwrap()
+            .as_deref(),
+        Some(""),
+        "its user's capabilities withdrawn"
+    );
+    s.node.repo.json(&["node", "stop"]).ok();
+}
