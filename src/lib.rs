@@ -9,6 +9,7 @@ pub mod fields;
 pub mod fossil;
 pub mod git;
 pub mod input;
+pub mod lock;
 pub mod node;
 pub mod place;
 pub mod protocol;

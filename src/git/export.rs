@@ -202,22 +202,5 @@ fn take_lock(
         dir: git.to_path_buf(),
         error,
     };
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(git.join(LOCK))
-        .map_err(io)?;
-    let arg = if block {
-        nix::fcntl::FlockArg::LockExclusive
-    } else {
-        nix::fcntl::FlockArg::LockExclusiveNonblock
-    };
-    match nix::fcntl::Flock::lock(f, arg) {
-        Ok(l) => Ok(Some(l)),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(io(std::io::Error::from(e))),
-    }
+    crate::lock::take(&git.join(LOCK), block).map_err(io)
 }

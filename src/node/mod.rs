@@ -197,23 +197,8 @@ pub fn poke_repository(repo: &Repository) {
 
 /// Takes the lock file `path` (waiting for it when `wait`); held while the
 /// answer lives. `None` when it is held elsewhere and `wait` is false.
-pub fn lock(path: &Path, wait: bool) -> std::io::Result<Option<nix::fcntl::Flock<std::fs::File>>> {
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(path)?;
-    let arg = if wait {
-        nix::fcntl::FlockArg::LockExclusive
-    } else {
-        nix::fcntl::FlockArg::LockExclusiveNonblock
-    };
-    match nix::fcntl::Flock::lock(f, arg) {
-        Ok(l) => Ok(Some(l)),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(std::io::Error::from(e)),
-    }
+pub fn lock(path: &Path, wait: bool) -> std::io::Result<Option<crate::lock::Held>> {
+    crate::lock::take(path, wait)
 }
 
 /// A password of 24 random letters and digits.

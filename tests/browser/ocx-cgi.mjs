@@ -3,13 +3,8 @@
 // post card's form, and sends a POST built on another page of the site,
 // which must write nothing. Run by tests/it/cgi.rs; it exits non-zero on
 // any failure.
-import { chromium } from 'playwright-core';
+import { check, need, signedIn } from './person.mjs';
 
-const need = (name) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
 const base = need('OCX_BASE');
 const login = need('OCX_LOGIN');
 const password = need('OCX_PASSWORD');
@@ -17,33 +12,8 @@ const thread = need('OCX_THREAD');
 const profile = need('OCX_PROFILE');
 const shot = need('OCX_SHOT');
 
-const check = (ok, what) => {
-  if (!ok) throw new Error(what);
-};
-
-const context = await chromium.launchPersistentContext(profile, {
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: [
-    '--headless',
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-quic',
-    '--no-first-run',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-  ],
-  viewport: { width: 1100, height: 900 },
-});
+const { context, page } = await signedIn(base, login, password, profile);
 try {
-  const page = context.pages()[0] ?? (await context.newPage());
-
-  await page.goto(`${base}/login`);
-  await page.fill('#u', login);
-  await page.fill('#p', password);
-  await Promise.all([page.waitForNavigation(), page.click('input[name=in]')]);
-
   await page.goto(`${base}/ext/ocx-cgi`);
   check((await page.title()).endsWith('OCX console'), `a signed-in person lands on ${await page.title()}`);
   await Promise.all([page.waitForNavigation(), page.click('#ocx-tools')]);

@@ -282,32 +282,11 @@ fn a_node_killed_mid_wake_answers_every_record_exactly_once_after_start() {
 fn a_command_run_started_before_the_state_was_saved_never_runs_twice() {
     let s = Served::new();
     let count = s.out.join("count");
-    let script = s.node.repo.dir.path().join("prog/count.sh");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\necho ran >> {}\nexit 0\n", count.display()),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    s.node
-        .repo
-        .json(&[
-            "create",
-            "--runner",
-            "command",
-            "--command",
-            script.to_str().unwrap(),
-            "--objective",
-            "Count",
-            "--checkins",
-            "trunk",
-            "--wall",
-            "1m",
-            "--read-write",
-            s.out.to_str().unwrap(),
-        ])
-        .ok();
+    let out = s.out.to_str().unwrap();
+    s.command_record(
+        &format!("echo ran >> {}\nexit 0\n", count.display()),
+        &["--wall", "1m", "--read-write", out],
+    );
     s.settled();
     let checkin = s.node.repo.commit_as("pat", "a.txt", "a", None);
     let ran = || std::fs::read_to_string(&count).unwrap_or_default();
@@ -643,36 +622,11 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
 fn node_stop_lists_a_command_run_going_and_with_runs_ends_it_answered_stopped_once() {
     let s = Served::new();
     let began = s.out.join("began");
-    let script = s.node.repo.dir.path().join("prog/long.sh");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\necho began > {}\nsleep 120\n", began.display()),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let record = s
-        .node
-        .repo
-        .json(&[
-            "create",
-            "--runner",
-            "command",
-            "--command",
-            script.to_str().unwrap(),
-            "--objective",
-            "Take long",
-            "--checkins",
-            "trunk",
-            "--wall",
-            "5m",
-            "--read-write",
-            s.out.to_str().unwrap(),
-        ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let out = s.out.to_str().unwrap();
+    let record = s.command_record(
+        &format!("echo began > {}\nsleep 120\n", began.display()),
+        &["--wall", "5m", "--read-write", out],
+    );
     s.settled();
     let checkin = s.node.repo.commit_as("pat", "a.txt", "a", None);
     let until = Instant::now() + Duration::from_secs(60);

@@ -20,7 +20,7 @@ const LEVELS: &[&[&str]] = &[
     &["protocol", "place"],
     &["git"],
     &["fossil"],
-    &["answer", "stop"],
+    &["answer", "stop", "lock"],
 ];
 
 /// The edges allowed within one level (from, to): the node starts runs (the

@@ -86,6 +86,31 @@ impl Served {
             .to_string()
     }
 
+    /// A command record on trunk whose command is a shell script of
+    /// `body`, with `extra` arguments to `create`; the record's hash.
+    pub fn command_record(&self, body: &str, extra: &[&str]) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let script = self.node.repo.dir.path().join("prog/command.sh");
+        std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut args = vec![
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            script.to_str().unwrap(),
+            "--objective",
+            "Run on each check-in",
+            "--checkins",
+            "trunk",
+        ];
+        args.extend_from_slice(extra);
+        self.node.repo.json(&args).ok()["record"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.out.join("log")).unwrap_or_default()
     }
@@ -404,32 +429,10 @@ fn a_killed_watcher_is_answered_lost_once() {
 #[test]
 fn a_command_record_gives_each_checkin_a_ci_verdict() {
     let s = Served::new();
-    let script = s.node.repo.dir.path().join("prog/check.sh");
-    std::fs::write(&script, "#!/bin/sh\ntest -f must-exist.txt && echo all good && exit 0\necho missing must-exist.txt\nexit 1\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let record = s
-        .node
-        .repo
-        .json(&[
-            "create",
-            "--runner",
-            "command",
-            "--command",
-            script.to_str().unwrap(),
-            "--objective",
-            "CI",
-            "--checkins",
-            "trunk",
-            "--wall",
-            "1m",
-            "--run-user",
-            "ci-trunk",
-        ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let record = s.command_record(
+        "test -f must-exist.txt && echo all good && exit 0\necho missing must-exist.txt\nexit 1\n",
+        &["--wall", "1m", "--run-user", "ci-trunk"],
+    );
     s.settled();
     let failing = s.node.repo.commit_as("pat", "a.txt", "a", None);
     let passing = s.node.repo.commit_as("pat", "must-exist.txt", "x", None);
