@@ -434,6 +434,20 @@ fn server_on(file: &Path, port: u16) -> Child {
     child
 }
 
+/// A served repository's server and node, ended when dropped (a failed
+/// test leaves neither running).
+struct Serving<'a> {
+    served: &'a crate::support::Repo,
+    server: Child,
+}
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        let _ = self.served.json(&["node", "stop"]);
+        kill_group(&mut self.server);
+    }
+}
+
 /// What `fossil push` said it did: its round trips and the artifacts it
 /// sent (a push cut off may end 0, having sent nothing).
 fn push_said(said: &str) -> (usize, usize) {
@@ -468,7 +482,10 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
         .local_addr()
         .unwrap()
         .port();
-    let mut server = server_on(&served.file, port);
+    let mut serving = Serving {
+        served: &served,
+        server: server_on(&served.file, port),
+    };
     served
         .json(&[
             "hook",
@@ -572,9 +589,9 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(delay));
-        kill_group(&mut server);
+        kill_group(&mut serving.server);
         let _ = push.wait_with_output();
-        server = server_on(&served.file, port);
+        serving.server = server_on(&served.file, port);
         let until = Instant::now() + Duration::from_secs(60);
         let mut first = true;
         loop {
@@ -614,8 +631,6 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
         let posts = thread["posts"].as_array().unwrap();
         assert_eq!(posts.len(), 2, "{r} answered once: {thread:#}");
     }
-    served.json(&["node", "stop"]).ok();
-    kill_group(&mut server);
 }
 
 #[test]
