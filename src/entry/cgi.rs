@@ -181,6 +181,9 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
             body: page::index(request, &cx),
         };
     }
+    if path == "wait" {
+        return wait::wait(request, &cx);
+    }
     if path == "console" && !json {
         return console(request, body, &cx);
     }
@@ -379,6 +382,7 @@ fn refusal(
 
 mod page;
 mod request;
+mod wait;
 
 pub use request::Request;
 use request::{form_fields, form_input, post_input, read_body};
