@@ -215,6 +215,17 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
         .next("run `ocx register` on the machine that asked for the login");
         return refusal(request, json, 400, Some(&cx), stop);
     }
+    if tool.reach() == Reach::SignedPost && !request.is_post() {
+        let stop = Stop::field(
+            "tool",
+            format!(
+                "{} answers only a POST, signed in with the login cookie",
+                tool.name()
+            ),
+        )
+        .next("send a POST with the login cookie of the login it names");
+        return refusal(request, json, 400, Some(&cx), stop);
+    }
     if !offered(tool) {
         let stop = Stop::field(
             "tool",

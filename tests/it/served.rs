@@ -147,3 +147,273 @@ fn wait_is_refused_to_nobody_and_to_a_login_that_may_not_read() {
     }
     assert_eq!(last_receipt(&site.repo), m, "nothing was written");
 }
+
+/// A served repository with the page, OCX's hook and (when `node`) its
+/// node, and an agent machine's clone enrolled with `register` and
+/// `approve --node`: its node login and password.
+struct Enrolled {
+    site: Site,
+    machine: tempfile::TempDir,
+    /// The clone's server-code: the node the records name.
+    code: String,
+    login: String,
+    password: String,
+    node: bool,
+}
+
+impl Enrolled {
+    fn new(node: bool) -> Enrolled {
+        let site = Site::new();
+        site.repo.fossil(&["user", "password", "admin", "admin-pw"]);
+        site.repo
+            .json(&["hook", "install", "--url", &site.server.base()])
+            .ok();
+        if node {
+            site.repo.json(&["node", "start"]).ok();
+        }
+        let machine = tempfile::tempdir().unwrap();
+        let (code, login, password) = enrol(&site, machine.path(), "clone");
+        Enrolled {
+            site,
+            machine,
+            code,
+            login,
+            password,
+            node,
+        }
+    }
+
+    fn cookie(&self) -> String {
+        sign_in(&self.site.server, &self.login, &self.password)
+    }
+
+    /// A record addressed to `node`, written by admin on the served
+    /// repository; its hash.
+    fn record(&self, node: &str, user: &str) -> String {
+        let r = self.site.repo.json(&[
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            "true",
+            "--objective",
+            "build it",
+            "--wall",
+            "10m",
+            "--node",
+            node,
+            "--run-user",
+            user,
+        ]);
+        r.ok()["record"].as_str().unwrap().to_string()
+    }
+
+    /// `run_login` as a POST signed in with `cookie` (none: unsigned).
+    fn run_login(&self, record: &str, cookie: Option<&str>) -> (u16, Value) {
+        let headers: Vec<(&str, &str)> = cookie.map(|c| ("Cookie", c)).into_iter().collect();
+        let (status, head, body) = self.site.server.request(
+            "POST",
+            "/ext/ocx-cgi/run_login?json",
+            &headers,
+            &format!("record={record}"),
+        );
+        let value =
+            serde_json::from_str(&body).unwrap_or_else(|_| panic!("not JSON: {head}\n{body}"));
+        (status, value)
+    }
+
+    fn repository(&self) -> ocx::fossil::Repository {
+        ocx::fossil::Repository::open(&self.site.repo.file).unwrap()
+    }
+
+    /// Waits until `done` holds of the served repository (the served side
+    /// acts on its own time), 60 s at most.
+    fn until(&self, what: &str, done: impl Fn(&ocx::fossil::Repository) -> bool) {
+        let started = Instant::now();
+        while !done(&self.repository()) {
+            assert!(started.elapsed() < Duration::from_secs(60), "never: {what}");
+            if !self.node {
+                self.site.repo.fossil(&["backoffice", "--nodelay"]);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Enrolled {
+    fn drop(&mut self) {
+        if self.node {
+            let _ = self.site.repo.json(&["node", "stop"]);
+        }
+    }
+}
+
+/// Clones the served repository over HTTP (a clone of the file itself
+/// would keep its server-code) into `dir/NAME.fossil`, enrols the clone's
+/// node login with `register` and `approve --node`, and collects its
+/// password: the clone's server-code, the login and the password.
+fn enrol(site: &Site, dir: &std::path::Path, name: &str) -> (String, String, String) {
+    let clone = dir.join(format!("{name}.fossil"));
+    let out = std::process::Command::new(crate::support::fossil())
+        .arg("clone")
+        .arg(site.server.base())
+        .arg(&clone)
+        .env("USER", "admin")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let code = ocx::fossil::Repository::open(&clone)
+        .unwrap()
+        .server_code()
+        .unwrap();
+    let login = ocx::protocol::found::node_login(&code);
+    let register = |args: &[&str]| {
+        let mut c = std::process::Command::new(crate::support::ocx_bin());
+        c.args(["register", &site.server.base(), &format!("{name}.json")])
+            .args(args)
+            .arg("--json")
+            .current_dir(dir);
+        crate::support::run(c, None)
+    };
+    register(&["--login", &login]).refused();
+    let creds = |dir: &std::path::Path| -> Value {
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).unwrap()).unwrap()
+    };
+    use sha2::Digest;
+    let key = hex::encode(sha2::Sha256::digest(
+        creds(dir)["code"].as_str().unwrap().as_bytes(),
+    ));
+    site.repo
+        .json(&["approve", &login, &key, "goC4w", "--node"])
+        .ok();
+    register(&[]).ok();
+    let password = creds(dir)["password"].as_str().unwrap().to_string();
+    (code, login, password)
+}
+
+/// Signs `login` in with `password` through Fossil's login form; its cookie.
+fn sign_in(server: &Server, login: &str, password: &str) -> String {
+    let (status, head, _) =
+        server.request("POST", "/login", &[], &format!("u={login}&p={password}"));
+    assert_eq!(status, 302, "{login} did not sign in: {head}");
+    head.lines()
+        .find_map(|l| l.strip_prefix("Set-Cookie: "))
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_record_for_an_agent_machine_gets_a_run_login_only_that_machine_collects_until_it_answers() {
+    let e = Enrolled::new(true);
+    let other = tempfile::tempdir().unwrap();
+    let (_, other_login, other_password) = enrol(&e.site, other.path(), "other");
+    let record = e.record(&e.code, "build-a1b2c3");
+    e.until("the run's login made", |r| {
+        r.remote_run(&record).unwrap().is_some()
+    });
+    let repo = e.repository();
+    assert_eq!(
+        repo.own_capabilities("build-a1b2c3").unwrap().as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES)
+    );
+    assert!(
+        repo.is_run_user("build-a1b2c3").unwrap(),
+        "marked as a run's"
+    );
+    assert!(
+        ocx::node::remote::RemoteRun::read(&repo, &record)
+            .unwrap()
+            .is_some_and(|k| k.machine == e.login),
+        "kept for that machine"
+    );
+
+    let (status, got) = e.run_login(&record, Some(&e.cookie()));
+    assert_eq!(status, 200, "{got}");
+    let result = &got["result"];
+    assert_eq!(result["record"], record.as_str());
+    assert_eq!(result["user"], "build-a1b2c3");
+    let password = result["password"].as_str().unwrap();
+    assert!(
+        repo.holds_password("build-a1b2c3", password).unwrap(),
+        "the run login's own"
+    );
+
+    let refusal = ocx::tools::run_login::REFUSAL;
+    let admin = sign_in(&e.site.server, "admin", "admin-pw");
+    let another = sign_in(&e.site.server, &other_login, &other_password);
+    for (who, cookie) in [
+        ("unsigned", None),
+        ("admin", Some(admin.as_str())),
+        ("another machine", Some(another.as_str())),
+        ("pat", Some(&*e.site.server.login("pat"))),
+    ] {
+        let (status, no) = e.run_login(&record, cookie);
+        assert_ne!(status, 200, "{who}: {no}");
+        assert_eq!(no["stopped"]["reason"], refusal, "{who}: one refusal");
+        assert!(!no.to_string().contains(password), "{who}: no password");
+    }
+    let (_, no) = e.run_login(&"0".repeat(64), Some(&e.cookie()));
+    assert_eq!(no["stopped"]["reason"], refusal, "a record never made");
+    let (status, head, body) = e.site.server.request(
+        "GET",
+        &format!("/ext/ocx-cgi/run_login?json&record={record}"),
+        &[("Cookie", &e.cookie())],
+        "",
+    );
+    assert_eq!(status, 400, "a GET is refused: {head}");
+    assert!(!body.contains(password));
+
+    // A response from any other login does not count, and withdraws nothing.
+    let standing = |repo: &ocx::fossil::Repository| {
+        let rid = repo.receipt(&record).unwrap().unwrap().rid;
+        ocx::protocol::found::record(repo, rid, &record)
+            .unwrap()
+            .unwrap()
+    };
+    let fossil = ocx::fossil::Fossil::locate().unwrap();
+    ocx::node::respond::respond(
+        &fossil,
+        &repo,
+        &standing(&repo),
+        "pat",
+        "exited",
+        "forged",
+        false,
+    )
+    .unwrap();
+    e.site.server.login("pat");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        e.repository()
+            .own_capabilities("build-a1b2c3")
+            .unwrap()
+            .as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES),
+        "pat's response counts for nothing"
+    );
+    let repo = e.repository();
+    ocx::node::respond::respond(
+        &fossil,
+        &repo,
+        &standing(&repo),
+        &e.login,
+        "exited",
+        "done",
+        false,
+    )
+    .unwrap();
+    ocx::node::poke_repository(&repo);
+    e.until("the run's login withdrawn", |r| {
+        r.own_capabilities("build-a1b2c3").unwrap().as_deref() == Some("")
+            && r.remote_run(&record).unwrap().is_none()
+    });
+    let (_, no) = e.run_login(&record, Some(&e.cookie()));
+    assert_eq!(no["stopped"]["reason"], refusal, "nothing once answered");
+}
