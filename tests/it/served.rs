@@ -153,7 +153,7 @@ fn wait_is_refused_to_nobody_and_to_a_login_that_may_not_read() {
 /// `approve --node`: its node login and password.
 struct Enrolled {
     site: Site,
-    machine: tempfile::TempDir,
+    _machine: tempfile::TempDir,
     /// The clone's server-code: the node the records name.
     code: String,
     login: String,
@@ -175,7 +175,7 @@ impl Enrolled {
         let (code, login, password) = enrol(&site, machine.path(), "clone");
         Enrolled {
             site,
-            machine,
+            _machine: machine,
             code,
             login,
             password,
