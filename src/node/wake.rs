@@ -97,8 +97,19 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     let fossil = kept.fossil_at(&cfg.fossil)?;
     let repo = kept.repository(&cfg.repository)?;
     let mut state = State::load(root);
-    let mut report = Report::new();
     let arrivals = repo.arrivals_after(state.last_rid)?;
+    // Runs on agent machines first, before the last row handled moves past
+    // their records: a node killed meanwhile keeps them at its next wake.
+    let said: Vec<String> = arrivals
+        .iter()
+        .filter(|a| {
+            !a.private && matches!(a.kind, ArrivalKind::Post { .. } | ArrivalKind::TicketChange)
+        })
+        .map(|a| a.hash.clone())
+        .collect();
+    let mut report = super::remote::keep(&fossil, &repo, &said);
+    super::daemon::log(root, &report);
+    let logged_remote = report.len();
     let mut node = Node {
         root,
         cfg: &cfg,
@@ -107,7 +118,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         state: &mut state,
         report: &mut report,
     };
-    let mut logged = 0;
+    let mut logged = logged_remote;
     let export = crate::git::Export::of(&repo).ok().flatten();
     let mut changes_export = false;
     let mut rest = &arrivals[..];
@@ -138,16 +149,6 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         }
     }
     super::daemon::log(root, &report[logged..]);
-    let said: Vec<String> = arrivals
-        .iter()
-        .filter(|a| {
-            !a.private && matches!(a.kind, ArrivalKind::Post { .. } | ArrivalKind::TicketChange)
-        })
-        .map(|a| a.hash.clone())
-        .collect();
-    let kept = super::remote::keep(&fossil, &repo, &said);
-    super::daemon::log(root, &kept);
-    report.extend(kept);
     state.save(root)?;
     if let (Some(export), true) = (export, changes_export) {
         let line = export_line(export.keep_current(&fossil, &cfg.repository, Wait::No));

@@ -61,10 +61,12 @@ pub fn pull_first(call: &mut Call) -> Result<Option<String>, Stop> {
     Ok(Some(server))
 }
 
-/// The server's receipts for `hashes`, in the order asked; refused when
-/// the server does not answer, refuses (its reason given as it says it),
-/// or answers for other artifacts than those asked, or in another order.
-pub fn receipts(server: &str, hashes: &[String]) -> Result<Vec<Received>, Stop> {
+/// The server's receipts for `hashes`, in the order asked; `None` when the
+/// server offers no OCX page (a 404 that is not OCX's answer); refused
+/// when the server does not answer, refuses (its reason given as it says
+/// it), or answers for other artifacts than those asked, or in another
+/// order.
+pub fn receipts(server: &str, hashes: &[String]) -> Result<Option<Vec<Received>>, Stop> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
@@ -90,8 +92,11 @@ pub fn receipts(server: &str, hashes: &[String]) -> Result<Vec<Received>, Stop> 
             .limit(4 << 20)
             .read_to_string()
             .map_err(|e| failed(e.to_string()))?;
-        let answer: Value = serde_json::from_str(&body)
-            .map_err(|_| failed(format!("its answer (HTTP {status}) is not OCX's")))?;
+        let answer: Value = match serde_json::from_str(&body) {
+            Ok(a) => a,
+            Err(_) if status == 404 => return Ok(None),
+            Err(_) => return Err(failed(format!("its answer (HTTP {status}) is not OCX's"))),
+        };
         if answer["ok"] != Value::Bool(true) {
             return Err(failed(
                 answer["stopped"]["reason"]
@@ -124,13 +129,19 @@ pub fn receipts(server: &str, hashes: &[String]) -> Result<Vec<Received>, Stop> 
             });
         }
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// Counts a write from a clone done only once the server's receipt says
-/// it received each of `hashes` from `sender`.
+/// it received each of `hashes` from `sender`; a server offering no OCX
+/// page cannot say, and the push's own word stands, the log saying so.
 pub fn confirm(call: &mut Call, server: &str, hashes: &[String], sender: &str) -> Result<(), Stop> {
-    let said = receipts(server, hashes)?;
+    let Some(said) = receipts(server, hashes)? else {
+        call.read(format!(
+            "no receipts: {server} offers no OCX page, so the push is not confirmed"
+        ));
+        return Ok(());
+    };
     call.read(format!("{server}'s receipts for what was pushed"));
     for r in said {
         if !r.received || r.user.as_deref() != Some(sender) {

@@ -233,7 +233,18 @@ impl Enrolled {
         while !done(&self.repository()) {
             assert!(started.elapsed() < Duration::from_secs(60), "never: {what}");
             if !self.node {
-                self.site.repo.fossil(&["backoffice", "--nodelay"]);
+                // Fossil's backoffice runs the after-receive hook (the
+                // test's server runs none of its own).
+                let out = std::process::Command::new(crate::support::fossil())
+                    .args(["backoffice", "--nolease"])
+                    .arg(&self.site.repo.file)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -676,5 +687,59 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
     assert!(
         reason.contains("received it from alice, not from dora"),
         "{reason}"
+    );
+}
+
+#[test]
+fn where_no_node_runs_the_hook_keeps_the_run_login_and_withdraws_it() {
+    let e = Enrolled::new(false);
+    let record = e.record(&e.code, "hooked-a1b2c3");
+    e.until("the hook made the run's login", |r| {
+        r.remote_run(&record).unwrap().is_some()
+    });
+    let repo = e.repository();
+    assert_eq!(
+        repo.own_capabilities("hooked-a1b2c3").unwrap().as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES)
+    );
+    let (status, got) = e.run_login(&record, Some(&e.cookie()));
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["result"]["user"], "hooked-a1b2c3");
+
+    // A record for this repository's own node, and one naming a clone no
+    // one approved with --node, make no login here.
+    let own = e.record(&e.site.repo.server_code(), "local-a1b2c3");
+    let stranger = e.record(&"ab".repeat(20), "stranger-a1b2c3");
+    let later = e.record(&e.code, "later-a1b2c3");
+    e.until("the hook read the later record", |r| {
+        r.remote_run(&later).unwrap().is_some()
+    });
+    let repo = e.repository();
+    for (record, user) in [(&own, "local-a1b2c3"), (&stranger, "stranger-a1b2c3")] {
+        assert!(repo.remote_run(record).unwrap().is_none(), "{user}");
+        assert!(
+            repo.own_capabilities(user).unwrap().is_none(),
+            "{user} not made"
+        );
+    }
+
+    let rid = repo.receipt(&record).unwrap().unwrap().rid;
+    let standing = ocx::protocol::found::record(&repo, rid, &record)
+        .unwrap()
+        .unwrap();
+    let fossil = ocx::fossil::Fossil::locate().unwrap();
+    ocx::node::respond::respond(&fossil, &repo, &standing, &e.login, "exited", "done", false)
+        .unwrap();
+    e.until("the hook withdrew the run's login", |r| {
+        r.own_capabilities("hooked-a1b2c3").unwrap().as_deref() == Some("")
+            && r.remote_run(&record).unwrap().is_none()
+    });
+    assert_eq!(
+        e.repository()
+            .own_capabilities("later-a1b2c3")
+            .unwrap()
+            .as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES),
+        "only the answered record's login"
     );
 }
