@@ -61,6 +61,53 @@ pub fn pull_first(call: &mut Call) -> Result<Option<String>, Stop> {
     Ok(Some(server))
 }
 
+/// The result of the server's `tool` asked with `input` (an unsigned POST
+/// of JSON), answered within `within`; `None` when the server offers no
+/// OCX page; refused, with the server's own reason, when it refuses.
+pub fn ask(
+    server: &str,
+    tool: &str,
+    input: &Value,
+    within: std::time::Duration,
+) -> Result<Option<Value>, Stop> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(within))
+        .build()
+        .into();
+    let failed = |why: String| {
+        Stop::field("server", format!("{server}'s {tool}: {why}"))
+            .next("check that the server answers and offers OCX's page, then try again")
+    };
+    let mut response = agent
+        .post(format!("{server}/ext/{PAGE}/{tool}?json"))
+        .header("Content-Type", "application/json")
+        .send(input.to_string())
+        .map_err(|e| failed(e.to_string()))?;
+    let status = response.status().as_u16();
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(4 << 20)
+        .read_to_string()
+        .map_err(|e| failed(e.to_string()))?;
+    let answer: Value = match serde_json::from_str(&body) {
+        Ok(a) => a,
+        Err(_) if status == 404 => return Ok(None),
+        Err(_) => return Err(failed(format!("its answer (HTTP {status}) is not OCX's"))),
+    };
+    if answer["ok"] != Value::Bool(true) || answer["tool"] != tool {
+        return Err(failed(
+            answer["stopped"]["reason"]
+                .as_str()
+                .unwrap_or("it refused")
+                .to_string(),
+        ));
+    }
+    Ok(Some(answer["result"].clone()))
+}
+
 /// The server's receipts for `hashes`, in the order asked; `None` when the
 /// server offers no OCX page (a 404 that is not OCX's answer); refused
 /// when the server does not answer, refuses (its reason given as it says

@@ -357,6 +357,22 @@ fn a_record_for_an_agent_machine_gets_a_run_login_only_that_machine_collects_unt
     );
 
     let refusal = ocx::tools::run_login::REFUSAL;
+    let on_cli = e
+        .site
+        .repo
+        .json(&["run_login", &record, "--user", &e.login])
+        .ok();
+    assert_eq!(
+        on_cli["password"], password,
+        "the machine's login on the command line"
+    );
+    let admin_cli = e.site.repo.json(&["run_login", &record, "--user", "admin"]);
+    admin_cli.refused();
+    assert_eq!(
+        admin_cli.answer()["stopped"]["reason"],
+        refusal,
+        "not even admin"
+    );
     let admin = sign_in(&e.site.server, "admin", "admin-pw");
     let another = sign_in(&e.site.server, &other_login, &other_password);
     for (who, cookie) in [
@@ -656,6 +672,20 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
     );
 
     let checkin = site.repo.commit_as("carol", "b.txt", "two", None);
+    let open = |answer: &Value| {
+        answer["checkins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["checkin"] == checkin.as_str())
+    };
+    let before = clone.ocx(&["unaudited"]).ok();
+    assert_eq!(
+        before["asked"],
+        site.server.base(),
+        "the server's own answer"
+    );
+    assert!(open(&before), "{before:#}");
     let verdict = clone
         .ocx(&[
             "audit",
@@ -673,6 +703,11 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
         verdict["checkin"].as_str(),
         Some(checkin.as_str()),
         "{verdict:#}"
+    );
+    let after = clone.ocx(&["unaudited"]).ok();
+    assert!(
+        !open(&after),
+        "alice's verdict, received from her, counts: {after:#}"
     );
 
     // The clone's default user is not the login it pushes as: the server
