@@ -778,3 +778,96 @@ fn where_no_node_runs_the_hook_keeps_the_run_login_and_withdraws_it() {
         "only the answered record's login"
     );
 }
+
+/// A record addressed to `node` naming `user`, stored as received from
+/// `sender` (bypassing `create`'s own checks, as a hostile client's push
+/// would); its hash.
+fn forged_record(repo: &Repo, sender: &str, node: &str, user: &str) -> String {
+    use ocx::fossil::store::{self, Batch};
+    use ocx::place::{self, Where};
+    let opened = ocx::fossil::Repository::open(&repo.file).unwrap();
+    let record = serde_json::json!({"ocx": 1, "kind": "record", "node": node, "user": user,
+        "runner": "command", "command": ["true"], "objective": "forged", "checkins": [],
+        "hears": [], "remote": false, "restrict": {},
+        "sandbox": {"network": true, "read_only": [], "read_write": []},
+        "budget": {"wall": "10m"}});
+    let text = format!(
+        "A record.\n\n{}",
+        ocx::protocol::message::write(record.as_object().unwrap())
+    );
+    let mut batch = Batch::default();
+    let hash = place::compose_message(
+        &mut batch,
+        opened.hash_policy().unwrap(),
+        sender,
+        &Where::NewThread("forged".into()),
+        &text,
+        "record",
+    );
+    store::store(
+        &ocx::fossil::Fossil::locate().unwrap(),
+        &opened,
+        sender,
+        &batch,
+        true,
+    )
+    .unwrap();
+    ocx::node::poke_repository(&opened);
+    hash
+}
+
+#[test]
+fn records_for_a_machine_that_may_not_run_make_no_login_and_change_no_user() {
+    let e = Enrolled::new(true);
+    e.site.repo.user("maker", "i");
+    e.site.repo.fossil(&["user", "capabilities", "maker", "iR"]);
+    let users_before =
+        |r: &ocx::fossil::Repository, login: &str| r.own_capabilities(login).unwrap();
+    let repo = e.repository();
+    let alice = users_before(&repo, "alice");
+    let admin = users_before(&repo, "admin");
+    let machine = users_before(&repo, &e.login);
+    let forged = [
+        ("pat", "by-pat-a1b2c3", "a sender without R or admin"),
+        (
+            "maker",
+            "by-maker-a1b2c3",
+            "a sender with R lacking the run's letters",
+        ),
+        ("admin", "alice", "a person's login, made by hand"),
+        ("admin", "admin", "an administrator"),
+        ("admin", "nobody", "one of Fossil's own"),
+        ("admin", &e.login, "the machine's own login"),
+    ]
+    .map(|(sender, user, why)| {
+        (
+            forged_record(&e.site.repo, sender, &e.code, user),
+            user.to_string(),
+            why,
+        )
+    });
+    let good = forged_record(&e.site.repo, "admin", &e.code, "good-a1b2c3");
+    e.until("the good record's login made", |r| {
+        r.remote_run(&good).unwrap().is_some()
+    });
+    let repo = e.repository();
+    for (record, user, why) in &forged {
+        assert!(repo.remote_run(record).unwrap().is_none(), "{why}: no row");
+        let (status, no) = e.run_login(record, Some(&e.cookie()));
+        assert_ne!(status, 200, "{why}: {no}");
+        if user.ends_with("a1b2c3") {
+            assert!(
+                repo.own_capabilities(user).unwrap().is_none(),
+                "{why}: not made"
+            );
+        }
+    }
+    assert_eq!(users_before(&repo, "alice"), alice, "alice untouched");
+    assert_eq!(users_before(&repo, "admin"), admin, "admin untouched");
+    assert_eq!(
+        users_before(&repo, &e.login),
+        machine,
+        "the machine keeps what approve gave it"
+    );
+    assert!(!repo.is_run_user("alice").unwrap());
+}
