@@ -191,6 +191,16 @@ pub fn confirm(call: &mut Call, server: &str, hashes: &[String], sender: &str) -
     };
     call.read(format!("{server}'s receipts for what was pushed"));
     for r in said {
+        if !r.received && !unsigned_may_read(server) {
+            return Err(Stop::field(
+                "server",
+                format!(
+                    "{server} lets no one unsigned read its receipts (Read, o), so {} is pushed but not confirmed as received from {sender}",
+                    r.hash
+                ),
+            )
+            .next("check the thread on the server's page, signed in"));
+        }
         if !r.received || r.user.as_deref() != Some(sender) {
             let from = match (&r.received, &r.user) {
                 (false, _) => "has not received it".to_string(),
@@ -210,4 +220,14 @@ pub fn confirm(call: &mut Call, server: &str, hashes: &[String], sender: &str) -
         }
     }
     Ok(())
+}
+
+/// Whether the server lets one unsigned read its receipts: its `receipt`
+/// gives nobody's capabilities only to a caller holding Read (o).
+fn unsigned_may_read(server: &str) -> bool {
+    let asked = json!({ "capabilities_of": "nobody" });
+    matches!(
+        ask(server, "receipt", &asked, std::time::Duration::from_secs(10)),
+        Ok(Some(result)) if result["capabilities_of"]["capabilities"].is_string()
+    )
 }

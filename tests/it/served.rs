@@ -723,6 +723,16 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
         reason.contains("received it from alice, not from dora"),
         "{reason}"
     );
+
+    // A server that lets no one unsigned read cannot confirm: the post is
+    // pushed, and said to be unconfirmed rather than counted.
+    clone.fossil(&["user", "default", "alice"]);
+    site.repo.fossil(&["user", "capabilities", "nobody", "g"]);
+    let unconfirmed = clone.ocx(&["post", "--to", &root, "--text", "Said privately."]);
+    assert_eq!(unconfirmed.refused(), "server");
+    let answer = unconfirmed.answer();
+    let reason = answer["stopped"]["reason"].as_str().unwrap();
+    assert!(reason.contains("lets no one unsigned read"), "{reason}");
 }
 
 #[test]
