@@ -881,3 +881,22 @@ fn records_for_a_machine_that_may_not_run_make_no_login_and_change_no_user() {
     );
     assert!(!repo.is_run_user("alice").unwrap());
 }
+
+#[test]
+fn in_a_clone_a_server_away_refuses_thread_and_post_naming_the_server() {
+    let site = Site::new();
+    let root = thread(&site.repo);
+    let clone = PersonClone::new(&site, "alice");
+    let before = site.repo.hashes();
+    let Site { repo, server, _ext } = site;
+    drop(server);
+    let read = clone.ocx(&["thread", "--of", &root]);
+    assert_eq!(read.refused(), "server", "the pull failed");
+    let wrote = clone.ocx(&["post", "--to", &root, "--text", "Anyone there?"]);
+    assert_eq!(
+        wrote.refused(),
+        "server",
+        "pulled first, and the pull failed"
+    );
+    assert_eq!(repo.hashes(), before, "nothing reached the server");
+}
