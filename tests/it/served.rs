@@ -671,6 +671,28 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
         "the server received it from alice"
     );
 
+    let record = clone
+        .ocx(&[
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            "true",
+            "--objective",
+            "build it",
+            "--wall",
+            "1m",
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        site.repo.sender(&record).as_deref(),
+        Some("alice"),
+        "create too"
+    );
+
     let checkin = site.repo.commit_as("carol", "b.txt", "two", None);
     let open = |answer: &Value| {
         answer["checkins"]
