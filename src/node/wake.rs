@@ -97,8 +97,19 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     let fossil = kept.fossil_at(&cfg.fossil)?;
     let repo = kept.repository(&cfg.repository)?;
     let mut state = State::load(root);
-    let mut report = Report::new();
     let arrivals = repo.arrivals_after(state.last_rid)?;
+    // Runs on agent machines first, before the last row handled moves past
+    // their records: a node killed meanwhile keeps them at its next wake.
+    let said: Vec<String> = arrivals
+        .iter()
+        .filter(|a| {
+            !a.private && matches!(a.kind, ArrivalKind::Post { .. } | ArrivalKind::TicketChange)
+        })
+        .map(|a| a.hash.clone())
+        .collect();
+    let mut report = super::remote::keep(&fossil, &repo, &said);
+    super::daemon::log(root, &report);
+    let logged_remote = report.len();
     let mut node = Node {
         root,
         cfg: &cfg,
@@ -107,7 +118,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         state: &mut state,
         report: &mut report,
     };
-    let mut logged = 0;
+    let mut logged = logged_remote;
     let export = crate::git::Export::of(&repo).ok().flatten();
     let mut changes_export = false;
     let mut rest = &arrivals[..];
@@ -236,37 +247,12 @@ impl Node<'_> {
         Ok(found::record(self.repo, r.rid, hash)?)
     }
 
-    /// Whether `sender` may send records and stops: it holds admin or
-    /// setup, or OCX's `R` (given by `send_runs`), when the node reads it.
     fn may_send_requests(&self, sender: Option<&str>) -> Result<bool, NodeError> {
-        Ok(match sender {
-            Some(s) => self
-                .repo
-                .capabilities(s)?
-                .is_some_and(|c| c.is_admin() || c.has(SEND_RUNS)),
-            None => false,
-        })
+        may_send_requests(self.repo, sender)
     }
 
-    /// Why record `r`'s run would hold more than its sender: a sender
-    /// holding `R` without admin or setup must itself hold every letter
-    /// the run's user is given ([`RUN_CAPABILITIES`]).
     fn beyond_sender(&self, r: &StandingRecord) -> Result<Option<String>, NodeError> {
-        let Some(sender) = r.said.from.as_deref() else {
-            return Ok(Some("the record has no sender".into()));
-        };
-        let Some(caps) = self.repo.capabilities(sender)? else {
-            return Ok(Some(format!("its sender {sender} is no login here")));
-        };
-        if caps.is_admin() {
-            return Ok(None);
-        }
-        let lacks: String = RUN_CAPABILITIES.chars().filter(|c| !caps.has(*c)).collect();
-        Ok((!lacks.is_empty()).then(|| {
-            format!(
-                "its run would hold {RUN_CAPABILITIES}, and its sender {sender} (holding R, not admin) lacks {lacks}"
-            )
-        }))
+        beyond_sender(self.repo, r)
     }
 
     /// Whether `sender` may stop `record`: holding admin or setup, or
@@ -619,6 +605,44 @@ impl Node<'_> {
         self.report.push(format!("stopped {}", &record[..10]));
         Ok(())
     }
+}
+
+/// Whether `sender` may send records and stops: it holds admin or
+/// setup, or OCX's `R` (given by `send_runs`), when the node reads it.
+pub(super) fn may_send_requests(
+    repo: &Repository,
+    sender: Option<&str>,
+) -> Result<bool, NodeError> {
+    Ok(match sender {
+        Some(s) => repo
+            .capabilities(s)?
+            .is_some_and(|c| c.is_admin() || c.has(SEND_RUNS)),
+        None => false,
+    })
+}
+
+/// Why record `r`'s run would hold more than its sender: a sender
+/// holding `R` without admin or setup must itself hold every letter
+/// the run's user is given ([`RUN_CAPABILITIES`]).
+pub(super) fn beyond_sender(
+    repo: &Repository,
+    r: &StandingRecord,
+) -> Result<Option<String>, NodeError> {
+    let Some(sender) = r.said.from.as_deref() else {
+        return Ok(Some("the record has no sender".into()));
+    };
+    let Some(caps) = repo.capabilities(sender)? else {
+        return Ok(Some(format!("its sender {sender} is no login here")));
+    };
+    if caps.is_admin() {
+        return Ok(None);
+    }
+    let lacks: String = RUN_CAPABILITIES.chars().filter(|c| !caps.has(*c)).collect();
+    Ok((!lacks.is_empty()).then(|| {
+        format!(
+            "its run would hold {RUN_CAPABILITIES}, and its sender {sender} (holding R, not admin) lacks {lacks}"
+        )
+    }))
 }
 
 /// The open record `r` as the node keeps it between wakes.

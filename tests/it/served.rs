@@ -1,0 +1,924 @@
+//! The served repository's side of agent machines, over real HTTP to a
+//! real `fossil server` serving OCX's page: the long-poll `wait`, the
+//! receipts and unaudited check-ins answered as JSON to a signed-in
+//! machine, the run's login kept for a remote run (`run_login`), and the
+//! clone-side tools pulling, writing in the clone and pushing.
+
+use crate::cgi::{Ext, Server, thread};
+use crate::support::Repo;
+use serde_json::Value;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A served repository: `pat` may read (o) and post, `zed` may not read,
+/// nobody reads nothing; each signs in with `LOGIN-pw`.
+struct Site {
+    repo: Repo,
+    server: Server,
+    _ext: Ext,
+}
+
+impl Site {
+    fn new() -> Site {
+        let repo = Repo::new();
+        repo.user("alice", "v234").user("pat", "o").user("zed", "g");
+        repo.fossil(&["user", "capabilities", "nobody", "g"]);
+        repo.fossil(&["user", "capabilities", "anonymous", ""]);
+        let ext = Ext::new();
+        let server = Server::start(&repo, &ext);
+        Site {
+            repo,
+            server,
+            _ext: ext,
+        }
+    }
+
+    /// GET `path` with `cookie` (none: unsigned); status and JSON body.
+    fn get(&self, path: &str, cookie: Option<&str>) -> (u16, Value) {
+        let headers: Vec<(&str, &str)> = cookie.map(|c| ("Cookie", c)).into_iter().collect();
+        let (status, head, body) = self.server.request("GET", path, &headers, "");
+        let value =
+            serde_json::from_str(&body).unwrap_or_else(|_| panic!("not JSON: {head}\n{body}"));
+        (status, value)
+    }
+}
+
+/// The newest receipt's number, read from the file.
+fn last_receipt(repo: &Repo) -> i64 {
+    let db = rusqlite::Connection::open(&repo.file).unwrap();
+    db.query_row("SELECT coalesce(max(rcvid),0) FROM rcvfrom", [], |r| {
+        r.get(0)
+    })
+    .unwrap()
+}
+
+#[test]
+fn wait_answers_when_a_receipt_arrives_and_a_cli_write_goes_through_meanwhile() {
+    let site = Site::new();
+    thread(&site.repo);
+    let cookie = site.server.login("pat");
+    let m = last_receipt(&site.repo);
+    assert!(m > 0, "the thread was received");
+    let (status, now) = site.get("/ext/ocx-cgi/wait?after=0", Some(&cookie));
+    assert_eq!((status, now["last"].as_i64()), (200, Some(m)), "{now}");
+    let (status, quiet) = site.get(
+        &format!("/ext/ocx-cgi/wait?after={m}&within=1"),
+        Some(&cookie),
+    );
+    assert_eq!(
+        (status, quiet["last"].as_i64()),
+        (200, Some(m)),
+        "nothing arrived within 1 s: {quiet}"
+    );
+
+    let (tx, rx) = mpsc::channel();
+    let (port, asked) = (site.server.port, format!("/ext/ocx-cgi/wait?after={m}"));
+    let waiting_cookie = cookie.clone();
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        let answer = crate::served::request(port, &asked, &waiting_cookie);
+        let _ = tx.send((answer, started.elapsed()));
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(700)).is_err(),
+        "the wait answered with nothing received"
+    );
+    let written = Instant::now();
+    thread(&site.repo);
+    let wrote_in = written.elapsed();
+    let ((status, answer), waited) = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let last = answer["last"].as_i64().unwrap();
+    assert_eq!(last, last_receipt(&site.repo), "the newest receipt");
+    assert!(last > m, "a receipt after {m}: {answer}");
+    assert!(
+        waited < Duration::from_secs(45),
+        "answered on the arrival, not at the end of the wait ({waited:?}; the write took {wrote_in:?})"
+    );
+}
+
+/// One GET of `path` on `port` with `cookie`: status and JSON body.
+pub fn request(port: u16, path: &str, cookie: &str) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[test]
+fn wait_is_refused_to_nobody_and_to_a_login_that_may_not_read() {
+    let site = Site::new();
+    let m = last_receipt(&site.repo);
+    let (status, unsigned) = site.get("/ext/ocx-cgi/wait?after=0&within=1", None);
+    assert_eq!(status, 403, "{unsigned}");
+    assert_eq!(unsigned["ok"], false);
+    assert_eq!(unsigned["stopped"]["field"], "user");
+    assert!(unsigned.get("last").is_none(), "no receipt number told");
+    let zed = site.server.login("zed");
+    let (status, refused) = site.get("/ext/ocx-cgi/wait?after=0&within=1", Some(&zed));
+    assert_eq!(status, 403, "{refused}");
+    assert!(refused.get("last").is_none());
+    let forged = "fossil-0000000000000000=AAAA%2F0%2Fpat";
+    let (status, _) = site.get("/ext/ocx-cgi/wait?after=0&within=1", Some(forged));
+    assert_eq!(
+        status, 403,
+        "a cookie the user table does not hold proves no one"
+    );
+    let pat = site.server.login("pat");
+    for (query, field) in [
+        ("", "after"),
+        ("after=-1", "after"),
+        ("after=x", "after"),
+        ("after=1&within=0", "within"),
+        ("after=1&within=51", "within"),
+        ("after=1&sleep=3", "sleep"),
+    ] {
+        let (status, bad) = site.get(&format!("/ext/ocx-cgi/wait?{query}"), Some(&pat));
+        assert_eq!(status, 400, "{query}: {bad}");
+        assert_eq!(bad["stopped"]["field"], field, "{query}: {bad}");
+    }
+    assert_eq!(last_receipt(&site.repo), m, "nothing was written");
+}
+
+/// A served repository with the page, OCX's hook and (when `node`) its
+/// node, and an agent machine's clone enrolled with `register` and
+/// `approve --node`: its node login and password.
+struct Enrolled {
+    site: Site,
+    _machine: tempfile::TempDir,
+    /// The clone's server-code: the node the records name.
+    code: String,
+    login: String,
+    password: String,
+    node: bool,
+}
+
+impl Enrolled {
+    fn new(node: bool) -> Enrolled {
+        let site = Site::new();
+        site.repo.fossil(&["user", "password", "admin", "admin-pw"]);
+        site.repo
+            .json(&["hook", "install", "--url", &site.server.base()])
+            .ok();
+        let machine = tempfile::tempdir().unwrap();
+        let (code, login, password) = enrol(&site, machine.path(), "clone");
+        if node {
+            site.repo.json(&["node", "start"]).ok();
+        }
+        Enrolled {
+            site,
+            _machine: machine,
+            code,
+            login,
+            password,
+            node,
+        }
+    }
+
+    fn cookie(&self) -> String {
+        sign_in(&self.site.server, &self.login, &self.password)
+    }
+
+    /// A record addressed to `node`, written by admin on the served
+    /// repository; its hash.
+    fn record(&self, node: &str, user: &str) -> String {
+        let r = self.site.repo.json(&[
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            "true",
+            "--objective",
+            "build it",
+            "--wall",
+            "10m",
+            "--node",
+            node,
+            "--run-user",
+            user,
+        ]);
+        r.ok()["record"].as_str().unwrap().to_string()
+    }
+
+    /// `run_login` as a POST signed in with `cookie` (none: unsigned).
+    fn run_login(&self, record: &str, cookie: Option<&str>) -> (u16, Value) {
+        let headers: Vec<(&str, &str)> = cookie.map(|c| ("Cookie", c)).into_iter().collect();
+        let (status, head, body) = self.site.server.request(
+            "POST",
+            "/ext/ocx-cgi/run_login?json",
+            &headers,
+            &format!("record={record}"),
+        );
+        let value =
+            serde_json::from_str(&body).unwrap_or_else(|_| panic!("not JSON: {head}\n{body}"));
+        (status, value)
+    }
+
+    fn repository(&self) -> ocx::fossil::Repository {
+        ocx::fossil::Repository::open(&self.site.repo.file).unwrap()
+    }
+
+    /// Waits until `done` holds of the served repository (the served side
+    /// acts on its own time), 60 s at most.
+    fn until(&self, what: &str, done: impl Fn(&ocx::fossil::Repository) -> bool) {
+        let started = Instant::now();
+        while !done(&self.repository()) {
+            assert!(started.elapsed() < Duration::from_secs(60), "never: {what}");
+            if !self.node {
+                // Fossil's backoffice runs the after-receive hook (the
+                // test's server runs none of its own).
+                let out = std::process::Command::new(crate::support::fossil())
+                    .args(["backoffice", "--nolease"])
+                    .arg(&self.site.repo.file)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Enrolled {
+    fn drop(&mut self) {
+        if self.node {
+            let _ = self.site.repo.json(&["node", "stop"]);
+        }
+    }
+}
+
+/// Clones the served repository over HTTP (a clone of the file itself
+/// would keep its server-code) into `dir/NAME.fossil`, enrols the clone's
+/// node login with `register` and `approve --node`, and collects its
+/// password: the clone's server-code, the login and the password.
+fn enrol(site: &Site, dir: &std::path::Path, name: &str) -> (String, String, String) {
+    let clone = dir.join(format!("{name}.fossil"));
+    let out = std::process::Command::new(crate::support::fossil())
+        .arg("clone")
+        .arg(site.server.base())
+        .arg(&clone)
+        .env("USER", "admin")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let code = ocx::fossil::Repository::open(&clone)
+        .unwrap()
+        .server_code()
+        .unwrap();
+    let login = ocx::protocol::found::node_login(&code);
+    let register = |args: &[&str]| {
+        let mut c = std::process::Command::new(crate::support::ocx_bin());
+        c.args(["register", &site.server.base(), &format!("{name}.json")])
+            .args(args)
+            .arg("--json")
+            .current_dir(dir);
+        crate::support::run(c, None)
+    };
+    register(&["--login", &login]).refused();
+    let creds = |dir: &std::path::Path| -> Value {
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).unwrap()).unwrap()
+    };
+    use sha2::Digest;
+    let key = hex::encode(sha2::Sha256::digest(
+        creds(dir)["code"].as_str().unwrap().as_bytes(),
+    ));
+    site.repo
+        .json(&["approve", &login, &key, "goC4w", "--node"])
+        .ok();
+    register(&[]).ok();
+    let password = creds(dir)["password"].as_str().unwrap().to_string();
+    (code, login, password)
+}
+
+/// Signs `login` in with `password` through Fossil's login form; its cookie.
+fn sign_in(server: &Server, login: &str, password: &str) -> String {
+    let (status, head, _) =
+        server.request("POST", "/login", &[], &format!("u={login}&p={password}"));
+    assert_eq!(status, 302, "{login} did not sign in: {head}");
+    head.lines()
+        .find_map(|l| l.strip_prefix("Set-Cookie: "))
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_record_for_an_agent_machine_gets_a_run_login_only_that_machine_collects_until_it_answers() {
+    let e = Enrolled::new(true);
+    let other = tempfile::tempdir().unwrap();
+    let (_, other_login, other_password) = enrol(&e.site, other.path(), "other");
+    let record = e.record(&e.code, "build-a1b2c3");
+    e.until("the run's login made", |r| {
+        r.remote_run(&record).unwrap().is_some()
+    });
+    let repo = e.repository();
+    assert_eq!(
+        repo.own_capabilities("build-a1b2c3").unwrap().as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES)
+    );
+    assert!(
+        repo.is_run_user("build-a1b2c3").unwrap(),
+        "marked as a run's"
+    );
+    assert!(
+        ocx::node::remote::RemoteRun::read(&repo, &record)
+            .unwrap()
+            .is_some_and(|k| k.machine == e.login),
+        "kept for that machine"
+    );
+
+    let (status, got) = e.run_login(&record, Some(&e.cookie()));
+    assert_eq!(status, 200, "{got}");
+    let result = &got["result"];
+    assert_eq!(result["record"], record.as_str());
+    assert_eq!(result["user"], "build-a1b2c3");
+    let password = result["password"].as_str().unwrap();
+    assert!(
+        repo.holds_password("build-a1b2c3", password).unwrap(),
+        "the run login's own"
+    );
+
+    let refusal = ocx::tools::run_login::REFUSAL;
+    let on_cli = e
+        .site
+        .repo
+        .json(&["run_login", &record, "--user", &e.login])
+        .ok();
+    assert_eq!(
+        on_cli["password"], password,
+        "the machine's login on the command line"
+    );
+    let admin_cli = e.site.repo.json(&["run_login", &record, "--user", "admin"]);
+    admin_cli.refused();
+    assert_eq!(
+        admin_cli.answer()["stopped"]["reason"],
+        refusal,
+        "not even admin"
+    );
+    let admin = sign_in(&e.site.server, "admin", "admin-pw");
+    let another = sign_in(&e.site.server, &other_login, &other_password);
+    for (who, cookie) in [
+        ("unsigned", None),
+        ("admin", Some(admin.as_str())),
+        ("another machine", Some(another.as_str())),
+        ("pat", Some(&*e.site.server.login("pat"))),
+    ] {
+        let (status, no) = e.run_login(&record, cookie);
+        assert_ne!(status, 200, "{who}: {no}");
+        assert_eq!(no["stopped"]["reason"], refusal, "{who}: one refusal");
+        assert!(!no.to_string().contains(password), "{who}: no password");
+    }
+    let (_, no) = e.run_login(&"0".repeat(64), Some(&e.cookie()));
+    assert_eq!(no["stopped"]["reason"], refusal, "a record never made");
+    let (status, head, body) = e.site.server.request(
+        "GET",
+        &format!("/ext/ocx-cgi/run_login?json&record={record}"),
+        &[("Cookie", &e.cookie())],
+        "",
+    );
+    assert_eq!(status, 400, "a GET is refused: {head}");
+    assert!(!body.contains(password));
+
+    // A response from any other login does not count, and withdraws nothing.
+    let standing = |repo: &ocx::fossil::Repository| {
+        let rid = repo.receipt(&record).unwrap().unwrap().rid;
+        ocx::protocol::found::record(repo, rid, &record)
+            .unwrap()
+            .unwrap()
+    };
+    let fossil = ocx::fossil::Fossil::locate().unwrap();
+    ocx::node::respond::respond(
+        &fossil,
+        &repo,
+        &standing(&repo),
+        "pat",
+        "exited",
+        "forged",
+        false,
+    )
+    .unwrap();
+    e.site.server.login("pat");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        e.repository()
+            .own_capabilities("build-a1b2c3")
+            .unwrap()
+            .as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES),
+        "pat's response counts for nothing"
+    );
+    let repo = e.repository();
+    ocx::node::respond::respond(
+        &fossil,
+        &repo,
+        &standing(&repo),
+        &e.login,
+        "exited",
+        "done",
+        false,
+    )
+    .unwrap();
+    ocx::node::poke_repository(&repo);
+    e.until("the run's login withdrawn", |r| {
+        r.own_capabilities("build-a1b2c3").unwrap().as_deref() == Some("")
+            && r.remote_run(&record).unwrap().is_none()
+    });
+    let (_, no) = e.run_login(&record, Some(&e.cookie()));
+    assert_eq!(no["stopped"]["reason"], refusal, "nothing once answered");
+}
+
+/// POSTs `body` as JSON to the page's `tool` with `cookie` (none:
+/// unsigned): status and the answer.
+fn post_json(server: &Server, tool: &str, cookie: Option<&str>, body: &Value) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let body = body.to_string();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let cookie = cookie
+        .map(|c| format!("Cookie: {c}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "POST /ext/ocx-cgi/{tool}?json HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n{cookie}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        server.port,
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, text) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
+    (
+        status,
+        serde_json::from_str(text).unwrap_or_else(|_| panic!("not JSON: {out}")),
+    )
+}
+
+#[test]
+fn receipt_and_unaudited_answer_a_signed_in_machine_as_json_within_what_it_may_read() {
+    let e = Enrolled::new(false);
+    let post = thread(&e.site.repo);
+    let checkin = e.site.repo.commit_as("alice", "a.txt", "one", None);
+    let machine = e.cookie();
+    let asked = serde_json::json!({"artifacts": [post, checkin], "capabilities_of": "alice"});
+    let (status, seen) = post_json(&e.site.server, "receipt", Some(&machine), &asked);
+    assert_eq!(status, 200, "{seen}");
+    let artifacts = seen["result"]["artifacts"].as_array().unwrap();
+    assert_eq!(artifacts[0]["hash"], post.as_str());
+    assert_eq!(artifacts[0]["received"], true);
+    assert_eq!(artifacts[0]["user"], "alice");
+    assert_eq!(artifacts[1]["user"], "alice", "the check-in's sender");
+    assert!(artifacts[0]["rcvid"].as_i64().unwrap() > 0);
+    assert!(seen["result"]["capabilities_of"]["capabilities"].is_string());
+
+    let (status, nothing) = post_json(&e.site.server, "receipt", None, &asked);
+    assert_eq!(status, 200, "{nothing}");
+    for a in nothing["result"]["artifacts"].as_array().unwrap() {
+        assert_eq!(a["received"], false, "nobody may not read: {a}");
+        assert!(a["user"].is_null());
+    }
+    assert!(nothing["result"]["capabilities_of"]["capabilities"].is_null());
+
+    let (status, open) = e.site.get("/ext/ocx-cgi/unaudited?json", Some(&machine));
+    assert_eq!(status, 200, "{open}");
+    let listed = |v: &Value| {
+        v["result"]["checkins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["checkin"] == checkin.as_str())
+    };
+    assert!(listed(&open), "{open}");
+    for cookie in [None, Some(e.site.server.login("zed"))] {
+        let (status, no) = e.site.get("/ext/ocx-cgi/unaudited?json", cookie.as_deref());
+        assert_eq!(status, 403, "without Read (o): {no}");
+        assert!(no["result"].is_null());
+    }
+
+    // A verdict from the agent machine's node login counts for nothing: a
+    // node runs others' work and judges none; pat's counts.
+    e.site.repo.user("judge", "oi");
+    let verdict = |user: &str| {
+        e.site
+            .repo
+            .json(&[
+                "audit",
+                "--user",
+                user,
+                "--checkin",
+                &checkin,
+                "--verdict",
+                "pass",
+                "--reason",
+                "reads well",
+                "--against",
+                "PLAN.md",
+            ])
+            .ok();
+    };
+    e.site
+        .repo
+        .fossil(&["user", "capabilities", &e.login, "goC4wi"]);
+    verdict(&e.login);
+    let (_, still) = e.site.get("/ext/ocx-cgi/unaudited?json", Some(&machine));
+    assert!(
+        listed(&still),
+        "the node login's verdict does not count: {still}"
+    );
+    verdict("judge");
+    let (_, judged) = e.site.get("/ext/ocx-cgi/unaudited?json", Some(&machine));
+    assert!(!listed(&judged), "judge's verdict counts: {judged}");
+}
+
+/// A person's clone of the served repository, cloned over HTTP as `login`
+/// (its password remembered), with a checkout open in `work`.
+struct PersonClone {
+    _dir: tempfile::TempDir,
+    work: std::path::PathBuf,
+}
+
+impl PersonClone {
+    fn new(site: &Site, login: &str) -> PersonClone {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mine.fossil");
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let url = format!("http://{login}:{login}-pw@127.0.0.1:{}/", site.server.port);
+        let fossil = |args: &[&std::ffi::OsStr], cwd: &std::path::Path| {
+            let out = std::process::Command::new(crate::support::fossil())
+                .args(args)
+                .current_dir(cwd)
+                .env("USER", login)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{args:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        fossil(
+            &[
+                "clone".as_ref(),
+                url.as_ref(),
+                file.as_os_str(),
+                "--save-http-password".as_ref(),
+            ],
+            dir.path(),
+        );
+        fossil(&["open".as_ref(), file.as_os_str()], &work);
+        fossil(
+            &["user".as_ref(), "default".as_ref(), login.as_ref()],
+            &work,
+        );
+        PersonClone { _dir: dir, work }
+    }
+
+    /// `ocx ARGS --json` in the checkout.
+    fn ocx(&self, args: &[&str]) -> crate::support::Run {
+        let mut c = std::process::Command::new(crate::support::ocx_bin());
+        c.args(args).arg("--json").current_dir(&self.work);
+        crate::support::run(c, None)
+    }
+
+    fn fossil(&self, args: &[&str]) {
+        let out = std::process::Command::new(crate::support::fossil())
+            .args(args)
+            .current_dir(&self.work)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_received_them() {
+    let site = Site::new();
+    site.repo.user("carol", "v234");
+    site.repo.fossil(&["user", "capabilities", "nobody", "go"]);
+    let root = thread(&site.repo);
+    let clone = PersonClone::new(&site, "alice");
+    let reply = site
+        .repo
+        .json(&[
+            "post",
+            "--user",
+            "carol",
+            "--to",
+            &root,
+            "--text",
+            "Carol agrees.",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let read = clone.ocx(&["thread", "--of", &root]).ok();
+    let posts = read["posts"].as_array().unwrap();
+    let from: Vec<(&str, &str)> = posts
+        .iter()
+        .map(|p| {
+            (
+                p["hash"].as_str().unwrap(),
+                p["from"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        from,
+        vec![(root.as_str(), "alice"), (reply.as_str(), "carol")],
+        "pulled first, each named as the server received it: {read:#}"
+    );
+
+    let mine = clone
+        .ocx(&[
+            "post",
+            "--to",
+            &root,
+            "--text",
+            "Alice replies from her clone.",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        site.repo.sender(&mine).as_deref(),
+        Some("alice"),
+        "the server received it from alice"
+    );
+
+    let record = clone
+        .ocx(&[
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            "true",
+            "--objective",
+            "build it",
+            "--wall",
+            "1m",
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        site.repo.sender(&record).as_deref(),
+        Some("alice"),
+        "create too"
+    );
+
+    let checkin = site.repo.commit_as("carol", "b.txt", "two", None);
+    let open = |answer: &Value| {
+        answer["checkins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["checkin"] == checkin.as_str())
+    };
+    let before = clone.ocx(&["unaudited"]).ok();
+    assert_eq!(
+        before["asked"],
+        site.server.base(),
+        "the server's own answer"
+    );
+    assert!(open(&before), "{before:#}");
+    let verdict = clone
+        .ocx(&[
+            "audit",
+            "--checkin",
+            &checkin,
+            "--verdict",
+            "pass",
+            "--reason",
+            "fine",
+            "--against",
+            "PLAN.md",
+        ])
+        .ok();
+    assert_eq!(
+        verdict["checkin"].as_str(),
+        Some(checkin.as_str()),
+        "{verdict:#}"
+    );
+    let after = clone.ocx(&["unaudited"]).ok();
+    assert!(
+        !open(&after),
+        "alice's verdict, received from her, counts: {after:#}"
+    );
+
+    // The clone's default user is not the login it pushes as: the server
+    // receives the post from alice, so it does not count as dora's.
+    clone.fossil(&["user", "new", "dora", "dora@example.org", "dora-pw"]);
+    clone.fossil(&["user", "capabilities", "dora", "v234"]);
+    clone.fossil(&["user", "default", "dora"]);
+    let refused = clone.ocx(&["post", "--to", &root, "--text", "Dora's word."]);
+    assert_eq!(refused.refused(), "server");
+    let answer = refused.answer();
+    let reason = answer["stopped"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("received it from alice, not from dora"),
+        "{reason}"
+    );
+
+    // A server that lets no one unsigned read cannot confirm: the post is
+    // pushed, and said to be unconfirmed rather than counted.
+    clone.fossil(&["user", "default", "alice"]);
+    site.repo.fossil(&["user", "capabilities", "nobody", "g"]);
+    let unconfirmed = clone.ocx(&["post", "--to", &root, "--text", "Said privately."]);
+    assert_eq!(unconfirmed.refused(), "server");
+    let answer = unconfirmed.answer();
+    let reason = answer["stopped"]["reason"].as_str().unwrap();
+    assert!(reason.contains("lets no one unsigned read"), "{reason}");
+}
+
+#[test]
+fn where_no_node_runs_the_hook_keeps_the_run_login_and_withdraws_it() {
+    let e = Enrolled::new(false);
+    let record = e.record(&e.code, "hooked-a1b2c3");
+    e.until("the hook made the run's login", |r| {
+        r.remote_run(&record).unwrap().is_some()
+    });
+    let repo = e.repository();
+    assert_eq!(
+        repo.own_capabilities("hooked-a1b2c3").unwrap().as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES)
+    );
+    let (status, got) = e.run_login(&record, Some(&e.cookie()));
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["result"]["user"], "hooked-a1b2c3");
+
+    // A record for this repository's own node, and one naming a clone no
+    // one approved with --node, make no login here.
+    let own = e.record(&e.site.repo.server_code(), "local-a1b2c3");
+    let stranger = e.record(&"ab".repeat(20), "stranger-a1b2c3");
+    let later = e.record(&e.code, "later-a1b2c3");
+    e.until("the hook read the later record", |r| {
+        r.remote_run(&later).unwrap().is_some()
+    });
+    let repo = e.repository();
+    for (record, user) in [(&own, "local-a1b2c3"), (&stranger, "stranger-a1b2c3")] {
+        assert!(repo.remote_run(record).unwrap().is_none(), "{user}");
+        assert!(
+            repo.own_capabilities(user).unwrap().is_none(),
+            "{user} not made"
+        );
+    }
+
+    let rid = repo.receipt(&record).unwrap().unwrap().rid;
+    let standing = ocx::protocol::found::record(&repo, rid, &record)
+        .unwrap()
+        .unwrap();
+    let fossil = ocx::fossil::Fossil::locate().unwrap();
+    ocx::node::respond::respond(&fossil, &repo, &standing, &e.login, "exited", "done", false)
+        .unwrap();
+    e.until("the hook withdrew the run's login", |r| {
+        r.own_capabilities("hooked-a1b2c3").unwrap().as_deref() == Some("")
+            && r.remote_run(&record).unwrap().is_none()
+    });
+    assert_eq!(
+        e.repository()
+            .own_capabilities("later-a1b2c3")
+            .unwrap()
+            .as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES),
+        "only the answered record's login"
+    );
+}
+
+/// A record addressed to `node` naming `user`, stored as received from
+/// `sender` (bypassing `create`'s own checks, as a hostile client's push
+/// would); its hash.
+fn forged_record(repo: &Repo, sender: &str, node: &str, user: &str) -> String {
+    use ocx::fossil::store::{self, Batch};
+    use ocx::place::{self, Where};
+    let opened = ocx::fossil::Repository::open(&repo.file).unwrap();
+    let record = serde_json::json!({"ocx": 1, "kind": "record", "node": node, "user": user,
+        "runner": "command", "command": ["true"], "objective": "forged", "checkins": [],
+        "hears": [], "remote": false, "restrict": {},
+        "sandbox": {"network": true, "read_only": [], "read_write": []},
+        "budget": {"wall": "10m"}});
+    let text = format!(
+        "A record.\n\n{}",
+        ocx::protocol::message::write(record.as_object().unwrap())
+    );
+    let mut batch = Batch::default();
+    let hash = place::compose_message(
+        &mut batch,
+        opened.hash_policy().unwrap(),
+        sender,
+        &Where::NewThread("forged".into()),
+        &text,
+        "record",
+    );
+    store::store(
+        &ocx::fossil::Fossil::locate().unwrap(),
+        &opened,
+        sender,
+        &batch,
+        true,
+    )
+    .unwrap();
+    ocx::node::poke_repository(&opened);
+    hash
+}
+
+#[test]
+fn records_for_a_machine_that_may_not_run_make_no_login_and_change_no_user() {
+    let e = Enrolled::new(true);
+    e.site.repo.user("maker", "i");
+    e.site.repo.fossil(&["user", "capabilities", "maker", "iR"]);
+    let users_before =
+        |r: &ocx::fossil::Repository, login: &str| r.own_capabilities(login).unwrap();
+    let repo = e.repository();
+    let alice = users_before(&repo, "alice");
+    let admin = users_before(&repo, "admin");
+    let machine = users_before(&repo, &e.login);
+    let forged = [
+        ("pat", "by-pat-a1b2c3", "a sender without R or admin"),
+        (
+            "maker",
+            "by-maker-a1b2c3",
+            "a sender with R lacking the run's letters",
+        ),
+        ("admin", "alice", "a person's login, made by hand"),
+        ("admin", "admin", "an administrator"),
+        ("admin", "nobody", "one of Fossil's own"),
+        ("admin", &e.login, "the machine's own login"),
+    ]
+    .map(|(sender, user, why)| {
+        (
+            forged_record(&e.site.repo, sender, &e.code, user),
+            user.to_string(),
+            why,
+        )
+    });
+    let good = forged_record(&e.site.repo, "admin", &e.code, "good-a1b2c3");
+    e.until("the good record's login made", |r| {
+        r.remote_run(&good).unwrap().is_some()
+    });
+    let repo = e.repository();
+    for (record, user, why) in &forged {
+        assert!(repo.remote_run(record).unwrap().is_none(), "{why}: no row");
+        let (status, no) = e.run_login(record, Some(&e.cookie()));
+        assert_ne!(status, 200, "{why}: {no}");
+        if user.ends_with("a1b2c3") {
+            assert!(
+                repo.own_capabilities(user).unwrap().is_none(),
+                "{why}: not made"
+            );
+        }
+    }
+    assert_eq!(users_before(&repo, "alice"), alice, "alice untouched");
+    assert_eq!(users_before(&repo, "admin"), admin, "admin untouched");
+    assert_eq!(
+        users_before(&repo, &e.login),
+        machine,
+        "the machine keeps what approve gave it"
+    );
+    assert!(!repo.is_run_user("alice").unwrap());
+}
+
+#[test]
+fn in_a_clone_a_server_away_refuses_thread_and_post_naming_the_server() {
+    let site = Site::new();
+    let root = thread(&site.repo);
+    let clone = PersonClone::new(&site, "alice");
+    let before = site.repo.hashes();
+    let Site { repo, server, _ext } = site;
+    drop(server);
+    let read = clone.ocx(&["thread", "--of", &root]);
+    assert_eq!(read.refused(), "server", "the pull failed");
+    let wrote = clone.ocx(&["post", "--to", &root, "--text", "Anyone there?"]);
+    assert_eq!(
+        wrote.refused(),
+        "server",
+        "pulled first, and the pull failed"
+    );
+    assert_eq!(repo.hashes(), before, "nothing reached the server");
+}
