@@ -41,8 +41,16 @@ impl RemoteRun {
 /// among `hashes` addressed to an agent machine, then withdraws it for
 /// each kept run whose response counts. Answers what it did, a line each.
 pub fn keep(fossil: &Fossil, repo: &Repository, hashes: &[String]) -> Vec<String> {
-    let mut report = Vec::new();
+    let mut report = open_all(fossil, repo, hashes);
+    report.extend(withdraw(fossil, repo));
+    report
+}
+
+/// Makes the run's login for each record among `hashes` addressed to an
+/// agent machine; a line each for what it did.
+pub fn open_all(fossil: &Fossil, repo: &Repository, hashes: &[String]) -> Vec<String> {
     let own = repo.server_code().unwrap_or_default();
+    let mut report = Vec::new();
     for hash in hashes {
         match open(fossil, repo, hash, &own) {
             Ok(Some(line)) => report.push(line),
@@ -50,11 +58,14 @@ pub fn keep(fossil: &Fossil, repo: &Repository, hashes: &[String]) -> Vec<String
             Err(e) => report.push(format!("could not keep {hash}'s remote run: {e}")),
         }
     }
-    match withdraw_answered(fossil, repo) {
-        Ok(lines) => report.extend(lines),
-        Err(e) => report.push(format!("could not withdraw remote runs: {e}")),
-    }
     report
+}
+
+/// Withdraws the run's login of each kept remote run whose response
+/// counts; a line each for what it did.
+pub fn withdraw(fossil: &Fossil, repo: &Repository) -> Vec<String> {
+    withdraw_answered(fossil, repo)
+        .unwrap_or_else(|e| vec![format!("could not withdraw remote runs: {e}")])
 }
 
 /// The record `hash` as it stands, when it is one addressed to an enrolled

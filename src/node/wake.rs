@@ -98,18 +98,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     let repo = kept.repository(&cfg.repository)?;
     let mut state = State::load(root);
     let arrivals = repo.arrivals_after(state.last_rid)?;
-    // Runs on agent machines first, before the last row handled moves past
-    // their records: a node killed meanwhile keeps them at its next wake.
-    let said: Vec<String> = arrivals
-        .iter()
-        .filter(|a| {
-            !a.private && matches!(a.kind, ArrivalKind::Post { .. } | ArrivalKind::TicketChange)
-        })
-        .map(|a| a.hash.clone())
-        .collect();
-    let mut report = super::remote::keep(&fossil, &repo, &said);
-    super::daemon::log(root, &report);
-    let logged_remote = report.len();
+    let mut report = Report::new();
     let mut node = Node {
         root,
         cfg: &cfg,
@@ -118,7 +107,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         state: &mut state,
         report: &mut report,
     };
-    let mut logged = logged_remote;
+    let mut logged = 0;
     let export = crate::git::Export::of(&repo).ok().flatten();
     let mut changes_export = false;
     let mut rest = &arrivals[..];
@@ -126,6 +115,20 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         let held = repo.reading(|| read_some(&repo, rest))?;
         let (now, later) = rest.split_at(held.len());
         rest = later;
+        // Runs on agent machines first, before the last row handled moves
+        // past their records: a node killed meanwhile keeps them next wake.
+        let remote: Vec<String> = now
+            .iter()
+            .zip(&held)
+            .filter(|(_, h)| addressed_elsewhere(h, &cfg.server_code))
+            .map(|(a, _)| a.hash.clone())
+            .collect();
+        if !remote.is_empty() {
+            let lines = super::remote::open_all(&fossil, &repo, &remote);
+            super::daemon::log(root, &lines);
+            node.report.extend(lines);
+            logged = node.report.len();
+        }
         for (a, held) in now.iter().zip(held) {
             let open = node.state.open.len();
             if !a.private {
@@ -148,6 +151,8 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             node.state.open.remove(&hash);
         }
     }
+    let withdrawn = super::remote::withdraw(&fossil, &repo);
+    node.report.extend(withdrawn);
     super::daemon::log(root, &report[logged..]);
     state.save(root)?;
     if let (Some(export), true) = (export, changes_export) {
@@ -189,6 +194,18 @@ fn read_some(repo: &Repository, arrivals: &[Arrival]) -> Vec<Result<Held, String
         }
     }
     held
+}
+
+/// Whether what an arrival holds is a record for another node (an agent
+/// machine's, perhaps), whose run's login the served side keeps.
+fn addressed_elsewhere(held: &Result<Held, String>, own: &str) -> bool {
+    match held {
+        Ok(Held::Said {
+            kind: Some(Kind::Known(m) | Kind::Refused(m, _)),
+            ..
+        }) => matches!(m, Message::Record(_)) && m.node() != own,
+        _ => false,
+    }
 }
 
 fn read_arrival(repo: &Repository, a: &Arrival) -> Result<Held, NodeError> {
