@@ -161,6 +161,7 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::machine::MachineTool>::new(),
     &Def::<crate::tools::approve::Approve>::new(),
     &Def::<crate::tools::collect::Collect>::new(),
+    &Def::<crate::tools::run_login::RunLogin>::new(),
     &Def::<crate::tools::push::Push>::new(),
     &Def::<crate::tools::context::Context>::new(),
     &Def::<crate::tools::find::Find>::new(),

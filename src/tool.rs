@@ -47,6 +47,9 @@ pub enum Reach {
     /// The command line, and the web page to a POST from anyone, signed in
     /// or not and from any page; never MCP.
     UnsignedPost,
+    /// The command line, and the web page to a POST alone (the tool checks
+    /// who signed in, by the login cookie); never MCP.
+    SignedPost,
     /// The asker's own command line alone.
     CommandLine,
 }

@@ -181,6 +181,9 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
             body: page::index(request, &cx),
         };
     }
+    if path == "wait" {
+        return wait::wait(request, &cx);
+    }
     if path == "console" && !json {
         return console(request, body, &cx);
     }
@@ -210,6 +213,17 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
             ),
         )
         .next("run `ocx register` on the machine that asked for the login");
+        return refusal(request, json, 400, Some(&cx), stop);
+    }
+    if tool.reach() == Reach::SignedPost && !request.is_post() {
+        let stop = Stop::field(
+            "tool",
+            format!(
+                "{} answers only a POST, signed in with the login cookie",
+                tool.name()
+            ),
+        )
+        .next("send a POST with the login cookie of the login it names");
         return refusal(request, json, 400, Some(&cx), stop);
     }
     if !offered(tool) {
@@ -379,6 +393,7 @@ fn refusal(
 
 mod page;
 mod request;
+mod wait;
 
 pub use request::Request;
 use request::{form_fields, form_input, post_input, read_body};

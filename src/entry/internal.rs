@@ -21,11 +21,12 @@ pub fn main(args: &[OsString]) -> Option<i32> {
             let mut sink = Vec::new();
             let _ = std::io::stdin().read_to_end(&mut sink);
             // Where no node takes the poke, the hook keeps the git export
-            // current itself.
+            // current itself, and C5 for the runs on agent machines.
             if let Some(root) = args.get(2).map(PathBuf::from)
                 && !crate::node::poke(&root)
             {
                 crate::node::export_without_node(&root, &sink);
+                crate::node::keep_remote_without_node(&root, &sink);
             }
             Some(0)
         }

@@ -20,7 +20,7 @@ mod wiki;
 
 pub use arrivals::{Arrival, ArrivalKind};
 pub use checkins::{CheckIn, TagChanges, TagSet};
-pub use logins::{LOGINS_THREAD_ROW, login_key_row};
+pub use logins::{LOGINS_THREAD_ROW, REMOTE_RUN_PREFIX, login_key_row, remote_run_row};
 pub use refs::Thing;
 pub use threads::Said;
 use threads::{SQL_FORUM_ROOT, SQL_POST, SQL_THREAD, SQL_TICKET_CHANGES, SQL_TICKET_RESOLVE};

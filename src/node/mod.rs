@@ -8,6 +8,7 @@ pub mod config;
 pub mod daemon;
 pub mod inbox;
 pub mod machine;
+pub mod remote;
 pub mod respond;
 pub mod run_user;
 pub mod runner;
@@ -275,6 +276,17 @@ pub fn export_without_node(root: &Path, input: &[u8]) {
     };
     drop(repo);
     let _ = export.keep_current(&fossil, &cfg.repository, crate::git::export::Wait::No);
+}
+
+/// What Fossil's after-receive hook does for agent machines where no node
+/// took its poke: keeps C5 for the remote runs among the artifacts `input`
+/// names (the hook's, one a line), as the node does at each wake.
+pub fn keep_remote_without_node(root: &Path, input: &[u8]) {
+    let Some((_, fossil, repo)) = respond::open(root) else {
+        return;
+    };
+    let hashes = crate::fossil::export::hook_input_hashes(input);
+    daemon::log(root, &remote::keep(&fossil, &repo, &hashes));
 }
 
 /// Pokes the node `repo` belongs to, if it is one: a write on the node

@@ -159,6 +159,19 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         }
     }
     super::daemon::log(root, &report[logged..]);
+    let said: Vec<String> = arrivals
+        .iter()
+        .filter(|a| {
+            !a.private && matches!(a.kind, ArrivalKind::Post { .. } | ArrivalKind::TicketChange)
+        })
+        .map(|a| a.hash.clone())
+        .collect();
+    let kept = match server {
+        None => super::remote::keep(&fossil, &repo, &said),
+        Some(_) => Vec::new(),
+    };
+    super::daemon::log(root, &kept);
+    report.extend(kept);
     state.save(root)?;
     if let (Some(export), true) = (export, changes_export) {
         let line = export_line(export.keep_current(&fossil, &cfg.repository, Wait::No));
@@ -302,8 +315,6 @@ impl Node<'_> {
         .map(|_| ())
     }
 
-    /// Whether `sender` may send records and stops: it holds admin or
-    /// setup, or OCX's `R` (given by `send_runs`), when the node reads it.
     fn may_send_requests(&self, sender: Option<&str>) -> Result<bool, NodeError> {
         Ok(match sender {
             Some(s) => self
@@ -313,9 +324,6 @@ impl Node<'_> {
         })
     }
 
-    /// Why record `r`'s run would hold more than its sender: a sender
-    /// holding `R` without admin or setup must itself hold every letter
-    /// the run's user is given ([`RUN_CAPABILITIES`]).
     fn beyond_sender(&self, r: &StandingRecord) -> Result<Option<String>, NodeError> {
         let Some(sender) = r.said.from.as_deref() else {
             return Ok(Some("the record has no sender".into()));
@@ -707,6 +715,44 @@ impl Node<'_> {
         self.report.push(format!("stopped {}", &record[..10]));
         Ok(())
     }
+}
+
+/// Whether `sender` may send records and stops: it holds admin or
+/// setup, or OCX's `R` (given by `send_runs`), when the node reads it.
+pub(super) fn may_send_requests(
+    repo: &Repository,
+    sender: Option<&str>,
+) -> Result<bool, NodeError> {
+    Ok(match sender {
+        Some(s) => repo
+            .capabilities(s)?
+            .is_some_and(|c| c.is_admin() || c.has(SEND_RUNS)),
+        None => false,
+    })
+}
+
+/// Why record `r`'s run would hold more than its sender: a sender
+/// holding `R` without admin or setup must itself hold every letter
+/// the run's user is given ([`RUN_CAPABILITIES`]).
+pub(super) fn beyond_sender(
+    repo: &Repository,
+    r: &StandingRecord,
+) -> Result<Option<String>, NodeError> {
+    let Some(sender) = r.said.from.as_deref() else {
+        return Ok(Some("the record has no sender".into()));
+    };
+    let Some(caps) = repo.capabilities(sender)? else {
+        return Ok(Some(format!("its sender {sender} is no login here")));
+    };
+    if caps.is_admin() {
+        return Ok(None);
+    }
+    let lacks: String = RUN_CAPABILITIES.chars().filter(|c| !caps.has(*c)).collect();
+    Ok((!lacks.is_empty()).then(|| {
+        format!(
+            "its run would hold {RUN_CAPABILITIES}, and its sender {sender} (holding R, not admin) lacks {lacks}"
+        )
+    }))
 }
 
 /// The open record `r` as the node keeps it between wakes.

@@ -69,9 +69,18 @@ pub fn node_login(server_code: &str) -> String {
     format!("node-{}", &server_code[..server_code.len().min(8)])
 }
 
+/// Whether the node `node` (a server-code) speaks through its login here:
+/// it is this repository's own, or its login is an agent machine's that
+/// `approve --node` marked.
+pub fn is_node_user(repo: &Repository, node: &str) -> Result<bool, FossilError> {
+    Ok(repo.server_code()? == node || repo.is_node_login(&node_login(node))?)
+}
+
 /// The response to record `hash` at `place` that counts (C1, C4): one sent
-/// by the node's own login, whatever a U card inside says; or a `lost` sent
-/// by an administrator once the run's start and its `wall` have passed.
+/// by the node's own login, whatever a U card inside says, that login being
+/// this repository's own node's or one `approve --node` marked as an agent
+/// machine's ([`is_node_user`]); or a `lost` sent by an administrator once
+/// the run's start and its `wall` have passed.
 pub fn response(
     repo: &Repository,
     place: &Place,
@@ -79,6 +88,7 @@ pub fn response(
     node: &str,
 ) -> Result<Option<Found>, FossilError> {
     let node_user = node_login(node);
+    let marked = is_node_user(repo, node)?;
     let found = at(repo, place)?;
     let started = found
         .iter()
@@ -98,7 +108,7 @@ pub fn response(
             continue;
         }
         let from = f.said.from.as_deref();
-        if from == Some(node_user.as_str()) {
+        if marked && from == Some(node_user.as_str()) {
             return Ok(Some(f));
         }
         let by_admin = match from {

@@ -113,6 +113,16 @@ pub fn judge(
             Some("malformed: not \"pass: REASON (against X)\" or \"fail: ...\"".to_string())
         } else if from.is_none() {
             Some("no receipt names its sender".to_string())
+        } else if from
+            .as_deref()
+            .map(|f| is_a_node(repo, f))
+            .transpose()?
+            .unwrap_or(false)
+        {
+            Some(
+                "a node's own login: the served node's, or an agent machine's `approve --node` marked; a node runs others' work and judges none"
+                    .to_string(),
+            )
         } else if own {
             Some(
                 "the author's own: its sender sent the check-in or is the user written in it"
@@ -148,6 +158,12 @@ pub fn judge(
         });
     }
     Ok(out)
+}
+
+/// Whether `login` is a node's own here: the served node's, or one
+/// `approve --node` marked as an agent machine's.
+fn is_a_node(repo: &Repository, login: &str) -> Result<bool, FossilError> {
+    Ok(login == found::node_login(&repo.server_code()?) || repo.is_node_login(login)?)
 }
 
 fn is_full_hash(s: &str) -> bool {

@@ -26,6 +26,7 @@ pub mod questions;
 pub mod read;
 pub mod receipt;
 pub mod register;
+pub mod run_login;
 pub mod save;
 pub mod send_runs;
 pub mod status;

@@ -22,5 +22,6 @@ mod questions;
 mod reads;
 mod restricted;
 mod sandbox;
+mod served;
 mod support;
 mod writes;

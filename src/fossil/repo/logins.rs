@@ -45,3 +45,49 @@ impl Repository {
         Ok(!password.is_empty() && (stored == hashed || stored == password))
     }
 }
+
+/// The `config` row where the served side keeps the run's login for
+/// record `record`, addressed to an agent machine.
+pub fn remote_run_row(record: &str) -> String {
+    format!("{REMOTE_RUN_PREFIX}{record}")
+}
+
+/// What every [`remote_run_row`] begins with.
+pub const REMOTE_RUN_PREFIX: &str = "ocx-remote-run-";
+
+impl Repository {
+    /// Whether `login` is an agent machine's node login: its key row, as
+    /// `approve --node` kept it, says `node: true`.
+    pub fn is_node_login(&self, login: &str) -> Result<bool, FossilError> {
+        Ok(self
+            .login_key(login)?
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|v| v["node"] == serde_json::Value::Bool(true)))
+    }
+
+    /// What the row of record `record`'s remote run keeps, if any.
+    pub fn remote_run(&self, record: &str) -> Result<Option<String>, FossilError> {
+        self.config(&remote_run_row(record))
+    }
+
+    /// Every remote run's row: the record's hash and what the row keeps.
+    pub fn remote_runs(&self) -> Result<Vec<(String, String)>, FossilError> {
+        let mut st = self.db.prepare(
+            "SELECT substr(name,?3), value FROM config WHERE name>=?1 AND name<?2 ORDER BY name",
+        )?;
+        let rows = st.query_map(
+            rusqlite::params![
+                REMOTE_RUN_PREFIX,
+                format!("{}\u{10ffff}", REMOTE_RUN_PREFIX),
+                REMOTE_RUN_PREFIX.len() as i64 + 1
+            ],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?)),
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (record, value) = row?;
+            out.push((record, value.unwrap_or_default()));
+        }
+        Ok(out)
+    }
+}

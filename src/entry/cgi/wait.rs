@@ -1,0 +1,159 @@
+//! `/ext/ocx-cgi/wait?after=N`: the long-poll an agent machine keeps open.
+//! It answers `{"last": M}`, M the newest receipt the repository holds, as
+//! soon as M > N, or after about 50 s (`within` seconds, 1 to 50, when
+//! given) with M <= N; only to a viewer signed in who may read (o).
+
+use super::{Request, Response, refusal};
+use crate::context::Context;
+use crate::stop::Stop;
+use std::time::Duration;
+
+/// How long a wait lasts when nothing arrives, at most, in seconds.
+pub const LONGEST: u64 = 50;
+
+/// What the request asks: the receipt waited past and for how long.
+#[derive(Debug, PartialEq, Eq)]
+struct Asked {
+    after: i64,
+    within: u64,
+}
+
+/// The answer to `GET wait`.
+pub(super) fn wait(request: &Request, cx: &Context) -> Response {
+    if request.method != "GET" {
+        let stop = Stop::field(
+            "method",
+            format!("wait answers a GET, not a {}", request.method),
+        )
+        .next("send GET /ext/ocx-cgi/wait?after=N");
+        return refusal(request, true, 405, Some(cx), stop);
+    }
+    let may_read = request.signed_in() && cx.caller().is_ok_and(|c| c.capabilities.has('o'));
+    if !may_read {
+        let stop = Stop::field(
+            "user",
+            "wait answers only a viewer signed in who may read the repository (o)",
+        )
+        .next("sign in with a login holding Read (o), and send its login cookie");
+        return refusal(request, true, 403, Some(cx), stop);
+    }
+    let asked = match parse(&request.query) {
+        Ok(a) => a,
+        Err(stop) => return refusal(request, true, 400, Some(cx), stop),
+    };
+    let last = cx.repo().and_then(|repo| {
+        repo.wait_for_receipt_after(asked.after, Duration::from_secs(asked.within))
+            .map_err(|e| Stop::field("repository", e.to_string()))
+    });
+    match last {
+        Ok(last) => Response {
+            status: 200,
+            content_type: "application/json",
+            body: format!("{}\n", serde_json::json!({ "last": last })),
+        },
+        Err(stop) => refusal(request, true, 500, Some(cx), stop),
+    }
+}
+
+/// The query's `after` (required, a receipt number) and `within`
+/// (optional, 1 to [`LONGEST`] seconds); `json` is the page's own; any
+/// other field is refused, naming it.
+fn parse(query: &str) -> Result<Asked, Stop> {
+    let mut after = None;
+    let mut within = LONGEST;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match name {
+            "json" => {}
+            "after" => {
+                after = Some(
+                    number(value)
+                        .and_then(|n| i64::try_from(n).ok())
+                        .ok_or_else(|| {
+                            Stop::field("after", "is not a receipt number (0 or more, in digits)")
+                                .next("give after=N, N the last receipt number you heard")
+                        })?,
+                )
+            }
+            "within" => {
+                within = number(value)
+                    .filter(|n| (1..=LONGEST).contains(n))
+                    .ok_or_else(|| {
+                        Stop::field(
+                            "within",
+                            format!("is not a number of seconds from 1 to {LONGEST}"),
+                        )
+                        .next("leave within out to wait the longest")
+                    })?
+            }
+            _ => {
+                let shown: String = name.chars().filter(|c| !c.is_control()).take(40).collect();
+                return Err(Stop::field(
+                    shown.clone(),
+                    format!("{shown:?} is not a field of wait"),
+                )
+                .next("give after=N and, to wait less, within=SECONDS"));
+            }
+        }
+    }
+    let after = after.ok_or_else(|| {
+        Stop::field("after", "is missing")
+            .next("give after=N, N the last receipt number you heard (0 at first)")
+    })?;
+    Ok(Asked { after, within })
+}
+
+/// Decimal digits alone, at most 18 of them.
+fn number(text: &str) -> Option<u64> {
+    (!text.is_empty() && text.len() <= 18 && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn reads_after_and_within() {
+        assert_eq!(
+            parse("after=7").unwrap(),
+            Asked {
+                after: 7,
+                within: LONGEST
+            }
+        );
+        assert_eq!(
+            parse("json&after=0&within=2").unwrap(),
+            Asked {
+                after: 0,
+                within: 2
+            }
+        );
+        assert_eq!(parse("").unwrap_err().field.as_deref(), Some("after"));
+        assert_eq!(
+            parse("after=-1").unwrap_err().field.as_deref(),
+            Some("after")
+        );
+        assert_eq!(
+            parse("after=1&within=0").unwrap_err().field.as_deref(),
+            Some("within")
+        );
+        assert_eq!(
+            parse("after=1&within=51").unwrap_err().field.as_deref(),
+            Some("within")
+        );
+        assert_eq!(
+            parse("after=1&more=2").unwrap_err().field.as_deref(),
+            Some("more")
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_query_is_read_or_refused(query in ".{0,80}") {
+            let _ = parse(&query);
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! Waiting for the repository to receive something: the newest receipt's
+//! number read by one short, indexed statement, again each time the
+//! repository file changes (inotify), so a long wait holds no lock and
+//! any writer goes through meanwhile.
+
+use super::{FossilError, Repository};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The longest a wait goes without reading the receipts again, in case a
+/// change came by a way inotify does not see (a write-ahead log, say).
+const RECHECK: Duration = Duration::from_secs(5);
+
+impl Repository {
+    /// The number of the newest receipt (`rcvid`) the repository holds; 0
+    /// when it holds none.
+    pub fn last_receipt(&self) -> Result<i64, FossilError> {
+        Ok(self
+            .db
+            .query_row("SELECT coalesce(max(rcvid),0) FROM rcvfrom", [], |r| {
+                r.get(0)
+            })?)
+    }
+
+    /// Waits until the repository holds a receipt numbered above `after`,
+    /// or `within` has passed; answers the newest receipt's number then
+    /// (above `after` only when one came).
+    pub fn wait_for_receipt_after(&self, after: i64, within: Duration) -> Result<i64, FossilError> {
+        let deadline = Instant::now() + within;
+        let changed = watch(self)?;
+        loop {
+            let last = self.last_receipt()?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if last > after || left.is_zero() {
+                return Ok(last);
+            }
+            match changed.recv_timeout(left.min(RECHECK)) {
+                Ok(()) => while changed.try_recv().is_ok() {},
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(left.min(RECHECK));
+                }
+            }
+        }
+    }
+}
+
+/// A channel that hears each change of the repository file, from a thread
+/// that lives as long as the process does.
+fn watch(repo: &Repository) -> Result<mpsc::Receiver<()>, FossilError> {
+    let failed = |e: nix::Error| FossilError::Query(format!("cannot watch the repository: {e}"));
+    let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(failed)?;
+    inotify
+        .add_watch(
+            repo.path(),
+            AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_ATTRIB,
+        )
+        .map_err(failed)?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        while inotify.read_events().is_ok() {
+            if tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(rx)
+}

@@ -1,0 +1,187 @@
+//! Who keeps C5 for a run on an agent machine: the served repository's
+//! side, which alone owns Fossil's user table. When a record addressed to
+//! an agent machine arrives (its `node` a server-code whose node login
+//! `approve --node` let in), it makes the run's login with the run's
+//! capabilities, keeps its password in a `config` row of its own for that
+//! machine (`run_login` hands it to the machine's login alone), and, once
+//! the record's response counts, takes the capabilities away and forgets
+//! the row. Done by the served node at each wake, and by the hook where no
+//! node takes its poke; each step may be done again without harm.
+
+use super::wake::{RUN_CAPABILITIES, beyond_sender, may_send_requests};
+use super::{NodeError, run_user};
+use crate::fossil::repo::remote_run_row;
+use crate::fossil::{Fossil, Repository};
+use crate::protocol::found::{self, StandingRecord, node_login};
+use serde::{Deserialize, Serialize};
+
+/// What the row of a remote run keeps.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RemoteRun {
+    /// The record, by full hash.
+    pub record: String,
+    /// The agent machine's node login, the only one the password is given to.
+    pub machine: String,
+    /// The run's login.
+    pub user: String,
+    /// The run's password.
+    pub password: String,
+}
+
+impl RemoteRun {
+    /// What the row of record `record` keeps, when it reads.
+    pub fn read(repo: &Repository, record: &str) -> Result<Option<RemoteRun>, NodeError> {
+        Ok(repo
+            .remote_run(record)?
+            .and_then(|t| serde_json::from_str(&t).ok()))
+    }
+}
+
+/// Keeps C5 for the remote runs: makes the run's login for each record
+/// among `hashes` addressed to an agent machine, then withdraws it for
+/// each kept run whose response counts. Answers what it did, a line each.
+pub fn keep(fossil: &Fossil, repo: &Repository, hashes: &[String]) -> Vec<String> {
+    let mut report = Vec::new();
+    let own = repo.server_code().unwrap_or_default();
+    for hash in hashes {
+        match open(fossil, repo, hash, &own) {
+            Ok(Some(line)) => report.push(line),
+            Ok(None) => {}
+            Err(e) => report.push(format!("could not keep {hash}'s remote run: {e}")),
+        }
+    }
+    match withdraw_answered(fossil, repo) {
+        Ok(lines) => report.extend(lines),
+        Err(e) => report.push(format!("could not withdraw remote runs: {e}")),
+    }
+    report
+}
+
+/// The record `hash` as it stands, when it is one addressed to an enrolled
+/// agent machine (not to `own`, the served repository's server-code).
+fn remote_record(
+    repo: &Repository,
+    hash: &str,
+    own: &str,
+) -> Result<Option<(StandingRecord, String)>, NodeError> {
+    let Some(receipt) = repo.receipt(hash)? else {
+        return Ok(None);
+    };
+    if receipt.private {
+        return Ok(None);
+    }
+    let Some(r) = found::record(repo, receipt.rid, hash)? else {
+        return Ok(None);
+    };
+    if r.record.node == own {
+        return Ok(None);
+    }
+    let machine = node_login(&r.record.node);
+    if !repo.is_node_login(&machine)? {
+        return Ok(None);
+    }
+    Ok(Some((r, machine)))
+}
+
+/// Makes the run's login for record `hash`, when it is addressed to an
+/// enrolled agent machine, its sender may send it, it is unanswered, and
+/// its user may be a run's; a record the machine must refuse gets nothing
+/// here (the machine refuses it, naming why).
+fn open(
+    fossil: &Fossil,
+    repo: &Repository,
+    hash: &str,
+    own: &str,
+) -> Result<Option<String>, NodeError> {
+    let Some((r, machine)) = remote_record(repo, hash, own)? else {
+        return Ok(None);
+    };
+    let short = &hash[..10.min(hash.len())];
+    if repo.remote_run(hash)?.is_some()
+        || r.problem.is_some()
+        || found::response(repo, &r.place, hash, &r.record.node)?.is_some()
+    {
+        return Ok(None);
+    }
+    if !may_send_requests(repo, r.said.from.as_deref())? {
+        return Ok(Some(format!(
+            "made no login for {short}: its sender may not send a record"
+        )));
+    }
+    if let Some(reason) = beyond_sender(repo, &r)? {
+        return Ok(Some(format!("made no login for {short}: {reason}")));
+    }
+    let user = r.record.user.clone();
+    let standing = match run_user::check(repo, &user, Some(&machine), true)? {
+        Ok(s) => s,
+        Err(p) => {
+            return Ok(Some(format!(
+                "made no login for {short}: {}: {}",
+                p.field, p.reason
+            )));
+        }
+    };
+    for (other, text) in repo.remote_runs()? {
+        let same = serde_json::from_str::<RemoteRun>(&text).is_ok_and(|k| k.user == user);
+        if same && other != hash {
+            return Ok(Some(format!(
+                "made no login for {short}: {user} has another open record"
+            )));
+        }
+    }
+    let password = super::random_password();
+    if standing == run_user::Standing::New {
+        fossil.mark_run_user(repo.path(), &user, &format!("made for {machine}"))?;
+        fossil.user_new(repo.path(), &user, &password)?;
+    } else {
+        fossil.user_password(repo.path(), &user, &password)?;
+    }
+    fossil.user_capabilities(repo.path(), &user, RUN_CAPABILITIES)?;
+    let kept = RemoteRun {
+        record: hash.to_string(),
+        machine: machine.clone(),
+        user: user.clone(),
+        password,
+    };
+    fossil.config_set(
+        repo.path(),
+        &remote_run_row(hash),
+        &serde_json::to_string(&kept).unwrap_or_default(),
+    )?;
+    Ok(Some(format!(
+        "made {user} for {short} on the agent machine {machine}"
+    )))
+}
+
+/// Withdraws the run's login of each kept remote run whose record's
+/// response counts (sent by the machine's login, or an administrator's
+/// `lost` past the run's wall), and forgets its row.
+fn withdraw_answered(fossil: &Fossil, repo: &Repository) -> Result<Vec<String>, NodeError> {
+    let mut report = Vec::new();
+    for (hash, text) in repo.remote_runs()? {
+        let Some(receipt) = repo.receipt(&hash)? else {
+            continue;
+        };
+        let Some(r) = found::record(repo, receipt.rid, &hash)? else {
+            continue;
+        };
+        if found::response(repo, &r.place, &hash, &r.record.node)?.is_none() {
+            continue;
+        }
+        let kept = serde_json::from_str::<RemoteRun>(&text).ok();
+        let user = kept.as_ref().map_or(r.record.user.as_str(), |k| &k.user);
+        let machine = node_login(&r.record.node);
+        if matches!(
+            run_user::check(repo, user, Some(&machine), true)?,
+            Ok(run_user::Standing::Marked)
+        ) {
+            fossil.user_capabilities(repo.path(), user, "")?;
+        }
+        fossil.config_delete(repo.path(), &remote_run_row(&hash))?;
+        report.push(format!(
+            "withdrew {user}: {} was answered",
+            &hash[..10.min(hash.len())]
+        ));
+    }
+    Ok(report)
+}
