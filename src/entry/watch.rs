@@ -162,6 +162,9 @@ fn workspace(
             true,
         )
         .map_err(|e| e.to_string())?;
+    fossil
+        .user_default(&clone, user)
+        .map_err(|e| e.to_string())?;
     set_mode(&clone, 0o600)
 }
 

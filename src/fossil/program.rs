@@ -616,6 +616,22 @@ impl Fossil {
         .map(|_| ())
     }
 
+    /// Names `login` the default user of `repository`: who acts there when
+    /// no one is named.
+    pub fn user_default(&self, repository: &Path, login: &str) -> Result<(), FossilError> {
+        self.run(
+            "user default",
+            &[
+                "user".as_ref(),
+                "default".as_ref(),
+                plain("user default", "the login", login)?,
+                "-R".as_ref(),
+                repository.as_os_str(),
+            ],
+        )
+        .map(|_| ())
+    }
+
     /// Pulls into `clone` from its remote [`SERVER_REMOTE`], as the login
     /// saved with it, leaving the default remote as it is.
     pub fn pull_server(&self, clone: &Path) -> Result<(), FossilError> {

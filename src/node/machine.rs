@@ -638,8 +638,7 @@ pub fn listen(root: &Path, cfg: &NodeConfig, server: &Server, wake: impl Fn() ->
     let mut failures = 0u32;
     let mut pulled_at: Option<std::time::Instant> = None;
     loop {
-        let within = if after.is_none() { 0 } else { 50 };
-        match server.wait(after.unwrap_or(0), within) {
+        match server.wait(after.unwrap_or(0), 50) {
             Ok(last) => {
                 failures = 0;
                 heard.polling = false;

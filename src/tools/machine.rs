@@ -119,8 +119,14 @@ impl Tool for MachineTool {
                 .user_new(&path, &login, &crate::node::random_password())
                 .map_err(Stop::internal)?;
         }
+        fossil
+            .user_capabilities(&path, &login, "s")
+            .and_then(|()| fossil.user_default(&path, &login))
+            .map_err(Stop::internal)?;
         call.log(Op::Fossil {
-            operation: format!("name {server} in the clone as {login}"),
+            operation: format!(
+                "name {server} in the clone as {login}, the clone's own administrator and default user"
+            ),
             done: true,
         });
         let ocx = std::env::current_exe()
