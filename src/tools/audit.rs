@@ -84,7 +84,22 @@ impl Tool for Audit {
             )
             .next("give a record's full hash, or a path such as PLAN.md"));
         }
-        let checkin = call.checkin("checkin", &input.checkin)?;
+        let server = super::served::pull_first(call)?;
+        let mut checkin = call.checkin("checkin", &input.checkin)?;
+        if let Some(server) = &server {
+            let said = super::served::receipts(server, std::slice::from_ref(&checkin.hash))?;
+            call.read(format!("{server}'s receipt for the check-in"));
+            match said.into_iter().next() {
+                Some(r) if r.received => checkin.sender = r.user,
+                _ => {
+                    return Err(Stop::field(
+                        "checkin",
+                        format!("{server} has not received {}", checkin.hash),
+                    )
+                    .next("judge a check-in the server holds"));
+                }
+            }
+        }
         let repo = call.repo()?;
         let caller = call.caller()?.login.clone();
         if checkin.sender.as_deref() == Some(caller.as_str()) || checkin.user == caller {

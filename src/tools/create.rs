@@ -90,6 +90,7 @@ impl Tool for Create {
             Stop::field(p.field, p.reason)
                 .next("correct the field; `ocx help create` describes each")
         };
+        super::served::pull_first(call)?;
         let repo = call.repo()?;
         let runner = input.runner.clone().unwrap_or_else(|| "claude".into());
         if !runner::valid_name(&runner) {

@@ -29,6 +29,7 @@ pub mod register;
 pub mod run_login;
 pub mod save;
 pub mod send_runs;
+pub mod served;
 pub mod status;
 pub mod stop;
 pub mod test;

@@ -91,6 +91,7 @@ impl Tool for Post {
             return Err(Stop::field("to", "a decision names its question")
                 .next("give to, the question's hash"));
         }
+        super::served::pull_first(call)?;
         let place = match (&input.to, &input.title) {
             (Some(_), Some(_)) => {
                 return Err(
@@ -204,7 +205,8 @@ impl Tool for Post {
 /// run); a batch not `published` goes to the moderators' queue. On a node
 /// the node is woken after (a write there starts no backoffice); in a
 /// clone's checkout the write is pushed to the clone's server, so that
-/// server records the caller as its sender.
+/// server records the caller as its sender, and counts as done only once
+/// the server's receipt says it received each artifact from the caller.
 pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop> {
     for (what, hash, _) in &batch.artifacts {
         call.log(Op::Compose {
@@ -252,6 +254,13 @@ pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop
             operation: format!("push to {remote}"),
             done: !call.dry_run,
         });
+        if !call.dry_run
+            && published
+            && let Some(server) = super::served::server(call)?
+        {
+            let sender = call.caller()?.login.clone();
+            super::served::confirm(call, &server, &batch.hashes(), &sender)?;
+        }
     }
     Ok(())
 }

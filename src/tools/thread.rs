@@ -1,6 +1,7 @@
 //! `thread`: what was said in a forum thread or on a ticket, in the order
 //! the repository received it (rcvid, then rid), each with its sender.
-//! Writes nothing.
+//! In a clone's checkout it pulls first, reads the clone, and orders and
+//! names each by the server's receipts. Writes nothing.
 
 use crate::fossil::repo::{Said, julian_to_rfc3339};
 use crate::place::Place;
@@ -62,6 +63,7 @@ impl Tool for Thread {
     const WRITES: bool = false;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let server = super::served::pull_first(call)?;
         let place = call.place("of", &input.of)?;
         let caller = call.caller()?.clone();
         let repo = call.repo()?;
@@ -104,6 +106,9 @@ impl Tool for Thread {
         call.read("every post of the place, in received order");
         if !caller.capabilities.has('x') {
             said.retain(|s| !s.private);
+        }
+        if let Some(server) = &server {
+            said = by_server(call, server, said)?;
         }
         if let Some(after) = &input.after {
             let prefix = crate::stop::hash_prefix("after", after)?;
@@ -153,6 +158,43 @@ impl Tool for Thread {
         }
         s
     }
+}
+
+/// What was said, read in a clone, ordered and named by `server`'s
+/// receipts: what it received in its order (receipt, then row), each from
+/// whom it received it; what it has not received last, from no one.
+/// Refused when it has not received the first post or change.
+fn by_server(call: &mut Call, server: &str, said: Vec<Said>) -> Result<Vec<Said>, Stop> {
+    let hashes: Vec<String> = said.iter().map(|s| s.hash.clone()).collect();
+    let receipts = super::served::receipts(server, &hashes)?;
+    call.read(format!(
+        "{server}'s receipts for {} posts or changes",
+        hashes.len()
+    ));
+    if receipts.first().is_some_and(|r| !r.received) {
+        return Err(Stop::field(
+            "of",
+            format!("{server} has not received the first post or change of this place"),
+        )
+        .next("push it to the server first, or name a place the server holds"));
+    }
+    let mut received = Vec::new();
+    let mut not_received = Vec::new();
+    for (mut s, r) in said.into_iter().zip(receipts) {
+        s.from = r.user;
+        if r.received {
+            received.push(((r.rcvid.unwrap_or(0), r.rid.unwrap_or(0)), s));
+        } else {
+            s.from = None;
+            not_received.push(s);
+        }
+    }
+    received.sort_by_key(|(k, _)| *k);
+    Ok(received
+        .into_iter()
+        .map(|(_, s)| s)
+        .chain(not_received)
+        .collect())
 }
 
 fn text_of(call: &Call, s: Said) -> Result<Saying, Stop> {

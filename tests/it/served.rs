@@ -168,11 +168,11 @@ impl Enrolled {
         site.repo
             .json(&["hook", "install", "--url", &site.server.base()])
             .ok();
+        let machine = tempfile::tempdir().unwrap();
+        let (code, login, password) = enrol(&site, machine.path(), "clone");
         if node {
             site.repo.json(&["node", "start"]).ok();
         }
-        let machine = tempfile::tempdir().unwrap();
-        let (code, login, password) = enrol(&site, machine.path(), "clone");
         Enrolled {
             site,
             _machine: machine,
@@ -416,4 +416,265 @@ fn a_record_for_an_agent_machine_gets_a_run_login_only_that_machine_collects_unt
     });
     let (_, no) = e.run_login(&record, Some(&e.cookie()));
     assert_eq!(no["stopped"]["reason"], refusal, "nothing once answered");
+}
+
+/// POSTs `body` as JSON to the page's `tool` with `cookie` (none:
+/// unsigned): status and the answer.
+fn post_json(server: &Server, tool: &str, cookie: Option<&str>, body: &Value) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let body = body.to_string();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let cookie = cookie
+        .map(|c| format!("Cookie: {c}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "POST /ext/ocx-cgi/{tool}?json HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n{cookie}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        server.port,
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, text) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
+    (
+        status,
+        serde_json::from_str(text).unwrap_or_else(|_| panic!("not JSON: {out}")),
+    )
+}
+
+#[test]
+fn receipt_and_unaudited_answer_a_signed_in_machine_as_json_within_what_it_may_read() {
+    let e = Enrolled::new(false);
+    let post = thread(&e.site.repo);
+    let checkin = e.site.repo.commit_as("alice", "a.txt", "one", None);
+    let machine = e.cookie();
+    let asked = serde_json::json!({"artifacts": [post, checkin], "capabilities_of": "alice"});
+    let (status, seen) = post_json(&e.site.server, "receipt", Some(&machine), &asked);
+    assert_eq!(status, 200, "{seen}");
+    let artifacts = seen["result"]["artifacts"].as_array().unwrap();
+    assert_eq!(artifacts[0]["hash"], post.as_str());
+    assert_eq!(artifacts[0]["received"], true);
+    assert_eq!(artifacts[0]["user"], "alice");
+    assert_eq!(artifacts[1]["user"], "alice", "the check-in's sender");
+    assert!(artifacts[0]["rcvid"].as_i64().unwrap() > 0);
+    assert!(seen["result"]["capabilities_of"]["capabilities"].is_string());
+
+    let (status, nothing) = post_json(&e.site.server, "receipt", None, &asked);
+    assert_eq!(status, 200, "{nothing}");
+    for a in nothing["result"]["artifacts"].as_array().unwrap() {
+        assert_eq!(a["received"], false, "nobody may not read: {a}");
+        assert!(a["user"].is_null());
+    }
+    assert!(nothing["result"]["capabilities_of"]["capabilities"].is_null());
+
+    let (status, open) = e.site.get("/ext/ocx-cgi/unaudited?json", Some(&machine));
+    assert_eq!(status, 200, "{open}");
+    let listed = |v: &Value| {
+        v["result"]["checkins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["checkin"] == checkin.as_str())
+    };
+    assert!(listed(&open), "{open}");
+    for cookie in [None, Some(e.site.server.login("zed"))] {
+        let (status, no) = e.site.get("/ext/ocx-cgi/unaudited?json", cookie.as_deref());
+        assert_eq!(status, 403, "without Read (o): {no}");
+        assert!(no["result"].is_null());
+    }
+
+    // A verdict from the agent machine's node login counts for nothing: a
+    // node runs others' work and judges none; pat's counts.
+    e.site.repo.user("judge", "oi");
+    let verdict = |user: &str| {
+        e.site
+            .repo
+            .json(&[
+                "audit",
+                "--user",
+                user,
+                "--checkin",
+                &checkin,
+                "--verdict",
+                "pass",
+                "--reason",
+                "reads well",
+                "--against",
+                "PLAN.md",
+            ])
+            .ok();
+    };
+    e.site
+        .repo
+        .fossil(&["user", "capabilities", &e.login, "goC4wi"]);
+    verdict(&e.login);
+    let (_, still) = e.site.get("/ext/ocx-cgi/unaudited?json", Some(&machine));
+    assert!(
+        listed(&still),
+        "the node login's verdict does not count: {still}"
+    );
+    verdict("judge");
+    let (_, judged) = e.site.get("/ext/ocx-cgi/unaudited?json", Some(&machine));
+    assert!(!listed(&judged), "judge's verdict counts: {judged}");
+}
+
+/// A person's clone of the served repository, cloned over HTTP as `login`
+/// (its password remembered), with a checkout open in `work`.
+struct PersonClone {
+    _dir: tempfile::TempDir,
+    work: std::path::PathBuf,
+}
+
+impl PersonClone {
+    fn new(site: &Site, login: &str) -> PersonClone {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mine.fossil");
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let url = format!("http://{login}:{login}-pw@127.0.0.1:{}/", site.server.port);
+        let fossil = |args: &[&std::ffi::OsStr], cwd: &std::path::Path| {
+            let out = std::process::Command::new(crate::support::fossil())
+                .args(args)
+                .current_dir(cwd)
+                .env("USER", login)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{args:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        fossil(
+            &[
+                "clone".as_ref(),
+                url.as_ref(),
+                file.as_os_str(),
+                "--save-http-password".as_ref(),
+            ],
+            dir.path(),
+        );
+        fossil(&["open".as_ref(), file.as_os_str()], &work);
+        fossil(
+            &["user".as_ref(), "default".as_ref(), login.as_ref()],
+            &work,
+        );
+        PersonClone { _dir: dir, work }
+    }
+
+    /// `ocx ARGS --json` in the checkout.
+    fn ocx(&self, args: &[&str]) -> crate::support::Run {
+        let mut c = std::process::Command::new(crate::support::ocx_bin());
+        c.args(args).arg("--json").current_dir(&self.work);
+        crate::support::run(c, None)
+    }
+
+    fn fossil(&self, args: &[&str]) {
+        let out = std::process::Command::new(crate::support::fossil())
+            .args(args)
+            .current_dir(&self.work)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_received_them() {
+    let site = Site::new();
+    site.repo.user("carol", "v234");
+    site.repo.fossil(&["user", "capabilities", "nobody", "go"]);
+    let root = thread(&site.repo);
+    let clone = PersonClone::new(&site, "alice");
+    let reply = site
+        .repo
+        .json(&[
+            "post",
+            "--user",
+            "carol",
+            "--to",
+            &root,
+            "--text",
+            "Carol agrees.",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let read = clone.ocx(&["thread", "--of", &root]).ok();
+    let posts = read["posts"].as_array().unwrap();
+    let from: Vec<(&str, &str)> = posts
+        .iter()
+        .map(|p| {
+            (
+                p["hash"].as_str().unwrap(),
+                p["from"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        from,
+        vec![(root.as_str(), "alice"), (reply.as_str(), "carol")],
+        "pulled first, each named as the server received it: {read:#}"
+    );
+
+    let mine = clone
+        .ocx(&[
+            "post",
+            "--to",
+            &root,
+            "--text",
+            "Alice replies from her clone.",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        site.repo.sender(&mine).as_deref(),
+        Some("alice"),
+        "the server received it from alice"
+    );
+
+    let checkin = site.repo.commit_as("carol", "b.txt", "two", None);
+    let verdict = clone
+        .ocx(&[
+            "audit",
+            "--checkin",
+            &checkin,
+            "--verdict",
+            "pass",
+            "--reason",
+            "fine",
+            "--against",
+            "PLAN.md",
+        ])
+        .ok();
+    assert_eq!(
+        verdict["checkin"].as_str(),
+        Some(checkin.as_str()),
+        "{verdict:#}"
+    );
+
+    // The clone's default user is not the login it pushes as: the server
+    // receives the post from alice, so it does not count as dora's.
+    clone.fossil(&["user", "new", "dora", "dora@example.org", "dora-pw"]);
+    clone.fossil(&["user", "capabilities", "dora", "v234"]);
+    clone.fossil(&["user", "default", "dora"]);
+    let refused = clone.ocx(&["post", "--to", &root, "--text", "Dora's word."]);
+    assert_eq!(refused.refused(), "server");
+    let answer = refused.answer();
+    let reason = answer["stopped"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("received it from alice, not from dora"),
+        "{reason}"
+    );
 }
