@@ -166,7 +166,9 @@ impl Tool for Status {
                 heard: crate::node::machine::Heard::load(&root),
             })
         });
-        let root = crate::node::root_of(repo).map_err(Stop::internal)?;
+        let root = crate::node::root_of(repo)
+            .map_err(Stop::internal)?
+            .or_else(|| crate::node::machine_root(repo));
         let cfg = root
             .as_deref()
             .and_then(crate::node::config::NodeConfig::load);

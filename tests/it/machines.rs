@@ -18,6 +18,7 @@ const RUNNER: &str = r#"#!/usr/bin/python3
 import sys, os, re, subprocess
 log = os.environ["OCX_TEST_LOG"]
 ocx = os.environ["OCX_TEST_BIN"]
+os.umask(0)
 def note(text):
     with open(log, "a") as f:
         f.write(text + "\n")
@@ -435,4 +436,117 @@ impl Machine {
         });
         m
     }
+}
+
+/// Kills the process whose id `file` holds, at once (SIGKILL).
+fn kill_from(file: &Path) {
+    let pid: i32 = std::fs::read_to_string(file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// One response to `record` on the served repository: waits for it, then
+/// makes sure no second one follows.
+fn answered_once(site: &Site, record: &str) -> (String, String) {
+    let first = until(&format!("a response to {record}"), 90, || {
+        site.responses(record).into_iter().next()
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        site.responses(record),
+        vec![first.clone()],
+        "answered exactly once"
+    );
+    first
+}
+
+#[test]
+fn three_machines_take_only_their_records_and_a_stop_a_killed_machine_and_a_restarted_server_are_answered_once()
+ {
+    let mut site = Site::new();
+    let machines: Vec<Machine> = (0..3).map(|_| Machine::enroll_checked(&site)).collect();
+    let users = ["echo-ma", "echo-mb", "echo-mc"];
+    let records: Vec<String> = machines
+        .iter()
+        .zip(users)
+        .map(|(m, u)| site.record(&m.code, u))
+        .collect();
+    for r in &records {
+        let started = Instant::now();
+        while !site.log().contains(&format!("Record {r}")) {
+            if started.elapsed() > Duration::from_secs(60) {
+                for m in &machines {
+                    eprintln!("{}: {}", m.login, m.node_log());
+                }
+                for p in site.thread(r) {
+                    eprintln!("{}", p["text"]);
+                }
+                panic!("never started: {r}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for (i, m) in machines.iter().enumerate() {
+        let care = m.ocx(&["status"]).ok()["machine"]["records"].clone();
+        assert_eq!(care, json!([records[i]]), "machine {i} holds its own record alone");
+        for (j, r) in records.iter().enumerate() {
+            assert_eq!(
+                m.node_log().contains(&format!("opened {}", &r[..10])),
+                i == j,
+                "machine {i} and record {j}:\n{}",
+                m.node_log()
+            );
+        }
+    }
+    let uids: Vec<Value> = machines
+        .iter()
+        .map(|m| m.ocx(&["status"]).ok()["run_uids"].clone())
+        .collect();
+    assert!(
+        uids[0] != uids[1] && uids[1] != uids[2] && uids[0] != uids[2],
+        "each machine's runs have their own uids: {uids:?}"
+    );
+
+    // A stop, from the record's sender on the served repository.
+    site.repo.json(&["stop", &records[0]]).ok();
+    let (outcome, from) = answered_once(&site, &records[0]);
+    assert_eq!((outcome.as_str(), from.as_str()), ("stopped", machines[0].login.as_str()));
+    until("machine a's run's capabilities withdrawn", 30, || {
+        (site.caps(users[0]).as_deref() == Some("")).then_some(())
+    });
+
+    // Machine b killed, its node and its run's watcher: lost once it starts again.
+    let b = &machines[1];
+    let dir = ocx::node::config::NodeConfig::run_dir(&b.root(), &records[1]);
+    kill_from(&b.root().join("node.pid"));
+    kill_from(&dir.join("watcher.pid"));
+    until("machine b's watcher gone", 30, || {
+        (!ocx::node::watcher_alive(&dir)).then_some(())
+    });
+    b.ocx(&["node", "start"]).ok();
+    let (outcome, from) = answered_once(&site, &records[1]);
+    assert_eq!((outcome.as_str(), from.as_str()), ("lost", b.login.as_str()));
+
+    // The server away while machine c's run ends: its answer waits in the
+    // clone and reaches the server once it is back, once.
+    let c = &machines[2];
+    site.halt();
+    c.ocx(&["node", "stop", "--runs"]).ok();
+    assert!(
+        site.responses(&records[2]).is_empty(),
+        "nothing received while the server is away"
+    );
+    site.serve();
+    c.ocx(&["node", "start"]).ok();
+    let (outcome, from) = answered_once(&site, &records[2]);
+    assert_eq!((outcome.as_str(), from.as_str()), ("stopped", c.login.as_str()));
+    until("machine c's run's capabilities withdrawn", 30, || {
+        (site.caps(users[2]).as_deref() == Some("")).then_some(())
+    });
 }
