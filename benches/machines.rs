@@ -74,7 +74,8 @@ fn main() {
     f(&["user", "new", "pat", "x", "patpw", "-R", &r], dir);
     f(&["user", "capabilities", "pat", "v4", "-R", &r], dir);
     let page = dir.join("page.md");
-    let block = serde_json::json!({"command": [runner], "env": {"OCX_BENCH_OUT": out}, "input": "lines"});
+    let block =
+        serde_json::json!({"command": [runner], "env": {"OCX_BENCH_OUT": out}, "input": "lines"});
     std::fs::write(&page, format!("```json\n{block}\n```\n")).unwrap();
     f(
         &[
@@ -95,7 +96,13 @@ fn main() {
         .unwrap()
         .port();
     let server = Command::new(&fossil)
-        .args(["server", "--port", &port.to_string(), "--localhost", "--nojail"])
+        .args([
+            "server",
+            "--port",
+            &port.to_string(),
+            "--localhost",
+            "--nojail",
+        ])
         .arg("--extroot")
         .arg(&ext)
         .arg(&repo)
@@ -150,8 +157,7 @@ fn main() {
         let login = ocx::protocol::found::node_login(&code);
         let root = ocx::node::config::default_root(&clone);
         let creds: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(root.join("credentials.json")).unwrap())
-                .unwrap();
+            serde_json::from_slice(&std::fs::read(root.join("credentials.json")).unwrap()).unwrap();
         use sha2::Digest;
         let key = hex::encode(sha2::Sha256::digest(
             creds["code"].as_str().unwrap().as_bytes(),
@@ -265,7 +271,11 @@ fn main() {
     for k in 0..rounds {
         let returned = push(&work);
         for u in &all {
-            let n = if u == "bench-one" { already + k + 1 } else { k + 2 };
+            let n = if u == "bench-one" {
+                already + k + 1
+            } else {
+                k + 2
+            };
             let read = read_at(&wait_lines(&out.join(u), n));
             many.push((read as f64 - returned as f64) / 1e6);
         }

@@ -186,7 +186,9 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
     if cfg.machine.is_some() {
         let server = machine::Server::of(&cfg)?.ok_or(NodeError::NotANode)?;
         let (root, cfg, woken) = (root.to_path_buf(), cfg.clone(), poked.clone());
-        std::thread::spawn(move || machine::listen(&root, &cfg, &server, || woken.send(()).is_ok()));
+        std::thread::spawn(move || {
+            machine::listen(&root, &cfg, &server, || woken.send(()).is_ok())
+        });
     }
     let kept = Kept::new();
     log(

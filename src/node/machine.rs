@@ -63,9 +63,7 @@ pub fn read_credentials(path: &Path) -> Result<(String, String), MachineError> {
         .open(path)
         .map_err(|e| refuse(e.to_string()))?;
     let meta = file.metadata().map_err(|e| refuse(e.to_string()))?;
-    if !meta.is_file()
-        || meta.mode() & 0o077 != 0
-        || meta.uid() != nix::unistd::geteuid().as_raw()
+    if !meta.is_file() || meta.mode() & 0o077 != 0 || meta.uid() != nix::unistd::geteuid().as_raw()
     {
         return Err(refuse(
             "is not a regular file its owner alone may read (chmod 600)".into(),
@@ -175,7 +173,11 @@ impl Server {
     }
 
     fn cookie(&self) -> Result<String, MachineError> {
-        let kept = self.cookie.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let kept = self
+            .cookie
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         match kept {
             Some(c) => Ok(c),
             None => self.sign_in(),
@@ -231,7 +233,9 @@ impl Server {
         }
         Err(self.failed(format!(
             "{tool} refused: {}",
-            answer["stopped"]["reason"].as_str().unwrap_or("no reason given")
+            answer["stopped"]["reason"]
+                .as_str()
+                .unwrap_or("no reason given")
         )))
     }
 
@@ -451,6 +455,7 @@ struct Unconfirmed {
 /// else a new one written in the clone; then pushed and confirmed. Answers
 /// the response's hash and whether the server's receipt confirmed it; an
 /// unconfirmed one is pushed again by [`push_unconfirmed`].
+#[allow(clippy::too_many_arguments)]
 pub fn respond(
     root: &Path,
     cfg: &NodeConfig,
@@ -462,7 +467,8 @@ pub fn respond(
     note: &str,
 ) -> Result<(String, bool), NodeMachineError> {
     let _lock = super::lock(&root.join("respond.lock"), true)?;
-    let kept = kept_unconfirmed(root, &record.hash).filter(|h| repo.receipt(h).ok().flatten().is_some());
+    let kept =
+        kept_unconfirmed(root, &record.hash).filter(|h| repo.receipt(h).ok().flatten().is_some());
     let written = match kept {
         Some(h) => Some(h),
         None => own_response(repo, server, record, &cfg.server_code).unwrap_or(None),
@@ -667,9 +673,9 @@ pub fn listen(root: &Path, cfg: &NodeConfig, server: &Server, wake: impl Fn() ->
                     }
                 }
                 after = None;
-                std::thread::sleep(Duration::from_secs(1u64 << failures.min(6)).min(
-                    Duration::from_secs(60),
-                ));
+                std::thread::sleep(
+                    Duration::from_secs(1u64 << failures.min(6)).min(Duration::from_secs(60)),
+                );
             }
         }
     }

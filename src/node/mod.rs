@@ -148,7 +148,12 @@ pub fn check_enforceable(
         .and_then(|root| NodeConfig::load(&root))
         .map(|c| c.ceiling)
         .unwrap_or_default();
-    Ok(enforceable(record, runner_found, &restrictions_enforced(), &ceiling))
+    Ok(enforceable(
+        record,
+        runner_found,
+        &restrictions_enforced(),
+        &ceiling,
+    ))
 }
 
 /// [`check_enforceable`] once the runner is looked for: whether its page

@@ -681,7 +681,10 @@ impl Node<'_> {
             return self.refuse(
                 &r,
                 "user",
-                &format!("the server named the run's login {user}, not {}", r.record.user),
+                &format!(
+                    "the server named the run's login {user}, not {}",
+                    r.record.user
+                ),
             );
         }
         let dir = NodeConfig::run_dir(self.root, &r.hash);

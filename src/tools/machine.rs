@@ -78,7 +78,9 @@ impl Tool for MachineTool {
                 done: !call.dry_run,
             });
             if call.dry_run {
-                return Err(Stop::new("a dry run makes no clone, so it can go no further"));
+                return Err(Stop::new(
+                    "a dry run makes no clone, so it can go no further",
+                ));
             }
         }
         let repo = Repository::open(&path).map_err(Stop::internal)?;

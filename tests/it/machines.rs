@@ -101,7 +101,13 @@ impl Site {
     /// Starts `fossil server` on the site's port, as before a restart.
     fn serve(&mut self) {
         let child = Command::new(crate::support::fossil())
-            .args(["server", "--port", &self.port.to_string(), "--localhost", "--nojail"])
+            .args([
+                "server",
+                "--port",
+                &self.port.to_string(),
+                "--localhost",
+                "--nojail",
+            ])
             .arg("--extroot")
             .arg(self.ext.dir.path())
             .arg(&self.repo.file)
@@ -228,20 +234,32 @@ impl Site {
             .env("USER", "pat")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let out = Command::new(crate::support::fossil())
             .arg("open")
             .arg(&clone)
             .current_dir(dir.path())
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let out = Command::new(crate::support::fossil())
             .args(["user", "default", "pat", "-R"])
             .arg(&clone)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         dir
     }
 }
@@ -286,14 +304,23 @@ impl Machine {
         let clone = dir.path().join("agent.fossil");
         let machine = |dir: &Path| {
             let mut c = Command::new(ocx_bin());
-            c.args(["machine", &site.base(), "--repository", "agent.fossil", "--json"])
-                .current_dir(dir);
+            c.args([
+                "machine",
+                &site.base(),
+                "--repository",
+                "agent.fossil",
+                "--json",
+            ])
+            .current_dir(dir);
             run(c, None)
         };
         let asked = machine(dir.path()).answer();
         assert_eq!(asked["ok"], false, "{asked}");
         let reason = asked["stopped"]["reason"].as_str().unwrap();
-        assert!(reason.contains("/ext/ocx-cgi/approve?login=node-"), "{asked}");
+        assert!(
+            reason.contains("/ext/ocx-cgi/approve?login=node-"),
+            "{asked}"
+        );
         let code = ocx::fossil::Repository::open(&clone)
             .unwrap()
             .server_code()
@@ -301,8 +328,7 @@ impl Machine {
         let login = ocx::protocol::found::node_login(&code);
         let root = ocx::node::config::default_root(&clone);
         let creds: Value =
-            serde_json::from_slice(&std::fs::read(root.join("credentials.json")).unwrap())
-                .unwrap();
+            serde_json::from_slice(&std::fs::read(root.join("credentials.json")).unwrap()).unwrap();
         use sha2::Digest;
         let key = hex::encode(sha2::Sha256::digest(
             creds["code"].as_str().unwrap().as_bytes(),
@@ -366,7 +392,10 @@ fn a_run_on_an_agent_machine_hears_a_pushed_post_answers_it_as_its_user_and_is_a
         "the credentials file is its owner's alone"
     );
     let granted = site.caps(&m.login).unwrap();
-    assert!(granted.contains('i') && !granted.contains(['a', 's']), "{granted}");
+    assert!(
+        granted.contains('i') && !granted.contains(['a', 's']),
+        "{granted}"
+    );
 
     let record = site.record(&m.code, "echo-m1");
     assert_eq!(
@@ -387,9 +416,11 @@ fn a_run_on_an_agent_machine_hears_a_pushed_post_answers_it_as_its_user_and_is_a
     assert!(heard.ends_with("from pat: hello from pat"), "{heard}");
     assert_eq!(site.line("answered "), "answered ok");
     let answer = until("the run's answer on the server", 30, || {
-        site.thread(&record)
-            .into_iter()
-            .find(|p| p["text"].as_str().is_some_and(|t| t.contains("heard: hello")))
+        site.thread(&record).into_iter().find(|p| {
+            p["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("heard: hello"))
+        })
     });
     assert_eq!(answer["from"], "echo-m1", "received from the run's user");
 
@@ -494,7 +525,11 @@ fn three_machines_take_only_their_records_and_a_stop_a_killed_machine_and_a_rest
     }
     for (i, m) in machines.iter().enumerate() {
         let care = m.ocx(&["status"]).ok()["machine"]["records"].clone();
-        assert_eq!(care, json!([records[i]]), "machine {i} holds its own record alone");
+        assert_eq!(
+            care,
+            json!([records[i]]),
+            "machine {i} holds its own record alone"
+        );
         for (j, r) in records.iter().enumerate() {
             assert_eq!(
                 m.node_log().contains(&format!("opened {}", &r[..10])),
@@ -516,7 +551,10 @@ fn three_machines_take_only_their_records_and_a_stop_a_killed_machine_and_a_rest
     // A stop, from the record's sender on the served repository.
     site.repo.json(&["stop", &records[0]]).ok();
     let (outcome, from) = answered_once(&site, &records[0]);
-    assert_eq!((outcome.as_str(), from.as_str()), ("stopped", machines[0].login.as_str()));
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        ("stopped", machines[0].login.as_str())
+    );
     until("machine a's run's capabilities withdrawn", 30, || {
         (site.caps(users[0]).as_deref() == Some("")).then_some(())
     });
@@ -531,7 +569,10 @@ fn three_machines_take_only_their_records_and_a_stop_a_killed_machine_and_a_rest
     });
     b.ocx(&["node", "start"]).ok();
     let (outcome, from) = answered_once(&site, &records[1]);
-    assert_eq!((outcome.as_str(), from.as_str()), ("lost", b.login.as_str()));
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        ("lost", b.login.as_str())
+    );
 
     // The server away while machine c's run ends: its answer waits in the
     // clone and reaches the server once it is back, once.
@@ -545,7 +586,10 @@ fn three_machines_take_only_their_records_and_a_stop_a_killed_machine_and_a_rest
     site.serve();
     c.ocx(&["node", "start"]).ok();
     let (outcome, from) = answered_once(&site, &records[2]);
-    assert_eq!((outcome.as_str(), from.as_str()), ("stopped", c.login.as_str()));
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        ("stopped", c.login.as_str())
+    );
     until("machine c's run's capabilities withdrawn", 30, || {
         (site.caps(users[2]).as_deref() == Some("")).then_some(())
     });
