@@ -37,12 +37,15 @@ fn main() {
         .tempdir()
         .unwrap();
     let dir = tmp.path();
+    eprintln!("working in {}", dir.display());
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = dir.join("out");
     std::fs::create_dir(&out).unwrap();
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let runner = dir.join("runner.py");
+    let prog = dir.join("prog");
+    std::fs::create_dir(&prog).unwrap();
+    let runner = prog.join("runner.py");
     std::fs::write(&runner, RUNNER).unwrap();
     std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
     let ext = dir.join("ext");
@@ -218,7 +221,11 @@ fn main() {
     f(&["settings", "autosync", "off"], &work);
     let mut pushed = 0usize;
     let mut push = |work: &Path| -> u128 {
-        std::fs::write(work.join("f.txt"), format!("{pushed}\n")).unwrap();
+        std::fs::write(
+            work.join("f.txt"),
+            format!("{pushed} {}\n", "x".repeat(pushed)),
+        )
+        .unwrap();
         if pushed == 0 {
             f(&["add", "f.txt"], work);
         }
@@ -251,6 +258,15 @@ fn main() {
         let returned = push(&work);
         let read = read_at(&wait_lines(&out.join("bench-one"), i + 2));
         one.push((read as f64 - returned as f64) / 1e6);
+        if std::env::var_os("OCX_BENCH_DEBUG").is_some() {
+            let root = dir.join("machine0/agent.fossil.ocx-node");
+            eprintln!(
+                "{} {}\n{}",
+                returned / 1_000_000,
+                std::fs::read_to_string(root.join("heard.json")).unwrap_or_default(),
+                std::fs::read_to_string(root.join("node.log")).unwrap_or_default()
+            );
+        }
     }
     let (m, p) = stat(&mut one);
     println!("{pushes} check-ins pushed to the server, one run on an agent machine:");
@@ -339,11 +355,29 @@ fn wait_lines(log: &Path, n: usize) -> String {
         if lines.len() >= n {
             return lines[n - 1].to_string();
         }
-        assert!(
-            Instant::now() < until,
-            "line {n} of {} never arrived",
-            log.display()
-        );
+        if Instant::now() >= until {
+            let dir = log.parent().and_then(Path::parent).unwrap();
+            for i in 0..3 {
+                let root = dir.join(format!("machine{i}/agent.fossil.ocx-node"));
+                eprintln!(
+                    "machine {i}: {}",
+                    std::fs::read_to_string(root.join("node.log")).unwrap_or_default()
+                );
+                for run in std::fs::read_dir(root.join("runs"))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    for f in ["watch.log", "output.log"] {
+                        eprintln!(
+                            "{f}: {}",
+                            std::fs::read_to_string(run.path().join(f)).unwrap_or_default()
+                        );
+                    }
+                }
+            }
+            panic!("line {n} of {} never arrived", log.display());
+        }
         std::thread::sleep(Duration::from_millis(1));
     }
 }

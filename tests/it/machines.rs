@@ -594,3 +594,90 @@ fn three_machines_take_only_their_records_and_a_stop_a_killed_machine_and_a_rest
         (site.caps(users[2]).as_deref() == Some("")).then_some(())
     });
 }
+
+#[test]
+fn a_machine_believes_the_servers_receipts_not_its_clone_a_record_from_pat_and_a_forged_response_count_for_nothing()
+ {
+    let site = Site::new();
+    let m = Machine::enroll_checked(&site);
+    let pat = site.pat_clone();
+    // In the machine's clone every pulled artifact's receipt names the
+    // clone's own administrator, the machine's login: only the server
+    // says pat sent this record, and pat may not send one.
+    let mut c = Command::new(ocx_bin());
+    c.args([
+        "create",
+        "--runner",
+        "echo",
+        "--objective",
+        "Run as pat wishes",
+        "--wall",
+        "5m",
+        "--node",
+        &m.code,
+        "--run-user",
+        "echo-pat",
+        "--json",
+    ])
+    .current_dir(pat.path());
+    let from_pat = run(c, None).ok()["record"].as_str().unwrap().to_string();
+    until("the machine ignores pat's record", 60, || {
+        m.node_log()
+            .contains(&format!(
+                "ignored record {}: its sender may not send one",
+                &from_pat[..10]
+            ))
+            .then_some(())
+    });
+    assert_eq!(site.caps("echo-pat"), None, "no run login made");
+    assert!(!site.log().contains("Run as pat wishes"), "no run started");
+
+    // A response pat forges, naming the machine's node, closes nothing.
+    let record = site.record(&m.code, "echo-forged");
+    site.line(&format!("Record {record}"));
+    let forged = format!(
+        "OCX response: forged.\n\n```json\n{}\n```\n",
+        json!({"ocx": 1, "kind": "response", "node": m.code, "answers": record,
+               "outcome": "exited", "note": "forged by pat"})
+    );
+    site.pat_posts(pat.path(), &record, &forged);
+    site.pat_posts(pat.path(), &record, "after the forgery");
+    site.line("answered ");
+    assert!(
+        site.log().contains("from pat: after the forgery"),
+        "the machine acted on what followed the forgery"
+    );
+    assert!(
+        !site.log().contains("forged by pat"),
+        "a response is no delivery"
+    );
+    assert_eq!(
+        m.ocx(&["status"]).ok()["machine"]["records"],
+        json!([record]),
+        "still in the machine's care"
+    );
+    assert_eq!(
+        site.caps("echo-forged").as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES),
+        "its run keeps its capabilities"
+    );
+    site.pat_posts(pat.path(), &record, "exit-now 0");
+    let mine = || -> Vec<(String, String)> {
+        site.responses(&record)
+            .into_iter()
+            .filter(|(_, from)| from == &m.login)
+            .collect()
+    };
+    until("the machine's response", 60, || {
+        (!mine().is_empty()).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        mine(),
+        vec![("exited".to_string(), m.login.clone())],
+        "once"
+    );
+    until("the run's capabilities withdrawn", 30, || {
+        (site.caps("echo-forged").as_deref() == Some("")).then_some(())
+    });
+}
