@@ -212,7 +212,7 @@ impl Server {
                 .limit(16 << 20)
                 .read_to_string()
                 .map_err(|e| self.failed(e))?;
-            if attempt == 0 && (status == 401 || not_signed_in(&text)) {
+            if attempt == 0 && (status == 401 || status == 403 || not_signed_in(&text)) {
                 continue;
             }
             return Ok((status, text));
@@ -687,4 +687,43 @@ fn pull(fossil: &Fossil, cfg: &NodeConfig, heard: &mut Heard, root: &Path) {
         Err(e) => heard.last_failure = Some(format!("pull: {e}")),
     }
     heard.save(root);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn credentials_are_read_only_from_a_file_its_owner_alone_may_read_holding_a_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.json");
+        std::fs::write(&file, r#"{"user": "node-0a1b2c3d", "password": "pw"}"#).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(
+            read_credentials(&file).unwrap(),
+            ("node-0a1b2c3d".to_string(), "pw".to_string())
+        );
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read_credentials(&file).is_err(), "others may read it");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(read_credentials(&link).is_err(), "never through a link");
+        std::fs::write(&file, r#"{"user": "node-0a1b2c3d", "code": "abc"}"#).unwrap();
+        let e = read_credentials(&file).unwrap_err().to_string();
+        assert!(e.contains("not approved"), "{e}");
+        std::fs::write(&file, "not json").unwrap();
+        assert!(read_credentials(&file).is_err());
+    }
+
+    #[test]
+    fn a_page_refusing_nobody_asks_for_a_new_sign_in_and_nothing_else_does() {
+        assert!(not_signed_in(
+            r#"{"ok": false, "stopped": {"reason": "nobody may read here"}}"#
+        ));
+        assert!(!not_signed_in(r#"{"ok": true, "result": {}}"#));
+        assert!(!not_signed_in("<html>"));
+        assert!(!not_signed_in(""));
+    }
 }
