@@ -96,7 +96,7 @@ fn open(
     let Some((r, machine)) = remote_record(repo, hash, own)? else {
         return Ok(None);
     };
-    let short = &hash[..10.min(hash.len())];
+    let short = short(hash);
     if repo.remote_run(hash)?.is_some()
         || r.problem.is_some()
         || found::response(repo, &r.place, hash, &r.record.node)?.is_some()
@@ -178,10 +178,12 @@ fn withdraw_answered(fossil: &Fossil, repo: &Repository) -> Result<Vec<String>, 
             fossil.user_capabilities(repo.path(), user, "")?;
         }
         fossil.config_delete(repo.path(), &remote_run_row(&hash))?;
-        report.push(format!(
-            "withdrew {user}: {} was answered",
-            &hash[..10.min(hash.len())]
-        ));
+        report.push(format!("withdrew {user}: {} was answered", short(&hash)));
     }
     Ok(report)
+}
+
+/// The first ten characters of a hash, for the log.
+fn short(hash: &str) -> String {
+    hash.chars().take(10).collect()
 }

@@ -97,13 +97,26 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     let fossil = kept.fossil_at(&cfg.fossil)?;
     let repo = kept.repository(&cfg.repository)?;
     let mut state = State::load(root);
-    let mut report = Report::new();
     let server = machine::Server::of(&cfg)?;
+    let mut arrivals = repo.arrivals_after(state.last_rid)?;
+    // Runs on agent machines first, before the last row handled moves past
+    // their records: a node killed meanwhile keeps them at its next wake
+    // (the served side's alone: a machine's clone keeps no run logins).
+    let said: Vec<String> = arrivals
+        .iter()
+        .filter(|a| {
+            !a.private && matches!(a.kind, ArrivalKind::Post { .. } | ArrivalKind::TicketChange)
+        })
+        .map(|a| a.hash.clone())
+        .collect();
+    let mut report = match server {
+        None => super::remote::keep(&fossil, &repo, &said),
+        Some(_) => Report::new(),
+    };
+    super::daemon::log(root, &report);
+    let logged_remote = report.len();
     if let Some(s) = &server {
         report.extend(machine::push_unconfirmed(root, &cfg, &fossil, s));
-    }
-    let mut arrivals = repo.arrivals_after(state.last_rid)?;
-    if let Some(s) = &server {
         let hashes: Vec<String> = arrivals.iter().map(|a| a.hash.clone()).collect();
         for (a, r) in arrivals.iter_mut().zip(s.receipts(&hashes)?) {
             a.sender = r.user.filter(|_| r.received);
@@ -119,7 +132,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         state: &mut state,
         report: &mut report,
     };
-    let mut logged = 0;
+    let mut logged = logged_remote;
     let export = crate::git::Export::of(&repo).ok().flatten();
     let mut changes_export = false;
     let mut rest = &arrivals[..];
@@ -159,19 +172,6 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         }
     }
     super::daemon::log(root, &report[logged..]);
-    let said: Vec<String> = arrivals
-        .iter()
-        .filter(|a| {
-            !a.private && matches!(a.kind, ArrivalKind::Post { .. } | ArrivalKind::TicketChange)
-        })
-        .map(|a| a.hash.clone())
-        .collect();
-    let kept = match server {
-        None => super::remote::keep(&fossil, &repo, &said),
-        Some(_) => Vec::new(),
-    };
-    super::daemon::log(root, &kept);
-    report.extend(kept);
     state.save(root)?;
     if let (Some(export), true) = (export, changes_export) {
         let line = export_line(export.keep_current(&fossil, &cfg.repository, Wait::No));

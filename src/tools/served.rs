@@ -61,10 +61,59 @@ pub fn pull_first(call: &mut Call) -> Result<Option<String>, Stop> {
     Ok(Some(server))
 }
 
-/// The server's receipts for `hashes`, in the order asked; refused when
-/// the server does not answer, refuses (its reason given as it says it),
-/// or answers for other artifacts than those asked, or in another order.
-pub fn receipts(server: &str, hashes: &[String]) -> Result<Vec<Received>, Stop> {
+/// The result of the server's `tool` asked with `input` (an unsigned POST
+/// of JSON), answered within `within`; `None` when the server offers no
+/// OCX page; refused, with the server's own reason, when it refuses.
+pub fn ask(
+    server: &str,
+    tool: &str,
+    input: &Value,
+    within: std::time::Duration,
+) -> Result<Option<Value>, Stop> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(within))
+        .build()
+        .into();
+    let failed = |why: String| {
+        Stop::field("server", format!("{server}'s {tool}: {why}"))
+            .next("check that the server answers and offers OCX's page, then try again")
+    };
+    let mut response = agent
+        .post(format!("{server}/ext/{PAGE}/{tool}?json"))
+        .header("Content-Type", "application/json")
+        .send(input.to_string())
+        .map_err(|e| failed(e.to_string()))?;
+    let status = response.status().as_u16();
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(4 << 20)
+        .read_to_string()
+        .map_err(|e| failed(e.to_string()))?;
+    let answer: Value = match serde_json::from_str(&body) {
+        Ok(a) => a,
+        Err(_) if status == 404 => return Ok(None),
+        Err(_) => return Err(failed(format!("its answer (HTTP {status}) is not OCX's"))),
+    };
+    if answer["ok"] != Value::Bool(true) || answer["tool"] != tool {
+        return Err(failed(
+            answer["stopped"]["reason"]
+                .as_str()
+                .unwrap_or("it refused")
+                .to_string(),
+        ));
+    }
+    Ok(Some(answer["result"].clone()))
+}
+
+/// The server's receipts for `hashes`, in the order asked; `None` when the
+/// server offers no OCX page (a 404 that is not OCX's answer); refused
+/// when the server does not answer, refuses (its reason given as it says
+/// it), or answers for other artifacts than those asked, or in another
+/// order.
+pub fn receipts(server: &str, hashes: &[String]) -> Result<Option<Vec<Received>>, Stop> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
@@ -90,8 +139,11 @@ pub fn receipts(server: &str, hashes: &[String]) -> Result<Vec<Received>, Stop> 
             .limit(4 << 20)
             .read_to_string()
             .map_err(|e| failed(e.to_string()))?;
-        let answer: Value = serde_json::from_str(&body)
-            .map_err(|_| failed(format!("its answer (HTTP {status}) is not OCX's")))?;
+        let answer: Value = match serde_json::from_str(&body) {
+            Ok(a) => a,
+            Err(_) if status == 404 => return Ok(None),
+            Err(_) => return Err(failed(format!("its answer (HTTP {status}) is not OCX's"))),
+        };
         if answer["ok"] != Value::Bool(true) {
             return Err(failed(
                 answer["stopped"]["reason"]
@@ -124,15 +176,31 @@ pub fn receipts(server: &str, hashes: &[String]) -> Result<Vec<Received>, Stop> 
             });
         }
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// Counts a write from a clone done only once the server's receipt says
-/// it received each of `hashes` from `sender`.
+/// it received each of `hashes` from `sender`; a server offering no OCX
+/// page cannot say, and the push's own word stands, the log saying so.
 pub fn confirm(call: &mut Call, server: &str, hashes: &[String], sender: &str) -> Result<(), Stop> {
-    let said = receipts(server, hashes)?;
+    let Some(said) = receipts(server, hashes)? else {
+        call.read(format!(
+            "no receipts: {server} offers no OCX page, so the push is not confirmed"
+        ));
+        return Ok(());
+    };
     call.read(format!("{server}'s receipts for what was pushed"));
     for r in said {
+        if !r.received && !unsigned_may_read(server) {
+            return Err(Stop::field(
+                "server",
+                format!(
+                    "{server} lets no one unsigned read its receipts (Read, o), so {} is pushed but not confirmed as received from {sender}",
+                    r.hash
+                ),
+            )
+            .next("check the thread on the server's page, signed in"));
+        }
         if !r.received || r.user.as_deref() != Some(sender) {
             let from = match (&r.received, &r.user) {
                 (false, _) => "has not received it".to_string(),
@@ -152,4 +220,14 @@ pub fn confirm(call: &mut Call, server: &str, hashes: &[String], sender: &str) -
         }
     }
     Ok(())
+}
+
+/// Whether the server lets one unsigned read its receipts: its `receipt`
+/// gives nobody's capabilities only to a caller holding Read (o).
+fn unsigned_may_read(server: &str) -> bool {
+    let asked = json!({ "capabilities_of": "nobody" });
+    matches!(
+        ask(server, "receipt", &asked, std::time::Duration::from_secs(10)),
+        Ok(Some(result)) if result["capabilities_of"]["capabilities"].is_string()
+    )
 }

@@ -166,7 +166,12 @@ impl Tool for Thread {
 /// Refused when it has not received the first post or change.
 fn by_server(call: &mut Call, server: &str, said: Vec<Said>) -> Result<Vec<Said>, Stop> {
     let hashes: Vec<String> = said.iter().map(|s| s.hash.clone()).collect();
-    let receipts = super::served::receipts(server, &hashes)?;
+    let Some(receipts) = super::served::receipts(server, &hashes)? else {
+        call.read(format!(
+            "no receipts: {server} offers no OCX page, so each sender is as this clone received it"
+        ));
+        return Ok(said);
+    };
     call.read(format!(
         "{server}'s receipts for {} posts or changes",
         hashes.len()

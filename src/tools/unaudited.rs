@@ -7,6 +7,7 @@ use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 /// At most this many check-ins in one answer.
 pub const PAGE: usize = 50;
@@ -21,15 +22,18 @@ pub struct Input {
 }
 
 /// The check-ins no verdict has judged.
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct Output {
     pub checkins: Vec<Unjudged>,
     /// How many there are in all.
     pub count: usize,
+    /// In a clone's checkout, the server whose answer this is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<String>,
 }
 
 /// One check-in without a counting verdict.
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct Unjudged {
     pub checkin: String,
     pub branch: Option<String>,
@@ -53,6 +57,9 @@ impl Tool for Unaudited {
     const WRITES: bool = false;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        if let Some(server) = super::served::server(call)? {
+            return from_server(call, &server, input);
+        }
         let repo = call.repo()?;
         let checkins = repo
             .checkins_changing_files(input.branch.as_deref())
@@ -84,6 +91,34 @@ impl Tool for Unaudited {
         Ok(Output {
             checkins: unjudged,
             count,
+            asked: None,
         })
     }
+}
+
+/// In a clone's checkout, the server's own answer (an unsigned POST of
+/// JSON, answered in full within ten seconds): only the server holds the
+/// receipts a verdict is judged by.
+fn from_server(call: &mut Call, server: &str, input: Input) -> Result<Output, Stop> {
+    let asked = match &input.branch {
+        Some(b) => json!({ "branch": b }),
+        None => json!({}),
+    };
+    let result = super::served::ask(
+        server,
+        Unaudited::NAME,
+        &asked,
+        std::time::Duration::from_secs(10),
+    )?
+    .ok_or_else(|| {
+        Stop::field("server", format!("{server} offers no OCX page to ask"))
+            .next("ask on the server, or install OCX's page there")
+    })?;
+    call.read(format!("{server}'s unaudited check-ins"));
+    let mut out: Output = serde_json::from_value(result).map_err(|e| {
+        Stop::field("server", format!("{server}'s answer does not read: {e}"))
+            .next("check that the server runs the same OCX")
+    })?;
+    out.asked = Some(server.to_string());
+    Ok(out)
 }

@@ -233,7 +233,18 @@ impl Enrolled {
         while !done(&self.repository()) {
             assert!(started.elapsed() < Duration::from_secs(60), "never: {what}");
             if !self.node {
-                self.site.repo.fossil(&["backoffice", "--nodelay"]);
+                // Fossil's backoffice runs the after-receive hook (the
+                // test's server runs none of its own).
+                let out = std::process::Command::new(crate::support::fossil())
+                    .args(["backoffice", "--nolease"])
+                    .arg(&self.site.repo.file)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -346,6 +357,22 @@ fn a_record_for_an_agent_machine_gets_a_run_login_only_that_machine_collects_unt
     );
 
     let refusal = ocx::tools::run_login::REFUSAL;
+    let on_cli = e
+        .site
+        .repo
+        .json(&["run_login", &record, "--user", &e.login])
+        .ok();
+    assert_eq!(
+        on_cli["password"], password,
+        "the machine's login on the command line"
+    );
+    let admin_cli = e.site.repo.json(&["run_login", &record, "--user", "admin"]);
+    admin_cli.refused();
+    assert_eq!(
+        admin_cli.answer()["stopped"]["reason"],
+        refusal,
+        "not even admin"
+    );
     let admin = sign_in(&e.site.server, "admin", "admin-pw");
     let another = sign_in(&e.site.server, &other_login, &other_password);
     for (who, cookie) in [
@@ -644,7 +671,43 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
         "the server received it from alice"
     );
 
+    let record = clone
+        .ocx(&[
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            "true",
+            "--objective",
+            "build it",
+            "--wall",
+            "1m",
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        site.repo.sender(&record).as_deref(),
+        Some("alice"),
+        "create too"
+    );
+
     let checkin = site.repo.commit_as("carol", "b.txt", "two", None);
+    let open = |answer: &Value| {
+        answer["checkins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["checkin"] == checkin.as_str())
+    };
+    let before = clone.ocx(&["unaudited"]).ok();
+    assert_eq!(
+        before["asked"],
+        site.server.base(),
+        "the server's own answer"
+    );
+    assert!(open(&before), "{before:#}");
     let verdict = clone
         .ocx(&[
             "audit",
@@ -663,6 +726,11 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
         Some(checkin.as_str()),
         "{verdict:#}"
     );
+    let after = clone.ocx(&["unaudited"]).ok();
+    assert!(
+        !open(&after),
+        "alice's verdict, received from her, counts: {after:#}"
+    );
 
     // The clone's default user is not the login it pushes as: the server
     // receives the post from alice, so it does not count as dora's.
@@ -677,4 +745,180 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
         reason.contains("received it from alice, not from dora"),
         "{reason}"
     );
+
+    // A server that lets no one unsigned read cannot confirm: the post is
+    // pushed, and said to be unconfirmed rather than counted.
+    clone.fossil(&["user", "default", "alice"]);
+    site.repo.fossil(&["user", "capabilities", "nobody", "g"]);
+    let unconfirmed = clone.ocx(&["post", "--to", &root, "--text", "Said privately."]);
+    assert_eq!(unconfirmed.refused(), "server");
+    let answer = unconfirmed.answer();
+    let reason = answer["stopped"]["reason"].as_str().unwrap();
+    assert!(reason.contains("lets no one unsigned read"), "{reason}");
+}
+
+#[test]
+fn where_no_node_runs_the_hook_keeps_the_run_login_and_withdraws_it() {
+    let e = Enrolled::new(false);
+    let record = e.record(&e.code, "hooked-a1b2c3");
+    e.until("the hook made the run's login", |r| {
+        r.remote_run(&record).unwrap().is_some()
+    });
+    let repo = e.repository();
+    assert_eq!(
+        repo.own_capabilities("hooked-a1b2c3").unwrap().as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES)
+    );
+    let (status, got) = e.run_login(&record, Some(&e.cookie()));
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["result"]["user"], "hooked-a1b2c3");
+
+    // A record for this repository's own node, and one naming a clone no
+    // one approved with --node, make no login here.
+    let own = e.record(&e.site.repo.server_code(), "local-a1b2c3");
+    let stranger = e.record(&"ab".repeat(20), "stranger-a1b2c3");
+    let later = e.record(&e.code, "later-a1b2c3");
+    e.until("the hook read the later record", |r| {
+        r.remote_run(&later).unwrap().is_some()
+    });
+    let repo = e.repository();
+    for (record, user) in [(&own, "local-a1b2c3"), (&stranger, "stranger-a1b2c3")] {
+        assert!(repo.remote_run(record).unwrap().is_none(), "{user}");
+        assert!(
+            repo.own_capabilities(user).unwrap().is_none(),
+            "{user} not made"
+        );
+    }
+
+    let rid = repo.receipt(&record).unwrap().unwrap().rid;
+    let standing = ocx::protocol::found::record(&repo, rid, &record)
+        .unwrap()
+        .unwrap();
+    let fossil = ocx::fossil::Fossil::locate().unwrap();
+    ocx::node::respond::respond(&fossil, &repo, &standing, &e.login, "exited", "done", false)
+        .unwrap();
+    e.until("the hook withdrew the run's login", |r| {
+        r.own_capabilities("hooked-a1b2c3").unwrap().as_deref() == Some("")
+            && r.remote_run(&record).unwrap().is_none()
+    });
+    assert_eq!(
+        e.repository()
+            .own_capabilities("later-a1b2c3")
+            .unwrap()
+            .as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES),
+        "only the answered record's login"
+    );
+}
+
+/// A record addressed to `node` naming `user`, stored as received from
+/// `sender` (bypassing `create`'s own checks, as a hostile client's push
+/// would); its hash.
+fn forged_record(repo: &Repo, sender: &str, node: &str, user: &str) -> String {
+    use ocx::fossil::store::{self, Batch};
+    use ocx::place::{self, Where};
+    let opened = ocx::fossil::Repository::open(&repo.file).unwrap();
+    let record = serde_json::json!({"ocx": 1, "kind": "record", "node": node, "user": user,
+        "runner": "command", "command": ["true"], "objective": "forged", "checkins": [],
+        "hears": [], "remote": false, "restrict": {},
+        "sandbox": {"network": true, "read_only": [], "read_write": []},
+        "budget": {"wall": "10m"}});
+    let text = format!(
+        "A record.\n\n{}",
+        ocx::protocol::message::write(record.as_object().unwrap())
+    );
+    let mut batch = Batch::default();
+    let hash = place::compose_message(
+        &mut batch,
+        opened.hash_policy().unwrap(),
+        sender,
+        &Where::NewThread("forged".into()),
+        &text,
+        "record",
+    );
+    store::store(
+        &ocx::fossil::Fossil::locate().unwrap(),
+        &opened,
+        sender,
+        &batch,
+        true,
+    )
+    .unwrap();
+    ocx::node::poke_repository(&opened);
+    hash
+}
+
+#[test]
+fn records_for_a_machine_that_may_not_run_make_no_login_and_change_no_user() {
+    let e = Enrolled::new(true);
+    e.site.repo.user("maker", "i");
+    e.site.repo.fossil(&["user", "capabilities", "maker", "iR"]);
+    let users_before =
+        |r: &ocx::fossil::Repository, login: &str| r.own_capabilities(login).unwrap();
+    let repo = e.repository();
+    let alice = users_before(&repo, "alice");
+    let admin = users_before(&repo, "admin");
+    let machine = users_before(&repo, &e.login);
+    let forged = [
+        ("pat", "by-pat-a1b2c3", "a sender without R or admin"),
+        (
+            "maker",
+            "by-maker-a1b2c3",
+            "a sender with R lacking the run's letters",
+        ),
+        ("admin", "alice", "a person's login, made by hand"),
+        ("admin", "admin", "an administrator"),
+        ("admin", "nobody", "one of Fossil's own"),
+        ("admin", &e.login, "the machine's own login"),
+    ]
+    .map(|(sender, user, why)| {
+        (
+            forged_record(&e.site.repo, sender, &e.code, user),
+            user.to_string(),
+            why,
+        )
+    });
+    let good = forged_record(&e.site.repo, "admin", &e.code, "good-a1b2c3");
+    e.until("the good record's login made", |r| {
+        r.remote_run(&good).unwrap().is_some()
+    });
+    let repo = e.repository();
+    for (record, user, why) in &forged {
+        assert!(repo.remote_run(record).unwrap().is_none(), "{why}: no row");
+        let (status, no) = e.run_login(record, Some(&e.cookie()));
+        assert_ne!(status, 200, "{why}: {no}");
+        if user.ends_with("a1b2c3") {
+            assert!(
+                repo.own_capabilities(user).unwrap().is_none(),
+                "{why}: not made"
+            );
+        }
+    }
+    assert_eq!(users_before(&repo, "alice"), alice, "alice untouched");
+    assert_eq!(users_before(&repo, "admin"), admin, "admin untouched");
+    assert_eq!(
+        users_before(&repo, &e.login),
+        machine,
+        "the machine keeps what approve gave it"
+    );
+    assert!(!repo.is_run_user("alice").unwrap());
+}
+
+#[test]
+fn in_a_clone_a_server_away_refuses_thread_and_post_naming_the_server() {
+    let site = Site::new();
+    let root = thread(&site.repo);
+    let clone = PersonClone::new(&site, "alice");
+    let before = site.repo.hashes();
+    let Site { repo, server, _ext } = site;
+    drop(server);
+    let read = clone.ocx(&["thread", "--of", &root]);
+    assert_eq!(read.refused(), "server", "the pull failed");
+    let wrote = clone.ocx(&["post", "--to", &root, "--text", "Anyone there?"]);
+    assert_eq!(
+        wrote.refused(),
+        "server",
+        "pulled first, and the pull failed"
+    );
+    assert_eq!(repo.hashes(), before, "nothing reached the server");
 }
