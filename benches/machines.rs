@@ -37,7 +37,6 @@ fn main() {
         .tempdir()
         .unwrap();
     let dir = tmp.path();
-    eprintln!("working in {}", dir.display());
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = dir.join("out");
@@ -258,15 +257,6 @@ fn main() {
         let returned = push(&work);
         let read = read_at(&wait_lines(&out.join("bench-one"), i + 2));
         one.push((read as f64 - returned as f64) / 1e6);
-        if std::env::var_os("OCX_BENCH_DEBUG").is_some() {
-            let root = dir.join("machine0/agent.fossil.ocx-node");
-            eprintln!(
-                "{} {}\n{}",
-                returned / 1_000_000,
-                std::fs::read_to_string(root.join("heard.json")).unwrap_or_default(),
-                std::fs::read_to_string(root.join("node.log")).unwrap_or_default()
-            );
-        }
     }
     let (m, p) = stat(&mut one);
     println!("{pushes} check-ins pushed to the server, one run on an agent machine:");
