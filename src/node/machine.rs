@@ -35,6 +35,13 @@ pub enum MachineError {
     /// The server could not be reached, or answered otherwise than OCX.
     #[error("the server {server}: {why}")]
     Server { server: String, why: String },
+    /// The server answered, refusing what was asked.
+    #[error("the server {server} refused {tool}: {why}")]
+    Refused {
+        server: String,
+        tool: String,
+        why: String,
+    },
     /// The credentials file could not be used.
     #[error("the credentials file {path}: {why}")]
     Credentials { path: String, why: String },
@@ -231,12 +238,14 @@ impl Server {
         if answer.get("password").is_some() {
             return Ok(answer);
         }
-        Err(self.failed(format!(
-            "{tool} refused: {}",
-            answer["stopped"]["reason"]
+        Err(MachineError::Refused {
+            server: self.url.clone(),
+            tool: tool.to_string(),
+            why: answer["stopped"]["reason"]
                 .as_str()
                 .unwrap_or("no reason given")
-        )))
+                .to_string(),
+        })
     }
 
     /// The long-poll: the highest receipt the server holds, answered as

@@ -676,7 +676,17 @@ impl Node<'_> {
         if self.state.open.values().any(|o| o.user == r.record.user) {
             return self.refuse(&r, "user", "has another open record on this machine");
         }
-        let (user, password) = server.run_login(&r.hash)?;
+        let (user, password) = match server.run_login(&r.hash) {
+            Ok(login) => login,
+            Err(machine::MachineError::Refused { .. }) => {
+                return self.refuse(
+                    &r,
+                    "user",
+                    "the server made no run login for it (the login may not be a run's, or the record's sender may not give it)",
+                );
+            }
+            Err(e) => return Err(e.into()),
+        };
         if user != r.record.user {
             return self.refuse(
                 &r,

@@ -680,4 +680,15 @@ fn a_machine_believes_the_servers_receipts_not_its_clone_a_record_from_pat_and_a
     until("the run's capabilities withdrawn", 30, || {
         (site.caps("echo-forged").as_deref() == Some("")).then_some(())
     });
+
+    // A record whose run login the served side will not make (pat is a
+    // person's login, no run's): refused by the machine once its wait for
+    // the login is over, and pat's letters untouched.
+    let for_pat = site.record(&m.code, "pat");
+    let (outcome, from) = answered_once(&site, &for_pat);
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        ("refused", m.login.as_str())
+    );
+    assert_eq!(site.caps("pat").as_deref(), Some("v4"));
 }
