@@ -158,6 +158,7 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::adopt::Adopt>::new(),
     &Def::<crate::tools::send_runs::SendRuns>::new(),
     &Def::<crate::tools::register::Register>::new(),
+    &Def::<crate::tools::machine::MachineTool>::new(),
     &Def::<crate::tools::approve::Approve>::new(),
     &Def::<crate::tools::collect::Collect>::new(),
     &Def::<crate::tools::run_login::RunLogin>::new(),

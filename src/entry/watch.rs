@@ -16,7 +16,7 @@ use crate::fossil::artifact::{self, TagChange};
 use crate::fossil::store::{self, Batch};
 use crate::node::config::NodeConfig;
 use crate::node::inbox::{escape, unescape};
-use crate::node::runner::{self, InputMode};
+use crate::node::runner::InputMode;
 use crate::node::{self, respond};
 use crate::protocol::found::{self, StandingRecord};
 use crate::protocol::verdict;
@@ -62,7 +62,10 @@ fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), String> {
     let dir = NodeConfig::run_dir(root, hash);
     match checkin {
         Some(c) => command_run(&cfg, &fossil, &repo, &standing, &dir, c),
-        None => session(root, &cfg, &fossil, &repo, &standing, &dir),
+        None => {
+            let server = node::machine::Server::of(&cfg).map_err(|e| e.to_string())?;
+            session(root, &cfg, &fossil, &repo, server.as_ref(), &standing, &dir)
+        }
     }
 }
 
@@ -192,6 +195,9 @@ fn workspace(
             true,
         )
         .map_err(|e| e.to_string())?;
+    fossil
+        .user_default(&clone, user)
+        .map_err(|e| e.to_string())?;
     set_mode(&clone, 0o600)
 }
 
@@ -200,6 +206,7 @@ fn session(
     cfg: &NodeConfig,
     fossil: &crate::fossil::Fossil,
     repo: &crate::fossil::Repository,
+    server: Option<&node::machine::Server>,
     r: &StandingRecord,
     dir: &Path,
 ) -> Result<(), String> {
@@ -212,13 +219,13 @@ fn session(
     std::thread::spawn(move || node::read_deliveries(&inbox, |line| tx.send(line).is_ok()));
     let started = Instant::now();
     let answer = |outcome: &str, note: &str| -> Result<(), String> {
-        respond::respond(fossil, repo, r, &cfg.login, outcome, note, true)
+        node::answer(root, cfg, fossil, repo, server, r, outcome, note, true)
             .map_err(|e| e.to_string())?;
         say(&format!("answered {outcome}: {note}"));
         let _ = node::poke(root);
         Ok(())
     };
-    let page = match runner::page(repo, &r.record.runner) {
+    let page = match node::runner_page(repo, server, &r.record.runner) {
         Ok(Some(p)) => p,
         _ => {
             return answer(

@@ -22,6 +22,10 @@ pub const FLOOR: &str = "2.23";
 /// The Fossil OCX is built and tested against.
 pub const TARGET: &str = "2.28";
 
+/// The name an agent machine's clone gives its server's remote, saved
+/// with the machine's login and password.
+pub const SERVER_REMOTE: &str = "ocx-server";
+
 /// A `fossil` program of at least [`FLOOR`], by absolute path.
 #[derive(Debug, Clone)]
 pub struct Fossil {
@@ -545,6 +549,119 @@ impl Fossil {
             ],
         )
         .map(|_| ())
+    }
+
+    /// Clones `url` into `file` as nobody in particular, its local
+    /// administrator named `user`, opening no checkout: an agent machine's
+    /// clone before its login is approved. The URL goes on standard input.
+    pub fn clone_anonymous(&self, url: &str, file: &Path, user: &str) -> Result<(), FossilError> {
+        plain("clone", "the URL", url)?;
+        plain("clone", "the login", user)?;
+        let args = format!(
+            "{url}\n{}\n--admin-user\n{user}\n--no-open\n",
+            file.display()
+        );
+        self.run_with_input(
+            "clone",
+            &["clone".as_ref(), "--args".as_ref(), "-".as_ref()],
+            args.as_bytes(),
+        )
+        .map_err(|e| match e {
+            FossilError::Command { operation, message } => FossilError::Command {
+                operation,
+                message: redact_password(&message),
+            },
+            other => other,
+        })
+        .map(|_| ())
+    }
+
+    /// Names `url` (which holds the login and its password) as the clone's
+    /// remote [`SERVER_REMOTE`], its password saved in the clone; the URL
+    /// goes on standard input, never on the command line. The default
+    /// remote is left as it is.
+    pub fn remote_add_server(&self, clone: &Path, url: &str) -> Result<(), FossilError> {
+        plain("remote", "the URL", url)?;
+        let _ = self.exec(
+            None,
+            "remote",
+            &[
+                "remote".as_ref(),
+                "delete".as_ref(),
+                SERVER_REMOTE.as_ref(),
+                "-R".as_ref(),
+                clone.as_os_str(),
+            ],
+            b"",
+        );
+        let args = format!("add\n{SERVER_REMOTE}\n{url}\n");
+        self.run_with_input(
+            "remote",
+            &[
+                "remote".as_ref(),
+                "--args".as_ref(),
+                "-".as_ref(),
+                "-R".as_ref(),
+                clone.as_os_str(),
+            ],
+            args.as_bytes(),
+        )
+        .map_err(|e| match e {
+            FossilError::Command { operation, message } => FossilError::Command {
+                operation,
+                message: redact_password(&message),
+            },
+            other => other,
+        })
+        .map(|_| ())
+    }
+
+    /// Names `login` the default user of `repository`: who acts there when
+    /// no one is named.
+    pub fn user_default(&self, repository: &Path, login: &str) -> Result<(), FossilError> {
+        self.run(
+            "user default",
+            &[
+                "user".as_ref(),
+                "default".as_ref(),
+                plain("user default", "the login", login)?,
+                "-R".as_ref(),
+                repository.as_os_str(),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// Pulls into `clone` from its remote [`SERVER_REMOTE`], as the login
+    /// saved with it, leaving the default remote as it is.
+    pub fn pull_server(&self, clone: &Path) -> Result<(), FossilError> {
+        self.sync(
+            None,
+            "pull",
+            &[
+                "pull".as_ref(),
+                SERVER_REMOTE.as_ref(),
+                "--once".as_ref(),
+                "-R".as_ref(),
+                clone.as_os_str(),
+            ],
+        )
+    }
+
+    /// Pushes what `clone` holds to its remote [`SERVER_REMOTE`], as the
+    /// login saved with it, leaving the default remote as it is.
+    pub fn push_server(&self, clone: &Path) -> Result<(), FossilError> {
+        self.sync(
+            None,
+            "push",
+            &[
+                "push".as_ref(),
+                SERVER_REMOTE.as_ref(),
+                "--once".as_ref(),
+                "-R".as_ref(),
+                clone.as_os_str(),
+            ],
+        )
     }
 
     /// Sets `autosync` off in `repository`, so a commit there tries no push.

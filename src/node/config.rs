@@ -29,6 +29,18 @@ pub struct NodeConfig {
     /// The ceiling on each run's memory and processes.
     #[serde(default)]
     pub ceiling: crate::run::Ceiling,
+    /// Set on an agent machine: `repository` is then a clone of the served
+    /// repository at `url`, and `login` the machine's own login there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Machine>,
+}
+
+/// What an agent machine's node keeps beside its configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Machine {
+    /// The file keeping the machine's login and password (0600), as
+    /// `register` wrote it.
+    pub credentials: PathBuf,
 }
 
 /// The node's root directory for a repository: beside it, named for it.

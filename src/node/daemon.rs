@@ -10,7 +10,7 @@
 
 use super::config::NodeConfig;
 use super::wake::{self, State};
-use super::{NodeError, respond};
+use super::{NodeError, machine};
 use crate::fossil::kept::Kept;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use std::io::Write;
@@ -77,6 +77,7 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<String>, Node
     let repo = kept
         .repository(&cfg.repository)
         .map_err(|_| NodeError::NotANode)?;
+    let server = machine::Server::of(&cfg)?;
     let mut state = State::load(root);
     let mut done = Vec::new();
     let open: Vec<(String, wake::OpenRun)> = state
@@ -95,12 +96,14 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<String>, Node
         let Some(r) = crate::protocol::found::record(&repo, receipt.rid, &hash)? else {
             continue;
         };
-        if crate::protocol::found::response(&repo, &r.place, &hash, &cfg.server_code)?.is_none() {
-            respond::respond(
+        if super::answered(&cfg, server.as_ref(), &repo, &r.place, &hash)?.is_none() {
+            super::answer(
+                root,
+                &cfg,
                 &fossil,
                 &repo,
+                server.as_ref(),
                 &r,
-                &cfg.login,
                 "lost",
                 "the node lost the run's watcher",
                 true,
@@ -157,10 +160,11 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
         std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))?;
     }
     let poked = tx.clone();
+    let socket_poked = tx.clone();
     std::thread::spawn(move || {
         let mut buf = [0u8; 64];
         while socket.recv(&mut buf).is_ok() {
-            if poked.send(()).is_err() {
+            if socket_poked.send(()).is_err() {
                 break;
             }
         }
@@ -179,6 +183,13 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
             }
         }
     });
+    if cfg.machine.is_some() {
+        let server = machine::Server::of(&cfg)?.ok_or(NodeError::NotANode)?;
+        let (root, cfg, woken) = (root.to_path_buf(), cfg.clone(), poked.clone());
+        std::thread::spawn(move || {
+            machine::listen(&root, &cfg, &server, || woken.send(()).is_ok())
+        });
+    }
     let kept = Kept::new();
     log(
         root,

@@ -7,6 +7,7 @@
 pub mod config;
 pub mod daemon;
 pub mod inbox;
+pub mod machine;
 pub mod remote;
 pub mod respond;
 pub mod run_user;
@@ -42,6 +43,22 @@ pub enum NodeError {
     /// A file under the node's root could not be used.
     #[error("the node's files: {0}")]
     Io(#[from] std::io::Error),
+    /// An agent machine's server could not be read or written.
+    #[error(transparent)]
+    Machine(#[from] machine::MachineError),
+    /// An agent machine's wake stopped at an arrival until the server answers.
+    #[error("{0}")]
+    Away(String),
+}
+
+impl From<machine::NodeMachineError> for NodeError {
+    fn from(e: machine::NodeMachineError) -> NodeError {
+        match e {
+            machine::NodeMachineError::Fossil(e) => NodeError::Fossil(e),
+            machine::NodeMachineError::Machine(e) => NodeError::Machine(e),
+            machine::NodeMachineError::Io(e) => NodeError::Io(e),
+        }
+    }
 }
 
 /// Whether OCX's after-receive hook is installed in `repo`, which makes it
@@ -57,6 +74,15 @@ pub fn root_of(repo: &Repository) -> Result<Option<PathBuf>, FossilError> {
         .iter()
         .find(|c| c.contains(HOOK_MARK))
         .and_then(|c| root_in(c)))
+}
+
+/// The root of the agent machine's node working in clone `repo`, when it
+/// is one: beside it, its configuration naming it and a credentials file.
+pub fn machine_root(repo: &Repository) -> Option<PathBuf> {
+    let root = config::default_root(repo.path());
+    let cfg = NodeConfig::load(&root)?;
+    let same = cfg.repository.canonicalize().ok()? == repo.path().canonicalize().ok()?;
+    (cfg.machine.is_some() && same).then_some(root)
 }
 
 /// The root a hook command names after `hook-poke`, read as the shell reads it.
@@ -116,43 +142,112 @@ pub fn check_enforceable(
     repo: &Repository,
     record: &Record,
 ) -> Result<Result<(), Problem>, FossilError> {
-    if record.runner != runner::COMMAND && runner::page(repo, &record.runner)?.is_none() {
-        return Ok(Err(Problem {
+    let runner_found =
+        record.runner == runner::COMMAND || runner::page(repo, &record.runner)?.is_some();
+    let ceiling = root_of(repo)?
+        .and_then(|root| NodeConfig::load(&root))
+        .map(|c| c.ceiling)
+        .unwrap_or_default();
+    Ok(enforceable(
+        record,
+        runner_found,
+        &restrictions_enforced(),
+        &ceiling,
+    ))
+}
+
+/// [`check_enforceable`] once the runner is looked for: whether its page
+/// counts (`runner_found`), the restrictions this node enforces and its
+/// ceiling.
+pub fn enforceable(
+    record: &Record,
+    runner_found: bool,
+    enforced: &[String],
+    ceiling: &crate::run::Ceiling,
+) -> Result<(), Problem> {
+    if !runner_found {
+        return Err(Problem {
             field: "runner".into(),
             reason: format!(
                 "this node offers no runner {:?} (no counting wiki page sandbox/{})",
                 record.runner, record.runner
             ),
-        }));
+        });
     }
-    let enforced = restrictions_enforced();
     if let Some(r) = record
         .restrict
         .asked()
         .into_iter()
         .find(|r| !enforced.iter().any(|e| e == r))
     {
-        return Ok(Err(Problem {
+        return Err(Problem {
             field: format!("restrict.{r}"),
             reason: "this node does not enforce it".into(),
-        }));
+        });
     }
     let (sandbox, budget) = limits(record);
-    let ceiling = root_of(repo)?
-        .and_then(|root| NodeConfig::load(&root))
-        .map(|c| c.ceiling)
-        .unwrap_or_default();
     let host = crate::run::preflight();
     let held = ceiling
         .hold(&budget, host.memory.available, host.processes.available)
         .and_then(|budget| host.check(&sandbox, &budget));
     if let Err(u) = held {
-        return Ok(Err(Problem {
+        return Err(Problem {
             field: u.field.to_string(),
             reason: u.reason,
-        }));
+        });
     }
-    Ok(Ok(()))
+    Ok(())
+}
+
+/// The response to `record` at `place` that counts: by the repository's
+/// own receipts on the served repository, by the server's on an agent
+/// machine (`server`).
+pub fn answered(
+    cfg: &NodeConfig,
+    server: Option<&machine::Server>,
+    repo: &Repository,
+    place: &crate::place::Place,
+    record: &str,
+) -> Result<Option<crate::protocol::found::Found>, NodeError> {
+    Ok(match server {
+        Some(s) => machine::response(repo, s, place, record, &cfg.server_code)?,
+        None => crate::protocol::found::response(repo, place, record, &cfg.server_code)?,
+    })
+}
+
+/// Answers `record` with `outcome` as the node's login: on the served
+/// repository, stored there (and the run user's capabilities withdrawn when
+/// `withdraw`); on an agent machine, written in the clone and pushed, the
+/// served side withdrawing them once it receives it. Answers the hash.
+#[allow(clippy::too_many_arguments)]
+pub fn answer(
+    root: &Path,
+    cfg: &NodeConfig,
+    fossil: &crate::fossil::Fossil,
+    repo: &Repository,
+    server: Option<&machine::Server>,
+    record: &crate::protocol::found::StandingRecord,
+    outcome: &str,
+    note: &str,
+    withdraw: bool,
+) -> Result<String, NodeError> {
+    Ok(match server {
+        Some(s) => machine::respond(root, cfg, fossil, repo, s, record, outcome, note)?.0,
+        None => respond::respond(fossil, repo, record, &cfg.login, outcome, note, withdraw)?,
+    })
+}
+
+/// Runner `name`'s page, by the repository's own receipts or, on an agent
+/// machine, the server's.
+pub fn runner_page(
+    repo: &Repository,
+    server: Option<&machine::Server>,
+    name: &str,
+) -> Result<Option<runner::RunnerPage>, NodeError> {
+    Ok(match server {
+        Some(s) => machine::runner_page(repo, s, name)?,
+        None => runner::page(repo, name)?,
+    })
 }
 
 /// Pokes the node at `root` to wake it; nothing happens when it is not

@@ -7,7 +7,7 @@
 //! (one export for all it read, so a burst is exported once).
 
 use super::config::NodeConfig;
-use super::{NodeError, deliver, respond, run_user, runner};
+use super::{NodeError, deliver, machine, run_user, runner};
 use crate::fossil::kept::Kept;
 use crate::fossil::repo::{Arrival, ArrivalKind};
 use crate::fossil::{Fossil, Repository};
@@ -97,21 +97,33 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     let fossil = kept.fossil_at(&cfg.fossil)?;
     let repo = kept.repository(&cfg.repository)?;
     let mut state = State::load(root);
-    let arrivals = repo.arrivals_after(state.last_rid)?;
+    let server = machine::Server::of(&cfg)?;
+    let mut arrivals = repo.arrivals_after(state.last_rid)?;
     let mut report = Report::new();
+    if let Some(s) = &server {
+        report.extend(machine::push_unconfirmed(root, &cfg, &fossil, s));
+        let hashes: Vec<String> = arrivals.iter().map(|a| a.hash.clone()).collect();
+        for (a, r) in arrivals.iter_mut().zip(s.receipts(&hashes)?) {
+            a.sender = r.user.filter(|_| r.received);
+        }
+    }
+    super::daemon::log(root, &report);
+    let logged_first = report.len();
     let mut node = Node {
         root,
         cfg: &cfg,
         fossil: &fossil,
         repo: &repo,
+        server: server.as_ref(),
+        away: false,
         state: &mut state,
         report: &mut report,
     };
-    let mut logged = 0;
+    let mut logged = logged_first;
     let export = crate::git::Export::of(&repo).ok().flatten();
     let mut changes_export = false;
     let mut rest = &arrivals[..];
-    while !rest.is_empty() {
+    while !rest.is_empty() && !node.away {
         let held = repo.reading(|| read_some(&repo, rest))?;
         let (now, later) = rest.split_at(held.len());
         rest = later;
@@ -123,7 +135,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             .filter(|(_, h)| addressed_elsewhere(h, &cfg.server_code))
             .map(|(a, _)| a.hash.clone())
             .collect();
-        if !remote.is_empty() {
+        if !remote.is_empty() && server.is_none() {
             let lines = super::remote::open_all(&fossil, &repo, &remote);
             super::daemon::log(root, &lines);
             node.report.extend(lines);
@@ -135,6 +147,9 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
                 node.arrival_guarded(a, held);
                 changes_export = changes_export || (export.is_some() && adds_to_export(&repo, a));
             }
+            if node.away {
+                break;
+            }
             node.state.last_rid = node.state.last_rid.max(a.rid);
             if node.report.len() > logged || node.state.open.len() != open {
                 super::daemon::log(root, &node.report[logged..]);
@@ -143,16 +158,24 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             }
         }
     }
+    if node.away {
+        super::daemon::log(root, &node.report[logged..]);
+        let away = node.report.last().cloned().unwrap_or_default();
+        state.save(root)?;
+        return Err(NodeError::Away(away));
+    }
     let open: Vec<String> = node.state.open.keys().cloned().collect();
     for hash in open {
         if let Some(r) = node.standing(&hash)?
-            && found::response(&repo, &r.place, &hash, &cfg.server_code)?.is_some()
+            && node.answered(&r.place, &hash)?
         {
             node.state.open.remove(&hash);
         }
     }
-    let withdrawn = super::remote::withdraw(&fossil, &repo);
-    node.report.extend(withdrawn);
+    if server.is_none() {
+        let withdrawn = super::remote::withdraw(&fossil, &repo);
+        node.report.extend(withdrawn);
+    }
     super::daemon::log(root, &report[logged..]);
     state.save(root)?;
     if let (Some(export), true) = (export, changes_export) {
@@ -252,6 +275,11 @@ struct Node<'a> {
     cfg: &'a NodeConfig,
     fossil: &'a Fossil,
     repo: &'a Repository,
+    /// The server, on an agent machine: who sent what, and what they may do.
+    server: Option<&'a machine::Server>,
+    /// Whether the server could not be reached for an arrival, which is
+    /// then acted on at a later wake.
+    away: bool,
     state: &'a mut State,
     report: &'a mut Report,
 }
@@ -261,22 +289,81 @@ impl Node<'_> {
         let Some(r) = self.repo.receipt(hash)? else {
             return Ok(None);
         };
-        Ok(found::record(self.repo, r.rid, hash)?)
+        let mut standing = found::record(self.repo, r.rid, hash)?;
+        if let (Some(s), Some(st)) = (self.server, standing.as_mut()) {
+            st.said.from = s.sender(hash)?;
+        }
+        Ok(standing)
+    }
+
+    /// What `login` may do, as the repository grants it (on an agent
+    /// machine, the server).
+    fn caps(&self, login: &str) -> Result<Option<crate::fossil::caps::Capabilities>, NodeError> {
+        Ok(match self.server {
+            Some(s) => s.capabilities(login)?,
+            None => self.repo.capabilities(login)?,
+        })
+    }
+
+    /// Whether record `hash` at `place` has the response that counts.
+    fn answered(&self, place: &Place, hash: &str) -> Result<bool, NodeError> {
+        Ok(super::answered(self.cfg, self.server, self.repo, place, hash)?.is_some())
+    }
+
+    /// Answers record `r` with `outcome` as the node.
+    fn answer(
+        &self,
+        r: &StandingRecord,
+        outcome: &str,
+        note: &str,
+        withdraw: bool,
+    ) -> Result<(), NodeError> {
+        super::answer(
+            self.root,
+            self.cfg,
+            self.fossil,
+            self.repo,
+            self.server,
+            r,
+            outcome,
+            note,
+            withdraw,
+        )
+        .map(|_| ())
     }
 
     fn may_send_requests(&self, sender: Option<&str>) -> Result<bool, NodeError> {
-        may_send_requests(self.repo, sender)
+        Ok(match sender {
+            Some(s) => self
+                .caps(s)?
+                .is_some_and(|c| c.is_admin() || c.has(SEND_RUNS)),
+            None => false,
+        })
     }
 
     fn beyond_sender(&self, r: &StandingRecord) -> Result<Option<String>, NodeError> {
-        beyond_sender(self.repo, r)
+        let Some(sender) = r.said.from.as_deref() else {
+            return Ok(Some("the record has no sender".into()));
+        };
+        let Some(caps) = self.caps(sender)? else {
+            return Ok(Some(format!("its sender {sender} is no login here")));
+        };
+        if caps.is_admin() {
+            return Ok(None);
+        }
+        let lacks: String = RUN_CAPABILITIES.chars().filter(|c| !caps.has(*c)).collect();
+        Ok((!lacks.is_empty()).then(|| {
+            format!(
+                "its run would hold {RUN_CAPABILITIES}, and its sender {sender} (holding R, not admin) lacks {lacks}"
+            )
+        }))
     }
 
     /// Whether `sender` may stop `record`: holding admin or setup, or
     /// holding `R` and having sent the record itself.
     fn may_stop(&self, sender: Option<&str>, record: &str) -> Result<bool, NodeError> {
         let Some(s) = sender else { return Ok(false) };
-        let Some(caps) = self.repo.capabilities(s)? else {
+        let Some(caps) = self.caps(s)? else {
             return Ok(false);
         };
         if caps.is_admin() {
@@ -301,6 +388,12 @@ impl Node<'_> {
                 }));
                 match acted {
                     Ok(Ok(())) => return,
+                    Ok(Err(NodeError::Machine(e))) => {
+                        self.report
+                            .push(format!("held back {} for a later wake: {e}", a.hash));
+                        self.away = true;
+                        return;
+                    }
                     Ok(Err(e)) => e.to_string(),
                     Err(panic) => format!("the node panicked: {}", panic_text(panic.as_ref())),
                 }
@@ -334,25 +427,16 @@ impl Node<'_> {
         let Some(r) = self.standing(&a.hash)? else {
             return Ok(());
         };
-        if r.record.node != self.cfg.server_code
-            || found::response(self.repo, &r.place, &a.hash, &self.cfg.server_code)?.is_some()
-        {
+        if r.record.node != self.cfg.server_code || self.answered(&r.place, &a.hash)? {
             return Ok(());
         }
         let opened = self.state.open.remove(&a.hash).is_some();
         let user = &r.record.user;
-        let granted = self.repo.own_capabilities(user)?.as_deref() == Some(RUN_CAPABILITIES)
+        let granted = self.server.is_none()
+            && self.repo.own_capabilities(user)?.as_deref() == Some(RUN_CAPABILITIES)
             && !self.state.open.values().any(|o| &o.user == user);
         let note = format!("record: the node could not act on it: {reason}");
-        respond::respond(
-            self.fossil,
-            self.repo,
-            &r,
-            &self.cfg.login,
-            "refused",
-            &note,
-            opened || granted,
-        )?;
+        self.answer(&r, "refused", &note, opened || granted)?;
         self.report
             .push(format!("refused {}: {note}", &r.hash[..10]));
         Ok(())
@@ -489,9 +573,7 @@ impl Node<'_> {
                 let Some(standing) = self.standing(&a.hash)? else {
                     return Ok(());
                 };
-                if found::response(self.repo, &standing.place, &a.hash, &self.cfg.server_code)?
-                    .is_some()
-                {
+                if self.answered(&standing.place, &a.hash)? {
                     return Ok(());
                 }
                 if self.still_running(&standing) {
@@ -520,15 +602,7 @@ impl Node<'_> {
 
     fn refuse(&mut self, r: &StandingRecord, field: &str, reason: &str) -> Result<(), NodeError> {
         let note = format!("{field}: {reason}");
-        respond::respond(
-            self.fossil,
-            self.repo,
-            r,
-            &self.cfg.login,
-            "refused",
-            &note,
-            false,
-        )?;
+        self.answer(r, "refused", &note, false)?;
         self.report
             .push(format!("refused {}: {note}", &r.hash[..10]));
         Ok(())
@@ -552,13 +626,24 @@ impl Node<'_> {
         if let Some(p) = &r.problem {
             return self.refuse(&r, &p.field, &p.reason);
         }
-        if let Err(p) = super::check_enforceable(self.repo, &r.record)? {
+        let enforceable = match self.server {
+            None => super::check_enforceable(self.repo, &r.record)?,
+            Some(_) => {
+                let found = r.record.runner == runner::COMMAND
+                    || super::runner_page(self.repo, self.server, &r.record.runner)?.is_some();
+                super::enforceable(&r.record, found, &[], &self.cfg.ceiling)
+            }
+        };
+        if let Err(p) = enforceable {
             return self.refuse(&r, &p.field, &p.reason);
         }
         if let Some(reason) = self.beyond_sender(&r)? {
             return self.refuse(&r, "user", &reason);
         }
         let user = r.record.user.clone();
+        if let Some(server) = self.server {
+            return self.record_on_machine(r, server);
+        }
         let standing = match run_user::check(self.repo, &user, Some(&self.cfg.login), true)? {
             Ok(s) => s,
             Err(p) => return self.refuse(&r, &p.field, &p.reason),
@@ -597,6 +682,52 @@ impl Node<'_> {
         Ok(())
     }
 
+    /// Opens record `r` on an agent machine: the served side made its run's
+    /// login; the machine asks the server for its password, signed in as
+    /// its own login, and starts the run as the local node does.
+    fn record_on_machine(
+        &mut self,
+        r: StandingRecord,
+        server: &machine::Server,
+    ) -> Result<(), NodeError> {
+        if self.state.open.values().any(|o| o.user == r.record.user) {
+            return self.refuse(&r, "user", "has another open record on this machine");
+        }
+        let (user, password) = match server.run_login(&r.hash) {
+            Ok(login) => login,
+            Err(machine::MachineError::Refused { .. }) => {
+                return self.refuse(
+                    &r,
+                    "user",
+                    "the server made no run login for it (the login may not be a run's, or the record's sender may not give it)",
+                );
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if user != r.record.user {
+            return self.refuse(
+                &r,
+                "user",
+                &format!(
+                    "the server named the run's login {user}, not {}",
+                    r.record.user
+                ),
+            );
+        }
+        let dir = NodeConfig::run_dir(self.root, &r.hash);
+        super::prepare_run_dir(&dir, &password)?;
+        let session = r.record.runner != runner::COMMAND;
+        self.state.open.insert(r.hash.clone(), open_run(&r));
+        self.state.save(self.root)?;
+        if session {
+            super::spawn_watcher(self.root, self.cfg, &r.hash, None)?;
+            super::await_reader(&dir);
+        }
+        self.report
+            .push(format!("opened {} as {user}", &r.hash[..10]));
+        Ok(())
+    }
+
     fn stop(&mut self, record: &str) -> Result<(), NodeError> {
         let Some(open) = self.state.open.get(record).cloned() else {
             return Ok(());
@@ -608,15 +739,7 @@ impl Node<'_> {
             return Ok(());
         }
         if let Some(r) = self.standing(record)? {
-            respond::respond(
-                self.fossil,
-                self.repo,
-                &r,
-                &self.cfg.login,
-                "stopped",
-                "stopped by a stop",
-                true,
-            )?;
+            self.answer(&r, "stopped", "stopped by a stop", true)?;
         }
         self.state.open.remove(record);
         self.report.push(format!("stopped {}", &record[..10]));

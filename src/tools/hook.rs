@@ -153,6 +153,7 @@ impl Tool for Hook {
                         ocx: ocx.clone(),
                         server_code,
                         login: login.clone(),
+                        machine: None,
                     }
                     .save(&root)
                     .map_err(|e| {

@@ -18,6 +18,7 @@ pub mod hook;
 pub mod list;
 pub mod logins;
 pub mod lost;
+pub mod machine;
 pub mod node;
 pub mod post;
 pub mod push;

@@ -70,9 +70,10 @@ impl Tool for NodeTool {
         let repo = call.repo()?;
         let root = node::root_of(repo)
             .map_err(Stop::internal)?
+            .or_else(|| node::machine_root(repo))
             .ok_or_else(|| {
                 Stop::new("this repository is no node")
-                    .next("install the hook first: ocx hook install --url URL")
+                    .next("install the hook first (ocx hook install --url URL), or enrol this clone as an agent machine (ocx machine URL --repository CLONE)")
             })?;
         let cfg = NodeConfig::load(&root).ok_or_else(|| {
             Stop::new(format!(

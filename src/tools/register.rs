@@ -202,7 +202,7 @@ impl Tool for Register {
 }
 
 /// The server's address: http or https, no password in it, no trailing `/`.
-fn server_of(given: &str) -> Result<String, Stop> {
+pub(crate) fn server_of(given: &str) -> Result<String, Stop> {
     let refuse = |why: &str| {
         Stop::field("server", format!("{given:?} {why}"))
             .next("give the address the repository is cloned from, such as https://host/repo")

@@ -51,6 +51,25 @@ pub struct Output {
     /// the last run's failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub git_export: Option<GitExport>,
+    /// On an agent machine's clone: its login, the server, the records in its care, and what
+    /// it last heard from the server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<MachineStatus>,
+}
+
+/// An agent machine, as status shows it.
+#[derive(Serialize, JsonSchema)]
+pub struct MachineStatus {
+    /// The machine's login on the server.
+    pub login: String,
+    /// The server it works for.
+    pub server: String,
+    /// Whether its node's process runs.
+    pub running: bool,
+    /// The records in its care (open), by full hash.
+    pub records: Vec<String>,
+    /// What it last heard from the server: its last wake and pull.
+    pub heard: crate::node::machine::Heard,
 }
 
 /// The git export, as status shows it.
@@ -134,7 +153,22 @@ impl Tool for Status {
         let caller = call.caller()?;
         let fossil = call.fossil()?;
         let is_node = crate::node::is_node(repo).map_err(Stop::internal)?;
-        let root = crate::node::root_of(repo).map_err(Stop::internal)?;
+        let machine = crate::node::machine_root(repo).and_then(|root| {
+            let cfg = crate::node::config::NodeConfig::load(&root)?;
+            Some(MachineStatus {
+                login: cfg.login,
+                server: cfg.url,
+                running: matches!(crate::node::lock(&root.join("node.lock"), false), Ok(None)),
+                records: crate::node::wake::State::load(&root)
+                    .open
+                    .into_keys()
+                    .collect(),
+                heard: crate::node::machine::Heard::load(&root),
+            })
+        });
+        let root = crate::node::root_of(repo)
+            .map_err(Stop::internal)?
+            .or_else(|| crate::node::machine_root(repo));
         let cfg = root
             .as_deref()
             .and_then(crate::node::config::NodeConfig::load);
@@ -168,6 +202,7 @@ impl Tool for Status {
             ceiling: is_node.then(|| cfg.map(|c| c.ceiling).unwrap_or_default()),
             run_uids,
             git_export: git_export(repo, fossil),
+            machine,
         };
         call.read("the caller's login and capabilities, the repository's settings");
         Ok(out)

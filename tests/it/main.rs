@@ -13,6 +13,7 @@ mod enrol;
 mod git_export;
 mod hostile;
 mod layers;
+mod machines;
 mod mcp;
 mod messages;
 mod node;

@@ -1,0 +1,694 @@
+//! Agent machines end to end, on this host: one `fossil server` serving
+//! the repository with OCX's page and its own node, and agent machines,
+//! each a clone with a node of its own, enrolled with `ocx machine` (which
+//! asks with `register`) and `approve --node`. A small runner program of
+//! ours stands where Claude Code would: it logs each line it is given,
+//! answers a post from pat with `ocx post` in its workspace (pushed as the
+//! run's user), and exits when told to.
+
+use crate::cgi::Ext;
+use crate::support::{Repo, ocx_bin, run};
+use serde_json::{Value, json};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RUNNER: &str = r#"#!/usr/bin/python3
+import sys, os, re, subprocess
+log = os.environ["OCX_TEST_LOG"]
+ocx = os.environ["OCX_TEST_BIN"]
+os.umask(0)
+def note(text):
+    with open(log, "a") as f:
+        f.write(text + "\n")
+for line in sys.stdin:
+    note(line.rstrip("\n"))
+    m = re.match(r"Post ([0-9a-f]+) from pat: (.*)", line)
+    if m and "exit-now" not in line:
+        try:
+            r = subprocess.run([ocx, "post", "--to", m.group(1), "--text", "heard: " + m.group(2), "--json"],
+                               capture_output=True, text=True, timeout=60)
+            note("answered " + ("ok" if '"ok": true' in r.stdout else "FAILED " + (r.stdout + r.stderr).replace("\n", " ")))
+        except Exception as e:
+            note("answered FAILED " + str(e))
+    m = re.search(r"exit-now (\d+)", line)
+    if m:
+        sys.exit(int(m.group(1)))
+"#;
+
+/// The served repository: served by `fossil server` with OCX's page, its
+/// own node running, the runner `echo` defined by admin, and pat, who may
+/// check in and post.
+struct Site {
+    repo: Repo,
+    ext: Ext,
+    port: u16,
+    server: Option<Child>,
+    out: PathBuf,
+}
+
+impl Site {
+    fn new() -> Site {
+        let repo = Repo::new();
+        repo.user("pat", "v4");
+        let dir = repo.dir.path();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (prog, out) = (dir.join("prog"), dir.join("out"));
+        std::fs::create_dir_all(&prog).unwrap();
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let runner = prog.join("runner.py");
+        std::fs::write(&runner, RUNNER).unwrap();
+        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let block = json!({"command": [runner], "env": {
+            "OCX_TEST_LOG": out.join("log"), "OCX_TEST_BIN": ocx_bin()}, "input": "lines"});
+        let page = dir.join("page.md");
+        std::fs::write(&page, format!("# echo\n\n```json\n{block}\n```\n")).unwrap();
+        repo.fossil(&[
+            "wiki",
+            "create",
+            "sandbox/echo",
+            page.to_str().unwrap(),
+            "--mimetype",
+            "text/x-markdown",
+        ]);
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut site = Site {
+            repo,
+            ext: Ext::new(),
+            port,
+            server: None,
+            out,
+        };
+        site.serve();
+        site.repo
+            .json(&["hook", "install", "--url", &site.base()])
+            .ok();
+        site.repo.json(&["node", "start"]).ok();
+        site
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts `fossil server` on the site's port, as before a restart.
+    fn serve(&mut self) {
+        let child = Command::new(crate::support::fossil())
+            .args([
+                "server",
+                "--port",
+                &self.port.to_string(),
+                "--localhost",
+                "--nojail",
+            ])
+            .arg("--extroot")
+            .arg(self.ext.dir.path())
+            .arg(&self.repo.file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.server = Some(child);
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(10), "no server");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops `fossil server` (the served node goes on).
+    fn halt(&mut self) {
+        if let Some(mut c) = self.server.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn repository(&self) -> ocx::fossil::Repository {
+        ocx::fossil::Repository::open(&self.repo.file).unwrap()
+    }
+
+    fn caps(&self, login: &str) -> Option<String> {
+        self.repository().own_capabilities(login).unwrap()
+    }
+
+    /// A record for the echo runner on the machine `code`, run as `user`,
+    /// hearing pat; its hash.
+    fn record(&self, code: &str, user: &str) -> String {
+        let out = self.out.to_str().unwrap().to_string();
+        let bin = ocx_bin().parent().unwrap().to_str().unwrap().to_string();
+        self.repo
+            .json(&[
+                "create",
+                "--runner",
+                "echo",
+                "--objective",
+                "Echo what you hear",
+                "--wall",
+                "5m",
+                "--read-write",
+                &out,
+                "--read-only",
+                &bin,
+                "--node",
+                code,
+                "--run-user",
+                user,
+                "--hears",
+                "pat",
+            ])
+            .ok()["record"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.out.join("log")).unwrap_or_default()
+    }
+
+    /// Waits until the runners' log holds a line starting with `start`.
+    fn line(&self, start: &str) -> String {
+        until(&format!("a line {start:?} in\n{}", self.log()), 90, || {
+            self.log()
+                .lines()
+                .find(|l| l.starts_with(start))
+                .map(str::to_string)
+        })
+    }
+
+    /// The posts of `record`'s thread on the served repository, each
+    /// {hash, from, text}, by the server's receipts.
+    fn thread(&self, record: &str) -> Vec<Value> {
+        self.repo.json(&["thread", "--of", record]).ok()["posts"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// The responses to `record` on the served repository: outcome and sender each.
+    fn responses(&self, record: &str) -> Vec<(String, String)> {
+        self.thread(record)
+            .iter()
+            .filter_map(|p| {
+                let text = p["text"].as_str()?;
+                match ocx::protocol::message::read(text.as_bytes()) {
+                    ocx::protocol::message::Reading::Message { message }
+                        if message["kind"] == "response" && message["answers"] == record =>
+                    {
+                        Some((
+                            message["outcome"].as_str()?.to_string(),
+                            p["from"].as_str()?.to_string(),
+                        ))
+                    }
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// Pat's post to `to`, written in pat's own clone and pushed.
+    fn pat_posts(&self, pat: &Path, to: &str, text: &str) {
+        let mut c = Command::new(ocx_bin());
+        c.args(["post", "--to", to, "--text", text, "--json"])
+            .current_dir(pat);
+        run(c, None).ok();
+    }
+
+    /// Pat's clone and checkout of the served repository.
+    fn pat_clone(&self) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("http://pat:pat-pw@127.0.0.1:{}", self.port);
+        let clone = dir.path().join("pat.fossil");
+        let out = Command::new(crate::support::fossil())
+            .args(["clone", "--save-http-password", &url])
+            .arg(&clone)
+            .env("USER", "pat")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = Command::new(crate::support::fossil())
+            .arg("open")
+            .arg(&clone)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = Command::new(crate::support::fossil())
+            .args(["user", "default", "pat", "-R"])
+            .arg(&clone)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        let _ = self.repo.json(&["node", "stop"]);
+        self.halt();
+    }
+}
+
+/// Waits (`secs` at most) until `f` answers something.
+fn until<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(t) = f() {
+            return t;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(secs),
+            "never: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// An agent machine: a clone with a node of its own, enrolled.
+struct Machine {
+    dir: tempfile::TempDir,
+    clone: PathBuf,
+    code: String,
+    login: String,
+}
+
+impl Machine {
+    /// Enrols a new agent machine of `site`: `ocx machine` asks (and is
+    /// refused with the link until approved), admin approves the login
+    /// with `approve --node`, `ocx machine` again configures its node, and
+    /// `ocx node start` starts it.
+    fn enrol(site: &Site) -> Machine {
+        let dir = tempfile::tempdir().unwrap();
+        let clone = dir.path().join("agent.fossil");
+        let machine = |dir: &Path| {
+            let mut c = Command::new(ocx_bin());
+            c.args([
+                "machine",
+                &site.base(),
+                "--repository",
+                "agent.fossil",
+                "--json",
+            ])
+            .current_dir(dir);
+            run(c, None)
+        };
+        let asked = machine(dir.path()).answer();
+        assert_eq!(asked["ok"], false, "{asked}");
+        let reason = asked["stopped"]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("/ext/ocx-cgi/approve?login=node-"),
+            "{asked}"
+        );
+        let code = ocx::fossil::Repository::open(&clone)
+            .unwrap()
+            .server_code()
+            .unwrap();
+        let login = ocx::protocol::found::node_login(&code);
+        let root = ocx::node::config::default_root(&clone);
+        let creds: Value =
+            serde_json::from_slice(&std::fs::read(root.join("credentials.json")).unwrap()).unwrap();
+        use sha2::Digest;
+        let key = hex::encode(sha2::Sha256::digest(
+            creds["code"].as_str().unwrap().as_bytes(),
+        ));
+        site.repo
+            .json(&[
+                "approve",
+                &login,
+                &key,
+                ocx::node::machine::MACHINE_CAPABILITIES,
+                "--node",
+            ])
+            .ok();
+        let enrolled = machine(dir.path()).ok();
+        assert_eq!(enrolled["state"], "enrolled", "{enrolled}");
+        assert_eq!(enrolled["login"], login.as_str());
+        let m = Machine {
+            dir,
+            clone,
+            code,
+            login,
+        };
+        m.ocx(&["node", "start"]).ok();
+        m
+    }
+
+    fn ocx(&self, args: &[&str]) -> crate::support::Run {
+        let mut c = Command::new(ocx_bin());
+        c.args(args)
+            .args(["--repository", "agent.fossil", "--json"])
+            .current_dir(self.dir.path());
+        run(c, None)
+    }
+
+    fn root(&self) -> PathBuf {
+        ocx::node::config::default_root(&self.clone)
+    }
+
+    fn node_log(&self) -> String {
+        std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        let _ = self.ocx(&["node", "stop", "--runs"]);
+    }
+}
+
+#[test]
+fn a_run_on_an_agent_machine_hears_a_pushed_post_answers_it_as_its_user_and_is_answered_once() {
+    let site = Site::new();
+    let t = Instant::now();
+    let m = Machine::enroll_checked(&site);
+    eprintln!("enrolled in {:?}", t.elapsed());
+    let creds = m.root().join("credentials.json");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&creds).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "the credentials file is its owner's alone"
+    );
+    let granted = site.caps(&m.login).unwrap();
+    assert!(
+        granted.contains('i') && !granted.contains(['a', 's']),
+        "{granted}"
+    );
+
+    let record = site.record(&m.code, "echo-m1");
+    assert_eq!(
+        site.line("Record "),
+        format!("Record {record}: Echo what you hear"),
+        "the machine's node started the run"
+    );
+    assert_eq!(
+        site.caps("echo-m1").as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES),
+        "the served side made the run's login"
+    );
+
+    eprintln!("started in {:?}", t.elapsed());
+    let pat = site.pat_clone();
+    site.pat_posts(pat.path(), &record, "hello from pat");
+    let heard = site.line("Post ");
+    assert!(heard.ends_with("from pat: hello from pat"), "{heard}");
+    assert_eq!(site.line("answered "), "answered ok");
+    let answer = until("the run's answer on the server", 30, || {
+        site.thread(&record).into_iter().find(|p| {
+            p["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("heard: hello"))
+        })
+    });
+    assert_eq!(answer["from"], "echo-m1", "received from the run's user");
+
+    let status = m.ocx(&["status"]).ok();
+    let machine = &status["machine"];
+    assert_eq!(machine["login"], m.login.as_str(), "{status}");
+    assert_eq!(machine["server"], site.base().as_str());
+    assert_eq!(machine["records"], json!([record]), "in its care");
+    assert!(machine["heard"]["last_pull"].is_string(), "{status}");
+    assert!(machine["heard"]["last_wake"].is_string(), "{status}");
+
+    site.pat_posts(pat.path(), &record, "exit-now 0");
+    let answered = until("the machine's response", 60, || {
+        let r = site.responses(&record);
+        (!r.is_empty()).then_some(r)
+    });
+    assert_eq!(
+        answered,
+        vec![("exited".to_string(), m.login.clone())],
+        "one response, received from the machine's login"
+    );
+    until("the run's capabilities withdrawn", 30, || {
+        (site.caps("echo-m1").as_deref() == Some("")).then_some(())
+    });
+    until("the record out of the machine's care", 30, || {
+        m.ocx(&["status"]).ok()["machine"]["records"]
+            .as_array()
+            .is_some_and(|r| r.is_empty())
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(site.responses(&record).len(), 1, "never answered twice");
+    assert!(!m.node_log().contains("failed"), "{}", m.node_log());
+}
+
+impl Machine {
+    /// [`Machine::enrol`], its node started and listening.
+    fn enroll_checked(site: &Site) -> Machine {
+        let m = Machine::enrol(site);
+        until("the machine's first pull", 30, || {
+            m.ocx(&["status"]).ok()["machine"]["heard"]["last_pull"]
+                .as_str()
+                .map(str::to_string)
+        });
+        m
+    }
+}
+
+/// Kills the process whose id `file` holds, at once (SIGKILL).
+fn kill_from(file: &Path) {
+    let pid: i32 = std::fs::read_to_string(file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// One response to `record` on the served repository: waits for it, then
+/// makes sure no second one follows.
+fn answered_once(site: &Site, record: &str) -> (String, String) {
+    let first = until(&format!("a response to {record}"), 90, || {
+        site.responses(record).into_iter().next()
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        site.responses(record),
+        vec![first.clone()],
+        "answered exactly once"
+    );
+    first
+}
+
+#[test]
+fn three_machines_take_only_their_records_and_a_stop_a_killed_machine_and_a_restarted_server_are_answered_once()
+ {
+    let mut site = Site::new();
+    let machines: Vec<Machine> = (0..3).map(|_| Machine::enroll_checked(&site)).collect();
+    let users = ["echo-ma", "echo-mb", "echo-mc"];
+    let records: Vec<String> = machines
+        .iter()
+        .zip(users)
+        .map(|(m, u)| site.record(&m.code, u))
+        .collect();
+    for r in &records {
+        let started = Instant::now();
+        while !site.log().contains(&format!("Record {r}")) {
+            if started.elapsed() > Duration::from_secs(60) {
+                for m in &machines {
+                    eprintln!("{}: {}", m.login, m.node_log());
+                }
+                for p in site.thread(r) {
+                    eprintln!("{}", p["text"]);
+                }
+                panic!("never started: {r}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for (i, m) in machines.iter().enumerate() {
+        let care = m.ocx(&["status"]).ok()["machine"]["records"].clone();
+        assert_eq!(
+            care,
+            json!([records[i]]),
+            "machine {i} holds its own record alone"
+        );
+        for (j, r) in records.iter().enumerate() {
+            assert_eq!(
+                m.node_log().contains(&format!("opened {}", &r[..10])),
+                i == j,
+                "machine {i} and record {j}:\n{}",
+                m.node_log()
+            );
+        }
+    }
+    let uids: Vec<Value> = machines
+        .iter()
+        .map(|m| m.ocx(&["status"]).ok()["run_uids"].clone())
+        .collect();
+    assert!(
+        uids[0] != uids[1] && uids[1] != uids[2] && uids[0] != uids[2],
+        "each machine's runs have their own uids: {uids:?}"
+    );
+
+    // A stop, from the record's sender on the served repository.
+    site.repo.json(&["stop", &records[0]]).ok();
+    let (outcome, from) = answered_once(&site, &records[0]);
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        ("stopped", machines[0].login.as_str())
+    );
+    until("machine a's run's capabilities withdrawn", 30, || {
+        (site.caps(users[0]).as_deref() == Some("")).then_some(())
+    });
+
+    // Machine b killed, its node and its run's watcher: lost once it starts again.
+    let b = &machines[1];
+    let dir = ocx::node::config::NodeConfig::run_dir(&b.root(), &records[1]);
+    kill_from(&b.root().join("node.pid"));
+    kill_from(&dir.join("watcher.pid"));
+    until("machine b's watcher gone", 30, || {
+        (!ocx::node::watcher_alive(&dir)).then_some(())
+    });
+    b.ocx(&["node", "start"]).ok();
+    let (outcome, from) = answered_once(&site, &records[1]);
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        ("lost", b.login.as_str())
+    );
+
+    // The server away while machine c's run ends: its answer waits in the
+    // clone and reaches the server once it is back, once.
+    let c = &machines[2];
+    site.halt();
+    c.ocx(&["node", "stop", "--runs"]).ok();
+    assert!(
+        site.responses(&records[2]).is_empty(),
+        "nothing received while the server is away"
+    );
+    site.serve();
+    c.ocx(&["node", "start"]).ok();
+    let (outcome, from) = answered_once(&site, &records[2]);
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        ("stopped", c.login.as_str())
+    );
+    until("machine c's run's capabilities withdrawn", 30, || {
+        (site.caps(users[2]).as_deref() == Some("")).then_some(())
+    });
+}
+
+#[test]
+fn a_machine_believes_the_servers_receipts_not_its_clone_a_record_from_pat_and_a_forged_response_count_for_nothing()
+ {
+    let site = Site::new();
+    let m = Machine::enroll_checked(&site);
+    let pat = site.pat_clone();
+    // In the machine's clone every pulled artifact's receipt names the
+    // clone's own administrator, the machine's login: only the server
+    // says pat sent this record, and pat may not send one.
+    let mut c = Command::new(ocx_bin());
+    c.args([
+        "create",
+        "--runner",
+        "echo",
+        "--objective",
+        "Run as pat wishes",
+        "--wall",
+        "5m",
+        "--node",
+        &m.code,
+        "--run-user",
+        "echo-pat",
+        "--json",
+    ])
+    .current_dir(pat.path());
+    let from_pat = run(c, None).ok()["record"].as_str().unwrap().to_string();
+    until("the machine ignores pat's record", 60, || {
+        m.node_log()
+            .contains(&format!(
+                "ignored record {}: its sender may not send one",
+                &from_pat[..10]
+            ))
+            .then_some(())
+    });
+    assert_eq!(site.caps("echo-pat"), None, "no run login made");
+    assert!(!site.log().contains("Run as pat wishes"), "no run started");
+
+    // A response pat forges, naming the machine's node, closes nothing.
+    let record = site.record(&m.code, "echo-forged");
+    site.line(&format!("Record {record}"));
+    let forged = format!(
+        "OCX response: forged.\n\n```json\n{}\n```\n",
+        json!({"ocx": 1, "kind": "response", "node": m.code, "answers": record,
+               "outcome": "exited", "note": "forged by pat"})
+    );
+    site.pat_posts(pat.path(), &record, &forged);
+    site.pat_posts(pat.path(), &record, "after the forgery");
+    site.line("answered ");
+    assert!(
+        site.log().contains("from pat: after the forgery"),
+        "the machine acted on what followed the forgery"
+    );
+    assert!(
+        !site.log().contains("forged by pat"),
+        "a response is no delivery"
+    );
+    assert_eq!(
+        m.ocx(&["status"]).ok()["machine"]["records"],
+        json!([record]),
+        "still in the machine's care"
+    );
+    assert_eq!(
+        site.caps("echo-forged").as_deref(),
+        Some(ocx::node::wake::RUN_CAPABILITIES),
+        "its run keeps its capabilities"
+    );
+    site.pat_posts(pat.path(), &record, "exit-now 0");
+    let mine = || -> Vec<(String, String)> {
+        site.responses(&record)
+            .into_iter()
+            .filter(|(_, from)| from == &m.login)
+            .collect()
+    };
+    until("the machine's response", 60, || {
+        (!mine().is_empty()).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        mine(),
+        vec![("exited".to_string(), m.login.clone())],
+        "once"
+    );
+    until("the run's capabilities withdrawn", 30, || {
+        (site.caps("echo-forged").as_deref() == Some("")).then_some(())
+    });
+
+    // A record whose run login the served side will not make (pat is a
+    // person's login, no run's): refused by the machine once its wait for
+    // the login is over, and pat's letters untouched.
+    let for_pat = site.record(&m.code, "pat");
+    let (outcome, from) = answered_once(&site, &for_pat);
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        ("refused", m.login.as_str())
+    );
+    assert_eq!(site.caps("pat").as_deref(), Some("v4"));
+}
