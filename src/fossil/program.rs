@@ -458,19 +458,12 @@ impl Fossil {
             args += "--save-http-password\n";
         }
         args += "--no-open\n";
-        let redact = |e: FossilError| match e {
-            FossilError::Command { operation, message } => FossilError::Command {
-                operation,
-                message: redact_password(&message),
-            },
-            other => other,
-        };
         self.run_with_input(
             "clone",
             &["clone".as_ref(), "--args".as_ref(), "-".as_ref()],
             args.as_bytes(),
         )
-        .map_err(redact)?;
+        .map_err(without_password)?;
         let mut open: Vec<&OsStr> = vec!["open".as_ref(), file.as_os_str()];
         if let Some(v) = version {
             open.push(plain("open", "the version", v)?);
@@ -566,13 +559,7 @@ impl Fossil {
             &["clone".as_ref(), "--args".as_ref(), "-".as_ref()],
             args.as_bytes(),
         )
-        .map_err(|e| match e {
-            FossilError::Command { operation, message } => FossilError::Command {
-                operation,
-                message: redact_password(&message),
-            },
-            other => other,
-        })
+        .map_err(without_password)
         .map(|_| ())
     }
 
@@ -606,13 +593,7 @@ impl Fossil {
             ],
             args.as_bytes(),
         )
-        .map_err(|e| match e {
-            FossilError::Command { operation, message } => FossilError::Command {
-                operation,
-                message: redact_password(&message),
-            },
-            other => other,
-        })
+        .map_err(without_password)
         .map(|_| ())
     }
 
@@ -1037,6 +1018,17 @@ fn command(path: &Path, home: &Home) -> Command {
         }
     }
     c
+}
+
+/// `e` with any password a URL in its message held taken out.
+fn without_password(e: FossilError) -> FossilError {
+    match e {
+        FossilError::Command { operation, message } => FossilError::Command {
+            operation,
+            message: redact_password(&message),
+        },
+        other => other,
+    }
 }
 
 #[cfg(test)]

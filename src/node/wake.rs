@@ -342,21 +342,7 @@ impl Node<'_> {
     }
 
     fn beyond_sender(&self, r: &StandingRecord) -> Result<Option<String>, NodeError> {
-        let Some(sender) = r.said.from.as_deref() else {
-            return Ok(Some("the record has no sender".into()));
-        };
-        let Some(caps) = self.caps(sender)? else {
-            return Ok(Some(format!("its sender {sender} is no login here")));
-        };
-        if caps.is_admin() {
-            return Ok(None);
-        }
-        let lacks: String = RUN_CAPABILITIES.chars().filter(|c| !caps.has(*c)).collect();
-        Ok((!lacks.is_empty()).then(|| {
-            format!(
-                "its run would hold {RUN_CAPABILITIES}, and its sender {sender} (holding R, not admin) lacks {lacks}"
-            )
-        }))
+        sender_lacks(r, |sender| self.caps(sender))
     }
 
     /// Whether `sender` may stop `record`: holding admin or setup, or
@@ -768,10 +754,19 @@ pub(super) fn beyond_sender(
     repo: &Repository,
     r: &StandingRecord,
 ) -> Result<Option<String>, NodeError> {
+    sender_lacks(r, |sender| Ok(repo.capabilities(sender)?))
+}
+
+/// [`beyond_sender`], with the sender's capabilities as `caps_of` finds
+/// them (the repository's, or the server's on an agent machine).
+fn sender_lacks(
+    r: &StandingRecord,
+    caps_of: impl Fn(&str) -> Result<Option<crate::fossil::caps::Capabilities>, NodeError>,
+) -> Result<Option<String>, NodeError> {
     let Some(sender) = r.said.from.as_deref() else {
         return Ok(Some("the record has no sender".into()));
     };
-    let Some(caps) = repo.capabilities(sender)? else {
+    let Some(caps) = caps_of(sender)? else {
         return Ok(Some(format!("its sender {sender} is no login here")));
     };
     if caps.is_admin() {

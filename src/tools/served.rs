@@ -114,48 +114,22 @@ pub fn ask(
 /// it), or answers for other artifacts than those asked, or in another
 /// order.
 pub fn receipts(server: &str, hashes: &[String]) -> Result<Option<Vec<Received>>, Stop> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(std::time::Duration::from_secs(30)))
-        .build()
-        .into();
-    let url = format!("{server}/ext/{PAGE}/receipt?json");
     let failed = |why: String| {
         Stop::field("server", format!("{server}'s receipts: {why}"))
             .next("check that the server answers and offers OCX's page, then try again")
     };
     let mut out = Vec::with_capacity(hashes.len());
     for chunk in hashes.chunks(AT_ONCE) {
-        let mut response = agent
-            .post(&url)
-            .header("Content-Type", "application/json")
-            .send(json!({ "artifacts": chunk }).to_string())
-            .map_err(|e| failed(e.to_string()))?;
-        let status = response.status().as_u16();
-        let body = response
-            .body_mut()
-            .with_config()
-            .limit(4 << 20)
-            .read_to_string()
-            .map_err(|e| failed(e.to_string()))?;
-        let answer: Value = match serde_json::from_str(&body) {
-            Ok(a) => a,
-            Err(_) if status == 404 => return Ok(None),
-            Err(_) => return Err(failed(format!("its answer (HTTP {status}) is not OCX's"))),
+        let Some(result) = ask(
+            server,
+            "receipt",
+            &json!({ "artifacts": chunk }),
+            std::time::Duration::from_secs(30),
+        )?
+        else {
+            return Ok(None);
         };
-        if answer["ok"] != Value::Bool(true) {
-            return Err(failed(
-                answer["stopped"]["reason"]
-                    .as_str()
-                    .unwrap_or("it refused")
-                    .to_string(),
-            ));
-        }
-        let said = answer["result"]["artifacts"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let said = result["artifacts"].as_array().cloned().unwrap_or_default();
         if said.len() != chunk.len() {
             return Err(failed(
                 "it answered for other artifacts than those asked".into(),
