@@ -5,9 +5,12 @@
 //!
 //! Run: `cargo bench --bench delivery` (as root, as the node runs).
 
+mod common;
+
+use common::{now_ns, read_at, stat};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const PUSHES: usize = 50;
 
@@ -24,29 +27,10 @@ fn main() {
         .expect("fossil: run scripts/setup.sh")
         .path()
         .to_path_buf();
-    assert!(
-        Command::new("cargo")
-            .args(["build", "--release", "--quiet"])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let ocx = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ocx");
-    let tmp = tempfile::Builder::new()
-        .prefix("ocx-bench-")
-        .tempdir()
-        .unwrap();
-    let dir = tmp.path();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = dir.join("out");
-    std::fs::create_dir(&out).unwrap();
-    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let prog = dir.join("prog");
-    std::fs::create_dir(&prog).unwrap();
-    let runner = prog.join("runner.py");
-    std::fs::write(&runner, RUNNER).unwrap();
-    std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ocx = common::release_ocx();
+    let place = common::bench_dir(RUNNER);
+    let dir = place.tmp.path();
+    let (out, runner) = (&place.out, &place.runner);
     let repo = dir.join("served.fossil");
     let f = |args: &[&str]| {
         let o = Command::new(&fossil)
@@ -172,15 +156,10 @@ fn main() {
         let pushed = started.elapsed();
         let returned = now_ns();
         let line = wait_lines(&out.join("log"), i + 2);
-        let read_at: u128 = line.split_whitespace().next().unwrap().parse().unwrap();
         push_ms.push(pushed.as_secs_f64() * 1000.0);
-        latency_ms.push((read_at as f64 - returned as f64) / 1e6);
+        latency_ms.push((read_at(&line) as f64 - returned as f64) / 1e6);
     }
     drop(guard);
-    let stat = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        (v[v.len() / 2], v[(v.len() * 95).div_ceil(100) - 1])
-    };
     let (pm, pp) = stat(&mut push_ms);
     let (lm, lp) = stat(&mut latency_ms);
     println!("{PUSHES} check-ins pushed one at a time to a served node:");
@@ -216,22 +195,7 @@ impl Drop for Guard {
     }
 }
 
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
 fn wait_lines(log: &Path, n: usize) -> String {
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        if lines.len() >= n {
-            return lines[n - 1].to_string();
-        }
-        assert!(Instant::now() < until, "line {n} never arrived");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    common::wait_line(log, n, Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("line {n} never arrived"))
 }

@@ -9,9 +9,12 @@
 //! Run: `cargo bench --bench machines` (as root, as the nodes run);
 //! `OCX_BENCH_PUSHES=N` sets the number of pushes (default 30).
 
+mod common;
+
+use common::{now_ns, read_at, stat};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 const RUNNER: &str = r#"#!/usr/bin/python3
 import sys, os, time
@@ -32,21 +35,9 @@ fn main() {
         .path()
         .to_path_buf();
     let ocx = PathBuf::from(env!("CARGO_BIN_EXE_ocx"));
-    let tmp = tempfile::Builder::new()
-        .prefix("ocx-bench-")
-        .tempdir()
-        .unwrap();
-    let dir = tmp.path();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = dir.join("out");
-    std::fs::create_dir(&out).unwrap();
-    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let prog = dir.join("prog");
-    std::fs::create_dir(&prog).unwrap();
-    let runner = prog.join("runner.py");
-    std::fs::write(&runner, RUNNER).unwrap();
-    std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let place = common::bench_dir(RUNNER);
+    let dir = place.tmp.path();
+    let (out, runner) = (&place.out, &place.runner);
     let ext = dir.join("ext");
     std::fs::create_dir(&ext).unwrap();
     std::os::unix::fs::symlink(&ocx, ext.join("ocx-cgi")).unwrap();
@@ -295,12 +286,6 @@ fn main() {
     drop(guard);
 }
 
-/// Median and 95th percentile.
-fn stat(v: &mut [f64]) -> (f64, f64) {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (v[v.len() / 2], v[(v.len() * 95).div_ceil(100) - 1])
-}
-
 /// Stops the machines' nodes and runs, the served node and the server.
 struct Guard {
     ocx: PathBuf,
@@ -326,48 +311,29 @@ impl Drop for Guard {
     }
 }
 
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
-fn read_at(line: &str) -> u128 {
-    line.split_whitespace().next().unwrap().parse().unwrap()
-}
-
 fn wait_lines(log: &Path, n: usize) -> String {
-    let until = Instant::now() + Duration::from_secs(120);
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        if lines.len() >= n {
-            return lines[n - 1].to_string();
-        }
-        if Instant::now() >= until {
-            let dir = log.parent().and_then(Path::parent).unwrap();
-            for i in 0..3 {
-                let root = dir.join(format!("machine{i}/agent.fossil.ocx-node"));
-                eprintln!(
-                    "machine {i}: {}",
-                    std::fs::read_to_string(root.join("node.log")).unwrap_or_default()
-                );
-                for run in std::fs::read_dir(root.join("runs"))
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                {
-                    for f in ["watch.log", "output.log"] {
-                        eprintln!(
-                            "{f}: {}",
-                            std::fs::read_to_string(run.path().join(f)).unwrap_or_default()
-                        );
-                    }
-                }
-            }
-            panic!("line {n} of {} never arrived", log.display());
-        }
-        std::thread::sleep(Duration::from_millis(1));
+    if let Some(line) = common::wait_line(log, n, Duration::from_secs(120)) {
+        return line;
     }
+    let dir = log.parent().and_then(Path::parent).unwrap();
+    for i in 0..3 {
+        let root = dir.join(format!("machine{i}/agent.fossil.ocx-node"));
+        eprintln!(
+            "machine {i}: {}",
+            std::fs::read_to_string(root.join("node.log")).unwrap_or_default()
+        );
+        for run in std::fs::read_dir(root.join("runs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for f in ["watch.log", "output.log"] {
+                eprintln!(
+                    "{f}: {}",
+                    std::fs::read_to_string(run.path().join(f)).unwrap_or_default()
+                );
+            }
+        }
+    }
+    panic!("line {n} of {} never arrived", log.display());
 }

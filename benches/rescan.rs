@@ -22,12 +22,7 @@ const LIMIT: Duration = Duration::from_secs(2);
 fn main() {
     let fossil = Fossil::locate().expect("fossil: run scripts/setup.sh");
     let large = common::large_repository(&fossil);
-    let status = Command::new("cargo")
-        .args(["build", "--release", "--quiet"])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let ocx = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ocx");
+    let ocx = common::release_ocx();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-rescan");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -35,6 +35,73 @@ pub fn release_ocx() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ocx")
 }
 
+/// A benchmark's directory, which every account may reach (a run's host
+/// uid must), holding `out/`, writable by every account, and the runner
+/// program `prog/runner.py`; removed when dropped.
+pub struct BenchDir {
+    pub tmp: tempfile::TempDir,
+    pub out: PathBuf,
+    pub runner: PathBuf,
+}
+
+/// A new [`BenchDir`] whose runner program is `runner`.
+pub fn bench_dir(runner: &str) -> BenchDir {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::Builder::new()
+        .prefix("ocx-bench-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = dir.join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let prog = dir.join("prog");
+    std::fs::create_dir(&prog).unwrap();
+    let runner_path = prog.join("runner.py");
+    std::fs::write(&runner_path, runner).unwrap();
+    std::fs::set_permissions(&runner_path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    BenchDir {
+        tmp,
+        out,
+        runner: runner_path,
+    }
+}
+
+/// Now, in nanoseconds since the epoch (as a runner program notes it).
+pub fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// When a runner's line `NANOSECONDS TEXT` was read.
+pub fn read_at(line: &str) -> u128 {
+    line.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// Line `n` (from 1) of `log`, once it is there; `None` after `within`.
+pub fn wait_line(log: &Path, n: usize, within: Duration) -> Option<String> {
+    let until = Instant::now() + within;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = text.lines().nth(n - 1) {
+            return Some(line.to_string());
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The median and the 95th percentile of `v`.
+pub fn stat(v: &mut [f64]) -> (f64, f64) {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (v[v.len() / 2], v[(v.len() * 95).div_ceil(100) - 1])
+}
+
 /// A duration in milliseconds.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
