@@ -66,7 +66,8 @@ pub fn at(repo: &Repository, place: &Place) -> Result<Vec<Found>, FossilError> {
 
 /// The login a node acts as: `node-` and the first 8 digits of its server-code.
 pub fn node_login(server_code: &str) -> String {
-    format!("node-{}", &server_code[..server_code.len().min(8)])
+    let digits: String = server_code.chars().take(8).collect();
+    format!("node-{digits}")
 }
 
 /// Whether the node `node` (a server-code) speaks through its login here:
@@ -187,4 +188,16 @@ pub fn tagged_records(repo: &Repository) -> Result<Vec<(StandingRecord, bool)>, 
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::node_login;
+
+    #[test]
+    fn a_node_login_is_cut_by_characters_never_inside_one() {
+        assert_eq!(node_login("0123456789abcdef"), "node-01234567");
+        assert_eq!(node_login("abcdefgé-and-more"), "node-abcdefgé");
+        assert_eq!(node_login("ab"), "node-ab");
+    }
 }

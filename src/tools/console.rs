@@ -248,20 +248,21 @@ pub fn text(o: &Output) -> String {
             t.push_str(&format!(
                 "- {} ({} as {}, sent by {}, since {})\n",
                 clean(&r.objective),
-                r.runner,
-                r.runs_as,
-                r.sent_by.as_deref().unwrap_or("no one"),
+                clean(&r.runner),
+                clean(&r.runs_as),
+                clean(r.sent_by.as_deref().unwrap_or("no one")),
                 r.since
             ));
             if let Some(w) = r.wall_left {
                 t.push_str(&format!("  wall left: {w} s\n"));
             }
             if let Some(l) = &r.last_said {
-                t.push_str(&format!("  last said: {l}\n"));
+                t.push_str(&format!("  last said: {}\n", clean(l)));
             }
             if let Some(out) = &r.outcome {
                 t.push_str(&format!(
-                    "  ended {out}{}\n",
+                    "  ended {}{}\n",
+                    clean(out),
                     r.note
                         .as_deref()
                         .map(|n| format!(": {}", clean(n)))
@@ -281,7 +282,7 @@ fn question_text(t: &mut String, w: &Waiting) {
     t.push_str(&format!(
         "- {} (asked by {} at {}, {})\n",
         clean(&q.question),
-        q.from.as_deref().unwrap_or("no one"),
+        clean(q.from.as_deref().unwrap_or("no one")),
         q.at,
         q.link
     ));
