@@ -64,10 +64,15 @@ pub fn at(repo: &Repository, place: &Place) -> Result<Vec<Found>, FossilError> {
     Ok(out)
 }
 
+/// The first 8 digits of a server-code, as a node is named to people; cut
+/// by characters, since a refused record's `node` may be any text.
+pub fn code_prefix(server_code: &str) -> String {
+    server_code.chars().take(8).collect()
+}
+
 /// The login a node acts as: `node-` and the first 8 digits of its server-code.
 pub fn node_login(server_code: &str) -> String {
-    let digits: String = server_code.chars().take(8).collect();
-    format!("node-{digits}")
+    format!("node-{}", code_prefix(server_code))
 }
 
 /// Whether the node `node` (a server-code) speaks through its login here:

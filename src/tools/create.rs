@@ -213,7 +213,7 @@ impl Tool for Create {
         let block = message::write(fields.as_object().expect("a record is an object"));
         let text = format!(
             "OCX record: asks node `{}` to run `{runner}` as `{user}`{}.\n\n{block}",
-            &node[..8],
+            crate::protocol::found::code_prefix(&node),
             if is_command { " once per check-in" } else { "" }
         );
         let repo = call.repo()?;

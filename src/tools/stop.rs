@@ -90,7 +90,7 @@ impl Tool for StopTool {
             serde_json::to_value(&msg).map_err(|e| Stop::new(format!("internal error: {e}")))?;
         let text = format!(
             "OCX stop: asks node `{}` to stop this record's run.\n\n{}",
-            &msg.node[..8],
+            crate::protocol::found::code_prefix(&msg.node),
             message::write(fields.as_object().expect("an object"))
         );
         let policy = repo.hash_policy().map_err(Stop::internal)?;
