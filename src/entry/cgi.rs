@@ -262,8 +262,7 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
         .as_ref()
         .and_then(Value::as_object)
         .is_some_and(Map::is_empty);
-    if !json && !request.is_post() && nothing_given && form_fields(tool).iter().any(|f| f.required)
-    {
+    if !json && !request.is_post() && nothing_given && flags.iter().any(|f| f.required) {
         return Response {
             status: 200,
             content_type: "text/html",

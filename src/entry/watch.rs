@@ -51,6 +51,9 @@ pub fn main(root: &Path, record: &str, checkin: Option<&str>) -> i32 {
 
 fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), String> {
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    if let Some(c) = checkin {
+        crate::stop::full_hash("checkin", c).map_err(|s| format!("checkin: {}", s.reason))?;
+    }
     let (cfg, fossil, repo) = respond::open(root).ok_or("no node configuration under the root")?;
     let receipt = repo
         .receipt(hash)

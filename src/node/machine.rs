@@ -235,9 +235,6 @@ impl Server {
         if answer["ok"] == Value::Bool(true) {
             return Ok(answer["result"].clone());
         }
-        if answer.get("password").is_some() {
-            return Ok(answer);
-        }
         Err(MachineError::Refused {
             server: self.url.clone(),
             tool: tool.to_string(),
@@ -478,21 +475,23 @@ pub fn respond(
     let _lock = super::lock(&root.join("respond.lock"), true)?;
     let kept =
         kept_unconfirmed(root, &record.hash).filter(|h| repo.receipt(h).ok().flatten().is_some());
-    let written = match kept {
-        Some(h) => Some(h),
-        None => own_response(repo, server, record, &cfg.server_code).unwrap_or(None),
-    };
-    let hash = match written {
+    let hash = match kept {
         Some(h) => h,
-        None => {
-            let batch: Batch = super::respond::compose(repo, record, &cfg.login, outcome, note)?;
-            let hash = batch.artifacts[0].1.clone();
-            keep_unconfirmed(root, &record.hash, &hash)?;
-            store::store(fossil, repo, &cfg.login, &batch, true)?;
-            hash
-        }
+        None => match own_response(repo, server, record, &cfg.server_code).unwrap_or(None) {
+            Some(h) => {
+                keep_unconfirmed(root, &record.hash, &h)?;
+                h
+            }
+            None => {
+                let batch: Batch =
+                    super::respond::compose(repo, record, &cfg.login, outcome, note)?;
+                let hash = batch.artifacts[0].1.clone();
+                keep_unconfirmed(root, &record.hash, &hash)?;
+                store::store(fossil, repo, &cfg.login, &batch, true)?;
+                hash
+            }
+        },
     };
-    keep_unconfirmed(root, &record.hash, &hash)?;
     let confirmed = push_and_confirm(root, cfg, fossil, server, &record.hash, &hash);
     Ok((hash, confirmed))
 }
@@ -593,7 +592,7 @@ pub fn push_unconfirmed(
         if push_and_confirm(root, cfg, fossil, server, &kept.record, &kept.response) {
             done.push(format!(
                 "the server confirmed the response to {}",
-                &kept.record[..kept.record.len().min(10)]
+                kept.record.chars().take(10).collect::<String>()
             ));
         }
     }

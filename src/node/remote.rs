@@ -41,18 +41,22 @@ impl RemoteRun {
 /// among `hashes` addressed to an agent machine, then withdraws it for
 /// each kept run whose response counts. Answers what it did, a line each.
 pub fn keep(fossil: &Fossil, repo: &Repository, hashes: &[String]) -> Vec<String> {
-    let mut report = open_all(fossil, repo, hashes);
+    let own = match repo.server_code() {
+        Ok(own) => own,
+        Err(e) => return vec![format!("could not keep remote runs: {e}")],
+    };
+    let mut report = open_all(fossil, repo, &own, hashes);
     report.extend(withdraw(fossil, repo));
     report
 }
 
 /// Makes the run's login for each record among `hashes` addressed to an
-/// agent machine; a line each for what it did.
-pub fn open_all(fossil: &Fossil, repo: &Repository, hashes: &[String]) -> Vec<String> {
-    let own = repo.server_code().unwrap_or_default();
+/// agent machine (not to `own`, the served repository's server-code); a
+/// line each for what it did.
+pub fn open_all(fossil: &Fossil, repo: &Repository, own: &str, hashes: &[String]) -> Vec<String> {
     let mut report = Vec::new();
     for hash in hashes {
-        match open(fossil, repo, hash, &own) {
+        match open(fossil, repo, hash, own) {
             Ok(Some(line)) => report.push(line),
             Ok(None) => {}
             Err(e) => report.push(format!("could not keep {hash}'s remote run: {e}")),

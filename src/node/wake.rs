@@ -136,7 +136,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             .map(|(a, _)| a.hash.clone())
             .collect();
         if !remote.is_empty() && server.is_none() {
-            let lines = super::remote::open_all(&fossil, &repo, &remote);
+            let lines = super::remote::open_all(&fossil, &repo, &cfg.server_code, &remote);
             super::daemon::log(root, &lines);
             node.report.extend(lines);
             logged = node.report.len();
