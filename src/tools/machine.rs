@@ -1,6 +1,7 @@
 //! `machine`: enrols this host as an agent machine of a served
 //! repository, from its own command line alone. It makes the clone named
-//! by `--repository` (as nobody in particular) where there is none, asks
+//! by `--repository` (as nobody in particular) where there is none (one
+//! already there, made as any login, is enrolled as it is), asks
 //! the server for the clone's node login (`node-` and the first 8 digits
 //! of the clone's server-code) as `register` does, keeping the code and
 //! then the password in a credentials file under the node's root (0600),
@@ -69,7 +70,7 @@ impl Tool for MachineTool {
                     .clone_anonymous(&server, &path, "ocx-machine")
                     .map_err(|e| {
                         Stop::field("server", format!("cannot clone {server}: {e}")).next(
-                            "check the address; a repository nobody may clone cannot be enrolled this way",
+                            "check the address; where nobody may clone, clone it first as a login that may (fossil clone URL FILE) and run this again: an existing clone is enrolled as it is",
                         )
                     })?;
             }

@@ -94,6 +94,20 @@ impl Site {
         site
     }
 
+    /// `ocx machine` for this site, its clone `agent.fossil` in `dir`.
+    fn machine_in(&self, dir: &Path) -> crate::support::Run {
+        let mut c = Command::new(ocx_bin());
+        c.args([
+            "machine",
+            &self.base(),
+            "--repository",
+            "agent.fossil",
+            "--json",
+        ])
+        .current_dir(dir);
+        run(c, None)
+    }
+
     fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
@@ -300,20 +314,13 @@ impl Machine {
     /// with `approve --node`, `ocx machine` again configures its node, and
     /// `ocx node start` starts it.
     fn enrol(site: &Site) -> Machine {
-        let dir = tempfile::tempdir().unwrap();
+        Machine::enrol_in(site, tempfile::tempdir().unwrap())
+    }
+
+    /// [`Machine::enrol`] in `dir`, which may hold its clone already.
+    fn enrol_in(site: &Site, dir: tempfile::TempDir) -> Machine {
         let clone = dir.path().join("agent.fossil");
-        let machine = |dir: &Path| {
-            let mut c = Command::new(ocx_bin());
-            c.args([
-                "machine",
-                &site.base(),
-                "--repository",
-                "agent.fossil",
-                "--json",
-            ])
-            .current_dir(dir);
-            run(c, None)
-        };
+        let machine = |dir: &Path| site.machine_in(dir);
         let asked = machine(dir.path()).answer();
         assert_eq!(asked["ok"], false, "{asked}");
         let reason = asked["stopped"]["reason"].as_str().unwrap();
@@ -454,6 +461,60 @@ fn a_run_on_an_agent_machine_hears_a_pushed_post_answers_it_as_its_user_and_is_a
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(site.responses(&record).len(), 1, "never answered twice");
     assert!(!m.node_log().contains("failed"), "{}", m.node_log());
+}
+
+#[test]
+fn where_nobody_may_clone_a_clone_made_as_a_login_that_may_is_enrolled_and_its_machine_answers() {
+    let site = Site::new();
+    for login in ["nobody", "anonymous"] {
+        site.repo.fossil(&["user", "capabilities", login, ""]);
+    }
+    site.repo.fossil(&["user", "capabilities", "pat", "v4go"]);
+    let dir = tempfile::tempdir().unwrap();
+    let refused = site.machine_in(dir.path()).answer();
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert_eq!(refused["stopped"]["field"], "server", "{refused}");
+    assert!(
+        refused["next_step"]
+            .as_str()
+            .is_some_and(|n| n.contains("fossil clone")),
+        "{refused}"
+    );
+    assert!(
+        !dir.path().join("agent.fossil").exists(),
+        "a refused clone leaves no file to be taken for one"
+    );
+
+    let url = format!("http://pat:pat-pw@127.0.0.1:{}", site.port);
+    let out = Command::new(crate::support::fossil())
+        .args(["clone", &url, "agent.fossil"])
+        .current_dir(dir.path())
+        .env("USER", "pat")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = Machine::enrol_in(&site, dir);
+    until("the machine's first pull, signed in", 30, || {
+        m.ocx(&["status"]).ok()["machine"]["heard"]["last_pull"]
+            .as_str()
+            .map(str::to_string)
+    });
+    let record = site.record(&m.code, "echo-pv");
+    assert_eq!(
+        site.line("Record "),
+        format!("Record {record}: Echo what you hear"),
+        "the machine read the private repository and started the run"
+    );
+    site.repo.json(&["stop", &record]).ok();
+    let (outcome, from) = answered_once(&site, &record);
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        ("stopped", m.login.as_str())
+    );
 }
 
 impl Machine {
