@@ -57,25 +57,23 @@ pub struct Response {
 impl Response {
     /// The response as CGI output: headers, a blank line, the body.
     pub fn to_cgi(&self) -> String {
-        format!(
-            "Status: {} {}\r\nContent-Type: {}\r\n\r\n{}",
-            self.status,
-            reason_phrase(self.status),
-            self.content_type,
-            self.body
-        )
+        head(self.status, self.content_type, "") + &self.body
     }
 }
 
-fn reason_phrase(status: u16) -> &'static str {
-    match status {
+/// A CGI reply's headers and the blank line after them: the status,
+/// the body's type, and `more` (each line ending in CRLF).
+pub(super) fn head(status: u16, content_type: &str, more: &str) -> String {
+    let reason = match status {
         200 => "OK",
         400 => "Bad Request",
-        405 => "Method Not Allowed",
         403 => "Forbidden",
         404 => "Not Found",
+        405 => "Method Not Allowed",
+        413 => "Content Too Large",
         _ => "Internal Server Error",
-    }
+    };
+    format!("Status: {status} {reason}\r\nContent-Type: {content_type}\r\n{more}\r\n")
 }
 
 /// Answers the request in the environment; always exits 0, since Fossil
@@ -404,7 +402,7 @@ fn refusal(
 }
 
 mod page;
-mod request;
+pub(super) mod request;
 mod wait;
 
 pub use request::Request;

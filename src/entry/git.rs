@@ -47,27 +47,14 @@ impl Reply {
 
     /// The reply as CGI output: headers, a blank line, the body.
     pub fn to_cgi(&self) -> Vec<u8> {
-        let mut out = format!(
-            "Status: {} {}\r\nContent-Type: {}\r\nCache-Control: no-cache, max-age=0, must-revalidate\r\n\r\n",
+        let mut out = super::cgi::head(
             self.status,
-            reason_phrase(self.status),
-            self.content_type
+            self.content_type,
+            "Cache-Control: no-cache, max-age=0, must-revalidate\r\n",
         )
         .into_bytes();
         out.extend_from_slice(&self.body);
         out
-    }
-}
-
-fn reason_phrase(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        413 => "Content Too Large",
-        _ => "Internal Server Error",
     }
 }
 
@@ -231,25 +218,18 @@ fn pkt_line(text: &str) -> Vec<u8> {
 /// and expanded when it is gzip (its first bytes `1f 8b`), refused with 400
 /// when that does not read and 413 when it expands past the limit.
 pub fn read_request(content_length: Option<&str>, body: &mut dyn Read) -> Result<Vec<u8>, Reply> {
-    let length = match content_length.map(str::trim) {
-        None | Some("") => return Err(Reply::said(400, "the request announces no length")),
-        Some(n) => n
-            .parse::<u64>()
-            .map_err(|_| Reply::said(400, format!("the request's length {n:?} is not a number")))?,
-    };
-    if length > BODY_LIMIT {
-        return Err(too_large());
+    use super::cgi::request::{BodyRefused, announced_body};
+    if content_length.is_none_or(|n| n.trim().is_empty()) {
+        return Err(Reply::said(400, "the request announces no length"));
     }
-    let mut raw = Vec::with_capacity(length as usize);
-    body.take(length)
-        .read_to_end(&mut raw)
-        .map_err(|_| Reply::said(400, "the request's body cannot be read"))?;
-    if (raw.len() as u64) < length {
-        return Err(Reply::said(
-            400,
-            "the request's body is shorter than it announced",
-        ));
-    }
+    let raw = announced_body(content_length, body, BODY_LIMIT).map_err(|e| match e {
+        BodyRefused::NotANumber(n) => {
+            Reply::said(400, format!("the request's length {n:?} is not a number"))
+        }
+        BodyRefused::Over(_) => too_large(),
+        BodyRefused::Unreadable(_) => Reply::said(400, "the request's body cannot be read"),
+        BodyRefused::Short => Reply::said(400, "the request's body is shorter than it announced"),
+    })?;
     if !raw.starts_with(&[0x1f, 0x8b]) {
         return Ok(raw);
     }

@@ -16,7 +16,7 @@ mod program;
 pub mod remote;
 pub mod repo;
 pub mod store;
-mod wait;
+pub mod wait;
 
 pub use output::UvFile;
 pub use program::{FLOOR, Fossil, TARGET};

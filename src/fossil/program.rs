@@ -196,16 +196,7 @@ impl Fossil {
             "CREATE TABLE IF NOT EXISTS repository.modreq(objid INTEGER PRIMARY KEY, attachRid INT, tktid TEXT); \
              INSERT OR IGNORE INTO modreq(objid) SELECT rid FROM blob WHERE uuid='{hash}';"
         );
-        self.run(
-            "sql",
-            &[
-                "sql".as_ref(),
-                "-R".as_ref(),
-                repository.as_os_str(),
-                sql.as_ref(),
-            ],
-        )
-        .map(|_| ())
+        self.sql_on_stdin("sql", repository, &sql).map(|_| ())
     }
 
     /// Adds an after-receive hook running `command` (through /bin/sh, as
@@ -269,7 +260,7 @@ impl Fossil {
         letters: &str,
     ) -> Result<(), FossilError> {
         let sql = format!(
-            "UPDATE user SET cap='{}' WHERE login='{}'",
+            "UPDATE user SET cap='{}' WHERE login='{}';\n",
             letters.replace('\'', ""),
             login.replace('\'', "''")
         );
@@ -279,16 +270,7 @@ impl Fossil {
                 message: format!("{letters:?} are not capability letters"),
             });
         }
-        self.run(
-            "user capabilities",
-            &[
-                "sql".as_ref(),
-                "-R".as_ref(),
-                repository.as_os_str(),
-                sql.as_ref(),
-            ],
-        )
-        .map(|_| ())
+        self.sql_on_stdin("user capabilities", repository, &sql).map(|_| ())
     }
 
     /// Sets `login`'s password, given on standard input (`--args -`).
@@ -347,20 +329,11 @@ impl Fossil {
     ) -> Result<(), FossilError> {
         let quote = |v: &str| v.replace('\'', "''");
         let sql = format!(
-            "REPLACE INTO config(name,value,mtime) VALUES('{}','{}',now())",
+            "REPLACE INTO config(name,value,mtime) VALUES('{}','{}',now());\n",
             quote(&super::repo::run_user_mark(login)),
             quote(by)
         );
-        self.run(
-            "sql",
-            &[
-                "sql".as_ref(),
-                "-R".as_ref(),
-                repository.as_os_str(),
-                sql.as_ref(),
-            ],
-        )
-        .map(|_| ())
+        self.sql_on_stdin("sql", repository, &sql).map(|_| ())
     }
 
     /// Keeps `value` in `repository`'s `config` row `name`. The statement

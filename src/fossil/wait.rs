@@ -46,18 +46,26 @@ impl Repository {
     }
 }
 
-/// A channel that hears each change of the repository file, from a thread
-/// that lives as long as the process does.
+/// A channel that hears each change of the repository file.
 fn watch(repo: &Repository) -> Result<mpsc::Receiver<()>, FossilError> {
+    let (tx, rx) = mpsc::channel();
+    on_change(repo.path(), tx)?;
+    Ok(rx)
+}
+
+/// Sends on `tx` at each change of the repository file `path` (written,
+/// closed after writing, or its attributes changed), from a thread that
+/// lives until `tx`'s receiver is gone or the process ends. The one
+/// inotify watch OCX keeps: the node's daemon and the page's long-poll.
+pub fn on_change(path: &std::path::Path, tx: mpsc::Sender<()>) -> Result<(), FossilError> {
     let failed = |e: nix::Error| FossilError::Query(format!("cannot watch the repository: {e}"));
     let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(failed)?;
     inotify
         .add_watch(
-            repo.path(),
+            path,
             AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_ATTRIB,
         )
         .map_err(failed)?;
-    let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         while inotify.read_events().is_ok() {
             if tx.send(()).is_err() {
@@ -65,5 +73,5 @@ fn watch(repo: &Repository) -> Result<mpsc::Receiver<()>, FossilError> {
             }
         }
     });
-    Ok(rx)
+    Ok(())
 }

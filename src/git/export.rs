@@ -11,7 +11,6 @@ use super::GitError;
 use crate::fossil::{Fossil, Repository, export as fossil_export};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -168,26 +167,17 @@ impl Export {
         std::fs::remove_file(self.git_dir().join(MARK)).is_ok()
     }
 
-    /// Keeps `run` as the last, written whole; a failure to write it loses
-    /// only the record of the run.
+    /// Keeps `run` as the last, written whole and readable by the server
+    /// that serves the export; a failure to write it loses only the record
+    /// of the run.
     fn keep(&self, run: &LastRun) {
         let git = self.git_dir();
-        let tmp = git.join(format!("{LAST}.new"));
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .mode(0o644)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&tmp)
-            .and_then(|mut f| {
-                f.write_all(&serde_json::to_vec_pretty(run).unwrap_or_default())?;
-                f.sync_data()
-            })
-            .and_then(|_| std::fs::rename(&tmp, git.join(LAST)));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
+        let _ = crate::file::write_whole(
+            &git.join(LAST),
+            &git.join(format!("{LAST}.new")),
+            &serde_json::to_vec_pretty(run).unwrap_or_default(),
+            0o644,
+        );
     }
 }
 

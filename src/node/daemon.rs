@@ -12,7 +12,6 @@ use super::config::NodeConfig;
 use super::wake::{self, State};
 use super::{NodeError, machine};
 use crate::fossil::kept::Kept;
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -169,20 +168,7 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
             }
         }
     });
-    let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(std::io::Error::from)?;
-    inotify
-        .add_watch(
-            &cfg.repository,
-            AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_ATTRIB,
-        )
-        .map_err(std::io::Error::from)?;
-    std::thread::spawn(move || {
-        while inotify.read_events().is_ok() {
-            if tx.send(()).is_err() {
-                break;
-            }
-        }
-    });
+    crate::fossil::wait::on_change(&cfg.repository, tx)?;
     if cfg.machine.is_some() {
         let server = machine::Server::of(&cfg)?.ok_or(NodeError::NotANode)?;
         let (root, cfg, woken) = (root.to_path_buf(), cfg.clone(), poked.clone());

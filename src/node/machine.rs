@@ -125,12 +125,7 @@ impl Server {
 
     /// The server at `url`, to be signed in to as `login`.
     pub fn new(url: &str, login: &str, password: &str) -> Server {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_global(Some(Duration::from_secs(75)))
-            .build()
-            .into();
+        let agent = crate::http::agent(Some(Duration::from_secs(75)));
         Server {
             url: url.trim_end_matches('/').to_string(),
             login: login.to_string(),

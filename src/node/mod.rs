@@ -363,20 +363,10 @@ fn make_run_dir(dir: &Path) -> std::io::Result<()> {
 /// by its number in the order given.
 const SPOOL: &str = "deliveries";
 
-/// Writes `bytes` to `path` whole and its owner's alone (0600): into
-/// `tmp` beside it, synced, then renamed over it, so a reader, or a node
-/// killed midway, finds the old text or the new, never a part.
+/// Writes `bytes` to `path` whole and its owner's alone (0600), through
+/// `tmp` beside it ([`crate::file::write_whole`]).
 pub(crate) fn write_whole(path: &Path, tmp: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(tmp)?;
-    f.write_all(bytes)?;
-    f.sync_data()?;
-    std::fs::rename(tmp, path)
+    crate::file::write_whole(path, tmp, bytes, 0o600)
 }
 
 /// Gives a session one delivery, whole: the line is written to a file of

@@ -654,18 +654,7 @@ impl Node<'_> {
         }
         self.fossil
             .user_capabilities(self.repo.path(), &user, RUN_CAPABILITIES)?;
-        let dir = NodeConfig::run_dir(self.root, &r.hash);
-        super::prepare_run_dir(&dir, &password)?;
-        let session = r.record.runner != runner::COMMAND;
-        self.state.open.insert(r.hash.clone(), open_run(&r));
-        self.state.save(self.root)?;
-        if session {
-            super::spawn_watcher(self.root, self.cfg, &r.hash, None)?;
-            super::await_reader(&dir);
-        }
-        self.report
-            .push(format!("opened {} as {user}", &r.hash[..10]));
-        Ok(())
+        self.start_run(&r, &user, &password)
     }
 
     /// Opens record `r` on an agent machine: the served side made its run's
@@ -700,10 +689,22 @@ impl Node<'_> {
                 ),
             );
         }
+        self.start_run(&r, &user, &password)
+    }
+
+    /// Starts the run of record `r` as `user`, its login's password
+    /// `password`: its directory made, the run kept open in the state
+    /// (saved before anything starts), and a session's watcher started.
+    fn start_run(
+        &mut self,
+        r: &StandingRecord,
+        user: &str,
+        password: &str,
+    ) -> Result<(), NodeError> {
         let dir = NodeConfig::run_dir(self.root, &r.hash);
-        super::prepare_run_dir(&dir, &password)?;
+        super::prepare_run_dir(&dir, password)?;
         let session = r.record.runner != runner::COMMAND;
-        self.state.open.insert(r.hash.clone(), open_run(&r));
+        self.state.open.insert(r.hash.clone(), open_run(r));
         self.state.save(self.root)?;
         if session {
             super::spawn_watcher(self.root, self.cfg, &r.hash, None)?;

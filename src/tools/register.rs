@@ -329,12 +329,7 @@ fn write_credentials(path: &Path, creds: &Credentials, new: bool) -> Result<(), 
 /// Asks the server's `collect` (an unsigned POST to OCX's page): the
 /// password once approved, `None` while it is refused.
 fn collect(server: &str, login: &str, code: &str) -> Result<Option<String>, Stop> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(std::time::Duration::from_secs(60)))
-        .build()
-        .into();
+    let agent = crate::http::agent(Some(std::time::Duration::from_secs(60)));
     let url = format!("{server}/ext/{PAGE}/collect?json");
     let unreachable = |why: String| {
         Stop::field("server", format!("{server} did not answer collect: {why}")).next(

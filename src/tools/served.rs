@@ -70,12 +70,7 @@ pub fn ask(
     input: &Value,
     within: std::time::Duration,
 ) -> Result<Option<Value>, Stop> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(within))
-        .build()
-        .into();
+    let agent = crate::http::agent(Some(within));
     let failed = |why: String| {
         Stop::field("server", format!("{server}'s {tool}: {why}"))
             .next("check that the server answers and offers OCX's page, then try again")

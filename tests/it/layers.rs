@@ -20,7 +20,7 @@ const LEVELS: &[&[&str]] = &[
     &["protocol", "place"],
     &["git"],
     &["fossil"],
-    &["answer", "stop", "lock"],
+    &["answer", "stop", "lock", "file", "http"],
 ];
 
 /// The edges allowed within one level (from, to): the node starts runs (the

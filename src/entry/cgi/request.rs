@@ -163,27 +163,66 @@ impl Request {
     }
 }
 
-/// The body of a POST, refused when its length is unknown or over [`BODY_LIMIT`].
-pub(super) fn read_body(request: &Request, body: &mut dyn Read) -> Result<Vec<u8>, Stop> {
-    let length = match request.content_length.as_deref().map(str::trim) {
+/// Why a request's body was not taken.
+#[derive(Debug)]
+pub enum BodyRefused {
+    /// The announced length is not a number.
+    NotANumber(String),
+    /// The announced length is over the limit.
+    Over(u64),
+    /// The body could not be read.
+    Unreadable(std::io::Error),
+    /// The body ended before the length announced.
+    Short,
+}
+
+/// A request's body: exactly the `CONTENT_LENGTH` announced (none: empty),
+/// never a byte past it, refused (nothing read) when that is over `limit`.
+pub fn announced_body(
+    content_length: Option<&str>,
+    body: &mut dyn Read,
+    limit: u64,
+) -> Result<Vec<u8>, BodyRefused> {
+    let length = match content_length.map(str::trim) {
         None | Some("") => 0,
-        Some(n) => n.parse::<usize>().map_err(|_| {
-            Stop::field("input", format!("the body's length {n:?} is not a number"))
-                .next("send the form again")
-        })?,
+        Some(n) => n
+            .parse::<u64>()
+            .map_err(|_| BodyRefused::NotANumber(n.to_string()))?,
     };
-    if length > BODY_LIMIT {
-        return Err(Stop::field(
-            "input",
-            format!("the body holds {length} bytes, over the limit of {BODY_LIMIT}"),
-        )
-        .next("send less: split the text, or attach it elsewhere"));
+    if length > limit {
+        return Err(BodyRefused::Over(length));
     }
-    let mut bytes = Vec::with_capacity(length);
-    body.take(length as u64)
+    let mut bytes = Vec::with_capacity(length as usize);
+    body.take(length)
         .read_to_end(&mut bytes)
-        .map_err(|e| Stop::field("input", format!("cannot read the body: {e}")))?;
+        .map_err(BodyRefused::Unreadable)?;
+    if (bytes.len() as u64) < length {
+        return Err(BodyRefused::Short);
+    }
     Ok(bytes)
+}
+
+/// The body of a POST, refused when its length is not a number, is over
+/// [`BODY_LIMIT`], or is more than came.
+pub(super) fn read_body(request: &Request, body: &mut dyn Read) -> Result<Vec<u8>, Stop> {
+    announced_body(request.content_length.as_deref(), body, BODY_LIMIT as u64).map_err(
+        |e| match e {
+            BodyRefused::NotANumber(n) => {
+                Stop::field("input", format!("the body's length {n:?} is not a number"))
+                    .next("send the form again")
+            }
+            BodyRefused::Over(length) => Stop::field(
+                "input",
+                format!("the body holds {length} bytes, over the limit of {BODY_LIMIT}"),
+            )
+            .next("send less: split the text, or attach it elsewhere"),
+            BodyRefused::Unreadable(e) => {
+                Stop::field("input", format!("cannot read the body: {e}"))
+            }
+            BodyRefused::Short => Stop::field("input", "the body is shorter than it announced")
+                .next("send the form again"),
+        },
+    )
 }
 
 /// A POST's input: a form, or one JSON object.

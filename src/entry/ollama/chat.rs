@@ -26,15 +26,10 @@ impl Client {
     /// 2xx is read like any answer, no redirect is followed and no
     /// timeout is set.
     pub fn new(endpoint: String) -> Client {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_global(None)
-            .timeout_await_100(None)
-            .user_agent(format!("ocx/{}", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
-        Client { agent, endpoint }
+        Client {
+            agent: crate::http::agent(None),
+            endpoint,
+        }
     }
 
     /// The endpoint requests go to.
