@@ -270,7 +270,8 @@ impl Fossil {
                 message: format!("{letters:?} are not capability letters"),
             });
         }
-        self.sql_on_stdin("user capabilities", repository, &sql).map(|_| ())
+        self.sql_on_stdin("user capabilities", repository, &sql)
+            .map(|_| ())
     }
 
     /// Sets `login`'s password, given on standard input (`--args -`).

@@ -7,7 +7,7 @@
 //! run's user), and exits when told to.
 
 use crate::cgi::Ext;
-use crate::support::{Repo, ocx_bin, run};
+use crate::support::{Repo, fossil_as, ocx_bin, run};
 use serde_json::{Value, json};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -241,39 +241,14 @@ impl Site {
     fn pat_clone(&self) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("http://pat:pat-pw@127.0.0.1:{}", self.port);
-        let clone = dir.path().join("pat.fossil");
-        let out = Command::new(crate::support::fossil())
-            .args(["clone", "--save-http-password", &url])
-            .arg(&clone)
-            .env("USER", "pat")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let at = dir.path();
+        fossil_as(
+            "pat",
+            at,
+            &["clone", "--save-http-password", &url, "pat.fossil"],
         );
-        let out = Command::new(crate::support::fossil())
-            .arg("open")
-            .arg(&clone)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let out = Command::new(crate::support::fossil())
-            .args(["user", "default", "pat", "-R"])
-            .arg(&clone)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        fossil_as("pat", at, &["open", "pat.fossil"]);
+        fossil_as("pat", at, &["user", "default", "pat", "-R", "pat.fossil"]);
         dir
     }
 }
@@ -486,17 +461,7 @@ fn where_nobody_may_clone_a_clone_made_as_a_login_that_may_is_enrolled_and_its_m
     );
 
     let url = format!("http://pat:pat-pw@127.0.0.1:{}", site.port);
-    let out = Command::new(crate::support::fossil())
-        .args(["clone", &url, "agent.fossil"])
-        .current_dir(dir.path())
-        .env("USER", "pat")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    fossil_as("pat", dir.path(), &["clone", &url, "agent.fossil"]);
     let m = Machine::enrol_in(&site, dir);
     until("the machine's first pull, signed in", 30, || {
         m.ocx(&["status"]).ok()["machine"]["heard"]["last_pull"]

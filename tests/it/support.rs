@@ -17,6 +17,23 @@ pub fn fossil() -> PathBuf {
         .to_path_buf()
 }
 
+/// Runs `fossil ARGS` in `dir` as the host user `user`, which must
+/// succeed; what it printed.
+pub fn fossil_as(user: &str, dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(fossil())
+        .args(args)
+        .current_dir(dir)
+        .env("USER", user)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "fossil {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A repository made for one test, in its own directory, with `admin`
 /// (setup) as its default user.
 pub struct Repo {
