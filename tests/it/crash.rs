@@ -380,7 +380,7 @@ fn killed_making_a_run_user_opens_once(after: bool) {
     let repo = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
     assert!(repo.is_run_user(&user).unwrap(), "marked before it is made");
     assert_eq!(repo.own_capabilities(&user).unwrap().is_some(), after);
-    assert!(s.response(&record).is_none());
+    assert!(s.response_now(&record).is_none());
 
     s.node.repo.json(&["node", "start"]).ok();
     let lines = s.lines(1);
@@ -393,14 +393,13 @@ fn killed_making_a_run_user_opens_once(after: bool) {
         1,
         "{log}"
     );
-    assert!(s.response(&record).is_none(), "running, not refused");
+    assert!(s.response_now(&record).is_none(), "running, not refused");
     assert_eq!(
         repo.own_capabilities(&user).unwrap().as_deref(),
         Some(ocx::node::wake::RUN_CAPABILITIES)
     );
     assert!(repo.is_run_user(&user).unwrap());
     s.node.repo.json(&["node", "stop", "--runs"]).ok();
-    s.settled();
     assert_eq!(posts(&s, &record), 2, "answered once: stopped");
 }
 

@@ -127,28 +127,37 @@ impl Served {
         }
     }
 
-    /// Waits for the node's response to `record`; answers its outcome and note.
+    /// Waits for the node's response to `record`; answers its outcome,
+    /// note and sender.
     pub fn response(&self, record: &str) -> Option<(String, String, String)> {
         let until = Instant::now() + Duration::from_secs(90);
         while Instant::now() < until {
-            let thread = self.node.repo.json(&["thread", "--of", record]).ok();
-            for p in thread["posts"].as_array().unwrap() {
-                let text = p["text"].as_str().unwrap();
-                if let ocx::protocol::message::Reading::Message { message } =
-                    ocx::protocol::message::read(text.as_bytes())
-                    && message["kind"] == "response"
-                    && message["answers"] == record
-                {
-                    return Some((
-                        message["outcome"].as_str().unwrap().into(),
-                        message["note"].as_str().unwrap().into(),
-                        p["from"].as_str().unwrap().into(),
-                    ));
-                }
+            if let Some(r) = self.response_now(record) {
+                return Some(r);
             }
             std::thread::sleep(Duration::from_millis(100));
         }
         None
+    }
+
+    /// The response to `record` the repository holds now, waiting for none.
+    pub fn response_now(&self, record: &str) -> Option<(String, String, String)> {
+        let thread = self.node.repo.json(&["thread", "--of", record]).ok();
+        thread["posts"].as_array().unwrap().iter().find_map(|p| {
+            let text = p["text"].as_str().unwrap();
+            match ocx::protocol::message::read(text.as_bytes()) {
+                ocx::protocol::message::Reading::Message { message }
+                    if message["kind"] == "response" && message["answers"] == record =>
+                {
+                    Some((
+                        message["outcome"].as_str().unwrap().into(),
+                        message["note"].as_str().unwrap().into(),
+                        p["from"].as_str().unwrap().into(),
+                    ))
+                }
+                _ => None,
+            }
+        })
     }
 
     pub fn caps(&self, login: &str) -> Option<String> {
@@ -182,11 +191,11 @@ impl Served {
 
     /// Waits until the node has handled every artifact the repository holds.
     pub fn settled(&self) {
-        let _ = crate::support::handled_all(
-            &self.node.repo.file,
-            &self.root(),
-            Duration::from_secs(20),
-        );
+        if let Err(last) =
+            crate::support::handled_all(&self.node.repo.file, &self.root(), Duration::from_secs(60))
+        {
+            panic!("the node never handled row {last}: {}", self.node_log());
+        }
     }
 }
 

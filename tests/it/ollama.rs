@@ -476,6 +476,20 @@ fn transcript(s: &ServedNode, record: &str) -> (Vec<Value>, Vec<String>) {
     (json, other)
 }
 
+/// The transcript's JSON lines once it holds `tools` tools' answers, or
+/// as it is after 30 s.
+fn transcript_with(s: &ServedNode, record: &str, tools: usize) -> Vec<Value> {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (lines, _) = transcript(s, record);
+        if lines.iter().filter(|l| l.get("name").is_some()).count() >= tools || Instant::now() > end
+        {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The post `hash` replies to, by the repository's forum table.
 fn in_reply_to(s: &ServedNode, hash: &str) -> Option<String> {
     let db = rusqlite::Connection::open(&s.repo.file).unwrap();
@@ -583,7 +597,9 @@ fn each_scripted_reply_is_taken_or_ended_as_said() {
             back[1]["content"].as_str().unwrap().contains(HELLO.trim()),
             "{back:#?}"
         );
-        let (lines, _) = transcript(&s, &rec);
+        // The post is seen on the repository before the agent writes its
+        // answer into the transcript: wait for both tools' lines.
+        let lines = transcript_with(&s, &rec, 2);
         let answers: Vec<&Value> = lines.iter().filter(|l| l.get("name").is_some()).collect();
         assert_eq!(answers[0]["name"], "ocx_read");
         assert_eq!(answers[0]["arguments"], json!({"path": "hello.txt"}));
