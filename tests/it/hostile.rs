@@ -851,17 +851,10 @@ fn hostile_posts_by_anyone_leave_the_node_acting_on_the_next_good_record() {
             .fossil(&["user", "password", login, "hostile-test-pw"]);
         let clone = s.node.repo.dir.path().join(format!("{login}.fossil"));
         let url = format!("http://{login}:hostile-test-pw@127.0.0.1:{}/", s.node.port);
-        let out = std::process::Command::new(crate::support::fossil())
-            .args(["clone", &url])
-            .arg(&clone)
-            .env("USER", login)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        crate::support::fossil_as(
+            login,
+            s.node.repo.dir.path(),
+            &["clone", &url, clone.to_str().unwrap()],
         );
         let posts: Vec<Vec<u8>> = cases
             .iter()

@@ -295,8 +295,7 @@ impl Machine {
     /// [`Machine::enrol`] in `dir`, which may hold its clone already.
     fn enrol_in(site: &Site, dir: tempfile::TempDir) -> Machine {
         let clone = dir.path().join("agent.fossil");
-        let machine = |dir: &Path| site.machine_in(dir);
-        let asked = machine(dir.path()).answer();
+        let asked = site.machine_in(dir.path()).answer();
         assert_eq!(asked["ok"], false, "{asked}");
         let reason = asked["stopped"]["reason"].as_str().unwrap();
         assert!(
@@ -324,7 +323,7 @@ impl Machine {
                 "--node",
             ])
             .ok();
-        let enrolled = machine(dir.path()).ok();
+        let enrolled = site.machine_in(dir.path()).ok();
         assert_eq!(enrolled["state"], "enrolled", "{enrolled}");
         assert_eq!(enrolled["login"], login.as_str());
         let m = Machine {

@@ -561,34 +561,14 @@ impl PersonClone {
         let work = dir.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
         let url = format!("http://{login}:{login}-pw@127.0.0.1:{}/", site.server.port);
-        let fossil = |args: &[&std::ffi::OsStr], cwd: &std::path::Path| {
-            let out = std::process::Command::new(crate::support::fossil())
-                .args(args)
-                .current_dir(cwd)
-                .env("USER", login)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{args:?}: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        fossil(
-            &[
-                "clone".as_ref(),
-                url.as_ref(),
-                file.as_os_str(),
-                "--save-http-password".as_ref(),
-            ],
+        let file = file.to_str().unwrap();
+        crate::support::fossil_as(
+            login,
             dir.path(),
+            &["clone", &url, file, "--save-http-password"],
         );
-        fossil(&["open".as_ref(), file.as_os_str()], &work);
-        fossil(
-            &["user".as_ref(), "default".as_ref(), login.as_ref()],
-            &work,
-        );
+        crate::support::fossil_as(login, &work, &["open", file]);
+        crate::support::fossil_as(login, &work, &["user", "default", login]);
         PersonClone { _dir: dir, work }
     }
 

@@ -28,7 +28,8 @@ pub fn fossil_as(user: &str, dir: &Path, args: &[&str]) -> String {
         .unwrap();
     assert!(
         out.status.success(),
-        "fossil {args:?}: {}",
+        "fossil {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
