@@ -744,6 +744,31 @@ fn bad_input_is_refused_naming_the_field_and_writes_nothing() {
     assert_eq!(page.status, 400);
     assert_eq!(page.answer()["stopped"]["field"], "input");
     assert_eq!(repo.hashes(), before);
+
+    let cut = format!("to={root}&text=cut+short");
+    let announced = (cut.len() + 100).to_string();
+    let page = cgi(
+        &ext,
+        &repo,
+        &[
+            ("FOSSIL_USER", "alice"),
+            ("PATH_INFO", "/post"),
+            ("QUERY_STRING", "json"),
+            ("HTTP_REFERER", OWN),
+            ("CONTENT_LENGTH", &announced),
+        ],
+        cut.as_bytes(),
+    );
+    assert_eq!(page.status, 400);
+    let a = page.answer();
+    assert_eq!(a["stopped"]["field"], "input", "{a:#}");
+    assert!(
+        a["stopped"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("shorter than it announced")),
+        "{a:#}"
+    );
+    assert_eq!(repo.hashes(), before, "a body cut short wrote");
 }
 
 #[test]
