@@ -3,8 +3,10 @@
 # Fossil at 2.23 or later (building 2.28 from Debian's own source package
 # when the installed one is older), git and chattr for the git export, the Python MCP client for the
 # client tests, and Chromium with playwright-core (installed under
-# tests/browser/node_modules) for the web page's browser test. Safe to run
-# again: each step is skipped when already done.
+# tests/browser/node_modules) for the web page's browser test, and the
+# real agents the runner tests start: Claude Code and the Codex CLI from
+# the npm registry at pinned versions (their native programs ship in the
+# packages). Safe to run again: each step is skipped when already done.
 set -euo pipefail
 
 FOSSIL_FLOOR="2.23"
@@ -66,6 +68,20 @@ ensure_browser() {
   fi
 }
 
+CLAUDE_CODE_VERSION="2.1.197"
+CODEX_VERSION="0.171.0"
+
+ensure_agents() {
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then apt_install nodejs npm; fi
+  local want=()
+  case "$(claude --version 2>/dev/null)" in "$CLAUDE_CODE_VERSION "*) ;; *) want+=("@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION");; esac
+  case "$(codex --version 2>/dev/null)" in *" $CODEX_VERSION") ;; *) want+=("@openai/codex@$CODEX_VERSION");; esac
+  [ ${#want[@]} -eq 0 ] && return 0
+  need_root
+  echo "setup: installing ${want[*]} from the npm registry"
+  npm install -g --no-audit --no-fund --silent "${want[@]}" >/dev/null
+}
+
 apt_install bubblewrap ca-certificates python3
 # git serves and makes the git export (git upload-pack, fossil git export);
 # e2fsprogs' chattr makes an export immutable in its tests.
@@ -74,3 +90,4 @@ command -v chattr >/dev/null || apt_install e2fsprogs
 ensure_fossil
 if [ "${OCX_SETUP_CLIENTS:-1}" = "1" ]; then ensure_python_mcp || echo "setup: python mcp client not installed; MCP client tests will say so" >&2; fi
 ensure_browser
+if [ "${OCX_SETUP_AGENTS:-1}" = "1" ]; then ensure_agents; fi

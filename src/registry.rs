@@ -156,6 +156,8 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::node::NodeTool>::new(),
     &Def::<crate::tools::lost::Lost>::new(),
     &Def::<crate::tools::adopt::Adopt>::new(),
+    &Def::<crate::tools::runner::Runner>::new(),
+    &Def::<crate::tools::credential::Credential>::new(),
     &Def::<crate::tools::send_runs::SendRuns>::new(),
     &Def::<crate::tools::register::Register>::new(),
     &Def::<crate::tools::machine::MachineTool>::new(),

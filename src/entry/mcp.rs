@@ -183,6 +183,53 @@ pub const NODE_TOOLS: &[&str] = &[
     "wiki_read",
 ];
 
+/// The agent's workspace tools: they act on the run's checkout, and run
+/// inside its sandbox as the run's own processes.
+pub const WORKSPACE_TOOLS: &[&str] = &["context", "find", "read", "edit", "test", "save"];
+
+/// Where an MCP server serves, which decides the tools that can work there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inside {
+    /// Not in a run: every tool.
+    Nowhere,
+    /// A run's node socket, served by its watcher: [`NODE_TOOLS`].
+    NodeSocket,
+    /// A no-password run's sandbox: the workspace tools, and `push`, which
+    /// hands the clone's new artifacts to the node's socket; the tools that
+    /// need the run's login are the node socket's.
+    RunWithoutPassword,
+    /// The sandbox of a run holding its password: the workspace tools and
+    /// those the run's login can use from its clone.
+    RunWithPassword,
+}
+
+impl Inside {
+    /// Where this process is, as its environment says: a run's program
+    /// finds its record (and, without a password, its socket) there.
+    pub fn here() -> Inside {
+        let set = |v: &str| std::env::var_os(v).is_some_and(|x| !x.is_empty());
+        if set(crate::context::MCP_SOCKET_VAR) {
+            Inside::RunWithoutPassword
+        } else if set(crate::context::RECORD_VAR) {
+            Inside::RunWithPassword
+        } else {
+            Inside::Nowhere
+        }
+    }
+
+    /// Whether the tool `name` can work here.
+    pub fn offers(self, name: &str) -> bool {
+        match self {
+            Inside::Nowhere => true,
+            Inside::NodeSocket => NODE_TOOLS.contains(&name),
+            Inside::RunWithoutPassword => WORKSPACE_TOOLS.contains(&name) || name == "push",
+            Inside::RunWithPassword => {
+                WORKSPACE_TOOLS.contains(&name) || (NODE_TOOLS.contains(&name) && name != "push")
+            }
+        }
+    }
+}
+
 /// The MCP server: lists the registry's tools and calls them. Every
 /// session of one server shares what it keeps: the repository opened once
 /// and `fossil` learned once; each call reads its caller afresh.
@@ -211,11 +258,15 @@ impl Server {
     }
 
     /// Whether this server offers the tool `name`: every tool offered
-    /// everywhere (not `register`, `approve` or `collect`), and on a run's
-    /// node socket [`NODE_TOOLS`] alone.
+    /// everywhere (not `register`, `approve` or `collect`), and where it
+    /// serves a run only those that work there ([`Inside::offers`]).
     fn offers(&self, name: &str) -> bool {
         let everywhere = registry::find(name).is_some_and(|t| t.reach() == Reach::Everywhere);
-        everywhere && (self.caller.run.is_none() || NODE_TOOLS.contains(&name))
+        let inside = match self.caller.run {
+            Some(_) => Inside::NodeSocket,
+            None => Inside::here(),
+        };
+        everywhere && inside.offers(name)
     }
 }
 
@@ -870,9 +921,25 @@ mod tests {
         for name in NODE_TOOLS {
             assert!(registry::find(name).is_some(), "{name} is a tool");
         }
-        for name in ["context", "find", "read", "edit", "test", "save"] {
-            assert!(!NODE_TOOLS.contains(&name), "{name}");
+        for name in WORKSPACE_TOOLS {
+            assert!(registry::find(name).is_some(), "{name} is a tool");
+            assert!(!NODE_TOOLS.contains(name), "{name}");
         }
+    }
+
+    #[test]
+    fn a_run_s_sandbox_offers_only_what_works_there() {
+        assert!(Inside::RunWithoutPassword.offers("edit"));
+        assert!(Inside::RunWithoutPassword.offers("push"));
+        assert!(!Inside::RunWithoutPassword.offers("post"));
+        assert!(Inside::RunWithPassword.offers("post"));
+        assert!(Inside::RunWithPassword.offers("save"));
+        assert!(!Inside::RunWithPassword.offers("push"));
+        for host_only in ["hook", "node", "create", "stop", "approve", "export", "adopt"] {
+            assert!(!Inside::RunWithPassword.offers(host_only), "{host_only}");
+            assert!(!Inside::RunWithoutPassword.offers(host_only), "{host_only}");
+        }
+        assert!(Inside::Nowhere.offers("hook"));
     }
 
     #[test]

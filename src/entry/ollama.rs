@@ -37,7 +37,7 @@ pub const CUT: &str = "[cut: the run keeps no more of its standard output]";
 /// (which run in the sandbox) and the tools that need the run's login
 /// (which the node serves to a run without a password).
 pub fn offered() -> Vec<&'static str> {
-    let mut names = vec!["context", "find", "read", "edit", "test", "save"];
+    let mut names = super::mcp::WORKSPACE_TOOLS.to_vec();
     names.extend(super::mcp::NODE_TOOLS.iter().copied());
     names
 }
@@ -214,45 +214,7 @@ pub fn main(args: &[OsString]) -> i32 {
     }
 }
 
-/// One line of the run's input, read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Line {
-    /// The line's text, as the model is given it (unescaped).
-    pub text: String,
-    /// Where the model's last words go: the delivered post or ticket
-    /// change, else the record (the run's place).
-    pub reply_to: String,
-}
-
-/// Reads a run's line: the first must be `Record HASH: OBJECTIVE`, every
-/// later one `Post HASH from …`, `Change HASH to …` or `Check-in HASH on …`.
-pub fn read_line(line: &str, record: Option<&str>) -> Result<Line, String> {
-    let hash_of = |rest: &str, sep: &str| -> Option<String> {
-        let (hash, _) = rest.split_once(sep)?;
-        let ok = matches!(hash.len(), 40 | 64) && hash.bytes().all(|b| b.is_ascii_hexdigit());
-        ok.then(|| hash.to_ascii_lowercase())
-    };
-    let text = crate::node::inbox::unescape(line);
-    let reply_to = match record {
-        None => line
-            .strip_prefix("Record ")
-            .and_then(|r| hash_of(r, ": "))
-            .ok_or("the first line is not `Record HASH: OBJECTIVE`")?,
-        Some(record) => {
-            if let Some(rest) = line.strip_prefix("Post ") {
-                hash_of(rest, " from ").ok_or("a `Post` line names no post")?
-            } else if let Some(rest) = line.strip_prefix("Change ") {
-                hash_of(rest, " to ").ok_or("a `Change` line names no ticket change")?
-            } else if let Some(rest) = line.strip_prefix("Check-in ") {
-                hash_of(rest, " on ").ok_or("a `Check-in` line names no check-in")?;
-                record.to_string()
-            } else {
-                return Err("the line is no delivery (`Post`, `Change` or `Check-in`)".into());
-            }
-        }
-    };
-    Ok(Line { text, reply_to })
-}
+pub use crate::node::inbox::{Line, read as read_line};
 
 /// The agent: its settings, the conversation so far, and the transcript.
 struct Agent {

@@ -15,12 +15,14 @@ use crate::context::{BRANCH_VAR, MCP_SOCKET_VAR, RECORD_VAR, RUN_USER_VAR};
 use crate::fossil::artifact::{self, TagChange};
 use crate::fossil::store::{self, Batch};
 use crate::node::config::NodeConfig;
-use crate::node::inbox::{escape, unescape};
+use crate::node::inbox::escape;
 use crate::node::runner::InputMode;
 use crate::node::{self, respond};
 use crate::protocol::found::{self, StandingRecord};
 use crate::protocol::verdict;
 use crate::run::{BudgetLimits, Forbidden, Program};
+mod agent;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -263,13 +265,7 @@ fn session(
             repository: Some(cfg.repository.clone()),
             user: None,
             cwd: root.to_path_buf(),
-            run: Some(crate::context::RunScope {
-                user: r.record.user.clone(),
-                record: r.hash.clone(),
-                place: r.place.clone(),
-                restrict: r.record.restrict.clone(),
-                root: root.to_path_buf(),
-            }),
+            run: Some(run_scope(root, r)),
         };
         let path = socket.clone();
         std::thread::spawn(move || crate::entry::mcp::serve_unix(&path, caller));
@@ -289,7 +285,19 @@ fn session(
         Ok(b) => b,
         Err(e) => return answer("unenforced", &e),
     };
+    let home = dir.join("home");
+    let given = match fresh_home(root, &home, &page) {
+        Ok(g) => g,
+        Err(e) => return answer("unenforced", &e),
+    };
+    if page.input == InputMode::ClaudeStreamJson
+        && let Err(e) = repository_word(&home, &ws)
+    {
+        let _ = std::fs::remove_dir_all(&home);
+        return answer("exited", &format!("never started: the run's home: {e}"));
+    }
     let mut env = page.env.clone();
+    env.extend(given);
     env.insert(RUN_USER_VAR.into(), r.record.user.clone());
     env.insert(RECORD_VAR.into(), r.hash.clone());
     let mut command = page.command.clone();
@@ -298,27 +306,63 @@ fn session(
         if let Some(only) = &r.record.restrict.branch {
             env.insert(BRANCH_VAR.into(), only.clone());
         }
-        let config = ws.join(".ocx").join("mcp.json");
-        let servers = serde_json::json!({"mcpServers": {
-            "ocx": {"command": cfg.ocx, "args": ["--mcp"]},
-            "ocx-node": {"command": cfg.ocx, "args": ["--mcp", "--connect", socket]},
-        }});
+    }
+    // The run's variables go to its MCP servers by name too: an agent may
+    // start them with less of its own environment than it has.
+    let run_vars: serde_json::Map<String, serde_json::Value> = env
+        .iter()
+        .filter(|(k, _)| [RUN_USER_VAR, RECORD_VAR, MCP_SOCKET_VAR, BRANCH_VAR].contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .collect();
+    let mut servers =
+        serde_json::json!({"ocx": {"command": cfg.ocx, "args": ["--mcp"], "env": run_vars}});
+    if no_password {
+        servers["ocx-node"] = serde_json::json!({"command": cfg.ocx,
+            "args": ["--mcp", "--connect", socket], "env": run_vars});
+    }
+    let config = ws.join(".ocx").join("mcp.json");
+    let written = std::fs::create_dir_all(ws.join(".ocx")).and_then(|()| {
         std::fs::write(
             &config,
-            serde_json::to_vec_pretty(&servers).unwrap_or_default(),
+            serde_json::to_vec_pretty(&serde_json::json!({"mcpServers": servers})).unwrap_or_default(),
         )
-        .map_err(|e| e.to_string())?;
-        if page.input == InputMode::ClaudeStreamJson {
-            command.extend(["--mcp-config".to_string(), config.display().to_string()]);
-        }
-        if let Some(bin) = cfg.ocx.parent() {
-            sandbox.read_only.push(bin.to_path_buf());
-        }
+    });
+    if let Err(e) = written {
+        return answer("exited", &format!("never started: the run's MCP servers could not be named: {e}"));
+    }
+    if page.input == InputMode::ClaudeStreamJson {
+        let allowed: Vec<String> = servers
+            .as_object()
+            .into_iter()
+            .flat_map(|o| o.keys())
+            .map(|name| format!("mcp__{name}"))
+            .collect();
+        command.extend([
+            "--mcp-config".to_string(),
+            config.display().to_string(),
+            "--strict-mcp-config".to_string(),
+            "--allowedTools".to_string(),
+            allowed.join(","),
+            "--setting-sources".to_string(),
+            "user".to_string(),
+        ]);
+    }
+    if r.record.remote {
+        command.extend(page.remote.iter().cloned());
+    }
+    if let Some(bin) = cfg.ocx.parent() {
+        sandbox.read_only.push(bin.to_path_buf());
     }
     let program = Program {
         command,
         env,
-        homes: page.homes.iter().map(PathBuf::from).collect(),
+        homes: page
+            .homes
+            .iter()
+            .filter(|h| h.starts_with('/'))
+            .map(PathBuf::from)
+            .collect(),
+        home: Some(home.clone()),
     };
     let run_name = format!("run-{}", &r.hash[..16]);
     let mut plan = match crate::run::plan(
@@ -331,6 +375,7 @@ fn session(
     ) {
         Ok(p) => p,
         Err(e) => {
+            let _ = std::fs::remove_dir_all(&home);
             return answer("unenforced", &named(&e));
         }
     };
@@ -341,29 +386,66 @@ fn session(
     }
     let out = private_log(&dir.join("output.log"), true)?;
     let err = out.try_clone().map_err(|e| e.to_string())?;
-    let mut running =
-        match crate::run::spawn(&plan, Stdio::piped(), Stdio::from(out), Stdio::from(err)) {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&homes);
-                drop(lease);
-                return answer("unenforced", &named(&e));
-            }
-        };
+    let agent = page.input.is_agent();
+    let stdout = if agent {
+        Stdio::piped()
+    } else {
+        Stdio::from(out.try_clone().map_err(|e| e.to_string())?)
+    };
+    let mut running = match crate::run::spawn(&plan, Stdio::piped(), stdout, Stdio::from(err)) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&homes);
+            let _ = std::fs::remove_dir_all(&home);
+            drop(lease);
+            return answer("unenforced", &named(&e));
+        }
+    };
     say(&format!("started {run_name} as {}", r.record.user));
     let mut stdin = running.stdin().ok_or("the program has no stdin")?;
     let mode = page.input;
     let first = format!("Record {}: {}", r.hash, r.record.objective);
-    std::thread::spawn(move || {
-        if feed(&mut stdin, mode, &escape(&first)).is_err() {
-            return;
+    let ending: agent::Ending = Default::default();
+    if agent {
+        let log: agent::Log = std::sync::Arc::new(std::sync::Mutex::new(out));
+        let stdin = std::sync::Arc::new(std::sync::Mutex::new(stdin));
+        let stdout = running.stdout().ok_or("the program has no stdout")?;
+        let (etx, erx) = std::sync::mpsc::channel();
+        {
+            let (log, stdin) = (log.clone(), stdin.clone());
+            std::thread::spawn(move || agent::read_output(mode, stdout, log, stdin, etx));
         }
-        while let Ok(line) = rx.recv() {
-            if feed(&mut stdin, mode, &line).is_err() {
+        let driving = agent::Driving {
+            mode,
+            record: r.hash.clone(),
+            first: escape(&first),
+            workspace: plan.workspace.clone(),
+            servers: servers.clone(),
+            speaker: agent::Speaker {
+                repository: cfg.repository.clone(),
+                root: root.to_path_buf(),
+                scope: run_scope(root, r),
+                dir: dir.to_path_buf(),
+                on_machine: server.is_some(),
+            },
+            log,
+        };
+        let (ending, killer) = (ending.clone(), running.killer());
+        std::thread::spawn(move || {
+            agent::drive(driving, stdin, erx, rx, ending, move || killer.kill())
+        });
+    } else {
+        std::thread::spawn(move || {
+            if feed(&mut stdin, &escape(&first)).is_err() {
                 return;
             }
-        }
-    });
+            while let Ok(line) = rx.recv() {
+                if feed(&mut stdin, &line).is_err() {
+                    return;
+                }
+            }
+        });
+    }
     let killer = running.killer();
     let mut stopped = false;
     let mut unenforced: Option<String> = None;
@@ -386,9 +468,11 @@ fn session(
     }
     let ended = running.wait().map_err(|e| e.to_string());
     let _ = std::fs::remove_dir_all(&homes);
+    let _ = std::fs::remove_dir_all(&home);
     drop(lease);
     let ended = ended?;
     let secs = started.elapsed().as_secs();
+    let cannot_work = ending.lock().ok().and_then(|e| e.clone());
     if stopped && dir.join(node::ENDED_BY_NODE).exists() {
         answer(
             "stopped",
@@ -409,6 +493,8 @@ fn session(
             "budget",
             &format!("{limit} limit reached after {secs} seconds"),
         )
+    } else if let Some(why) = cannot_work {
+        answer("exited", &format!("{why} (ended after {secs} seconds)"))
     } else {
         let code = ended
             .code
@@ -416,6 +502,100 @@ fn session(
             .unwrap_or_else(|| "none".into());
         answer("exited", &format!("exit {code} after {secs} seconds"))
     }
+}
+
+/// The run as its tools act for it on the served repository: its user
+/// within its record's restrictions.
+fn run_scope(root: &Path, r: &StandingRecord) -> crate::context::RunScope {
+    crate::context::RunScope {
+        user: r.record.user.clone(),
+        record: r.hash.clone(),
+        place: r.place.clone(),
+        restrict: r.record.restrict.clone(),
+        root: root.to_path_buf(),
+    }
+}
+
+/// Lets Claude Code read what the repository says to its agent
+/// (`CLAUDE.md` in the checkout), which `--setting-sources user` would
+/// leave out with the checkout's settings: the run's own memory file in
+/// its home imports it by path, read inside the sandbox, never here.
+fn repository_word(home: &Path, ws: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = home.join(".claude");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(dir.join("CLAUDE.md"))?;
+    writeln!(f, "\n@{}/CLAUDE.md", ws.display())
+}
+
+/// Makes the run's own home at `home`, fresh: what the page's named homes
+/// hold (the node's directories `homes/NAME` under its root), then each
+/// credential the page names written where it says, its owner's alone.
+/// Answers the variables the credentials are given as; a note naming the
+/// field when one cannot be given.
+fn fresh_home(
+    root: &Path,
+    home: &Path,
+    page: &crate::node::runner::RunnerPage,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let _ = std::fs::remove_dir_all(home);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(home)
+        .map_err(|e| format!("program.home: {}: {e}", home.display()))?;
+    for (i, name) in page.homes.iter().enumerate() {
+        if name.starts_with('/') {
+            continue;
+        }
+        let from = root.join("homes").join(name);
+        if !from.is_dir() {
+            return Err(format!(
+                "homes[{i}]: the node keeps no home {name:?} (a directory homes/{name} under its root)"
+            ));
+        }
+        crate::run::sandbox::copy_contents(&from, home)
+            .map_err(|e| format!("homes[{i}]: {name:?} could not be copied: {e}"))?;
+    }
+    let given = crate::node::credentials::give(root, &page.credentials).map_err(|e| {
+        format!("credentials: {e}")
+    })?;
+    let mut env = std::collections::BTreeMap::new();
+    for g in given {
+        match g {
+            crate::node::credentials::Given::Env(name, value) => {
+                env.insert(name, value);
+            }
+            crate::node::credentials::Given::File(rel, bytes) => {
+                let path = home.join(&rel);
+                if let Some(parent) = path.parent() {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(parent)
+                        .map_err(|e| format!("credentials: {rel}: {e}"))?;
+                }
+                let _ = std::fs::remove_file(&path);
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+                    .open(&path)
+                    .and_then(|mut f| f.write_all(&bytes))
+                    .map_err(|e| format!("credentials: {rel}: {e}"))?;
+            }
+        }
+    }
+    Ok(env)
 }
 
 /// `budget` held to the node's ceiling on memory and processes, where this
@@ -473,15 +653,8 @@ fn named(e: &crate::run::SandboxError) -> String {
     }
 }
 
-fn feed(stdin: &mut std::process::ChildStdin, mode: InputMode, line: &str) -> std::io::Result<()> {
-    let text = match mode {
-        InputMode::Lines => format!("{line}\n"),
-        InputMode::ClaudeStreamJson => {
-            let msg = serde_json::json!({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": unescape(line)}]}});
-            format!("{msg}\n")
-        }
-    };
-    stdin.write_all(text.as_bytes())?;
+fn feed(stdin: &mut std::process::ChildStdin, line: &str) -> std::io::Result<()> {
+    stdin.write_all(format!("{line}\n").as_bytes())?;
     stdin.flush()
 }
 
@@ -509,6 +682,7 @@ fn command_run(
         command: r.record.command.clone().unwrap_or_default(),
         env: Default::default(),
         homes: Vec::new(),
+        home: None,
     };
     let log_path = dir.join(format!("ci-{}.log", &checkin[..16]));
     let started = Instant::now();

@@ -5,6 +5,7 @@
 //! has a watcher process of its own (`crate::entry::watch`).
 
 pub mod config;
+pub mod credentials;
 pub mod daemon;
 pub mod inbox;
 pub mod machine;

@@ -2,11 +2,16 @@
 //! is defined by the wiki page `sandbox/NAME`, read from its newest
 //! version in received order among those sent by a login holding admin or
 //! setup; every other version is ignored, whatever date its writer gave it.
+//!
+//! A page names what its runs get and never holds a secret: anyone who
+//! reads the wiki reads it. Credentials are named by name and kept by the
+//! node ([`crate::node::credentials`]); homes named by name are the
+//! node's own directories, copied into each run's fresh home.
 
 use crate::fossil::{FossilError, Repository};
 use crate::protocol::kinds::Problem;
 use crate::protocol::message;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 
 /// The built-in runner: a program run once per check-in.
@@ -18,8 +23,35 @@ pub const COMMAND: &str = "command";
 pub enum InputMode {
     /// One line on stdin per delivery.
     Lines,
-    /// Claude Code's stream-json user messages.
+    /// Claude Code's stream-json user messages, one turn at a time, its
+    /// events read back.
     ClaudeStreamJson,
+    /// Codex's app-server JSON-RPC: one thread, one turn per delivery.
+    CodexAppServer,
+}
+
+impl InputMode {
+    /// Whether the watcher speaks to the program as an agent's session
+    /// (one turn a delivery, the turn's end read back), not in plain lines.
+    pub fn is_agent(self) -> bool {
+        self != InputMode::Lines
+    }
+}
+
+/// One credential a runner's runs are given: the node's credential `name`,
+/// written into the run's fresh home at `file`, or given as the variable
+/// `env`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialUse {
+    /// The credential's name, as `ocx credential` keeps it on the node.
+    pub name: String,
+    /// Where in the run's home it is written (a relative path), if a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The variable it is given as, if a variable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
 }
 
 /// A session runner as its page defines it.
@@ -28,15 +60,22 @@ pub enum InputMode {
 pub struct RunnerPage {
     /// The program and its arguments.
     pub command: Vec<String>,
-    /// Environment variables its runs get.
+    /// Environment variables its runs get (never a secret: see `credentials`).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Host directories its runs share, bound read-write.
+    /// What each run's fresh home starts from: a name is the node's
+    /// directory `homes/NAME` under its root, copied into the home; an
+    /// absolute path is a host directory bound at its own path, from a
+    /// fresh copy.
     #[serde(default)]
     pub homes: Vec<String>,
-    /// Whether it offers remote control.
+    /// The node's credentials its runs are given, by name.
     #[serde(default)]
-    pub remote: bool,
+    pub credentials: Vec<CredentialUse>,
+    /// The arguments that turn on its remote control, given only to a
+    /// record whose `remote` is true (`false` or none: it offers none).
+    #[serde(default, deserialize_with = "remote_args")]
+    pub remote: Vec<String>,
     /// How it takes deliveries.
     #[serde(default = "lines")]
     pub input: InputMode,
@@ -44,6 +83,120 @@ pub struct RunnerPage {
 
 fn lines() -> InputMode {
     InputMode::Lines
+}
+
+/// `remote` as arguments: a list of them, or `false` for none; `true` says
+/// nothing of how, and is refused.
+fn remote_args<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Given {
+        Flag(bool),
+        Args(Vec<String>),
+    }
+    match Given::deserialize(d)? {
+        Given::Flag(false) => Ok(Vec::new()),
+        Given::Flag(true) => Err(serde::de::Error::custom(
+            "name the arguments that turn on its remote control, as a list (or false)",
+        )),
+        Given::Args(a) => Ok(a),
+    }
+}
+
+/// The arguments the node gives a Claude Code runner itself (its MCP
+/// servers, the tools it may use, where its settings come from): a page
+/// naming one is refused, since what a run may use is the run's, never the
+/// page's guess.
+pub const NODE_GIVEN_CLAUDE_ARGS: &[&str] = &[
+    "--mcp-config",
+    "--strict-mcp-config",
+    "--allowedTools",
+    "--allowed-tools",
+    "--setting-sources",
+    "--dangerously-skip-permissions",
+    "--permission-mode",
+];
+
+impl RunnerPage {
+    /// Whether it offers remote control.
+    pub fn offers_remote(&self) -> bool {
+        !self.remote.is_empty()
+    }
+
+    /// Checks what serde cannot: names that name, paths that stay where
+    /// they are put, and no argument the node gives itself.
+    pub fn check(&self) -> Result<(), Problem> {
+        let bad = |field: String, reason: String| Err(Problem { field, reason });
+        if self.command.is_empty() || self.command[0].is_empty() {
+            return bad("command".into(), "names no program".into());
+        }
+        if self.input == InputMode::ClaudeStreamJson
+            && let Some(a) = self.command.iter().find(|a| {
+                let flag = a.split('=').next().unwrap_or(a);
+                NODE_GIVEN_CLAUDE_ARGS.contains(&flag)
+            })
+        {
+            return bad(
+                "command".into(),
+                format!(
+                    "{a:?} is the node's to give: it names the run's MCP servers and tools, and settings from the run's home alone"
+                ),
+            );
+        }
+        for (i, h) in self.homes.iter().enumerate() {
+            if !h.starts_with('/') && !valid_name(h) {
+                return bad(
+                    format!("homes[{i}]"),
+                    format!("{h:?} is neither an absolute path nor a name of the node's homes (a-z, 0-9, - and _)"),
+                );
+            }
+        }
+        for (i, c) in self.credentials.iter().enumerate() {
+            if !valid_name(&c.name) {
+                return bad(
+                    format!("credentials[{i}].name"),
+                    format!("{:?} is not a credential's name (a-z, 0-9, - and _)", c.name),
+                );
+            }
+            match (&c.file, &c.env) {
+                (Some(f), None) => {
+                    if !relative_inside(f) {
+                        return bad(
+                            format!("credentials[{i}].file"),
+                            format!("{f:?} is not a relative path inside the run's home"),
+                        );
+                    }
+                }
+                (None, Some(v)) => {
+                    if v.is_empty()
+                        || !v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                        || v.as_bytes()[0].is_ascii_digit()
+                    {
+                        return bad(
+                            format!("credentials[{i}].env"),
+                            format!("{v:?} is not a variable's name"),
+                        );
+                    }
+                }
+                _ => {
+                    return bad(
+                        format!("credentials[{i}]"),
+                        "names either a file or env, one of them".into(),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `path` is relative and stays inside where it is put: no `..`,
+/// no empty or `.` part, no NUL.
+pub fn relative_inside(path: &str) -> bool {
+    !path.is_empty()
+        && !path.starts_with('/')
+        && !path.contains('\0')
+        && path.split('/').all(|p| !p.is_empty() && p != "." && p != "..")
 }
 
 /// The wiki page defining runner `name`.
@@ -85,10 +238,12 @@ pub fn read_page(text: &[u8]) -> Result<RunnerPage, Problem> {
             reason: "holds no fenced JSON block".into(),
         })?;
     let mut de = serde_json::Deserializer::from_str(&block);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let page: RunnerPage = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let (field, reason) = crate::stop::field_at_fault(&e);
         Problem { field, reason }
-    })
+    })?;
+    page.check()?;
+    Ok(page)
 }
 
 /// Whether `name` can name a runner: lower-case letters, digits, `-` and `_`.
@@ -98,4 +253,37 @@ pub fn valid_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+/// The file of a run's directory keeping its last error.
+pub const LAST_ERROR: &str = "last-error.json";
+
+/// A run's last error, as its watcher kept it: when (UTC), and the agent's
+/// own words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LastError {
+    /// When it was kept (UTC).
+    pub at: String,
+    /// The agent's words.
+    pub error: String,
+}
+
+/// The last error kept in the run directory `dir`, if any (readable only by
+/// the node's account).
+pub fn last_error(dir: &std::path::Path) -> Option<LastError> {
+    serde_json::from_slice(&std::fs::read(dir.join(LAST_ERROR)).ok()?).ok()
+}
+
+/// Keeps `error` as the last error of the run in `dir`, its owner's alone.
+pub fn keep_error(dir: &std::path::Path, error: &str) {
+    let kept = LastError {
+        at: crate::fossil::artifact::now(),
+        error: error.to_string(),
+    };
+    let _ = crate::file::write_whole(
+        &dir.join(LAST_ERROR),
+        &dir.join(format!("{LAST_ERROR}.new")),
+        &serde_json::to_vec(&kept).unwrap_or_default(),
+        0o600,
+    );
 }

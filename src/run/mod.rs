@@ -17,7 +17,7 @@ pub use account::RunAccount;
 pub use budget::{BudgetLimits, Ceiling, CgroupPlan, CgroupSlot, CgroupVersion, Limit};
 pub use preflight::{Capability, Preflight, Unenforceable, preflight, preflight_recent};
 pub use sandbox::{
-    Bind, Ended, Forbidden, Killer, Plan, Program, Running, SandboxFields, plan, spawn,
+    Bind, Ended, Forbidden, Killer, Plan, Program, RUN_HOME, Running, SandboxFields, plan, spawn,
 };
 
 /// Why a run was refused or could not be started, naming the field or thing at fault.

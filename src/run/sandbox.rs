@@ -27,7 +27,8 @@ mod plan;
 
 pub(crate) use plan::find_bwrap;
 use plan::path_err;
-pub use plan::{Bind, Forbidden, Plan, Program, SandboxFields, plan};
+pub use plan::{Bind, Forbidden, Plan, Program, RUN_HOME, SandboxFields, plan};
+
 
 /// How a run ended, and whether a budget limit ended it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -440,7 +441,7 @@ fn prepare_for(plan: &Plan, account: &RunAccount) -> Result<(), SandboxError> {
         return Err(path_err(field, path, reason));
     }
     for b in &plan.binds {
-        if matches!(b.field, "workspace" | "program.homes") {
+        if matches!(b.field, "workspace" | "program.homes" | "program.home") {
             let dir = b.copy.as_ref().unwrap_or(&b.host);
             hand_over(dir, account)
                 .and_then(|()| {
@@ -496,6 +497,13 @@ fn make_home_copies(plan: &Plan) -> Result<(), SandboxError> {
 
 fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
     fs::DirBuilder::new().mode(0o700).create(to)?;
+    copy_contents(from, to)
+}
+
+/// Copies what the directory `from` holds into the directory `to`: files,
+/// directories and symbolic links as links, never followed; nothing else.
+/// A name already in `to` is refused.
+pub fn copy_contents(from: &Path, to: &Path) -> io::Result<()> {
     for entry in fs::read_dir(from)? {
         let entry = entry?;
         let (src, dst) = (entry.path(), to.join(entry.file_name()));

@@ -70,6 +70,10 @@ pub struct RunView {
     pub outcome: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The last error its agent met, in the agent's words (running runs,
+    /// where the node's own account asks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<crate::node::runner::LastError>,
 }
 
 /// A person's view.
@@ -165,6 +169,7 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
         .map_or(0.0, |d| d.as_secs_f64())
         / 86400.0
         + 2440587.5;
+    let node_root = crate::node::root_of(repo).map_err(Stop::internal)?;
     let (mut running, mut ended) = (Vec::new(), Vec::new());
     for (r, answered) in found::tagged_records(repo).map_err(Stop::internal)? {
         let said_here = found::at(repo, &r.place).map_err(Stop::internal)?;
@@ -189,6 +194,7 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
             last_said: last,
             outcome: None,
             note: None,
+            last_error: None,
         };
         if answered {
             if let Some(f) =
@@ -200,6 +206,11 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
             }
             ended.push(view);
         } else {
+            view.last_error = node_root.as_deref().and_then(|root| {
+                crate::node::runner::last_error(&crate::node::config::NodeConfig::run_dir(
+                    root, &r.hash,
+                ))
+            });
             view.wall_left = kinds::wall_seconds(&r.record.budget.wall)
                 .map(|w| (r.said.when * 86400.0 + w as f64 - now * 86400.0).round() as i64);
             running.push(view);
@@ -258,6 +269,9 @@ pub fn text(o: &Output) -> String {
             }
             if let Some(l) = &r.last_said {
                 t.push_str(&format!("  last said: {}\n", clean(l)));
+            }
+            if let Some(e) = &r.last_error {
+                t.push_str(&format!("  last error ({}): {}\n", e.at, clean(&e.error)));
             }
             if let Some(out) = &r.outcome {
                 t.push_str(&format!(

@@ -127,7 +127,7 @@ impl Tool for Create {
                 .next("name logins of this repository"));
             }
         }
-        let offers_remote = page.as_ref().is_some_and(|p| p.remote);
+        let offers_remote = page.as_ref().is_some_and(|p| p.offers_remote());
         let remote = match input.remote {
             Some(true) if !offers_remote => {
                 return Err(Stop::field(

@@ -51,10 +51,26 @@ pub struct Output {
     /// the last run's failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub git_export: Option<GitExport>,
+    /// The credentials the node keeps for its runners' runs, by name alone (on a node, as
+    /// the node's own account sees them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<String>,
+    /// The node's open runs whose agent met an error, with its last one (on a node).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub run_errors: Vec<RunError>,
     /// On an agent machine's clone: its login, the server, the records in its care, and what
     /// it last heard from the server.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub machine: Option<MachineStatus>,
+}
+
+/// An open run's last error, as status shows it.
+#[derive(Serialize, JsonSchema)]
+pub struct RunError {
+    /// Its record, by full hash.
+    pub record: String,
+    /// The last error its agent met.
+    pub last_error: crate::node::runner::LastError,
 }
 
 /// An agent machine, as status shows it.
@@ -139,6 +155,19 @@ pub struct FossilProgram {
 /// The `status` tool.
 pub struct Status;
 
+/// The last error of each open run under the node's `root` that met one.
+fn run_errors(root: &std::path::Path) -> Vec<RunError> {
+    crate::node::wake::State::load(root)
+        .open
+        .into_keys()
+        .filter_map(|record| {
+            let dir = crate::node::config::NodeConfig::run_dir(root, &record);
+            let last_error = crate::node::runner::last_error(&dir)?;
+            Some(RunError { record, last_error })
+        })
+        .collect()
+}
+
 impl Tool for Status {
     type Input = Input;
     type Output = Output;
@@ -202,6 +231,11 @@ impl Tool for Status {
             ceiling: is_node.then(|| cfg.map(|c| c.ceiling).unwrap_or_default()),
             run_uids,
             git_export: git_export(repo, fossil),
+            credentials: root
+                .as_deref()
+                .map(crate::node::credentials::names)
+                .unwrap_or_default(),
+            run_errors: root.as_deref().map(run_errors).unwrap_or_default(),
             machine,
         };
         call.read("the caller's login and capabilities, the repository's settings");

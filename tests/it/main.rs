@@ -2,6 +2,7 @@
 //! test with `fossil new`, the real `ocx` binary run as a user would.
 
 mod agent;
+mod agents;
 mod attack_host;
 mod attack_protocol;
 mod attack_run;

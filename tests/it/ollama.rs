@@ -986,8 +986,14 @@ fn the_readmes_runner_pages_read_and_the_local_one_is_a_command_line_the_agent_t
     let args: Vec<std::ffi::OsString> = local.command[1..].iter().map(Into::into).collect();
     let settings = ocx::entry::ollama::settings(&args).unwrap();
     assert_eq!(settings.endpoint, "http://127.0.0.1:11434/api/chat");
-    let claude_page = section.split("````").nth(2).unwrap();
-    let claude = ocx::node::runner::read_page(claude_page.as_bytes()).unwrap();
-    assert_eq!(claude.command[0], "claude");
+    let after = |marker: &str| {
+        let at = section.find(marker).unwrap_or_else(|| panic!("{marker}"));
+        ocx::node::runner::read_page(section[at..].as_bytes()).unwrap()
+    };
+    let claude = after("`sandbox/claude` as `ocx runner --name claude` writes it:");
+    assert!(claude.command[0].ends_with("/claude"));
     assert_eq!(claude.input, ocx::node::runner::InputMode::ClaudeStreamJson);
+    let codex = after("and `sandbox/codex`:");
+    assert!(codex.command[0].ends_with("/codex"));
+    assert_eq!(codex.input, ocx::node::runner::InputMode::CodexAppServer);
 }

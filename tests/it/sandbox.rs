@@ -726,6 +726,7 @@ fn environment_holds_only_path_home_user_and_the_programs_own() {
         command: vec!["env".into()],
         env: BTreeMap::from([("OCX_TOKEN".to_string(), "t0ken".to_string())]),
         homes: vec![home.path().to_path_buf()],
+        home: None,
     };
     let out = run(
         "env",

@@ -250,6 +250,9 @@ impl Repo {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+        if let Some(parent) = work.join(file).parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
         std::fs::write(work.join(file), content).unwrap();
         let fossil_in = |args: &[&str]| {
             for _ in 0..20 {

@@ -35,7 +35,15 @@ pub struct Program {
     /// Directories the program keeps its own state in, bound read-write at the same path
     /// (from a fresh copy of each, when the plan is given [`Plan::copy_homes`]).
     pub homes: Vec<PathBuf>,
+    /// The run's own home: a host directory made fresh for this run, bound read-write at
+    /// [`RUN_HOME`] and given as `HOME`, so `HOME` is never the workspace nor a home shared
+    /// between runs. Without it `HOME` is the first of `homes`, else the workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<PathBuf>,
 }
+
+/// Where the run's own home ([`Program::home`]) is inside its sandbox.
+pub const RUN_HOME: &str = "/home/ocx-run";
 
 /// Host paths never visible inside a run: the served repository, the node's root, the node account's home.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -75,7 +83,7 @@ pub struct Plan {
 /// A host path bound inside a run at the path its field named.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Bind {
-    /// The field naming it: `workspace`, `sandbox.read_only`, `sandbox.read_write`, `program.command` or `program.homes`.
+    /// The field naming it: `workspace`, `sandbox.read_only`, `sandbox.read_write`, `program.command`, `program.homes` or `program.home`.
     pub field: &'static str,
     /// The path on the host, resolved.
     pub host: PathBuf,
@@ -414,6 +422,19 @@ pub fn plan(
         n.refuse_reaching(&forbidden)?;
         binds.push(("--bind", n));
     }
+    if let Some(h) = &program.home {
+        if !h.is_dir() {
+            return Err(path_err("program.home", h, "is not a directory"));
+        }
+        binds.push((
+            "--bind",
+            Named {
+                field: "program.home",
+                named: PathBuf::from(RUN_HOME),
+                real: real("program.home", h)?,
+            },
+        ));
+    }
     for key in program.env.keys() {
         if key.is_empty() || key.contains('=') || key.contains('\0') {
             return Err(SandboxError::Env(format!("{key:?} is not a variable name")));
@@ -491,7 +512,8 @@ pub fn plan(
     env.insert("PATH".into(), path_dirs.join(":"));
     let home = binds
         .iter()
-        .find(|(_, n)| n.field == "program.homes")
+        .find(|(_, n)| n.field == "program.home")
+        .or_else(|| binds.iter().find(|(_, n)| n.field == "program.homes"))
         .map(|(_, n)| &n.named)
         .unwrap_or(&workspace_named);
     env.insert("HOME".into(), text(home));

@@ -1,0 +1,333 @@
+//! `runner`: writes one of the runner pages OCX ships and tests,
+//! `sandbox/claude` (Claude Code, headless, in stream-json), `sandbox/codex`
+//! (Codex's app-server) or `sandbox/local` (OCX's own agent on an Ollama),
+//! as the caller, an administrator on the node; and says what the
+//! administrator still has to give (the login, the model). The page names
+//! credentials by name only: the node keeps them (`ocx credential`).
+
+use crate::fossil::artifact::{self, WikiPage};
+use crate::fossil::store::Batch;
+use crate::node::runner::{CredentialUse, InputMode, RunnerPage};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
+use crate::tools::post::write;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Input of `runner`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// Which shipped runner: claude, codex or local.
+    pub name: String,
+    /// The model its agent asks for (local: required, an Ollama model such as qwen3:4b).
+    pub model: Option<String>,
+    /// The model service's URL: Claude Code's ANTHROPIC_BASE_URL, Codex's provider base_url (ending /v1), the Ollama's URL (local; default http://127.0.0.1:11434).
+    pub base_url: Option<String>,
+    /// The node's credential given as the service's API key (ANTHROPIC_API_KEY, OPENAI_API_KEY); without it, claude gets the login credential claude-login and codex codex-auth, written into each run's home.
+    pub api_key: Option<String>,
+    /// The node's credential holding the program's login file (claude: .claude/.credentials.json; codex: .codex/auth.json); default claude-login or codex-auth.
+    pub login: Option<String>,
+    /// Offer the program's remote control to records that ask for it (claude: --remote-control).
+    #[serde(default)]
+    pub remote: bool,
+}
+
+/// The page written, and what is left to do.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    /// The wiki page.
+    pub page: String,
+    /// Its new version's full hash (null on a dry run).
+    pub version: Option<String>,
+    /// The runner's definition, as the page's JSON block holds it.
+    #[schemars(with = "serde_json::Value")]
+    pub definition: RunnerPage,
+    /// What the administrator still has to give before its runs can work.
+    pub still_to_do: Vec<String>,
+}
+
+/// The `runner` tool.
+pub struct Runner;
+
+/// What a shipped runner is, before it is written.
+struct Shipped {
+    title: &'static str,
+    about: String,
+    page: RunnerPage,
+    still: Vec<String>,
+}
+
+impl Tool for Runner {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "runner";
+    const SUMMARY: &'static str =
+        "Write a shipped runner page (sandbox/claude, sandbox/codex or sandbox/local) and say what is left to give it.";
+    const NEEDS: Needs = Needs::Any("as");
+    const WRITES: bool = true;
+
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let repo = call.repo()?;
+        let Some(root) = crate::node::root_of(repo).map_err(Stop::internal)? else {
+            return Err(Stop::new(
+                "this repository is no node: a runner page is written where its runs run",
+            )
+            .next("run it on the node's own repository, after ocx hook install"));
+        };
+        for (field, v) in [
+            ("model", &input.model),
+            ("base_url", &input.base_url),
+            ("api_key", &input.api_key),
+            ("login", &input.login),
+        ] {
+            if let Some(v) = v
+                && (v.is_empty() || v.contains(['\n', '\r', '"', '\0']))
+            {
+                return Err(Stop::field(field, "must be one line, not empty, without a quote")
+                    .next(format!("give {field} as one plain line")));
+            }
+        }
+        if let Some(u) = &input.base_url
+            && !(u.starts_with("http://") || u.starts_with("https://"))
+        {
+            return Err(Stop::field("base_url", format!("{u:?} is not an http or https URL"))
+                .next("give the service's URL, such as https://api.example.org"));
+        }
+        let shipped = match input.name.as_str() {
+            "claude" => claude(&input)?,
+            "codex" => codex(&input)?,
+            "local" => local(&input)?,
+            other => {
+                return Err(Stop::field(
+                    "name",
+                    format!("OCX ships no runner {other:?}"),
+                )
+                .next("give claude, codex or local"));
+            }
+        };
+        let mut still = shipped.still;
+        for c in &shipped.page.credentials {
+            if !crate::node::credentials::names(&root).contains(&c.name) {
+                still.push(format!(
+                    "keep the credential {} on the node: ocx credential --name {} --file FILE{}",
+                    c.name,
+                    c.name,
+                    match (&c.file, &c.env) {
+                        (Some(f), _) => format!(" (the file each run finds at ~/{f})"),
+                        (None, Some(v)) => format!(" (a file holding the key, given as {v})"),
+                        _ => String::new(),
+                    }
+                ));
+            }
+        }
+        shipped
+            .page
+            .check()
+            .map_err(|p| Stop::internal(format!("{}: {}", p.field, p.reason)))?;
+        let json = serde_json::to_string_pretty(&shipped.page).map_err(Stop::internal)?;
+        let text = format!(
+            "# {}\n\n{}\n\nWritten by `ocx runner {}`. Its credentials are named here, never held: the node keeps them.\n\n```json\n{json}\n```\n",
+            shipped.title, shipped.about, input.name
+        );
+        let page = crate::node::runner::page_name(&input.name);
+        call.read(format!("wiki page {page:?}"));
+        let repo = call.repo()?;
+        let current = repo.wiki_page(&page).map_err(Stop::internal)?;
+        let caller = call.caller()?.clone();
+        let policy = repo.hash_policy().map_err(Stop::internal)?;
+        let date = artifact::now();
+        let bytes = WikiPage {
+            date: &date,
+            name: &page,
+            mimetype: "text/x-markdown",
+            parent: current.as_ref().map(|p| p.hash.as_str()),
+            user: &caller.login,
+            text: &text,
+        }
+        .compose();
+        let mut batch = Batch::default();
+        let hash = batch.add("wiki page", bytes, policy);
+        write(call, &batch, true)?;
+        Ok(Output {
+            page,
+            version: (!call.dry_run).then_some(hash),
+            definition: shipped.page,
+            still_to_do: still,
+        })
+    }
+}
+
+/// The absolute path of `program` on this host's PATH, or why not.
+fn installed(program: &str, install: &str) -> Result<String, Stop> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| is_executable(p))
+    });
+    found.map(|p| p.display().to_string()).ok_or_else(|| {
+        Stop::field("name", format!("{program} is not installed on this host"))
+            .next(format!("install it first: {install}"))
+    })
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn credential(name: String, file: Option<&str>, env: Option<&str>) -> CredentialUse {
+    CredentialUse {
+        name,
+        file: file.map(str::to_string),
+        env: env.map(str::to_string),
+    }
+}
+
+fn claude(input: &Input) -> Result<Shipped, Stop> {
+    let program = installed("claude", "npm install -g @anthropic-ai/claude-code@2.1.197")?;
+    let mut command: Vec<String> = [
+        program.as_str(),
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]
+    .map(String::from)
+    .to_vec();
+    if let Some(m) = &input.model {
+        command.extend(["--model".to_string(), m.clone()]);
+    }
+    let mut env = BTreeMap::from([(
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_string(),
+        "1".to_string(),
+    )]);
+    if let Some(u) = &input.base_url {
+        env.insert("ANTHROPIC_BASE_URL".into(), u.clone());
+    }
+    let credentials = match &input.api_key {
+        Some(k) => vec![credential(k.clone(), None, Some("ANTHROPIC_API_KEY"))],
+        None => vec![credential(
+            input.login.clone().unwrap_or_else(|| "claude-login".into()),
+            Some(".claude/.credentials.json"),
+            None,
+        )],
+    };
+    Ok(Shipped {
+        title: "Claude Code",
+        about: "Claude Code, headless: each delivery a turn of one session, its final words posted where the delivery was asked. The node gives it the run's MCP servers and tools, and settings from the run's fresh home alone.".into(),
+        page: RunnerPage {
+            command,
+            env,
+            homes: Vec::new(),
+            credentials,
+            remote: if input.remote {
+                vec!["--remote-control".into()]
+            } else {
+                Vec::new()
+            },
+            input: InputMode::ClaudeStreamJson,
+        },
+        still: Vec::new(),
+    })
+}
+
+fn codex(input: &Input) -> Result<Shipped, Stop> {
+    let program = installed("codex", "npm install -g @openai/codex@0.171.0")?;
+    let mut command = vec![program, "app-server".to_string()];
+    let key_var = "OPENAI_API_KEY";
+    if let Some(m) = &input.model {
+        command.extend(["-c".to_string(), format!("model=\"{m}\"")]);
+    }
+    if let Some(u) = &input.base_url {
+        command.extend([
+            "-c".to_string(),
+            "model_provider=\"ocx\"".to_string(),
+            "-c".to_string(),
+            format!(
+                "model_providers.ocx={{name=\"ocx\", base_url=\"{u}\", wire_api=\"responses\", env_key=\"{key_var}\"}}"
+            ),
+        ]);
+    }
+    let credentials = match &input.api_key {
+        Some(k) => vec![credential(k.clone(), None, Some(key_var))],
+        None => vec![credential(
+            input.login.clone().unwrap_or_else(|| "codex-auth".into()),
+            Some(".codex/auth.json"),
+            None,
+        )],
+    };
+    if input.remote {
+        return Err(Stop::field(
+            "remote",
+            "Codex's remote control is its own daemon (codex remote-control), not a flag of app-server",
+        )
+        .next("leave remote out for codex"));
+    }
+    Ok(Shipped {
+        title: "Codex",
+        about: "Codex's app-server: one thread a run, each delivery a turn, its final words posted where the delivery was asked. OCX's sandbox is the boundary (Codex's own is off, approvals never asked); the checkout is not a trusted project, so its .codex/config.toml is not read.".into(),
+        page: RunnerPage {
+            command,
+            env: BTreeMap::new(),
+            homes: Vec::new(),
+            credentials,
+            remote: Vec::new(),
+            input: InputMode::CodexAppServer,
+        },
+        still: Vec::new(),
+    })
+}
+
+fn local(input: &Input) -> Result<Shipped, Stop> {
+    let model = input.model.clone().ok_or_else(|| {
+        Stop::field("model", "give the Ollama model its agent asks for")
+            .next("give --model, such as qwen3:4b")
+    })?;
+    if input.api_key.is_some() || input.login.is_some() || input.remote {
+        return Err(Stop::field(
+            "name",
+            "OCX's agent on a local model takes no key, login or remote control",
+        )
+        .next("leave api_key, login and remote out"));
+    }
+    let ocx = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .map(|p: PathBuf| p.display().to_string())
+        .map_err(|e| Stop::new(format!("cannot tell where ocx is: {e}")))?;
+    let url = input
+        .base_url
+        .clone()
+        .unwrap_or_else(|| "http://127.0.0.1:11434".into());
+    Ok(Shipped {
+        title: "A local model",
+        about: format!("OCX's own agent (ocx --mcp-ollama) on {model} at {url}, at most 30 requests a delivery."),
+        page: RunnerPage {
+            command: vec![
+                ocx,
+                "--mcp-ollama".into(),
+                url.clone(),
+                "--model".into(),
+                model.clone(),
+                "--steps".into(),
+                "30".into(),
+                "--context".into(),
+                "32768".into(),
+                "--system".into(),
+                "You work on this repository through your tools. Read before you edit, run the tests, save, then say in a few lines what you did.".into(),
+            ],
+            env: BTreeMap::new(),
+            homes: Vec::new(),
+            credentials: Vec::new(),
+            remote: Vec::new(),
+            input: InputMode::Lines,
+        },
+        still: vec![
+            format!("serve {model} on the Ollama at {url} (ollama pull {model})"),
+        ],
+    })
+}
