@@ -17,6 +17,7 @@ mod layers;
 mod machines;
 mod mcp;
 mod messages;
+mod model;
 mod node;
 mod ollama;
 mod protocol;
