@@ -106,7 +106,11 @@ fn serve(ocx: &Path, fossil: &Path, dir: &Path) -> Site {
             .current_dir(dir)
             .output()
             .unwrap();
-        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     };
     let r = repo.to_str().unwrap();
     f(&["new", "--admin-user", "admin", r]);
@@ -120,7 +124,13 @@ fn serve(ocx: &Path, fossil: &Path, dir: &Path) -> Site {
         .unwrap()
         .port();
     let server = Command::new(fossil)
-        .args(["server", "--port", &port.to_string(), "--localhost", "--nojail"])
+        .args([
+            "server",
+            "--port",
+            &port.to_string(),
+            "--localhost",
+            "--nojail",
+        ])
         .arg("--extroot")
         .arg(&ext)
         .arg(r)
@@ -137,7 +147,12 @@ fn serve(ocx: &Path, fossil: &Path, dir: &Path) -> Site {
         repo,
         server,
     };
-    site.ocx(&["hook", "install", "--url", &format!("http://127.0.0.1:{port}/")]);
+    site.ocx(&[
+        "hook",
+        "install",
+        "--url",
+        &format!("http://127.0.0.1:{port}/"),
+    ]);
     site.ocx(&["node", "start"]);
     site
 }
@@ -168,13 +183,26 @@ fn agent(name: &str, ocx: &Path, fossil: &Path) -> ((f64, f64), (f64, f64)) {
     let site = serve(ocx, fossil, place.tmp.path());
     let key = place.tmp.path().join("key");
     std::fs::write(&key, "bench-key").unwrap();
-    site.ocx(&["credential", "--name", "bench-key", "--file", key.to_str().unwrap()]);
+    site.ocx(&[
+        "credential",
+        "--name",
+        "bench-key",
+        "--file",
+        key.to_str().unwrap(),
+    ]);
     let base = match name {
         "codex" => format!("{}/v1", model.url()),
         _ => model.url(),
     };
     site.ocx(&[
-        "runner", "--name", name, "--base-url", &base, "--api-key", "bench-key", "--model",
+        "runner",
+        "--name",
+        name,
+        "--base-url",
+        &base,
+        "--api-key",
+        "bench-key",
+        "--model",
         "scripted",
     ]);
     let mut start = Vec::new();
@@ -188,7 +216,9 @@ fn agent(name: &str, ocx: &Path, fossil: &Path) -> ((f64, f64), (f64, f64)) {
         site.stop(&record);
     }
     let record = site.record(name, &[]);
-    wait("the warm session's first request", || asked(&model, &record));
+    wait("the warm session's first request", || {
+        asked(&model, &record)
+    });
     let mut delivery = Vec::new();
     for i in 0..TIMES {
         let text = format!("bench post {i} {}", now_ns());
@@ -235,7 +265,13 @@ fn lines(ocx: &Path, fossil: &Path) -> ((f64, f64), (f64, f64)) {
     common::wait_line(&log, seen, Duration::from_secs(60)).expect("first line");
     let mut delivery = Vec::new();
     for i in 0..TIMES {
-        site.ocx(&["post", "--to", &record, "--text", &format!("bench post {i}")]);
+        site.ocx(&[
+            "post",
+            "--to",
+            &record,
+            "--text",
+            &format!("bench post {i}"),
+        ]);
         let returned = now_ns();
         seen += 1;
         let line = common::wait_line(&log, seen, Duration::from_secs(60)).expect("a line");
@@ -251,7 +287,9 @@ fn main() {
         .path()
         .to_path_buf();
     let ocx = common::release_ocx();
-    println!("{TIMES} starts (create returned -> first request) and {TIMES} deliveries (post returned -> its request), medians and p95:");
+    println!(
+        "{TIMES} starts (create returned -> first request) and {TIMES} deliveries (post returned -> its request), medians and p95:"
+    );
     let show = |name: &str, ((sm, sp), (dm, dp)): ((f64, f64), (f64, f64))| {
         println!(
             "  {name:<7} start median {sm:>8.1} ms  p95 {sp:>8.1} ms   delivery median {dm:>7.1} ms  p95 {dp:>7.1} ms"

@@ -935,7 +935,9 @@ mod tests {
         assert!(Inside::RunWithPassword.offers("post"));
         assert!(Inside::RunWithPassword.offers("save"));
         assert!(!Inside::RunWithPassword.offers("push"));
-        for host_only in ["hook", "node", "create", "stop", "approve", "export", "adopt"] {
+        for host_only in [
+            "hook", "node", "create", "stop", "approve", "export", "adopt",
+        ] {
             assert!(!Inside::RunWithPassword.offers(host_only), "{host_only}");
             assert!(!Inside::RunWithoutPassword.offers(host_only), "{host_only}");
         }

@@ -311,7 +311,9 @@ fn session(
     // start them with less of its own environment than it has.
     let run_vars: serde_json::Map<String, serde_json::Value> = env
         .iter()
-        .filter(|(k, _)| [RUN_USER_VAR, RECORD_VAR, MCP_SOCKET_VAR, BRANCH_VAR].contains(&k.as_str()))
+        .filter(|(k, _)| {
+            [RUN_USER_VAR, RECORD_VAR, MCP_SOCKET_VAR, BRANCH_VAR].contains(&k.as_str())
+        })
         .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
         .collect();
     let mut servers =
@@ -324,11 +326,15 @@ fn session(
     let written = std::fs::create_dir_all(ws.join(".ocx")).and_then(|()| {
         std::fs::write(
             &config,
-            serde_json::to_vec_pretty(&serde_json::json!({"mcpServers": servers})).unwrap_or_default(),
+            serde_json::to_vec_pretty(&serde_json::json!({"mcpServers": servers}))
+                .unwrap_or_default(),
         )
     });
     if let Err(e) = written {
-        return answer("exited", &format!("never started: the run's MCP servers could not be named: {e}"));
+        return answer(
+            "exited",
+            &format!("never started: the run's MCP servers could not be named: {e}"),
+        );
     }
     if page.input == InputMode::ClaudeStreamJson {
         let allowed: Vec<String> = servers
@@ -421,6 +427,9 @@ fn session(
             first: escape(&first),
             workspace: plan.workspace.clone(),
             servers: servers.clone(),
+            instructions: (mode == InputMode::CodexAppServer)
+                .then(|| agents_md(repo))
+                .flatten(),
             speaker: agent::Speaker {
                 repository: cfg.repository.clone(),
                 root: root.to_path_buf(),
@@ -516,6 +525,22 @@ fn run_scope(root: &Path, r: &StandingRecord) -> crate::context::RunScope {
     }
 }
 
+/// The most of `AGENTS.md` given to Codex as the repository's word.
+const AGENTS_MD_MAX: usize = 64 << 10;
+
+/// What the repository says to its agent: `AGENTS.md` of the newest
+/// check-in on the branch a checkout opens (what the workspace holds),
+/// read from the served repository, never from the workspace.
+fn agents_md(repo: &crate::fossil::Repository) -> Option<String> {
+    let branch = repo.main_branch().ok()?;
+    let tip = repo.branch_tip(&branch).ok()??;
+    let bytes = repo.file_at(tip, "AGENTS.md").ok()??;
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(AGENTS_MD_MAX)]).into_owned();
+    Some(format!(
+        "What this repository says to its agent (its AGENTS.md):\n\n{text}"
+    ))
+}
+
 /// Lets Claude Code read what the repository says to its agent
 /// (`CLAUDE.md` in the checkout), which `--setting-sources user` would
 /// leave out with the checkout's settings: the run's own memory file in
@@ -565,9 +590,8 @@ fn fresh_home(
         crate::run::sandbox::copy_contents(&from, home)
             .map_err(|e| format!("homes[{i}]: {name:?} could not be copied: {e}"))?;
     }
-    let given = crate::node::credentials::give(root, &page.credentials).map_err(|e| {
-        format!("credentials: {e}")
-    })?;
+    let given = crate::node::credentials::give(root, &page.credentials)
+        .map_err(|e| format!("credentials: {e}"))?;
     let mut env = std::collections::BTreeMap::new();
     for g in given {
         match g {

@@ -143,9 +143,18 @@ mod tests {
         assert_eq!(mode(&dir(t.path())), 0o700);
         assert_eq!(mode(&dir(t.path()).join("claude-login")), 0o600);
         assert_eq!(names(t.path()), vec!["claude-login".to_string()]);
-        assert_eq!(read(t.path(), "claude-login").unwrap(), b"{\"secret\": 1}\n");
-        assert!(matches!(read(t.path(), "other"), Err(CredentialError::Missing(_))));
-        assert!(matches!(keep(t.path(), "../x", b"x"), Err(CredentialError::Name(_))));
+        assert_eq!(
+            read(t.path(), "claude-login").unwrap(),
+            b"{\"secret\": 1}\n"
+        );
+        assert!(matches!(
+            read(t.path(), "other"),
+            Err(CredentialError::Missing(_))
+        ));
+        assert!(matches!(
+            keep(t.path(), "../x", b"x"),
+            Err(CredentialError::Name(_))
+        ));
         assert!(remove(t.path(), "claude-login").unwrap());
         assert!(names(t.path()).is_empty());
     }

@@ -71,4 +71,3 @@ pub fn read(line: &str, record: Option<&str>) -> Result<Line, String> {
     };
     Ok(Line { text, reply_to })
 }
-

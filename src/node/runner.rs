@@ -147,7 +147,9 @@ impl RunnerPage {
             if !h.starts_with('/') && !valid_name(h) {
                 return bad(
                     format!("homes[{i}]"),
-                    format!("{h:?} is neither an absolute path nor a name of the node's homes (a-z, 0-9, - and _)"),
+                    format!(
+                        "{h:?} is neither an absolute path nor a name of the node's homes (a-z, 0-9, - and _)"
+                    ),
                 );
             }
         }
@@ -155,7 +157,10 @@ impl RunnerPage {
             if !valid_name(&c.name) {
                 return bad(
                     format!("credentials[{i}].name"),
-                    format!("{:?} is not a credential's name (a-z, 0-9, - and _)", c.name),
+                    format!(
+                        "{:?} is not a credential's name (a-z, 0-9, - and _)",
+                        c.name
+                    ),
                 );
             }
             match (&c.file, &c.env) {
@@ -196,7 +201,9 @@ pub fn relative_inside(path: &str) -> bool {
     !path.is_empty()
         && !path.starts_with('/')
         && !path.contains('\0')
-        && path.split('/').all(|p| !p.is_empty() && p != "." && p != "..")
+        && path
+            .split('/')
+            .all(|p| !p.is_empty() && p != "." && p != "..")
 }
 
 /// The wiki page defining runner `name`.

@@ -29,7 +29,6 @@ pub(crate) use plan::find_bwrap;
 use plan::path_err;
 pub use plan::{Bind, Forbidden, Plan, Program, RUN_HOME, SandboxFields, plan};
 
-
 /// How a run ended, and whether a budget limit ended it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Ended {

@@ -72,15 +72,19 @@ impl Tool for Credential {
         };
         let done = match (&input.file, input.remove) {
             (Some(_), true) => {
-                return Err(Stop::field("remove", "give either file or remove, not both")
-                    .next("leave one out"));
+                return Err(
+                    Stop::field("remove", "give either file or remove, not both")
+                        .next("leave one out"),
+                );
             }
             (Some(file), false) => {
                 let name = named(&input.name)?;
                 let path = PathBuf::from(file);
                 if !path.is_absolute() {
-                    return Err(Stop::field("file", format!("{file:?} is not an absolute path"))
-                        .next("give the file's absolute path"));
+                    return Err(
+                        Stop::field("file", format!("{file:?} is not an absolute path"))
+                            .next("give the file's absolute path"),
+                    );
                 }
                 let bytes = std::fs::read(&path).map_err(|e| {
                     Stop::field("file", format!("{file} cannot be read: {e}"))

@@ -64,8 +64,7 @@ impl Tool for Runner {
     type Input = Input;
     type Output = Output;
     const NAME: &'static str = "runner";
-    const SUMMARY: &'static str =
-        "Write a shipped runner page (sandbox/claude, sandbox/codex or sandbox/local) and say what is left to give it.";
+    const SUMMARY: &'static str = "Write a shipped runner page (sandbox/claude, sandbox/codex or sandbox/local) and say what is left to give it.";
     const NEEDS: Needs = Needs::Any("as");
     const WRITES: bool = true;
 
@@ -86,26 +85,29 @@ impl Tool for Runner {
             if let Some(v) = v
                 && (v.is_empty() || v.contains(['\n', '\r', '"', '\0']))
             {
-                return Err(Stop::field(field, "must be one line, not empty, without a quote")
-                    .next(format!("give {field} as one plain line")));
+                return Err(
+                    Stop::field(field, "must be one line, not empty, without a quote")
+                        .next(format!("give {field} as one plain line")),
+                );
             }
         }
         if let Some(u) = &input.base_url
             && !(u.starts_with("http://") || u.starts_with("https://"))
         {
-            return Err(Stop::field("base_url", format!("{u:?} is not an http or https URL"))
-                .next("give the service's URL, such as https://api.example.org"));
+            return Err(
+                Stop::field("base_url", format!("{u:?} is not an http or https URL"))
+                    .next("give the service's URL, such as https://api.example.org"),
+            );
         }
         let shipped = match input.name.as_str() {
             "claude" => claude(&input)?,
             "codex" => codex(&input)?,
             "local" => local(&input)?,
             other => {
-                return Err(Stop::field(
-                    "name",
-                    format!("OCX ships no runner {other:?}"),
-                )
-                .next("give claude, codex or local"));
+                return Err(
+                    Stop::field("name", format!("OCX ships no runner {other:?}"))
+                        .next("give claude, codex or local"),
+                );
             }
         };
         let mut still = shipped.still;

@@ -7,6 +7,8 @@
 // by every build of them.
 #![allow(dead_code)]
 
+#[cfg(test)]
+#[path = "model/real.rs"]
 mod real;
 
 use serde_json::{Map, Value, json};

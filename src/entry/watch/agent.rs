@@ -327,12 +327,7 @@ impl Speaker {
             self.root.clone(),
             Who::Run(self.scope.clone()),
         );
-        let answer = crate::registry::call(
-            "post",
-            Ok(json!({"to": to, "text": text})),
-            &cx,
-            false,
-        );
+        let answer = crate::registry::call("post", Ok(json!({"to": to, "text": text})), &cx, false);
         match (answer.ok, &answer.result) {
             (true, Some(r)) => Ok(r["hash"].as_str().unwrap_or("").to_string()),
             _ => Err(answer
@@ -357,6 +352,10 @@ pub struct Driving {
     pub workspace: PathBuf,
     /// The run's MCP servers, as `mcpServers` names them.
     pub servers: Value,
+    /// What the repository says to its agent (Codex: `AGENTS.md` of the
+    /// check-in the workspace holds), given as the thread's developer
+    /// instructions, since the checkout is no trusted project.
+    pub instructions: Option<String>,
     pub speaker: Speaker,
     pub log: Log,
 }
@@ -391,7 +390,9 @@ pub fn drive(
             Ok(t) => thread = Some(t),
             Err(why) => {
                 d.speaker.keep_error(&why);
-                let _ = d.speaker.say(&d.record, &format!("The agent could not start: {why}"));
+                let _ = d
+                    .speaker
+                    .say(&d.record, &format!("The agent could not start: {why}"));
                 return end(format!("the agent could not start: {why}"));
             }
         }
@@ -440,9 +441,13 @@ pub fn drive(
                     say_log(&format!("the model service refused the agent: {why}"));
                     let cannot = !worked && refuses_credential(status);
                     let words = if cannot {
-                        format!("The agent's model service refused its credential, so it cannot work: {why}")
+                        format!(
+                            "The agent's model service refused its credential, so it cannot work: {why}"
+                        )
                     } else {
-                        format!("The agent's model service refused it, and the agent is trying again: {why}")
+                        format!(
+                            "The agent's model service refused it, and the agent is trying again: {why}"
+                        )
                     };
                     match d.speaker.say(&to, &words) {
                         Ok(h) => own.push(h),
@@ -476,8 +481,13 @@ pub fn drive(
             }
         } else {
             d.speaker.keep_error(&said);
-            if let Err(e) = d.speaker.say(&to, &format!("The agent's turn ended in error: {said}")) {
-                say_log(&format!("the turn ended in error ({said}); could not say so: {e}"));
+            if let Err(e) = d
+                .speaker
+                .say(&to, &format!("The agent's turn ended in error: {said}"))
+            {
+                say_log(&format!(
+                    "the turn ended in error ({said}); could not say so: {e}"
+                ));
             } else {
                 say_log(&format!("the turn ended in error: {said}"));
             }
@@ -512,7 +522,10 @@ fn codex_handshake(
     loop {
         match events.recv().map_err(|_| gone())? {
             Event::Answer { id: 1, error: None } => break,
-            Event::Answer { id: 1, error: Some(e) } => return Err(format!("initialize: {e}")),
+            Event::Answer {
+                id: 1,
+                error: Some(e),
+            } => return Err(format!("initialize: {e}")),
             _ => {}
         }
     }
@@ -523,13 +536,23 @@ fn codex_handshake(
             config.insert(format!("mcp_servers.{name}"), server.clone());
         }
     }
+    // An untrusted project: nothing checked in (`.codex/config.toml`, its
+    // MCP servers, its instructions) configures the agent.
+    config.insert(
+        "projects".into(),
+        json!({ d.workspace.display().to_string(): {"trust_level": "untrusted"} }),
+    );
+    let mut params = json!({
+        "cwd": d.workspace,
+        "approvalPolicy": "never",
+        "sandbox": "danger-full-access",
+        "config": config});
+    if let Some(i) = &d.instructions {
+        params["developerInstructions"] = json!(i);
+    }
     write_json(
         stdin,
-        &json!({"id": 2, "method": "thread/start", "params": {
-            "cwd": d.workspace,
-            "approvalPolicy": "never",
-            "sandbox": "danger-full-access",
-            "config": config}}),
+        &json!({"id": 2, "method": "thread/start", "params": params}),
     )
     .map_err(|e| e.to_string())?;
     loop {
@@ -555,12 +578,18 @@ mod tests {
         let ok = r#"{"type":"result","subtype":"success","is_error":false,"result":"Done."}"#;
         assert_eq!(
             read_event(InputMode::ClaudeStreamJson, ok).0,
-            Some(Event::TurnEnded { ok: true, text: "Done.".into() })
+            Some(Event::TurnEnded {
+                ok: true,
+                text: "Done.".into()
+            })
         );
         let bad = r#"{"type":"result","subtype":"success","is_error":true,"result":"Not logged in · Please run /login"}"#;
         assert_eq!(
             read_event(InputMode::ClaudeStreamJson, bad).0,
-            Some(Event::TurnEnded { ok: false, text: "Not logged in · Please run /login".into() })
+            Some(Event::TurnEnded {
+                ok: false,
+                text: "Not logged in · Please run /login".into()
+            })
         );
         let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"error_status":401,"error":"authentication_failed"}"#;
         assert_eq!(
@@ -580,7 +609,10 @@ mod tests {
             r#"{"id":7,"method":"item/commandExecution/requestApproval","params":{}}"#,
         );
         assert_eq!(e, None);
-        assert_eq!(reply.unwrap(), json!({"id": 7, "result": {"decision": "decline"}}));
+        assert_eq!(
+            reply.unwrap(),
+            json!({"id": 7, "result": {"decision": "decline"}})
+        );
         let (_, reply) = read_event(
             InputMode::CodexAppServer,
             r#"{"id":"x","method":"item/tool/requestUserInput","params":{}}"#,
@@ -591,7 +623,8 @@ mod tests {
             read_event(InputMode::CodexAppServer, thread).0,
             Some(Event::Thread("th-1".into()))
         );
-        let words = r#"{"method":"item/completed","params":{"item":{"type":"agentMessage","text":"Hi."}}}"#;
+        let words =
+            r#"{"method":"item/completed","params":{"item":{"type":"agentMessage","text":"Hi."}}}"#;
         assert_eq!(
             read_event(InputMode::CodexAppServer, words).0,
             Some(Event::Words("Hi.".into()))
@@ -599,7 +632,10 @@ mod tests {
         let failed = r#"{"method":"turn/completed","params":{"turn":{"status":"failed","error":{"message":"unauthorized"}}}}"#;
         assert_eq!(
             read_event(InputMode::CodexAppServer, failed).0,
-            Some(Event::TurnEnded { ok: false, text: "unauthorized".into() })
+            Some(Event::TurnEnded {
+                ok: false,
+                text: "unauthorized".into()
+            })
         );
     }
 }

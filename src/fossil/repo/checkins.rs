@@ -68,7 +68,35 @@ fn checkin_row(r: &rusqlite::Row) -> rusqlite::Result<CheckIn> {
     })
 }
 
+/// The newest check-in on a branch, by the time its check-in says.
+const SQL_BRANCH_TIP: &str = "SELECT e.objid FROM tagxref x JOIN tag t ON t.tagid=x.tagid
+     JOIN event e ON e.objid=x.rid
+     WHERE t.tagname='branch' AND x.value=?1 AND x.tagtype>0 AND e.type='ci'
+     ORDER BY e.mtime DESC, e.objid DESC LIMIT 1";
+
 impl Repository {
+    /// The branch a new checkout opens: the `main-branch` setting, else trunk.
+    pub fn main_branch(&self) -> Result<String, FossilError> {
+        Ok(self
+            .config("main-branch")?
+            .filter(|b| !b.trim().is_empty())
+            .unwrap_or_else(|| "trunk".into()))
+    }
+
+    /// The newest check-in on `branch` (its row), if it has one.
+    pub fn branch_tip(&self, branch: &str) -> Result<Option<i64>, FossilError> {
+        let mut st = self.db.prepare_cached(SQL_BRANCH_TIP)?;
+        Ok(st.query_row([branch], |r| r.get(0)).optional()?)
+    }
+
+    /// The bytes of file `path` in check-in `checkin` (its row), if it holds one.
+    pub fn file_at(&self, checkin: i64, path: &str) -> Result<Option<Vec<u8>>, FossilError> {
+        match self.checkin_file(checkin, path)? {
+            Some((rid, _)) => self.content(rid),
+            None => Ok(None),
+        }
+    }
+
     /// The check-in `rid`, or `None` when it is no check-in.
     pub fn checkin(&self, rid: i64) -> Result<Option<CheckIn>, FossilError> {
         let mut st = self.db.prepare_cached(SQL_CHECKIN)?;
