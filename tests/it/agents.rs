@@ -686,3 +686,22 @@ fn a_rate_limit_is_said_at_once_and_shown_by_status_and_console() {
         );
     });
 }
+
+#[test]
+fn a_model_service_away_is_said_within_seconds() {
+    claude_and_codex(|agent| {
+        let model = Model::start(|_| Reply::text("unreachable"));
+        let site = Site::new(agent, &model, Some("k"));
+        drop(model);
+        let started = Instant::now();
+        let record = site.record(&[]);
+        let user = site.user_of(&record);
+        site.said(&record, &user, "trying again");
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "{agent:?}: said within 30 s of the first refusal"
+        );
+        site.json(&["stop", "--record", &record]);
+        assert_eq!(site.response(&record).0, "stopped", "{agent:?}");
+    });
+}

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::process::{ChildStdin, ChildStdout};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The longest line of the agent's output read as an event; a longer one
 /// is kept in the log cut, and read as no event.
@@ -33,9 +34,16 @@ pub enum Event {
     Refused { status: Option<i64>, text: String },
     /// The agent's words so far in this turn (Codex's agent message).
     Words(String),
+    /// Codex's turn, as it started: its id.
+    TurnStarted(String),
     /// The turn ended: without error or not, with its final words or why.
     TurnEnded { ok: bool, text: String },
 }
+
+/// How long a turn may go on being refused before the watcher ends it:
+/// about as long as Claude Code retries a refusal itself; Codex waits for
+/// an unreachable service without end.
+const REFUSED_TURN_MAX: Duration = Duration::from_secs(180);
 
 /// One line of the agent's output read as an event of its `mode`, and
 /// what the watcher answers a request it carries (Codex asks approvals and
@@ -120,6 +128,11 @@ fn codex_event(v: &Value) -> (Option<Event>, Option<Value>) {
             {
                 return (Some(Event::Thread(thread.to_string())), None);
             }
+            if error.is_none()
+                && let Some(turn) = v["result"]["turn"]["id"].as_str()
+            {
+                return (Some(Event::TurnStarted(turn.to_string())), None);
+            }
             (Some(Event::Answer { id, error }), None)
         }
         (None, Some("item/completed")) => {
@@ -129,6 +142,10 @@ fn codex_event(v: &Value) -> (Option<Event>, Option<Value>) {
                 _ => (None, None),
             }
         }
+        (None, Some("turn/started")) => match v["params"]["turn"]["id"].as_str() {
+            Some(t) => (Some(Event::TurnStarted(t.to_string())), None),
+            None => (None, None),
+        },
         (None, Some("turn/completed")) => {
             let turn = &v["params"]["turn"];
             let ok = turn["status"].as_str() == Some("completed");
@@ -430,13 +447,41 @@ pub fn drive(
             return;
         }
         let mut own: Vec<String> = Vec::new();
-        let mut refused_said = false;
+        let mut refused: Option<(Instant, String)> = None;
+        let mut turn_id: Option<String> = None;
+        let mut interrupted = false;
         let mut words = String::new();
         let (ok, said) = loop {
-            match events.recv() {
-                Err(_) => return,
-                Ok(Event::Refused { status, text: why }) if !refused_said => {
-                    refused_said = true;
+            let event = match events.recv_timeout(Duration::from_secs(1)) {
+                Ok(e) => e,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if let (Some((since, _)), Some(t), Some(th), false) =
+                        (&refused, &turn_id, &thread, interrupted)
+                        && since.elapsed() > REFUSED_TURN_MAX
+                    {
+                        interrupted = true;
+                        say_log("the turn was refused for three minutes: interrupted");
+                        let _ = write_json(
+                            &stdin,
+                            &json!({"id": request + 1_000_000, "method": "turn/interrupt",
+                                "params": {"threadId": th, "turnId": t}}),
+                        );
+                    }
+                    continue;
+                }
+            };
+            match event {
+                Event::Refused { status, text: why } => {
+                    let first = refused.is_none();
+                    if let Some((_, last)) = &mut refused {
+                        last.clone_from(&why);
+                    } else {
+                        refused = Some((Instant::now(), why.clone()));
+                    }
+                    if !first {
+                        continue;
+                    }
                     d.speaker.keep_error(&why);
                     say_log(&format!("the model service refused the agent: {why}"));
                     let cannot = !worked && refuses_credential(status);
@@ -457,14 +502,22 @@ pub fn drive(
                         return end(format!("the agent's credential was refused: {why}"));
                     }
                 }
-                Ok(Event::Words(w)) => words = w,
-                Ok(Event::Answer { id, error: Some(e) }) if id == request => {
+                Event::TurnStarted(t) => turn_id = Some(t),
+                Event::Words(w) => words = w,
+                Event::Answer { id, error: Some(e) } if id == request => {
                     break (false, e);
                 }
-                Ok(Event::TurnEnded { ok, text }) => {
-                    break (ok, if text.is_empty() { words.clone() } else { text });
+                Event::TurnEnded { ok, text } => {
+                    let text = match (&refused, interrupted) {
+                        (Some((_, last)), true) => format!(
+                            "the model service refused it for three minutes: {last}"
+                        ),
+                        _ if text.is_empty() => words.clone(),
+                        _ => text,
+                    };
+                    break (ok, text);
                 }
-                Ok(_) => {}
+                _ => {}
             }
         };
         if ok {
