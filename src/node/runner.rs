@@ -294,3 +294,94 @@ pub fn keep_error(dir: &std::path::Path, error: &str) {
         0o600,
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(block: &str) -> Result<RunnerPage, Problem> {
+        read_page(format!("# A runner\n\n```json\n{block}\n```\n").as_bytes())
+    }
+
+    #[test]
+    fn the_modes_read_and_another_is_refused_naming_input() {
+        for (mode, want) in [
+            ("lines", InputMode::Lines),
+            ("claude-stream-json", InputMode::ClaudeStreamJson),
+            ("codex-app-server", InputMode::CodexAppServer),
+        ] {
+            let p = page(&format!(r#"{{"command": ["x"], "input": "{mode}"}}"#)).unwrap();
+            assert_eq!(p.input, want);
+        }
+        assert_eq!(
+            page(r#"{"command": ["x"], "input": "codex-exec"}"#)
+                .unwrap_err()
+                .field,
+            "input"
+        );
+    }
+
+    #[test]
+    fn what_the_node_gives_claude_code_is_refused_on_a_page() {
+        for flag in [
+            "--allowedTools",
+            "--mcp-config=x.json",
+            "--setting-sources",
+            "--strict-mcp-config",
+        ] {
+            let p = page(&format!(
+                r#"{{"command": ["claude", "-p", "{flag}", "mcp__ocx"], "input": "claude-stream-json"}}"#
+            ));
+            assert_eq!(p.unwrap_err().field, "command", "{flag}");
+        }
+        assert!(page(r#"{"command": ["x", "--allowedTools", "y"], "input": "lines"}"#).is_ok());
+    }
+
+    #[test]
+    fn remote_names_its_arguments() {
+        let p = page(r#"{"command": ["x"], "remote": ["--remote-control"]}"#).unwrap();
+        assert_eq!(p.remote, vec!["--remote-control".to_string()]);
+        assert!(p.offers_remote());
+        assert!(
+            !page(r#"{"command": ["x"], "remote": false}"#)
+                .unwrap()
+                .offers_remote()
+        );
+        assert_eq!(
+            page(r#"{"command": ["x"], "remote": true}"#)
+                .unwrap_err()
+                .field,
+            "remote"
+        );
+    }
+
+    #[test]
+    fn homes_and_credentials_are_named_or_refused_naming_their_field() {
+        assert!(page(r#"{"command": ["x"], "homes": ["claude", "/srv/h"]}"#).is_ok());
+        assert_eq!(
+            page(r#"{"command": ["x"], "homes": ["../up"]}"#)
+                .unwrap_err()
+                .field,
+            "homes[0]"
+        );
+        let ok = r#"{"command": ["x"], "credentials": [{"name": "k", "env": "API_KEY"}, {"name": "l", "file": ".claude/.credentials.json"}]}"#;
+        assert_eq!(page(ok).unwrap().credentials.len(), 2);
+        for (bad, field) in [
+            (r#"[{"name": "k", "file": "../x"}]"#, "credentials[0].file"),
+            (
+                r#"[{"name": "k", "file": "/etc/x"}]"#,
+                "credentials[0].file",
+            ),
+            (r#"[{"name": "K!", "env": "A"}]"#, "credentials[0].name"),
+            (r#"[{"name": "k", "env": "1A"}]"#, "credentials[0].env"),
+            (r#"[{"name": "k"}]"#, "credentials[0]"),
+            (
+                r#"[{"name": "k", "env": "A", "file": "a"}]"#,
+                "credentials[0]",
+            ),
+        ] {
+            let p = page(&format!(r#"{{"command": ["x"], "credentials": {bad}}}"#));
+            assert_eq!(p.unwrap_err().field, field, "{bad}");
+        }
+    }
+}

@@ -705,3 +705,187 @@ fn a_model_service_away_is_said_within_seconds() {
         assert_eq!(site.response(&record).0, "stopped", "{agent:?}");
     });
 }
+
+const ARGV_RUNNER: &str = r#"#!/usr/bin/python3
+import sys, os, json
+with open(os.path.join(os.environ["OCX_TEST_OUT"], os.environ["OCX_RECORD"]), "a") as f:
+    f.write(json.dumps({"record": os.environ.get("OCX_RECORD"), "argv": sys.argv[1:], "home": os.environ.get("HOME")}) + "\n")
+for line in sys.stdin:
+    pass
+"#;
+
+#[test]
+fn remote_arguments_reach_only_a_record_that_asks_for_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = Repo::new();
+    let dir = repo.dir.path().to_path_buf();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = dir.join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::create_dir(dir.join("prog")).unwrap();
+    let runner = dir.join("prog/argv.py");
+    std::fs::write(&runner, ARGV_RUNNER).unwrap();
+    std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let site = Site {
+        node: ServedNode::start(repo),
+        agent: Agent::Claude,
+    };
+    site.page(
+        "argv",
+        &json!({"command": [runner, "--always"], "env": {"OCX_TEST_OUT": out},
+            "remote": ["--remote-control", "on"], "input": "lines"}),
+    );
+    let create = |remote: &str| {
+        site.json(&[
+            "create",
+            "--runner",
+            "argv",
+            "--objective",
+            "Show your arguments",
+            "--wall",
+            "5m",
+            "--remote",
+            remote,
+            "--read-write",
+            out.to_str().unwrap(),
+        ])["record"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let asked = create("true");
+    let not_asked = create("false");
+    let until = Instant::now() + PATIENCE;
+    let seen = loop {
+        let lines: Vec<Value> = [&asked, &not_asked]
+            .iter()
+            .filter_map(|r| std::fs::read_to_string(out.join(r)).ok())
+            .filter_map(|l| serde_json::from_str(l.trim()).ok())
+            .collect();
+        if lines.len() >= 2 || Instant::now() > until {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let argv = |record: &str| {
+        seen.iter()
+            .find(|l| l["record"] == record)
+            .map(|l| l["argv"].clone())
+            .unwrap_or_else(|| panic!("{record} never started: {seen:?}\n{}", site.run_log(record)))
+    };
+    assert_eq!(argv(&asked), json!(["--always", "--remote-control", "on"]));
+    assert_eq!(argv(&not_asked), json!(["--always"]));
+    assert!(
+        seen.iter().all(|l| l["home"] == ocx::run::RUN_HOME),
+        "every run's HOME is its own: {seen:?}"
+    );
+    for r in [asked, not_asked] {
+        site.json(&["stop", "--record", &r]);
+    }
+}
+
+#[test]
+fn runner_writes_the_shipped_pages_and_says_what_is_left() {
+    let repo = Repo::new();
+    let site = Site {
+        node: ServedNode::start(repo),
+        agent: Agent::Claude,
+    };
+    let refused = |args: &[&str]| site.node.repo.json(args).refused();
+    assert!(refused(&["runner", "--name", "gemini"]).contains("name"));
+    assert!(refused(&["runner", "--name", "local"]).contains("model"));
+    assert!(refused(&["runner", "--name", "claude", "--base-url", "ftp://x"]).contains("base_url"));
+    let local = site.json(&["runner", "--name", "local", "--model", "qwen3:4b"]);
+    assert_eq!(local["page"], "sandbox/local");
+    assert!(
+        local["still_to_do"]
+            .to_string()
+            .contains("ollama pull qwen3:4b")
+    );
+    installed(Agent::Claude);
+    let claude = site.json(&["runner", "--name", "claude"]);
+    assert!(
+        claude["still_to_do"]
+            .to_string()
+            .contains("ocx credential --name claude-login"),
+        "{claude:#}"
+    );
+    let repo = ocx::fossil::Repository::open(&site.node.repo.file).unwrap();
+    let page = ocx::node::runner::page(&repo, "claude")
+        .unwrap()
+        .expect("the page counts");
+    assert_eq!(page.input, ocx::node::runner::InputMode::ClaudeStreamJson);
+    assert_eq!(
+        page.credentials[0].file.as_deref(),
+        Some(".claude/.credentials.json")
+    );
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let shown = readme
+        .split("`sandbox/claude` as `ocx runner --name claude` writes it:")
+        .nth(1)
+        .unwrap();
+    let mut shown = ocx::node::runner::read_page(shown.as_bytes()).unwrap();
+    shown.command[0] = page.command[0].clone();
+    assert_eq!(shown, page, "the README shows the page ocx runner writes");
+}
+
+#[test]
+fn credentials_are_kept_from_a_file_and_shown_by_name_alone() {
+    let repo = Repo::new();
+    let site = Site {
+        node: ServedNode::start(repo),
+        agent: Agent::Claude,
+    };
+    let secret = site.node.repo.dir.path().join("secret");
+    std::fs::write(&secret, "sk-the-secret-itself").unwrap();
+    let r = |args: &[&str]| site.node.repo.json(args);
+    assert!(
+        r(&["credential", "--name", "k", "--file", "secret"])
+            .refused()
+            .contains("file")
+    );
+    assert!(
+        r(&[
+            "credential",
+            "--name",
+            "../k",
+            "--file",
+            secret.to_str().unwrap()
+        ])
+        .refused()
+        .contains("name")
+    );
+    let kept = r(&[
+        "credential",
+        "--name",
+        "model-key",
+        "--file",
+        secret.to_str().unwrap(),
+    ])
+    .ok();
+    assert_eq!(kept["credentials"], json!(["model-key"]));
+    let file = site.root().join("credentials/model-key");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let status = r(&["status"]).ok();
+    assert_eq!(status["credentials"], json!(["model-key"]));
+    assert!(!status.to_string().contains("sk-the-secret"), "{status:#}");
+    let listed = crate::support::run(
+        {
+            let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_ocx"));
+            c.args(["--mcp", "--repository"]).arg(&site.node.repo.file);
+            c
+        },
+        Some(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n"),
+    );
+    assert!(listed.stdout.contains("ocx_status"), "{}", listed.stdout);
+    assert!(!listed.stdout.contains("ocx_credential"), "never over MCP");
+    let removed = r(&["credential", "--name", "model-key", "--remove"]).ok();
+    assert_eq!(removed["credentials"], json!([]));
+    assert!(!file.exists());
+}

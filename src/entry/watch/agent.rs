@@ -509,9 +509,9 @@ pub fn drive(
                 }
                 Event::TurnEnded { ok, text } => {
                     let text = match (&refused, interrupted) {
-                        (Some((_, last)), true) => format!(
-                            "the model service refused it for three minutes: {last}"
-                        ),
+                        (Some((_, last)), true) => {
+                            format!("the model service refused it for three minutes: {last}")
+                        }
                         _ if text.is_empty() => words.clone(),
                         _ => text,
                     };
