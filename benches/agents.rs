@@ -15,7 +15,7 @@
 mod common;
 
 #[path = "../tests/it/model.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod model;
 
 use common::{ms, now_ns, read_at, stat};

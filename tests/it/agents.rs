@@ -271,6 +271,13 @@ impl Site {
     }
 }
 
+impl Drop for Site {
+    /// Ends the runs too: a test that fails midway leaves none going.
+    fn drop(&mut self) {
+        let _ = self.node.repo.json(&["node", "stop", "--runs"]);
+    }
+}
+
 /// The newest delivery's line in a request (`Post HASH from …`, …), and
 /// the hash it names.
 pub fn delivery(r: &Request) -> Option<(String, String)> {

@@ -988,7 +988,7 @@ fn the_readmes_runner_pages_read_and_the_local_one_is_a_command_line_the_agent_t
     assert_eq!(settings.endpoint, "http://127.0.0.1:11434/api/chat");
     let after = |marker: &str| {
         let at = section.find(marker).unwrap_or_else(|| panic!("{marker}"));
-        ocx::node::runner::read_page(section[at..].as_bytes()).unwrap()
+        ocx::node::runner::read_page(&section.as_bytes()[at..]).unwrap()
     };
     let claude = after("`sandbox/claude` as `ocx runner --name claude` writes it:");
     assert!(claude.command[0].ends_with("/claude"));
