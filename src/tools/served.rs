@@ -425,3 +425,24 @@ fn unsigned_may_read(server: &str) -> bool {
         Ok(Some(result)) if result["capabilities_of"]["capabilities"].is_string()
     )
 }
+
+/// Whether a node's served URL `url` serves OCX's page, asked once (an
+/// unsigned POST of `receipt` for no artifact, answered within 2 s):
+/// `None` when it does, else the warning to show. Runs that hold their
+/// password work in clones of `url` and learn who sent what only there.
+pub fn page_warning(url: &str) -> Option<String> {
+    let base = crate::fossil::remote::page_of(url, &[])?;
+    let asked = json!({ "artifacts": [] });
+    let within = std::time::Duration::from_secs(2);
+    let why = match ask_page(base.trim_end_matches('/'), "receipt", &asked, within) {
+        Ok(Some(_)) => return None,
+        Ok(None) => format!("serves no OCX page at /ext/{PAGE}"),
+        Err(e) => format!(
+            "did not answer as OCX's page at /ext/{PAGE} ({})",
+            crate::fossil::redact_password(&e.reason)
+        ),
+    };
+    Some(format!(
+        "{url} {why}: runs that hold their password cannot learn who sent what; serve it with fossil server --extroot DIR (ocx linked there as ocx-cgi)"
+    ))
+}

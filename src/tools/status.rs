@@ -51,6 +51,13 @@ pub struct Output {
     /// the last run's failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub git_export: Option<GitExport>,
+    /// On a node (or an agent machine): whether the URL it is served at (its
+    /// `node.json`'s `url`) serves OCX's page, asked once within 2 s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served_page: Option<bool>,
+    /// Why the served URL does not serve OCX's page, when it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
     /// On an agent machine's clone: its login, the server, the records in its care, and what
     /// it last heard from the server.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -172,6 +179,7 @@ impl Tool for Status {
         let cfg = root
             .as_deref()
             .and_then(crate::node::config::NodeConfig::load);
+        let warning = cfg.as_ref().map(|c| super::served::page_warning(&c.url));
         let run_uids = cfg.as_ref().and_then(|c| {
             c.run_uids
                 .or_else(|| root.as_deref().and_then(crate::run::uids::claimed))
@@ -202,6 +210,8 @@ impl Tool for Status {
             ceiling: is_node.then(|| cfg.map(|c| c.ceiling).unwrap_or_default()),
             run_uids,
             git_export: git_export(repo, fossil),
+            served_page: warning.as_ref().map(Option::is_none),
+            warning: warning.flatten(),
             machine,
         };
         call.read("the caller's login and capabilities, the repository's settings");

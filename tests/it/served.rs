@@ -1125,6 +1125,54 @@ fn a_run_holding_its_password_asks_its_server_who_sent_what_in_its_own_clone() {
 }
 
 #[test]
+fn hook_install_node_start_and_status_warn_when_the_served_url_serves_no_page() {
+    for page in [false, true] {
+        let repo = Repo::new();
+        let (mut server, port) = if page {
+            crate::support::serve(&repo.file)
+        } else {
+            crate::support::serve_without_page(&repo.file)
+        };
+        let url = format!("http://127.0.0.1:{port}/");
+        let before = repo.json(&["status"]).ok();
+        assert!(
+            before.get("served_page").is_none() && before.get("warning").is_none(),
+            "no node, nothing asked: {before:#}"
+        );
+        let hook = repo.json(&["hook", "install", "--url", &url]).ok();
+        let node = repo.json(&["node", "start"]).ok();
+        let status = repo.json(&["status"]).ok();
+        repo.json(&["node", "stop"]).ok();
+        let _ = server.kill();
+        let _ = server.wait();
+        assert_eq!(status["node"], true);
+        assert_eq!(status["served_page"], page, "{status:#}");
+        for (what, answer) in [
+            ("hook install", &hook),
+            ("node start", &node),
+            ("status", &status),
+        ] {
+            let warning = answer["warning"].as_str();
+            if page {
+                assert_eq!(warning, None, "{what}: {answer:#}");
+                continue;
+            }
+            let warning = warning.unwrap_or_else(|| panic!("{what} warns: {answer:#}"));
+            assert!(
+                warning.starts_with(&format!("{url} serves no OCX page at /ext/ocx-cgi")),
+                "{what}: {warning}"
+            );
+            assert!(
+                warning.contains("runs that hold their password")
+                    && warning.contains("fossil server --extroot DIR")
+                    && warning.contains("ocx-cgi"),
+                "{what} says what to serve: {warning}"
+            );
+        }
+    }
+}
+
+#[test]
 fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts() {
     let site = Site::new();
     site.repo.user("carol", "v234i");
