@@ -28,7 +28,10 @@ printf '# The demo agent\n\nAnswers each post it hears.\n\n```json\n{"command": 
 # against the Ollama on this host (not started here; the demo needs none).
 printf '# A local model\n\nQwen3 4B on this host'"'"'s Ollama.\n\n```json\n{"command": ["%s", "--mcp-ollama", "http://127.0.0.1:11434", "--model", "qwen3:4b", "--steps", "30", "--system", "You work on this repository through your tools. Read before you edit, run the tests, save, then say in a few lines what you did."], "input": "lines"}\n```\n' "$ocx" > "$demo/sandbox-local.md"
 "$fossil" wiki create sandbox/local "$demo/sandbox-local.md" --mimetype text/x-markdown -R "$repo" >/dev/null
-"$fossil" server --port "$port" --localhost "$repo" >"$demo/server.log" 2>&1 &
+# OCX's page beside the repository: runs that hold their password ask it
+# who sent what (as root, Fossil serves an extroot only with --nojail).
+mkdir -p "$demo/ext"; ln -s "$ocx" "$demo/ext/ocx-cgi"
+"$fossil" server --port "$port" --localhost --nojail --extroot "$demo/ext" "$repo" >"$demo/server.log" 2>&1 &
 server=$!
 cleanup() { "$ocx" node stop -R "$repo" >/dev/null 2>&1 || true; kill "$server" 2>/dev/null || true; }
 trap cleanup EXIT

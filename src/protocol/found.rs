@@ -82,6 +82,17 @@ pub fn is_node_user(repo: &Repository, node: &str) -> Result<bool, FossilError> 
     Ok(repo.server_code()? == node || repo.is_node_login(&node_login(node))?)
 }
 
+/// Who sent a message, as its reader knows it: the login its receipt
+/// names, whether that login holds admin or setup, and whether it speaks
+/// for a node (this repository's own node's login, or one `approve
+/// --node` marked as an agent machine's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sender {
+    pub login: Option<String>,
+    pub admin: bool,
+    pub node: bool,
+}
+
 /// The response to record `hash` at `place` that counts (C1, C4): one sent
 /// by the node's own login, whatever a U card inside says, that login being
 /// this repository's own node's or one `approve --node` marked as an agent
@@ -93,9 +104,32 @@ pub fn response(
     record: &str,
     node: &str,
 ) -> Result<Option<Found>, FossilError> {
-    let node_user = node_login(node);
     let marked = is_node_user(repo, node)?;
-    let found = at(repo, place)?;
+    counting_response(at(repo, place)?, record, node, |f| {
+        let admin = match f.said.from.as_deref() {
+            Some(login) => repo.capabilities(login)?.is_some_and(|c| c.is_admin()),
+            None => false,
+        };
+        Ok(Sender {
+            login: f.said.from.clone(),
+            admin,
+            node: marked,
+        })
+    })
+}
+
+/// Of `found`, a place's messages in received order, the response to
+/// record `record` for node `node` that counts, each one's sender as
+/// `sender` says: one the node's login sent, that login speaking for a
+/// node; or a `lost` an administrator sent once the run's start (the
+/// record among `found`) and its `wall` have passed.
+pub fn counting_response<E>(
+    found: Vec<Found>,
+    record: &str,
+    node: &str,
+    mut sender: impl FnMut(&Found) -> Result<Sender, E>,
+) -> Result<Option<Found>, E> {
+    let node_user = node_login(node);
     let started = found
         .iter()
         .find(|f| f.said.hash == record)
@@ -113,15 +147,11 @@ pub fn response(
         if r.answers != record || r.node != node {
             continue;
         }
-        let from = f.said.from.as_deref();
-        if marked && from == Some(node_user.as_str()) {
+        let from = sender(&f)?;
+        if from.node && from.login.as_deref() == Some(node_user.as_str()) {
             return Ok(Some(f));
         }
-        let by_admin = match from {
-            Some(login) => repo.capabilities(login)?.is_some_and(|c| c.is_admin()),
-            None => false,
-        };
-        if r.outcome == "lost" && by_admin && deadline.is_some_and(|d| f.said.when >= d) {
+        if r.outcome == "lost" && from.admin && deadline.is_some_and(|d| f.said.when >= d) {
             return Ok(Some(f));
         }
     }

@@ -7,7 +7,7 @@ use super::found;
 use crate::fossil::repo::{CheckIn, TagChanges, TagSet};
 use crate::fossil::{FossilError, Repository};
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// The verdict tags.
@@ -50,7 +50,7 @@ pub fn parse(value: &str) -> Option<Value> {
 }
 
 /// One sender's latest verdict of one tag on a check-in, and whether it counts.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Judged {
     /// `audited` or `ci`.
     pub tag: String,
@@ -67,7 +67,7 @@ pub struct Judged {
     /// The value as stored.
     pub value: Option<String>,
     /// Why it does not count, when it does not.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why_not: Option<String>,
 }
 

@@ -217,16 +217,59 @@ pub fn standing_of(asked: &Asked, caller: &Caller) -> Standing {
     )
 }
 
-/// The question a hash or prefix in `field` names.
+/// The question a hash or prefix in `field` names; in a clone's checkout,
+/// as its server received it and its decisions ([`as_served`]).
 pub fn the_question(call: &mut Call, field: &str, given: &str) -> Result<Asked, Stop> {
     let (rid, _) = call.artifact(field, given)?;
     call.read(format!("the question named by {field}, and its decisions"));
-    ask::asked_at(call.repo()?, rid)
+    let asked = ask::asked_at(call.repo()?, rid)
         .map_err(Stop::internal)?
         .ok_or_else(|| {
             Stop::field(field, format!("{given} holds no question"))
                 .next("give the hash of a question; `ocx questions` lists them")
+        })?;
+    let mut one = [asked];
+    as_served(call, &mut one)?;
+    let [asked] = one;
+    Ok(asked)
+}
+
+/// In a clone's checkout, `all` as the clone's server received them: each
+/// question's and decision's sender is the one the server's receipt names
+/// (no one where it has not received it), each decision stands by its
+/// sender's capabilities there, in the server's received order. The
+/// clone's own receipts name whoever pulled, and are never read for it.
+fn as_served(call: &mut Call, all: &mut [Asked]) -> Result<(), Stop> {
+    let Some(server) = super::served::server(call)? else {
+        return Ok(());
+    };
+    let hashes: Vec<String> = all
+        .iter()
+        .flat_map(|a| {
+            std::iter::once(a.said.hash.clone()).chain(a.decisions.iter().map(|d| d.0.hash.clone()))
         })
+        .collect();
+    let got = super::served::by_hash(&server, &hashes)?;
+    call.read(format!(
+        "{server}'s receipts for {} questions and decisions",
+        got.len()
+    ));
+    let sender = |hash: &str| got.get(hash).and_then(|r| r.sender()).map(str::to_string);
+    for a in all {
+        a.said.from = sender(&a.said.hash);
+        let for_login = &a.question.for_login;
+        for (s, _, standing) in &mut a.decisions {
+            s.from = sender(&s.hash);
+            let admin = got.get(&s.hash).is_some_and(|r| r.from_admin());
+            *standing = ask::standing(s.from.as_deref(), for_login, admin);
+        }
+        a.decisions.sort_by_key(|(s, _, _)| {
+            got.get(&s.hash)
+                .and_then(|r| r.order())
+                .map_or((1, 0, 0), |(c, r)| (0, c, r))
+        });
+    }
+    Ok(())
 }
 
 /// A question as a reader is shown it.
@@ -341,6 +384,21 @@ pub fn shown(
     })
 }
 
+/// `shown` with no sender named for what it refers to, in a clone's
+/// checkout (`in_clone`), where only the server knows who sent it.
+fn unsent(mut shown: Shown, in_clone: bool) -> Shown {
+    if in_clone {
+        for d in shown
+            .replies_to
+            .iter_mut()
+            .chain(shown.references.iter_mut())
+        {
+            d.by = None;
+        }
+    }
+    shown
+}
+
 /// Whether a reader holding `caps` may read the question's place: 2 a thread, r a ticket.
 pub fn may_read(asked: &Asked, caps: &Capabilities) -> bool {
     match asked.place {
@@ -354,18 +412,21 @@ pub fn may_read(asked: &Asked, caps: &Capabilities) -> bool {
 pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, usize), Stop> {
     call.read("every question and its decisions");
     let caller = call.caller()?.clone();
+    let mut all = ask::asked(call.repo()?).map_err(Stop::internal)?;
+    as_served(call, &mut all)?;
+    let in_clone = super::served::server(call)?.is_some();
     let repo = call.repo()?;
-    let all = ask::asked(repo).map_err(Stop::internal)?;
     let (mut waiting, mut to_confirm, mut open) = (Vec::new(), Vec::new(), 0);
     for a in all.iter().filter(|a| may_read(a, &caller.capabilities)) {
         if a.settled().is_some() {
             continue;
         }
         open += 1;
+        let show = |a: &Asked| shown(repo, a, &caller.capabilities).map(|s| unsent(s, in_clone));
         if a.question.for_login == user {
-            waiting.push(shown(repo, a, &caller.capabilities)?);
+            waiting.push(show(a)?);
         } else if caller.capabilities.is_admin() {
-            to_confirm.push(shown(repo, a, &caller.capabilities)?);
+            to_confirm.push(show(a)?);
         }
     }
     Ok((waiting, to_confirm, open))

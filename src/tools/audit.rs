@@ -89,10 +89,9 @@ impl Tool for Audit {
         if let Some(server) = &server {
             let said = super::served::receipts(server, std::slice::from_ref(&checkin.hash))?;
             call.read(format!("{server}'s receipt for the check-in"));
-            match said.map(|s| s.into_iter().next()) {
-                None => {}
-                Some(Some(r)) if r.received => checkin.sender = r.user,
-                Some(_) => {
+            match said.into_iter().next() {
+                Some(r) if r.received => checkin.sender = r.user,
+                _ => {
                     return Err(Stop::field(
                         "checkin",
                         format!("{server} has not received {}", checkin.hash),

@@ -5,7 +5,7 @@
 //! each question; MCP gives the same data. Writes nothing.
 
 use super::asking::{self, Shown};
-use crate::protocol::found;
+use crate::protocol::found::{self, Found};
 use crate::protocol::kinds::{self, Kind, Message};
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
@@ -161,18 +161,63 @@ impl Tool for Console {
     }
 }
 
+/// A record, what was said at its place, and the response that counts.
+type Standing = (found::StandingRecord, Vec<Found>, Option<Found>);
+
+/// Every record with what was said at its place and the response that
+/// counts; in a clone's checkout, each as the clone's server received it
+/// (its receipts asked once for all), never as the clone did.
+fn records(call: &mut Call) -> Result<Vec<Standing>, Stop> {
+    let server = super::served::server(call)?;
+    let repo = call.repo()?;
+    let mut out = Vec::new();
+    for (r, answered) in found::tagged_records(repo).map_err(Stop::internal)? {
+        let here = found::at(repo, &r.place).map_err(Stop::internal)?;
+        let response = match answered && server.is_none() {
+            true => {
+                found::response(repo, &r.place, &r.hash, &r.record.node).map_err(Stop::internal)?
+            }
+            false => None,
+        };
+        out.push((r, here, response));
+    }
+    let Some(server) = server else {
+        return Ok(out);
+    };
+    let hashes: Vec<String> = out
+        .iter()
+        .flat_map(|(r, here, _)| {
+            std::iter::once(r.hash.clone()).chain(here.iter().map(|f| f.said.hash.clone()))
+        })
+        .collect();
+    let got = super::served::by_hash(&server, &hashes)?;
+    call.read(format!(
+        "{server}'s receipts for the records and what was said at their places"
+    ));
+    let out = out
+        .into_iter()
+        .map(|(mut r, here, _)| {
+            let here = super::served::in_received_order(&got, here, |f| &mut f.said);
+            let response = super::served::response_of(&got, &r, here.clone());
+            super::served::resent(&got, &mut r.said);
+            (r, here, response)
+        })
+        .collect();
+    Ok(super::served::in_received_order(&got, out, |(r, _, _)| {
+        &mut r.said
+    }))
+}
+
 fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
     call.read("every record and its response");
-    let repo = call.repo()?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
         / 86400.0
         + 2440587.5;
-    let node_root = crate::node::root_of(repo).map_err(Stop::internal)?;
+    let node_root = crate::node::root_of(call.repo()?).map_err(Stop::internal)?;
     let (mut running, mut ended) = (Vec::new(), Vec::new());
-    for (r, answered) in found::tagged_records(repo).map_err(Stop::internal)? {
-        let said_here = found::at(repo, &r.place).map_err(Stop::internal)?;
+    for (r, said_here, response) in records(call)? {
         let last = said_here
             .iter()
             .rfind(|f| f.said.rcvid > r.said.rcvid)
@@ -196,11 +241,8 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
             note: None,
             last_error: None,
         };
-        if answered {
-            if let Some(f) =
-                found::response(repo, &r.place, &r.hash, &r.record.node).map_err(Stop::internal)?
-                && let Kind::Known(Message::Response(resp)) = f.kind
-            {
+        if let Some(f) = response {
+            if let Kind::Known(Message::Response(resp)) = f.kind {
                 view.outcome = Some(resp.outcome);
                 view.note = Some(resp.note).filter(|n| !n.is_empty());
             }

@@ -90,7 +90,7 @@ impl Tool for Create {
             Stop::field(p.field, p.reason)
                 .next("correct the field; `ocx help create` describes each")
         };
-        super::served::pull_first(call)?;
+        let server = super::served::pull_first(call)?;
         let repo = call.repo()?;
         let runner = input.runner.clone().unwrap_or_else(|| "claude".into());
         if !runner::valid_name(&runner) {
@@ -103,10 +103,10 @@ impl Tool for Create {
             return Err(Stop::field("objective", "is empty").next("say what the run is for"));
         }
         let is_command = runner == runner::COMMAND;
-        let page = if is_command {
-            None
-        } else {
-            runner::page(repo, &runner).map_err(Stop::internal)?
+        let page = match &server {
+            _ if is_command => None,
+            Some(server) => super::served::runner_page(call, server, &runner)?,
+            None => runner::page(repo, &runner).map_err(Stop::internal)?,
         };
         let hears = match input.hears.clone() {
             Some(h) => h,
@@ -149,7 +149,7 @@ impl Tool for Create {
         }
         let user = match &input.user {
             Some(u) => {
-                check_user(call, u, &node, &server_code)?;
+                check_user(call, server.as_deref(), u, &node, &server_code)?;
                 u.clone()
             }
             None => format!(
@@ -262,8 +262,15 @@ fn admins(call: &Call) -> Result<Vec<String>, Stop> {
 /// Refuses a run user that is not a run's (C5): Fossil's own logins, a
 /// node's, one holding admin or setup, or, on the node itself (which alone
 /// keeps the marks), an existing login no node made and no one adopted;
-/// and one that has an open record.
-fn check_user(call: &mut Call, user: &str, node: &str, server_code: &str) -> Result<(), Stop> {
+/// and one that has an open record (in a clone's checkout, a record its
+/// `server` received and holds no response to that counts).
+fn check_user(
+    call: &mut Call,
+    server: Option<&str>,
+    user: &str,
+    node: &str,
+    server_code: &str,
+) -> Result<(), Stop> {
     let repo = call.repo()?;
     let on_node = node == server_code && crate::node::is_node(repo).map_err(Stop::internal)?;
     let node_login = found::node_login(node);
@@ -275,16 +282,22 @@ fn check_user(call: &mut Call, user: &str, node: &str, server_code: &str) -> Res
     }
     call.read("the open records");
     let repo = call.repo()?;
-    let open = found::tagged_records(repo).map_err(Stop::internal)?;
-    if let Some((r, _)) = open
-        .iter()
-        .find(|(r, answered)| !answered && r.record.user == user)
-    {
-        return Err(Stop::field(
-            "user",
-            format!("{user} already has an open record ({})", &r.hash[..10]),
-        )
-        .next("stop that record first, or name another user"));
+    let records = found::tagged_records(repo).map_err(Stop::internal)?;
+    for (mut r, answered) in records.into_iter().filter(|(r, _)| r.record.user == user) {
+        let open = match server {
+            Some(server) => {
+                let got = super::served::record_as_received(call, server, &mut r)?;
+                got.received && got.response.is_none()
+            }
+            None => !answered,
+        };
+        if open {
+            return Err(Stop::field(
+                "user",
+                format!("{user} already has an open record ({})", &r.hash[..10]),
+            )
+            .next("stop that record first, or name another user"));
+        }
     }
     Ok(())
 }

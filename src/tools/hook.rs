@@ -49,6 +49,10 @@ pub struct Output {
     /// hook, which OCX never installs, since it would export outside OCX's lock.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What install found of the URL: where it serves no OCX page, runs
+    /// that hold their password cannot learn who sent what.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// The `hook` tool.
@@ -96,6 +100,7 @@ impl Tool for Hook {
                     hook: None,
                     removed: indexes.len(),
                     note: None,
+                    warning: None,
                 })
             }
             HookAction::Install => {
@@ -180,6 +185,7 @@ impl Tool for Hook {
                     hook: Some(command),
                     removed: indexes.len(),
                     note,
+                    warning: super::served::page_warning(&url),
                 })
             }
         }

@@ -52,6 +52,10 @@ pub struct Output {
     pub runs: Vec<String>,
     /// The runs this call ended, each answered `stopped`.
     pub ended: Vec<String>,
+    /// What start found of the node's served URL: where it serves no OCX
+    /// page, runs that hold their password cannot learn who sent what.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// The `node` tool.
@@ -135,6 +139,7 @@ impl Tool for NodeTool {
                         .map(|(r, _)| r)
                         .collect(),
                     ended,
+                    warning: None,
                 })
             }
             NodeAction::Start if input.foreground && !call.dry_run => {
@@ -155,6 +160,7 @@ impl Tool for NodeTool {
                     running: false,
                     runs: Vec::new(),
                     ended: Vec::new(),
+                    warning: None,
                 })
             }
             NodeAction::Start => {
@@ -173,6 +179,7 @@ impl Tool for NodeTool {
                         running: running(&root),
                         runs: Vec::new(),
                         ended: Vec::new(),
+                        warning: super::served::page_warning(&cfg.url),
                     });
                 }
                 let lost = node::daemon::sweep_lost(&root).map_err(|e| Stop::new(e.to_string()))?;
@@ -237,6 +244,7 @@ impl Tool for NodeTool {
                     running: running(&root),
                     runs: Vec::new(),
                     ended: Vec::new(),
+                    warning: super::served::page_warning(&cfg.url),
                 })
             }
         }

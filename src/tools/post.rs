@@ -206,7 +206,9 @@ impl Tool for Post {
 /// the node is woken after (a write there starts no backoffice); in a
 /// clone's checkout the write is pushed to the clone's server, so that
 /// server records the caller as its sender, and counts as done only once
-/// the server's receipt says it received each artifact from the caller.
+/// the server's receipt says it received each artifact from the caller;
+/// a server serving no OCX page cannot say, and the write, pushed, is
+/// refused as unconfirmed.
 pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop> {
     for (what, hash, _) in &batch.artifacts {
         call.log(Op::Compose {

@@ -37,6 +37,9 @@ pub struct Receipt {
     pub user: Option<String>,
     /// That login's capabilities, inherited ones included.
     pub capabilities: Option<String>,
+    /// Whether that login speaks for a node here: this repository's own
+    /// node's login, or an agent machine's `approve --node` marked.
+    pub node: bool,
     /// The receipt's number.
     pub rcvid: Option<i64>,
     /// The artifact's row, which orders the artifacts of one receipt.
@@ -70,6 +73,8 @@ impl Tool for ReceiptTool {
         let repo = call.repo()?;
         let may_read = caller.capabilities.has('o');
         let may_see_private = caller.capabilities.has('x');
+        let own_node =
+            crate::protocol::found::node_login(&repo.server_code().map_err(Stop::internal)?);
         let mut out = Vec::with_capacity(input.artifacts.len());
         for hash in &input.artifacts {
             let receipt = if may_read {
@@ -89,6 +94,12 @@ impl Tool for ReceiptTool {
                             .map(|c| c.to_string()),
                         None => None,
                     },
+                    node: match &r.login {
+                        Some(l) => {
+                            *l == own_node || repo.is_node_login(l).map_err(Stop::internal)?
+                        }
+                        None => false,
+                    },
                     user: r.login,
                     rcvid: Some(r.rcvid),
                     rid: Some(r.rid),
@@ -98,6 +109,7 @@ impl Tool for ReceiptTool {
                     received: false,
                     user: None,
                     capabilities: None,
+                    node: false,
                     rcvid: None,
                     rid: None,
                 },

@@ -58,6 +58,13 @@ pub struct Output {
     /// The node's open runs whose agent met an error, with its last one (on a node).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub run_errors: Vec<RunError>,
+    /// On a node (or an agent machine): whether the URL it is served at (its
+    /// `node.json`'s `url`) serves OCX's page, asked once within 2 s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served_page: Option<bool>,
+    /// Why the served URL does not serve OCX's page, when it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
     /// On an agent machine's clone: its login, the server, the records in its care, and what
     /// it last heard from the server.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -201,6 +208,7 @@ impl Tool for Status {
         let cfg = root
             .as_deref()
             .and_then(crate::node::config::NodeConfig::load);
+        let warning = cfg.as_ref().map(|c| super::served::page_warning(&c.url));
         let run_uids = cfg.as_ref().and_then(|c| {
             c.run_uids
                 .or_else(|| root.as_deref().and_then(crate::run::uids::claimed))
@@ -236,6 +244,8 @@ impl Tool for Status {
                 .map(crate::node::credentials::names)
                 .unwrap_or_default(),
             run_errors: root.as_deref().map(run_errors).unwrap_or_default(),
+            served_page: warning.as_ref().map(Option::is_none),
+            warning: warning.flatten(),
             machine,
         };
         call.read("the caller's login and capabilities, the repository's settings");

@@ -29,20 +29,37 @@ pub struct Output {
 }
 
 /// The record `given` (in the field `record`) names, refused when it names
-/// no record or the record is answered already.
+/// no record or the record is answered already. In a clone's checkout
+/// (pulled first) the record and its responses stand as the clone's
+/// server received them, and a record the server has not received is
+/// refused.
 pub fn open_record(call: &mut Call, given: &str) -> Result<found::StandingRecord, Stop> {
+    let server = super::served::pull_first(call)?;
     let (rid, hash) = call.artifact("record", given)?;
     call.read("the record and its place");
     let repo = call.repo()?;
-    let standing = found::record(repo, rid, &hash)
+    let mut standing = found::record(repo, rid, &hash)
         .map_err(Stop::internal)?
         .ok_or_else(|| {
             Stop::field("record", format!("{given} holds no record"))
                 .next("give the hash of a record's post")
         })?;
-    if let Some(r) = found::response(repo, &standing.place, &hash, &standing.record.node)
-        .map_err(Stop::internal)?
-    {
+    let answer = match &server {
+        Some(server) => {
+            let got = super::served::record_as_received(call, server, &mut standing)?;
+            if !got.received {
+                return Err(Stop::field(
+                    "record",
+                    format!("{server} has not received the record {given}"),
+                )
+                .next("push it to the server first, or name a record the server holds"));
+            }
+            got.response
+        }
+        None => found::response(repo, &standing.place, &hash, &standing.record.node)
+            .map_err(Stop::internal)?,
+    };
+    if let Some(r) = answer {
         return Err(Stop::field(
             "record",
             format!("the record is answered already ({})", &r.said.hash[..10]),

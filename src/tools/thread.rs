@@ -163,43 +163,26 @@ impl Tool for Thread {
 /// What was said, read in a clone, ordered and named by `server`'s
 /// receipts: what it received in its order (receipt, then row), each from
 /// whom it received it; what it has not received last, from no one.
-/// Refused when it has not received the first post or change.
+/// Refused when it has not received the first post or change, and when
+/// it serves no OCX page to ask (never the clone's own word).
 fn by_server(call: &mut Call, server: &str, said: Vec<Said>) -> Result<Vec<Said>, Stop> {
     let hashes: Vec<String> = said.iter().map(|s| s.hash.clone()).collect();
-    let Some(receipts) = super::served::receipts(server, &hashes)? else {
-        call.read(format!(
-            "no receipts: {server} offers no OCX page, so each sender is as this clone received it"
-        ));
-        return Ok(said);
-    };
+    let got = super::served::by_hash(server, &hashes)?;
     call.read(format!(
         "{server}'s receipts for {} posts or changes",
         hashes.len()
     ));
-    if receipts.first().is_some_and(|r| !r.received) {
+    if said
+        .first()
+        .is_some_and(|s| !got.get(&s.hash).is_some_and(|r| r.received))
+    {
         return Err(Stop::field(
             "of",
             format!("{server} has not received the first post or change of this place"),
         )
         .next("push it to the server first, or name a place the server holds"));
     }
-    let mut received = Vec::new();
-    let mut not_received = Vec::new();
-    for (mut s, r) in said.into_iter().zip(receipts) {
-        s.from = r.user;
-        if r.received {
-            received.push(((r.rcvid.unwrap_or(0), r.rid.unwrap_or(0)), s));
-        } else {
-            s.from = None;
-            not_received.push(s);
-        }
-    }
-    received.sort_by_key(|(k, _)| *k);
-    Ok(received
-        .into_iter()
-        .map(|(_, s)| s)
-        .chain(not_received)
-        .collect())
+    Ok(super::served::in_received_order(&got, said, |s| s))
 }
 
 fn text_of(call: &Call, s: Said) -> Result<Saying, Stop> {

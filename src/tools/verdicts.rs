@@ -1,13 +1,15 @@
 //! `verdicts`: every verdict on a check-in by V2: each sender's latest
 //! `audited` and `ci`, read from every tag change in the repository (not
 //! the one value Fossil displays), those that count and those that do not,
-//! with why. Writes nothing.
+//! with why; in a clone's checkout, the server's own answer. Writes
+//! nothing.
 
 use crate::protocol::verdict::{self, Judged, RecordCache};
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 /// Input of `verdicts`.
 #[derive(Deserialize, JsonSchema)]
@@ -18,7 +20,7 @@ pub struct Input {
 }
 
 /// The verdicts on a check-in.
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct Output {
     /// The check-in, in full.
     pub checkin: String,
@@ -32,6 +34,9 @@ pub struct Output {
     pub counting: Vec<Judged>,
     /// Each sender's latest verdict that does not, with why.
     pub not_counting: Vec<Judged>,
+    /// In a clone's checkout, the server whose answer this is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<String>,
 }
 
 /// The `verdicts` tool.
@@ -48,6 +53,9 @@ impl Tool for Verdicts {
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let checkin = call.checkin("checkin", &input.checkin)?;
+        if let Some(server) = super::served::server(call)? {
+            return from_server(call, &server, &checkin.hash);
+        }
         let repo = call.repo()?;
         let changes = repo
             .tag_changes(verdict::TAGS, Some(&checkin.hash))
@@ -64,6 +72,33 @@ impl Tool for Verdicts {
             sender: checkin.sender,
             counting,
             not_counting,
+            asked: None,
         })
     }
+}
+
+/// In a clone's checkout, the server's own answer for `checkin` (an
+/// unsigned POST of JSON, answered within ten seconds): only the server
+/// holds the receipts a verdict is judged by.
+fn from_server(call: &mut Call, server: &str, checkin: &str) -> Result<Output, Stop> {
+    let result = super::served::ask(
+        server,
+        Verdicts::NAME,
+        &json!({ "checkin": checkin }),
+        std::time::Duration::from_secs(10),
+    )?;
+    call.read(format!("{server}'s verdicts on the check-in"));
+    let mut out: Output = serde_json::from_value(result).map_err(|e| {
+        Stop::field("server", format!("{server}'s answer does not read: {e}"))
+            .next("check that the server runs the same OCX")
+    })?;
+    if out.checkin != checkin {
+        return Err(Stop::field(
+            "server",
+            format!("{server} answered for another check-in than {checkin}"),
+        )
+        .next("check that the server runs the same OCX"));
+    }
+    out.asked = Some(server.to_string());
+    Ok(out)
 }

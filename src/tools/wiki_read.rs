@@ -35,7 +35,8 @@ pub struct Output {
     pub last_line: u64,
     /// How many lines the page has.
     pub lines: u64,
-    /// Who stored the newest version, as the receipt names them.
+    /// Who stored the newest version, as the receipt names them (in a
+    /// clone's checkout, the server's receipt).
     pub sent_by: Option<String>,
 }
 
@@ -61,6 +62,16 @@ impl Tool for WikiRead {
             .ok_or_else(|| no_page(call, &input.page))?;
         let (text, first, last, total) =
             workspace::lines_from(&page.text, input.from.unwrap_or(1).max(1) as usize);
+        let sent_by = match super::served::server(call)? {
+            Some(server) => {
+                let said = super::served::receipts(&server, std::slice::from_ref(&page.hash))?;
+                call.read(format!("{server}'s receipt for the version"));
+                said.into_iter()
+                    .next()
+                    .and_then(|r| r.sender().map(str::to_string))
+            }
+            None => page.sent_by,
+        };
         Ok(Output {
             page: input.page,
             version: page.hash,
@@ -69,7 +80,7 @@ impl Tool for WikiRead {
             first_line: first as u64,
             last_line: last as u64,
             lines: total as u64,
-            sent_by: page.sent_by,
+            sent_by,
         })
     }
 

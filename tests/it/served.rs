@@ -20,11 +20,22 @@ struct Site {
 
 impl Site {
     fn new() -> Site {
+        Site::serving(Ext::new())
+    }
+
+    /// The same repository served with Fossil's own pages alone: an
+    /// extroot holding no `ocx-cgi`, so `/ext/ocx-cgi` is Fossil's 404.
+    fn without_page() -> Site {
+        Site::serving(Ext {
+            dir: tempfile::tempdir().unwrap(),
+        })
+    }
+
+    fn serving(ext: Ext) -> Site {
         let repo = Repo::new();
         repo.user("alice", "v234").user("pat", "o").user("zed", "g");
         repo.fossil(&["user", "capabilities", "nobody", "g"]);
         repo.fossil(&["user", "capabilities", "anonymous", ""]);
-        let ext = Ext::new();
         let server = Server::start(&repo, &ext);
         Site {
             repo,
@@ -901,4 +912,436 @@ fn in_a_clone_a_server_away_refuses_thread_and_post_naming_the_server() {
         "pulled first, and the pull failed"
     );
     assert_eq!(repo.hashes(), before, "nothing reached the server");
+}
+
+/// The answer's refusal reason.
+fn reason(run: &crate::support::Run) -> String {
+    run.answer()["stopped"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn in_a_clone_of_a_server_serving_no_page_every_reader_of_senders_refuses_naming_the_server() {
+    let site = Site::without_page();
+    site.repo.user("carol", "v234i");
+    site.repo.fossil(&["user", "capabilities", "nobody", "go"]);
+    let root = site
+        .repo
+        .json(&[
+            "post",
+            "--user",
+            "carol",
+            "--title",
+            "Plans",
+            "--text",
+            "Carol plans.",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let checkin = site.repo.commit_as("carol", "c.txt", "carol's", None);
+    site.repo
+        .json(&[
+            "post", "--to", &root, "--text", "Ship it?", "--for", "alice",
+        ])
+        .ok();
+    // In alice's clone every pulled artifact reads as received from alice:
+    // believed, carol's post would be named alice's, and alice's verdict on
+    // carol's check-in refused as on her own.
+    let clone = PersonClone::new(&site, "alice");
+
+    let read = clone.ocx(&["thread", "--of", &root]);
+    assert_eq!(read.refused(), "server", "{}", read.stdout);
+    assert!(read.answer()["result"].is_null(), "no sender told");
+    let why = reason(&read);
+    assert!(
+        why.contains(&site.server.base()) && why.contains("serves no OCX page at /ext/ocx-cgi"),
+        "{why}"
+    );
+    let next = read.answer()["next_step"].as_str().unwrap().to_string();
+    assert!(
+        next.contains("--extroot") && next.contains("ocx-cgi"),
+        "says what the server must serve: {next}"
+    );
+
+    let audit = clone.ocx(&[
+        "audit",
+        "--checkin",
+        &checkin,
+        "--verdict",
+        "pass",
+        "--reason",
+        "fine",
+        "--against",
+        "PLAN.md",
+    ]);
+    assert_eq!(
+        audit.refused(),
+        "server",
+        "not judged by the clone's receipts: {}",
+        audit.stdout
+    );
+    assert!(reason(&audit).contains("serves no OCX page"));
+
+    for (tool, args) in [
+        ("unaudited", vec!["unaudited"]),
+        ("verdicts", vec!["verdicts", "--checkin", &checkin]),
+        ("questions", vec!["questions"]),
+        ("console", vec!["console"]),
+    ] {
+        let asked = clone.ocx(&args);
+        assert_eq!(asked.refused(), "server", "{tool}: {}", asked.stdout);
+        assert!(reason(&asked).contains("serves no OCX page"), "{tool}");
+    }
+
+    let before = site.repo.hashes();
+    let wrote = clone.ocx(&["post", "--to", &root, "--text", "Alice replies."]);
+    assert_eq!(wrote.refused(), "server", "{}", wrote.stdout);
+    let why = reason(&wrote);
+    assert!(
+        why.contains("is pushed but cannot be confirmed as received from alice"),
+        "{why}"
+    );
+    let pushed: Vec<String> = site
+        .repo
+        .hashes()
+        .into_iter()
+        .filter(|h| !before.contains(h))
+        .collect();
+    assert_eq!(pushed.len(), 1, "the reply reached the server: {pushed:?}");
+    assert!(why.contains(&pushed[0]), "the refusal names it: {why}");
+    assert_eq!(site.repo.sender(&pushed[0]).as_deref(), Some("alice"));
+}
+
+#[test]
+fn a_run_holding_its_password_asks_its_server_who_sent_what_in_its_own_clone() {
+    let site = Site::new();
+    site.repo.fossil(&["user", "capabilities", "nobody", "go"]);
+    let root = site
+        .repo
+        .json(&[
+            "post",
+            "--title",
+            "Review",
+            "--text",
+            "The maintainer asks.",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(site.repo.sender(&root).as_deref(), Some("admin"));
+    let checkin = site.repo.commit_as("pat", "p.txt", "pat's", None);
+    let user = "claude-a1b2c3";
+    let record = site
+        .repo
+        .json(&[
+            "create",
+            "--runner",
+            "claude",
+            "--objective",
+            "review pat's work",
+            "--wall",
+            "10m",
+            "--run-user",
+            user,
+            "--to",
+            &root,
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    site.repo.user(user, ocx::node::wake::RUN_CAPABILITIES);
+
+    // The run's workspace as its watcher makes it: a clone as the run's
+    // login, its password remembered, the run's login its default user,
+    // a checkout open in it; the program started there with the run's
+    // variables.
+    let ws = tempfile::tempdir().unwrap();
+    let fossil = ocx::fossil::Fossil::locate().unwrap();
+    let clone = ws.path().join(".clone.fossil");
+    let url = ocx::fossil::remote::with_login(&site.server.base(), user, &format!("{user}-pw"));
+    fossil
+        .clone_open(&url, &clone, ws.path(), None, true)
+        .unwrap();
+    fossil.user_default(&clone, user).unwrap();
+    let in_run = |args: &[&str]| {
+        let mut c = std::process::Command::new(crate::support::ocx_bin());
+        c.args(args)
+            .arg("--json")
+            .current_dir(ws.path())
+            .env(ocx::context::RECORD_VAR, &record)
+            .env(ocx::context::RUN_USER_VAR, user);
+        crate::support::run(c, None)
+    };
+
+    let verdict = in_run(&[
+        "audit",
+        "--checkin",
+        &checkin,
+        "--verdict",
+        "pass",
+        "--reason",
+        "reads well",
+        "--against",
+        &record,
+    ]);
+    let written = verdict.ok()["hash"].as_str().unwrap().to_string();
+    assert_eq!(
+        site.repo.sender(&written).as_deref(),
+        Some(user),
+        "the server received the run's verdict on pat's check-in from the run"
+    );
+
+    let reply = in_run(&["post", "--to", &root, "--text", "Reviewed."]).ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let read = in_run(&["thread", "--of", &root]).ok();
+    let from: Vec<(&str, &str)> = read["posts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["hash"].as_str().unwrap(),
+                p["from"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        from,
+        vec![
+            (root.as_str(), "admin"),
+            (record.as_str(), "admin"),
+            (reply.as_str(), user)
+        ],
+        "each named as the server received it, not as the run pulled it: {read:#}"
+    );
+}
+
+#[test]
+fn hook_install_node_start_and_status_warn_when_the_served_url_serves_no_page() {
+    for page in [false, true] {
+        let repo = Repo::new();
+        let (mut server, port) = if page {
+            crate::support::serve(&repo.file)
+        } else {
+            crate::support::serve_without_page(&repo.file)
+        };
+        let url = format!("http://127.0.0.1:{port}/");
+        let before = repo.json(&["status"]).ok();
+        assert!(
+            before.get("served_page").is_none() && before.get("warning").is_none(),
+            "no node, nothing asked: {before:#}"
+        );
+        let hook = repo.json(&["hook", "install", "--url", &url]).ok();
+        let node = repo.json(&["node", "start"]).ok();
+        let status = repo.json(&["status"]).ok();
+        repo.json(&["node", "stop"]).ok();
+        let _ = server.kill();
+        let _ = server.wait();
+        assert_eq!(status["node"], true);
+        assert_eq!(status["served_page"], page, "{status:#}");
+        for (what, answer) in [
+            ("hook install", &hook),
+            ("node start", &node),
+            ("status", &status),
+        ] {
+            let warning = answer["warning"].as_str();
+            if page {
+                assert_eq!(warning, None, "{what}: {answer:#}");
+                continue;
+            }
+            let warning = warning.unwrap_or_else(|| panic!("{what} warns: {answer:#}"));
+            assert!(
+                warning.starts_with(&format!("{url} serves no OCX page at /ext/ocx-cgi")),
+                "{what}: {warning}"
+            );
+            assert!(
+                warning.contains("runs that hold their password")
+                    && warning.contains("fossil server --extroot DIR")
+                    && warning.contains("ocx-cgi"),
+                "{what} says what to serve: {warning}"
+            );
+        }
+    }
+}
+
+#[test]
+fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts() {
+    let site = Site::new();
+    site.repo.user("carol", "v234i");
+    site.repo
+        .fossil(&["user", "capabilities", "alice", "v234iR"]);
+    site.repo.fossil(&["user", "capabilities", "nobody", "go"]);
+    site.repo
+        .json(&["hook", "install", "--url", &site.server.base()])
+        .ok();
+    let root = thread(&site.repo);
+    let question = site
+        .repo
+        .json(&[
+            "post", "--to", &root, "--text", "Ship it?", "--for", "alice",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // carol's decision (stored as a push from her would be: `decide`
+    // refuses her) counts for nothing: the question waits on alice.
+    {
+        use ocx::fossil::store::{self, Batch};
+        let served = ocx::fossil::Repository::open(&site.repo.file).unwrap();
+        let rid = served.receipt(&question).unwrap().unwrap().rid;
+        let place = ocx::protocol::found::place_of(&served, rid)
+            .unwrap()
+            .unwrap();
+        let decision = ocx::protocol::ask::Decision {
+            ocx: 1,
+            kind: "decision".into(),
+            question: question.clone(),
+            note: "ship".into(),
+        };
+        let text = ocx::protocol::ask::decision_text(&decision, "carol", false);
+        let mut batch = Batch::default();
+        ocx::place::compose_message(
+            &mut batch,
+            served.hash_policy().unwrap(),
+            "carol",
+            &ocx::place::Where::At(place),
+            &text,
+            "decision",
+        );
+        let fossil = ocx::fossil::Fossil::locate().unwrap();
+        store::store(&fossil, &served, "carol", &batch, true).unwrap();
+    }
+    let checkin = site.repo.commit_as("carol", "c.txt", "carol's", None);
+    let run = |objective: &str| {
+        site.repo
+            .json(&[
+                "create",
+                "--runner",
+                "command",
+                "--command",
+                "true",
+                "--objective",
+                objective,
+                "--wall",
+                "10m",
+            ])
+            .ok()["record"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (answered, going) = (run("answered"), run("going"));
+    let served = ocx::fossil::Repository::open(&site.repo.file).unwrap();
+    let rid = served.receipt(&answered).unwrap().unwrap().rid;
+    let standing = ocx::protocol::found::record(&served, rid, &answered)
+        .unwrap()
+        .unwrap();
+    let node_login = ocx::protocol::found::node_login(&site.repo.server_code());
+    ocx::node::respond::respond(
+        &ocx::fossil::Fossil::locate().unwrap(),
+        &served,
+        &standing,
+        &node_login,
+        "exited",
+        "done",
+        false,
+    )
+    .unwrap();
+    // In alice's clone every pulled artifact reads as received from alice,
+    // and the clone holds neither the server's code nor its marks.
+    let clone = PersonClone::new(&site, "alice");
+    clone.fossil(&["pull"]);
+
+    let asked = clone.ocx(&["questions"]).ok();
+    let waiting = asked["waiting"].as_array().unwrap();
+    assert_eq!(waiting.len(), 1, "still open on the server: {asked:#}");
+    let shown = &waiting[0];
+    assert_eq!(shown["asked"], question.as_str());
+    assert_eq!(shown["from"], "admin", "{shown:#}");
+    assert_eq!(shown["decisions"][0]["from"], "carol", "{shown:#}");
+    assert_eq!(shown["decisions"][0]["counts"], "nothing", "{shown:#}");
+    let decided = clone.ocx(&["decide", &question[..12], "--note", "yes"]);
+    let decision = decided.ok()["hash"].as_str().unwrap().to_string();
+    assert_eq!(site.repo.sender(&decision).as_deref(), Some("alice"));
+
+    let mine = clone
+        .ocx(&[
+            "audit",
+            "--checkin",
+            &checkin,
+            "--verdict",
+            "pass",
+            "--reason",
+            "fine",
+            "--against",
+            "PLAN.md",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let verdicts = clone.ocx(&["verdicts", "--checkin", &checkin]).ok();
+    assert_eq!(verdicts["asked"], site.server.base(), "{verdicts:#}");
+    assert_eq!(verdicts["sender"], "carol", "{verdicts:#}");
+    assert_eq!(
+        verdicts["counting"][0]["hash"],
+        mine.as_str(),
+        "{verdicts:#}"
+    );
+    assert_eq!(verdicts["counting"][0]["from"], "alice", "{verdicts:#}");
+
+    let console = clone.ocx(&["console"]).ok();
+    let runs = |list: &str| -> Vec<(String, String)> {
+        console[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["record"].as_str().unwrap().to_string(),
+                    r["sent_by"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        runs("running"),
+        vec![(going.clone(), "admin".to_string())],
+        "{console:#}"
+    );
+    assert_eq!(
+        runs("ended"),
+        vec![(answered.clone(), "admin".to_string())],
+        "{console:#}"
+    );
+    assert_eq!(console["ended"][0]["outcome"], "exited");
+
+    // alice holds R without admin (her clone made her its setup: given
+    // her letters as the server's, the clone's table decides what she
+    // tries, the server's receipts whose records they are), and sent
+    // neither record.
+    clone.fossil(&["user", "capabilities", "alice", "v234iR"]);
+    let stop = clone.ocx(&["stop", "--record", &going]);
+    assert_eq!(stop.refused(), "record", "{}", stop.stdout);
+    assert!(
+        reason(&stop).contains("stops only the records it sent itself"),
+        "{}",
+        reason(&stop)
+    );
+    let again = clone.ocx(&["stop", "--record", &answered]);
+    assert_eq!(again.refused(), "record");
+    assert!(
+        reason(&again).contains("answered already"),
+        "{}",
+        reason(&again)
+    );
 }

@@ -302,16 +302,45 @@ impl Repo {
     }
 }
 
-/// Starts `fossil server` for `file` on a free port of 127.0.0.1 and waits
-/// until it answers; the server and its port.
+/// The directory beside `file` that Fossil serves as its extroot: `ocx-cgi`
+/// linked to the binary, and the page's configuration naming the tests'
+/// fossil. Made once; kept with the repository's own directory.
+pub fn ext_root(file: &Path) -> PathBuf {
+    let dir = file.parent().unwrap().join("ocx-ext");
+    if !dir.join("ocx-cgi").exists() {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ocx"), dir.join("ocx-cgi")).unwrap();
+        let config = serde_json::json!({ "fossil": fossil() });
+        std::fs::write(dir.join(".ocx-cgi.json"), config.to_string()).unwrap();
+    }
+    dir
+}
+
+/// Starts `fossil server` for `file` on a free port of 127.0.0.1, serving
+/// OCX's page at `/ext/ocx-cgi` (as a node's server must, for the runs
+/// that hold their password), and waits until it answers; the server and
+/// its port.
 pub fn serve(file: &Path) -> (std::process::Child, u16) {
+    launch(file, true)
+}
+
+/// As [`serve`], serving no OCX page: Fossil's own pages alone.
+pub fn serve_without_page(file: &Path) -> (std::process::Child, u16) {
+    launch(file, false)
+}
+
+fn launch(file: &Path, page: bool) -> (std::process::Child, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let server = Command::new(fossil())
-        .args(["server", "--port", &port.to_string(), "--localhost"])
+    let mut c = Command::new(fossil());
+    c.args(["server", "--port", &port.to_string(), "--localhost"]);
+    if page {
+        c.arg("--nojail").arg("--extroot").arg(ext_root(file));
+    }
+    let server = c
         .arg(file)
         .env("USER", "admin")
         .stdout(Stdio::null())
@@ -327,8 +356,9 @@ pub fn serve(file: &Path) -> (std::process::Child, u16) {
     (server, port)
 }
 
-/// `fossil server` serving a repository on 127.0.0.1, made a node (its
-/// hook installed, pointing at the server's URL, and the node started);
+/// `fossil server` serving a repository and OCX's page on 127.0.0.1, made
+/// a node (its hook installed, pointing at the server's URL, and the node
+/// started);
 /// stopped, node and server, when dropped.
 pub struct ServedNode {
     pub repo: Repo,
