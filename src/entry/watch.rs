@@ -21,7 +21,7 @@ use crate::node::{self, respond};
 use crate::protocol::found::{self, StandingRecord};
 use crate::protocol::verdict;
 use crate::run::{BudgetLimits, Forbidden, Program};
-mod agent;
+pub mod agent;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

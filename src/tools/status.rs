@@ -53,10 +53,10 @@ pub struct Output {
     pub git_export: Option<GitExport>,
     /// The credentials the node keeps for its runners' runs, by name alone (on a node, as
     /// the node's own account sees them).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<String>,
     /// The node's open runs whose agent met an error, with its last one (on a node).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub run_errors: Vec<RunError>,
     /// On a node (or an agent machine): whether the URL it is served at (its
     /// `node.json`'s `url`) serves OCX's page, asked once within 2 s.

@@ -586,7 +586,17 @@ fn runner_pages_of_hostile_json_are_refused_naming_their_field() {
     TestRunner::new(config(512))
         .run(
             &(
-                prop::sample::select(&["command", "env", "homes", "remote", "input", "other"][..]),
+                prop::sample::select(
+                    &[
+                        "command",
+                        "env",
+                        "homes",
+                        "credentials",
+                        "remote",
+                        "input",
+                        "other",
+                    ][..],
+                ),
                 hostile_value(),
             ),
             |(field, value)| {
@@ -611,6 +621,39 @@ fn deliveries_of_any_text_arrive_as_one_line_and_read_back() {
             prop_assert!(!line.contains(['\n', '\r']));
             prop_assert_eq!(inbox::unescape(&line), text.clone());
             let _ = inbox::unescape(&text);
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn an_agents_output_of_any_text_or_json_is_read_without_a_panic() {
+    use ocx::entry::watch::agent::read_event;
+    use ocx::node::runner::InputMode;
+    let line = prop_oneof![
+        hostile(),
+        hostile_value().prop_map(|v| v.to_string()),
+        (hostile_value(), hostile_value(), hostile()).prop_map(|(a, b, m)| {
+            serde_json::json!({"type": "result", "is_error": a, "result": b, "method": m,
+                "id": 1, "params": {"turn": {"status": b, "error": a}, "item": {"type": "agentMessage", "text": b},
+                "error": {"message": a, "codexErrorInfo": b}, "willRetry": true}})
+            .to_string()
+        }),
+    ];
+    TestRunner::new(config(1024))
+        .run(&line, |line| {
+            for mode in [
+                InputMode::Lines,
+                InputMode::ClaudeStreamJson,
+                InputMode::CodexAppServer,
+            ] {
+                let (_, reply) = read_event(mode, &line);
+                if let Some(r) = reply {
+                    prop_assert!(r["result"].is_object() || r["error"].is_object());
+                }
+            }
+            let _ = inbox::read(&line, None);
+            let _ = inbox::read(&line, Some("0123456789"));
             Ok(())
         })
         .unwrap();
