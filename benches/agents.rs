@@ -21,18 +21,10 @@ mod model;
 use common::{ms, now_ns, read_at, stat};
 use model::{Model, Reply};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const TIMES: usize = 20;
-
-const RUNNER: &str = r#"#!/usr/bin/python3
-import sys, os, time
-log = os.environ["OCX_BENCH_LOG"]
-for line in sys.stdin:
-    with open(log, "a") as f:
-        f.write("%d %s" % (time.time_ns(), line))
-"#;
 
 /// A served node for one runner, stopped however the benchmark ends.
 struct Site {
@@ -115,33 +107,7 @@ fn serve(ocx: &Path, fossil: &Path, dir: &Path) -> Site {
     let r = repo.to_str().unwrap();
     f(&["new", "--admin-user", "admin", r]);
     f(&["user", "default", "admin", "-R", r]);
-    let ext = dir.join("ext");
-    std::fs::create_dir(&ext).unwrap();
-    std::os::unix::fs::symlink(ocx, ext.join("ocx-cgi")).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = Command::new(fossil)
-        .args([
-            "server",
-            "--port",
-            &port.to_string(),
-            "--localhost",
-            "--nojail",
-        ])
-        .arg("--extroot")
-        .arg(&ext)
-        .arg(r)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (server, port) = common::serve_with_page(fossil, ocx, dir, &repo);
     let site = Site {
         ocx: ocx.to_path_buf(),
         repo,
@@ -179,7 +145,7 @@ fn wait(what: &str, f: impl Fn() -> Option<Instant>) -> Instant {
 
 fn agent(name: &str, ocx: &Path, fossil: &Path) -> ((f64, f64), (f64, f64)) {
     let model = Model::start(|_| Reply::text("Noted."));
-    let place = common::bench_dir(RUNNER);
+    let place = common::bench_dir(common::NOTING_RUNNER);
     let site = serve(ocx, fossil, place.tmp.path());
     let key = place.tmp.path().join("key");
     std::fs::write(&key, "bench-key").unwrap();
@@ -234,7 +200,7 @@ fn agent(name: &str, ocx: &Path, fossil: &Path) -> ((f64, f64), (f64, f64)) {
 }
 
 fn lines(ocx: &Path, fossil: &Path) -> ((f64, f64), (f64, f64)) {
-    let place = common::bench_dir(RUNNER);
+    let place = common::bench_dir(common::NOTING_RUNNER);
     let site = serve(ocx, fossil, place.tmp.path());
     let log = place.out.join("log");
     let page = place.tmp.path().join("page.md");

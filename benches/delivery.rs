@@ -14,21 +14,13 @@ use std::time::{Duration, Instant};
 
 const PUSHES: usize = 50;
 
-const RUNNER: &str = r#"#!/usr/bin/python3
-import sys, os, time
-log = os.environ["OCX_BENCH_LOG"]
-for line in sys.stdin:
-    with open(log, "a") as f:
-        f.write("%d %s" % (time.time_ns(), line))
-"#;
-
 fn main() {
     let fossil = ocx::fossil::Fossil::locate()
         .expect("fossil: run scripts/setup.sh")
         .path()
         .to_path_buf();
     let ocx = common::release_ocx();
-    let place = common::bench_dir(RUNNER);
+    let place = common::bench_dir(common::NOTING_RUNNER);
     let dir = place.tmp.path();
     let (out, runner) = (&place.out, &place.runner);
     let repo = dir.join("served.fossil");

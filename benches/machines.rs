@@ -13,7 +13,7 @@ mod common;
 
 use common::{now_ns, read_at, stat};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 const RUNNER: &str = r#"#!/usr/bin/python3
@@ -38,15 +38,6 @@ fn main() {
     let place = common::bench_dir(RUNNER);
     let dir = place.tmp.path();
     let (out, runner) = (&place.out, &place.runner);
-    let ext = dir.join("ext");
-    std::fs::create_dir(&ext).unwrap();
-    std::os::unix::fs::symlink(&ocx, ext.join("ocx-cgi")).unwrap();
-    std::fs::write(
-        ext.join(".ocx-cgi.json"),
-        serde_json::json!({"fossil": fossil}).to_string(),
-    )
-    .unwrap();
-
     let repo = dir.join("served.fossil");
     let r = repo.to_str().unwrap().to_string();
     let f = |args: &[&str], cwd: &Path| {
@@ -83,26 +74,7 @@ fn main() {
         ],
         dir,
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = Command::new(&fossil)
-        .args([
-            "server",
-            "--port",
-            &port.to_string(),
-            "--localhost",
-            "--nojail",
-        ])
-        .arg("--extroot")
-        .arg(&ext)
-        .arg(&repo)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (server, port) = common::serve_with_page(&fossil, &ocx, dir, &repo);
     let base = format!("http://127.0.0.1:{port}");
     let mut guard = Guard {
         ocx: ocx.clone(),
@@ -110,9 +82,6 @@ fn main() {
         machines: Vec::new(),
         server,
     };
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let o = |args: &[&str], cwd: &Path, repository: &str| -> serde_json::Value {
         let out = Command::new(&ocx)
             .args(args)

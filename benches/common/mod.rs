@@ -68,6 +68,60 @@ pub fn bench_dir(runner: &str) -> BenchDir {
     }
 }
 
+/// A runner program that notes when it reads each line: `NANOSECONDS LINE`
+/// appended to the file `OCX_BENCH_LOG` names.
+pub const NOTING_RUNNER: &str = r#"#!/usr/bin/python3
+import sys, os, time
+log = os.environ["OCX_BENCH_LOG"]
+for line in sys.stdin:
+    with open(log, "a") as f:
+        f.write("%d %s" % (time.time_ns(), line))
+"#;
+
+/// `fossil server` of `repo` on a free loopback port, serving OCX's page
+/// from the extroot `dir/ext` (`ocx` linked there as `ocx-cgi`, told which
+/// `fossil` to run), once it answers; the server and its port.
+pub fn serve_with_page(
+    fossil: &Path,
+    ocx: &Path,
+    dir: &Path,
+    repo: &Path,
+) -> (std::process::Child, u16) {
+    let ext = dir.join("ext");
+    std::fs::create_dir(&ext).unwrap();
+    std::os::unix::fs::symlink(ocx, ext.join("ocx-cgi")).unwrap();
+    std::fs::write(
+        ext.join(".ocx-cgi.json"),
+        serde_json::json!({ "fossil": fossil }).to_string(),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = Command::new(fossil)
+        .args([
+            "server",
+            "--port",
+            &port.to_string(),
+            "--localhost",
+            "--nojail",
+        ])
+        .arg("--extroot")
+        .arg(&ext)
+        .arg(repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (server, port)
+}
+
 /// Now, in nanoseconds since the epoch (as a runner program notes it).
 pub fn now_ns() -> u128 {
     std::time::SystemTime::now()

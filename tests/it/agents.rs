@@ -91,6 +91,17 @@ impl Site {
             Agent::Claude => model.url(),
             Agent::Codex => format!("{}/v1", model.url()),
         };
+        let mut runner = vec![
+            "runner",
+            "--name",
+            agent.name(),
+            "--base-url",
+            &base,
+            "--api-key",
+            "model-key",
+            "--model",
+            "scripted",
+        ];
         match key {
             Some(k) => {
                 let file = site.node.repo.dir.path().join("key");
@@ -103,32 +114,11 @@ impl Site {
                     file.to_str().unwrap(),
                 ]);
                 std::fs::remove_file(&file).unwrap();
-                site.json(&[
-                    "runner",
-                    "--name",
-                    agent.name(),
-                    "--base-url",
-                    &base,
-                    "--api-key",
-                    "model-key",
-                    "--model",
-                    "scripted",
-                ]);
+                site.json(&runner);
             }
             None => {
-                let page = site.json(&[
-                    "runner",
-                    "--name",
-                    agent.name(),
-                    "--base-url",
-                    &base,
-                    "--api-key",
-                    "model-key",
-                    "--model",
-                    "scripted",
-                    "--dry-run",
-                ]);
-                let mut definition = page["definition"].clone();
+                runner.push("--dry-run");
+                let mut definition = site.json(&runner)["definition"].clone();
                 definition["credentials"] = json!([]);
                 site.page(agent.name(), &definition);
             }
