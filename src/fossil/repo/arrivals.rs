@@ -29,9 +29,22 @@ pub struct Arrival {
 
 impl Repository {
     /// Every artifact stored after row `after`, in received order: its kind
-    /// and its sender. New artifacts always get new, higher rows.
+    /// and its sender. New artifacts always get new, higher rows. Fossil
+    /// makes its forum table with the first post it stores, so a read that
+    /// found no such table is made again once one is there: a first post
+    /// stored between the two statements is never taken for something else.
     pub fn arrivals_after(&self, after: i64) -> Result<Vec<Arrival>, FossilError> {
         let forum = self.has_table("forumpost")?;
+        let read = self.arrivals_reading(after, forum)?;
+        if !forum && self.has_table("forumpost")? {
+            return self.arrivals_reading(after, true);
+        }
+        Ok(read)
+    }
+
+    /// [`Repository::arrivals_after`], reading posts as posts when `forum`
+    /// (the forum's table is there).
+    fn arrivals_reading(&self, after: i64, forum: bool) -> Result<Vec<Arrival>, FossilError> {
         let sql = format!(
             "SELECT b.rid, b.uuid, coalesce(b.rcvid,0), u.login, e.type, {},
                     (SELECT value FROM tagxref x WHERE x.rid=b.rid AND x.tagid=8 AND x.tagtype>0),
