@@ -67,13 +67,23 @@ impl Site {
         self.ocx(&["stop", "--record", record]);
         let until = Instant::now() + Duration::from_secs(60);
         while Instant::now() < until {
-            let thread = self.ocx(&["thread", "--of", record]).to_string();
-            if thread.contains("\\\"kind\\\": \\\"response\\\"") {
+            let thread = self.ocx(&["thread", "--of", record]);
+            let answered = thread["posts"].as_array().into_iter().flatten().any(|p| {
+                matches!(
+                    ocx::protocol::message::read(p["text"].as_str().unwrap_or("").as_bytes()),
+                    ocx::protocol::message::Reading::Message { message }
+                        if message["kind"] == "response" && message["answers"] == record
+                )
+            });
+            if answered {
                 return;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("{record} was never answered");
+        panic!(
+            "{record} was never answered: {:#}",
+            self.ocx(&["thread", "--of", record])
+        );
     }
 }
 

@@ -828,7 +828,9 @@ fn runner_writes_the_shipped_pages_and_says_what_is_left() {
     assert_eq!(shown, page, "the README shows the page ocx runner writes");
     installed(Agent::Codex);
     site.json(&["runner", "--name", "codex"]);
-    let page = ocx::node::runner::page(&repo, "codex").unwrap().expect("the page counts");
+    let page = ocx::node::runner::page(&repo, "codex")
+        .unwrap()
+        .expect("the page counts");
     let shown = readme.split("and `sandbox/codex`:").nth(1).unwrap();
     let mut shown = ocx::node::runner::read_page(shown.as_bytes()).unwrap();
     shown.command[0] = page.command[0].clone();
