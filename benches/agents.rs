@@ -205,7 +205,7 @@ fn agent(name: &str, ocx: &Path, fossil: &Path) -> ((f64, f64), (f64, f64)) {
         // The session answers each turn before the next post.
         std::thread::sleep(Duration::from_millis(300));
     }
-    site.stop(&record);
+    site.ocx(&["stop", "--record", &record]);
     (stat(&mut start), stat(&mut delivery))
 }
 
@@ -253,7 +253,7 @@ fn lines(ocx: &Path, fossil: &Path) -> ((f64, f64), (f64, f64)) {
         let line = common::wait_line(&log, seen, Duration::from_secs(60)).expect("a line");
         delivery.push((read_at(&line) as f64 - returned as f64) / 1e6);
     }
-    site.stop(&record);
+    site.ocx(&["stop", "--record", &record]);
     (stat(&mut start), stat(&mut delivery))
 }
 
