@@ -21,13 +21,13 @@ use crate::node::{self, respond};
 use crate::protocol::found::{self, StandingRecord};
 use crate::protocol::verdict;
 use crate::run::{BudgetLimits, Forbidden, Program};
-pub mod agent;
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+pub mod agent;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -285,15 +285,14 @@ fn session(
         Ok(b) => b,
         Err(e) => return answer("unenforced", &e),
     };
-    let home = dir.join("home");
-    let given = match fresh_home(root, &home, &page) {
+    let home = FreshHome(dir.join("home"));
+    let given = match fresh_home(root, &home.0, &page) {
         Ok(g) => g,
         Err(e) => return answer("unenforced", &e),
     };
     if page.input == InputMode::ClaudeStreamJson
-        && let Err(e) = repository_word(&home, &ws)
+        && let Err(e) = repository_word(&home.0, &ws)
     {
-        let _ = std::fs::remove_dir_all(&home);
         return answer("exited", &format!("never started: the run's home: {e}"));
     }
     let mut env = page.env.clone();
@@ -368,7 +367,7 @@ fn session(
             .filter(|h| h.starts_with('/'))
             .map(PathBuf::from)
             .collect(),
-        home: Some(home.clone()),
+        home: Some(home.0.clone()),
     };
     let run_name = format!("run-{}", &r.hash[..16]);
     let mut plan = match crate::run::plan(
@@ -381,7 +380,6 @@ fn session(
     ) {
         Ok(p) => p,
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&home);
             return answer("unenforced", &named(&e));
         }
     };
@@ -402,7 +400,6 @@ fn session(
         Ok(r) => r,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&homes);
-            let _ = std::fs::remove_dir_all(&home);
             drop(lease);
             return answer("unenforced", &named(&e));
         }
@@ -477,7 +474,7 @@ fn session(
     }
     let ended = running.wait().map_err(|e| e.to_string());
     let _ = std::fs::remove_dir_all(&homes);
-    let _ = std::fs::remove_dir_all(&home);
+    drop(home);
     drop(lease);
     let ended = ended?;
     let secs = started.elapsed().as_secs();
@@ -510,6 +507,16 @@ fn session(
             .map(|c| c.to_string())
             .unwrap_or_else(|| "none".into());
         answer("exited", &format!("exit {code} after {secs} seconds"))
+    }
+}
+
+/// The run's own home: removed when dropped, however the run's start or
+/// end goes, so nothing of it (its credentials among it) outlives the run.
+struct FreshHome(PathBuf);
+
+impl Drop for FreshHome {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

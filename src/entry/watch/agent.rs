@@ -382,9 +382,9 @@ pub type Ending = Arc<Mutex<Option<String>>>;
 
 /// Drives the agent's session: Codex's handshake first, then a turn for the
 /// first line and one for each delivery, in order, each after the one
-/// before ended. Returns when the deliveries end (closing the agent's
-/// input), the agent's output ends, or the agent cannot work (`ending`
-/// then says why, and `kill` ends the run).
+/// before ended. Returns when the deliveries end, the agent's output
+/// ends, or the agent cannot work (`ending` then says why, and `kill` ends
+/// the run).
 pub fn drive(
     d: Driving,
     stdin: Arc<Mutex<ChildStdin>>,
@@ -549,10 +549,7 @@ pub fn drive(
             }
         }
     }
-    say_log("the deliveries ended; the agent's input is closed");
-    if let Ok(mut s) = stdin.lock() {
-        let _ = s.flush();
-    }
+    say_log("the deliveries ended");
 }
 
 /// Codex's handshake: `initialize`, `initialized`, then `thread/start` in
