@@ -251,9 +251,11 @@ pub fn read_output(
         let line = line.trim_end_matches(['\n', '\r']);
         log_line(&log, line);
         if !whole {
-            // Cut: skip the rest of this line, read as no event.
-            let mut rest = Vec::new();
-            let _ = reader.read_until(b'\n', &mut rest);
+            // Cut: skip the rest of this line, read as no event, holding
+            // no more of it than the reader's buffer.
+            if !skip_line(&mut reader) {
+                return;
+            }
             continue;
         }
         let (event, reply) = read_event(mode, line);
@@ -273,6 +275,24 @@ pub fn read_output(
             && events.send(e).is_err()
         {
             return;
+        }
+    }
+}
+
+/// Skips what is left of a line, one buffer at a time; false when the
+/// output ended or failed first.
+fn skip_line(reader: &mut impl BufRead) -> bool {
+    loop {
+        let (done, used) = match reader.fill_buf() {
+            Ok([]) | Err(_) => return false,
+            Ok(buf) => match buf.iter().position(|b| *b == b'\n') {
+                Some(at) => (true, at + 1),
+                None => (false, buf.len()),
+            },
+        };
+        reader.consume(used);
+        if done {
+            return true;
         }
     }
 }
@@ -622,6 +642,16 @@ fn codex_handshake(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rest_of_a_cut_line_is_skipped_without_keeping_it() {
+        let mut r = std::io::BufReader::with_capacity(4, &b"0123456789\nnext\n"[..]);
+        assert!(skip_line(&mut r));
+        let mut next = String::new();
+        r.read_line(&mut next).unwrap();
+        assert_eq!(next, "next\n");
+        assert!(!skip_line(&mut r));
+    }
 
     #[test]
     fn claude_s_turn_end_and_retry_are_read() {
