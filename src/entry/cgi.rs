@@ -277,6 +277,8 @@ pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, St
             Some(
                 "the request did not come from OCX's own page, so this is its dry run and nothing was written",
             )
+        } else if !runs_only_fossils_scripts(&cx) {
+            Some(LOOSE_POLICY)
         } else {
             None
         };
@@ -310,10 +312,14 @@ fn console(request: &Request, body: &mut dyn Read, cx: &Context) -> Response {
         let decide = registry::find("decide").expect("decide is a tool");
         let input = read_body(request, body)
             .and_then(|b| post_input(request, decide, &form_fields(decide), &b));
-        let dry = !request.signed_in() || !request.from_own_page();
+        let loose = !runs_only_fossils_scripts(cx);
+        let dry = !request.signed_in() || !request.from_own_page() || loose;
         let answer = registry::call("decide", input, cx, dry);
         written = Some(match (&answer.stopped, &answer.result) {
             (Some(s), _) => maud::html! { "Nothing was written: " (s.reason) },
+            (None, _) if answer.dry_run && loose => {
+                maud::html! { "Nothing was written: " (LOOSE_POLICY) }
+            }
             (None, _) if answer.dry_run => maud::html! {
                 "Nothing was written: a decision is written only from this page, signed in"
             },
@@ -331,6 +337,20 @@ fn console(request: &Request, body: &mut dyn Read, cx: &Context) -> Response {
         content_type: "text/html",
         body: page::console(request, cx, &view, written),
     }
+}
+
+/// Why a signed-in viewer's write is only a dry run on a site whose
+/// policy runs scripts Fossil did not write.
+const LOOSE_POLICY: &str = "this site's Content-Security-Policy runs scripts Fossil did not write (any file committed to the repository), and such a script could act as you here, so this is its dry run and nothing was written: an administrator runs `ocx hook install` on the node, which makes the policy run Fossil's own scripts alone";
+
+/// Whether the site's policy runs only the scripts Fossil wrote, so a
+/// request from OCX's own page was made by its viewer's hand; a policy
+/// that cannot be read counts as one that runs any.
+fn runs_only_fossils_scripts(cx: &Context) -> bool {
+    cx.repo()
+        .ok()
+        .and_then(|repo| repo.content_security_policy().ok())
+        .is_some_and(|p| p.admits_only_fossils_scripts())
 }
 
 /// Whether the page offers `tool`: every tool but those acting on a

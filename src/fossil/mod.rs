@@ -6,6 +6,7 @@ pub mod artifact;
 pub mod bundle;
 pub mod caps;
 pub mod checkout;
+pub mod csp;
 pub mod delta;
 pub mod export;
 pub mod incoming;

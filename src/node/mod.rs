@@ -13,6 +13,7 @@ pub mod remote;
 pub mod respond;
 pub mod run_user;
 pub mod runner;
+pub mod site;
 pub mod wake;
 
 use crate::fossil::{FossilError, Repository};

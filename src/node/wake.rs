@@ -100,6 +100,14 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     let server = machine::Server::of(&cfg)?;
     let mut arrivals = repo.arrivals_after(state.last_rid)?;
     let mut report = Report::new();
+    if server.is_none() {
+        match super::site::keep_policy(&fossil, &repo) {
+            Ok(line) => report.extend(line),
+            Err(e) => report.push(format!(
+                "could not keep the site's Content-Security-Policy: {e}"
+            )),
+        }
+    }
     if let Some(s) = &server {
         report.extend(machine::push_unconfirmed(root, &cfg, &fossil, s));
         let hashes: Vec<String> = arrivals.iter().map(|a| a.hash.clone()).collect();

@@ -132,6 +132,7 @@ impl Tool for Hook {
                     .map_err(|e| Stop::new(format!("cannot tell where ocx is: {e}")))?;
                 let command = node::hook_command(&ocx, &root);
                 let note = fossil_export_note(repo)?;
+                let policy = repo.content_security_policy().map_err(Stop::internal)?;
                 let has_login = repo
                     .own_capabilities(&login)
                     .map_err(Stop::internal)?
@@ -165,8 +166,19 @@ impl Tool for Hook {
                         Stop::field("root", format!("cannot write the node's root: {e}"))
                     })?;
                     fossil.hook_add(&path, &command).map_err(Stop::internal)?;
+                    node::site::keep_policy(&fossil, repo).map_err(Stop::internal)?;
                 }
                 let done = !call.dry_run;
+                if !policy.admits_only_fossils_scripts() {
+                    call.log(Op::Fossil {
+                        operation: format!(
+                            "set {} to {:?}, so only the scripts Fossil writes run on the site",
+                            crate::fossil::csp::SETTING,
+                            policy.strict()
+                        ),
+                        done,
+                    });
+                }
                 call.log(Op::Fossil {
                     operation: format!("make the node's login {login} holding {NODE_CAPABILITIES}"),
                     done,

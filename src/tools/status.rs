@@ -1,8 +1,9 @@
 //! `status`: who and where the caller is: login, capabilities, repository,
 //! its codes, the Fossil program, whether it is a node and which
 //! restrictions the node enforces, its ceiling on each run's memory and
-//! processes, the host uids its runs run as, and its git export (what it
-//! last exported, what awaits, the last failure). Writes nothing.
+//! processes, the host uids its runs run as, its site's policy for
+//! scripts, and its git export (what it last exported, what awaits, the
+//! last failure). Writes nothing.
 
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
@@ -65,10 +66,24 @@ pub struct Output {
     /// Why the served URL does not serve OCX's page, when it does not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// What the served repository's site runs of scripts (on a node, or on the web page).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<Site>,
     /// On an agent machine's clone: its login, the server, the records in its care, and what
     /// it last heard from the server.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub machine: Option<MachineStatus>,
+}
+
+/// The site's Content-Security-Policy, as status shows it.
+#[derive(Serialize, JsonSchema)]
+pub struct Site {
+    /// The policy the site sends (`$nonce` as the setting holds it).
+    pub content_security_policy: String,
+    /// Whether it runs only the scripts Fossil writes, so no committed file can act as its
+    /// viewer; the node keeps it so, and the page writes nothing for a signed-in viewer when it
+    /// is not.
+    pub runs_only_fossils_scripts: bool,
 }
 
 /// An open run's last error, as status shows it.
@@ -244,6 +259,14 @@ impl Tool for Status {
                 .map(crate::node::credentials::names)
                 .unwrap_or_default(),
             run_errors: root.as_deref().map(run_errors).unwrap_or_default(),
+            site: (is_node && machine.is_none()
+                || matches!(call.cx.who, crate::context::Who::Web { .. }))
+            .then(|| repo.content_security_policy().ok())
+            .flatten()
+            .map(|p| Site {
+                runs_only_fossils_scripts: p.admits_only_fossils_scripts(),
+                content_security_policy: p.text,
+            }),
             served_page: warning.as_ref().map(Option::is_none),
             warning: warning.flatten(),
             machine,

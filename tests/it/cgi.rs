@@ -841,6 +841,7 @@ impl Server {
         env: &[(&str, &str)],
     ) -> Server {
         repo.fossil(&["settings", "backoffice-disable", "1"]);
+        crate::support::site_as_a_node_keeps_it(&repo.file);
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

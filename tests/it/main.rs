@@ -4,6 +4,7 @@
 mod agent;
 mod agents;
 mod attack_host;
+mod attack_pages;
 mod attack_protocol;
 mod attack_run;
 mod attack_web;

@@ -329,7 +329,28 @@ pub fn serve_without_page(file: &Path) -> (std::process::Child, u16) {
     launch(file, false)
 }
 
+/// Gives the site `file` the Content-Security-Policy a node keeps (its
+/// scripts Fossil's alone), as `ocx hook install` does, for a test that
+/// serves OCX's page without making the repository a node.
+pub fn site_as_a_node_keeps_it(file: &Path) {
+    let out = Command::new(fossil())
+        .args([
+            "settings",
+            ocx::fossil::csp::SETTING,
+            ocx::fossil::csp::POLICY,
+            "-R",
+        ])
+        .arg(file)
+        .env("USER", "admin")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
 fn launch(file: &Path, page: bool) -> (std::process::Child, u16) {
+    if page {
+        site_as_a_node_keeps_it(file);
+    }
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
