@@ -437,4 +437,9 @@ impl Repository {
     pub fn is_run_user(&self, login: &str) -> Result<bool, FossilError> {
         Ok(self.config(&run_user_mark(login))?.is_some())
     }
+
+    /// What the mark of run login `login` says of who made or adopted it.
+    pub fn run_user_mark(&self, login: &str) -> Result<Option<String>, FossilError> {
+        self.config(&run_user_mark(login))
+    }
 }

@@ -29,6 +29,11 @@ pub struct NodeConfig {
     /// The ceiling on each run's memory and processes.
     #[serde(default)]
     pub ceiling: crate::run::Ceiling,
+    /// The host paths a record from a sender without admin or setup (holding
+    /// `R`) may bind into its run's sandbox, each with what lies under it; none
+    /// unless set. An administrator's record binds what it names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bindable: Vec<PathBuf>,
     /// Set on an agent machine: `repository` is then a clone of the served
     /// repository at `url`, and `login` the machine's own login there.
     #[serde(default, skip_serializing_if = "Option::is_none")]

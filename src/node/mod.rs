@@ -137,6 +137,53 @@ pub fn limits(record: &Record) -> (SandboxFields, BudgetLimits) {
     (sandbox, budget)
 }
 
+/// Refuses, naming `sandbox.read_only` or `sandbox.read_write`, a host
+/// path that a record from a sender without admin or setup would bind
+/// and that `bindable` (the node's configuration's list, none unless set)
+/// does not hold: the path as the host resolves it, every link followed,
+/// must be a listed path (resolved alike) or under one. An
+/// administrator's record binds what it names.
+pub fn check_bindable(
+    record: &Record,
+    bindable: &[PathBuf],
+    sender_is_admin: bool,
+) -> Result<(), Problem> {
+    if sender_is_admin {
+        return Ok(());
+    }
+    let listed: Vec<PathBuf> = bindable
+        .iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+    for (name, paths) in [
+        ("read_only", &record.sandbox.read_only),
+        ("read_write", &record.sandbox.read_write),
+    ] {
+        for p in paths {
+            let shown = kinds::clip(p);
+            let reason = match Path::new(p).canonicalize() {
+                Err(_) => format!("{shown} is no path on this node's host"),
+                Ok(real) if listed.iter().any(|l| real.starts_with(l)) => continue,
+                Ok(real) if listed.is_empty() => format!(
+                    "{shown} ({}) is a host path, and this node lets a sender without admin or setup bind none (`bindable` in its node.json)",
+                    real.display()
+                ),
+                Ok(real) => format!(
+                    "{shown} ({}) is not among the host paths this node lets a sender without admin or setup bind: {}",
+                    real.display(),
+                    bindable
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            return Err(Problem::new(format!("sandbox.{name}"), reason));
+        }
+    }
+    Ok(())
+}
+
 /// Whether this node can hold everything `record` asks, naming the first
 /// field it cannot (C3, C6, C7): the runner, each restriction, each
 /// sandbox field and budget limit, each limit within the node's ceiling.
@@ -293,7 +340,8 @@ pub fn keep_remote_without_node(root: &Path, input: &[u8]) {
         return;
     };
     let hashes = crate::fossil::export::hook_input_hashes(input);
-    daemon::log(root, &remote::keep(&fossil, &repo, &hashes));
+    let held_here = wake::State::load(root).held();
+    daemon::log(root, &remote::keep(&fossil, &repo, &hashes, &held_here));
 }
 
 /// Pokes the node `repo` belongs to, if it is one: a write on the node

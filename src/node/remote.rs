@@ -40,23 +40,36 @@ impl RemoteRun {
 /// Keeps C5 for the remote runs: makes the run's login for each record
 /// among `hashes` addressed to an agent machine, then withdraws it for
 /// each kept run whose response counts. Answers what it did, a line each.
-pub fn keep(fossil: &Fossil, repo: &Repository, hashes: &[String]) -> Vec<String> {
+pub fn keep(
+    fossil: &Fossil,
+    repo: &Repository,
+    hashes: &[String],
+    held_here: &[(String, String)],
+) -> Vec<String> {
     let own = match repo.server_code() {
         Ok(own) => own,
         Err(e) => return vec![format!("could not keep remote runs: {e}")],
     };
-    let mut report = open_all(fossil, repo, &own, hashes);
+    let mut report = open_all(fossil, repo, &own, hashes, held_here);
     report.extend(withdraw(fossil, repo));
     report
 }
 
 /// Makes the run's login for each record among `hashes` addressed to an
-/// agent machine (not to `own`, the served repository's server-code); a
+/// agent machine (not to `own`, the served repository's server-code),
+/// never as a login another open record holds (there, or among
+/// `held_here`, the served node's own open runs as (record, login)); a
 /// line each for what it did.
-pub fn open_all(fossil: &Fossil, repo: &Repository, own: &str, hashes: &[String]) -> Vec<String> {
+pub fn open_all(
+    fossil: &Fossil,
+    repo: &Repository,
+    own: &str,
+    hashes: &[String],
+    held_here: &[(String, String)],
+) -> Vec<String> {
     let mut report = Vec::new();
     for hash in hashes {
-        match open(fossil, repo, hash, own) {
+        match open(fossil, repo, hash, own, held_here) {
             Ok(Some(line)) => report.push(line),
             Ok(None) => {}
             Err(e) => report.push(format!("could not keep {hash}'s remote run: {e}")),
@@ -107,6 +120,7 @@ fn open(
     repo: &Repository,
     hash: &str,
     own: &str,
+    held_here: &[(String, String)],
 ) -> Result<Option<String>, NodeError> {
     let Some((r, machine)) = remote_record(repo, hash, own)? else {
         return Ok(None);
@@ -136,17 +150,32 @@ fn open(
             )));
         }
     };
-    for (other, text) in repo.remote_runs()? {
-        let same = serde_json::from_str::<RemoteRun>(&text).is_ok_and(|k| k.user == user);
-        if same && other != hash {
-            return Ok(Some(format!(
-                "made no login for {short}: {user} has another open record"
-            )));
-        }
+    let sender_is_admin = match r.said.from.as_deref() {
+        Some(s) => repo.capabilities(s)?.is_some_and(|c| c.is_admin()),
+        None => false,
+    };
+    if let Err(p) = run_user::check_sender_names_new(repo, &user, standing, sender_is_admin, hash)?
+    {
+        return Ok(Some(format!(
+            "made no login for {short}: {}: {}",
+            p.field, p.reason
+        )));
+    }
+    let mut held = held(repo)?;
+    held.extend_from_slice(held_here);
+    if let Some(other) = run_user::held_by_another(&held, &user, hash) {
+        return Ok(Some(format!(
+            "made no login for {short}: {user} has another open record ({})",
+            self::short(other)
+        )));
     }
     let password = super::random_password();
     if standing == run_user::Standing::New {
-        fossil.mark_run_user(repo.path(), &user, &format!("made for {machine}"))?;
+        fossil.mark_run_user(
+            repo.path(),
+            &user,
+            &format!("made for {machine}{}", run_user::made_for(hash)),
+        )?;
         fossil.user_new(repo.path(), &user, &password)?;
     } else {
         fossil.user_password(repo.path(), &user, &password)?;
@@ -166,6 +195,19 @@ fn open(
     Ok(Some(format!(
         "made {user} for {short} on the agent machine {machine}"
     )))
+}
+
+/// The run logins the served side holds for agent machines' open
+/// records, as (record, login).
+pub fn held(repo: &Repository) -> Result<Vec<(String, String)>, NodeError> {
+    Ok(repo
+        .remote_runs()?
+        .into_iter()
+        .filter_map(|(record, text)| {
+            let kept: serde_json::Value = serde_json::from_str(&text).ok()?;
+            Some((record, kept.get("user")?.as_str()?.to_string()))
+        })
+        .collect())
 }
 
 /// Withdraws the run's login of each kept remote run whose record's

@@ -85,3 +85,50 @@ pub fn check(
         other => other,
     })
 }
+
+/// The words a mark says of the login made for `record`, after who made it.
+pub fn made_for(record: &str) -> String {
+    format!(" for record {record}")
+}
+
+/// Whether `login` was made for `record` itself (its mark says so), so a
+/// node opening that record again after a crash finds its own login.
+pub fn made_for_record(repo: &Repository, login: &str, record: &str) -> Result<bool, FossilError> {
+    Ok(repo
+        .run_user_mark(login)?
+        .is_some_and(|m| m.ends_with(&made_for(record))))
+}
+
+/// Refuses, naming `user`, a record whose sender holds `R` but not admin
+/// or setup and whose login is not a new one (nor one made for this very
+/// record): such a sender names only a login no one holds, so it can
+/// never open, reset or withdraw a login another record's run holds or held.
+pub fn check_sender_names_new(
+    repo: &Repository,
+    login: &str,
+    standing: Standing,
+    sender_is_admin: bool,
+    record: &str,
+) -> Result<Result<(), Problem>, FossilError> {
+    if sender_is_admin || standing == Standing::New || made_for_record(repo, login, record)? {
+        return Ok(Ok(()));
+    }
+    Ok(Err(Problem::new(
+        "user",
+        format!(
+            "{login} is an existing login, and a sender holding R (not admin or setup) names only a new login for its run"
+        ),
+    )))
+}
+
+/// The open record among `held` (record, login) other than `record` whose
+/// run holds `login`, if any.
+pub fn held_by_another<'a>(
+    held: &'a [(String, String)],
+    login: &str,
+    record: &str,
+) -> Option<&'a str> {
+    held.iter()
+        .find(|(r, u)| u == login && r != record)
+        .map(|(r, _)| r.as_str())
+}

@@ -74,6 +74,13 @@ impl State {
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
     }
+    /// The logins this node's open runs hold, as (record, login).
+    pub fn held(&self) -> Vec<(String, String)> {
+        self.open
+            .iter()
+            .map(|(record, o)| (record.clone(), o.user.clone()))
+            .collect()
+    }
     /// Writes it under `root` whole, its owner's alone.
     pub(crate) fn save(&self, root: &Path) -> std::io::Result<()> {
         super::write_whole(
@@ -144,7 +151,9 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             .map(|(a, _)| a.hash.clone())
             .collect();
         if !remote.is_empty() && server.is_none() {
-            let lines = super::remote::open_all(&fossil, &repo, &cfg.server_code, &remote);
+            let held_here = node.state.held();
+            let lines =
+                super::remote::open_all(&fossil, &repo, &cfg.server_code, &remote, &held_here);
             super::daemon::log(root, &lines);
             node.report.extend(lines);
             logged = node.report.len();
@@ -428,7 +437,10 @@ impl Node<'_> {
         let user = &r.record.user;
         let granted = self.server.is_none()
             && self.repo.own_capabilities(user)?.as_deref() == Some(RUN_CAPABILITIES)
-            && !self.state.open.values().any(|o| &o.user == user);
+            && !self.state.open.values().any(|o| &o.user == user)
+            && !super::remote::held(self.repo)?
+                .iter()
+                .any(|(_, u)| u == user);
         let note = format!("record: the node could not act on it: {reason}");
         self.answer(&r, "refused", &note, opened || granted)?;
         self.report
@@ -634,6 +646,13 @@ impl Node<'_> {
         if let Some(reason) = self.beyond_sender(&r)? {
             return self.refuse(&r, "user", &reason);
         }
+        let sender_is_admin = match r.said.from.as_deref() {
+            Some(s) => self.caps(s)?.is_some_and(|c| c.is_admin()),
+            None => false,
+        };
+        if let Err(p) = super::check_bindable(&r.record, &self.cfg.bindable, sender_is_admin) {
+            return self.refuse(&r, &p.field, &p.reason);
+        }
         let user = r.record.user.clone();
         if let Some(server) = self.server {
             return self.record_on_machine(r, server);
@@ -642,8 +661,22 @@ impl Node<'_> {
             Ok(s) => s,
             Err(p) => return self.refuse(&r, &p.field, &p.reason),
         };
-        if self.state.open.values().any(|o| o.user == user) {
-            return self.refuse(&r, "user", "has another open record");
+        if let Err(p) =
+            run_user::check_sender_names_new(self.repo, &user, standing, sender_is_admin, &r.hash)?
+        {
+            return self.refuse(&r, &p.field, &p.reason);
+        }
+        let mut held = self.state.held();
+        held.extend(super::remote::held(self.repo)?);
+        if let Some(other) = run_user::held_by_another(&held, &user, &r.hash) {
+            return self.refuse(
+                &r,
+                "user",
+                &format!(
+                    "{user} has another open record ({})",
+                    &other[..10.min(other.len())]
+                ),
+            );
         }
         let password = super::random_password();
         if standing == run_user::Standing::New {
@@ -653,7 +686,7 @@ impl Node<'_> {
             self.fossil.mark_run_user(
                 self.repo.path(),
                 &user,
-                &format!("made by {}", self.cfg.login),
+                &format!("made by {}{}", self.cfg.login, run_user::made_for(&r.hash)),
             )?;
             self.fossil.user_new(self.repo.path(), &user, &password)?;
         } else {

@@ -152,6 +152,10 @@ impl Tool for Hook {
                     let kept = NodeConfig::load(&root);
                     NodeConfig {
                         run_uids: kept.as_ref().and_then(|k| k.run_uids),
+                        bindable: kept
+                            .as_ref()
+                            .map(|k| k.bindable.clone())
+                            .unwrap_or_default(),
                         ceiling: kept.map(|k| k.ceiling).unwrap_or_default(),
                         repository: path.clone(),
                         url: url.clone(),

@@ -138,6 +138,10 @@ impl Tool for MachineTool {
         let kept = NodeConfig::load(&root);
         NodeConfig {
             run_uids: kept.as_ref().and_then(|k| k.run_uids),
+            bindable: kept
+                .as_ref()
+                .map(|k| k.bindable.clone())
+                .unwrap_or_default(),
             ceiling: kept.map(|k| k.ceiling).unwrap_or_default(),
             repository: path.canonicalize().unwrap_or(path.clone()),
             url: server,

@@ -44,6 +44,11 @@ pub struct Output {
     /// limit gets it, one asking more is refused (on a node).
     #[schemars(with = "Option<serde_json::Value>")]
     pub ceiling: Option<crate::run::Ceiling>,
+    /// The host paths a record from a sender without admin or setup may bind into its run's
+    /// sandbox (each with what lies under it; `bindable` in node.json, none unless set), on a
+    /// node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bindable: Option<Vec<String>>,
     /// The host uids the node's runs run as, one each, when it runs as root: its configured
     /// range, or the block it claimed at start (on a node).
     #[schemars(with = "Option<serde_json::Value>")]
@@ -251,6 +256,11 @@ impl Tool for Status {
                 Vec::new()
             },
             preflight: is_node.then(crate::run::preflight_recent),
+            bindable: is_node.then(|| {
+                cfg.as_ref()
+                    .map(|c| c.bindable.iter().map(|p| p.display().to_string()).collect())
+                    .unwrap_or_default()
+            }),
             ceiling: is_node.then(|| cfg.map(|c| c.ceiling).unwrap_or_default()),
             run_uids,
             git_export: git_export(repo, fossil),

@@ -735,6 +735,7 @@ fn the_node_tells_senders_with_and_without_r_apart() {
     );
     assert_eq!(s.caps("echo-f0f0f0"), None, "no run user made for it");
     repo.json(&["send_runs", "pat"]).ok();
+    s.let_senders_bind(&[&s.out]);
     let with = forged_record(&s, "pat", &node, json!({"wall": "1m"}));
     let until = Instant::now() + Duration::from_secs(60);
     while !s.node_log().contains(&format!("opened {}", &with[..10])) {

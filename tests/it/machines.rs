@@ -40,16 +40,16 @@ for line in sys.stdin:
 /// The served repository: served by `fossil server` with OCX's page, its
 /// own node running, the runner `echo` defined by admin, and pat, who may
 /// check in and post.
-struct Site {
-    repo: Repo,
-    ext: Ext,
-    port: u16,
-    server: Option<Child>,
-    out: PathBuf,
+pub(crate) struct Site {
+    pub(crate) repo: Repo,
+    pub(crate) ext: Ext,
+    pub(crate) port: u16,
+    pub(crate) server: Option<Child>,
+    pub(crate) out: PathBuf,
 }
 
 impl Site {
-    fn new() -> Site {
+    pub(crate) fn new() -> Site {
         let repo = Repo::new();
         repo.user("pat", "v4");
         let dir = repo.dir.path();
@@ -95,7 +95,7 @@ impl Site {
     }
 
     /// `ocx machine` for this site, its clone `agent.fossil` in `dir`.
-    fn machine_in(&self, dir: &Path) -> crate::support::Run {
+    pub(crate) fn machine_in(&self, dir: &Path) -> crate::support::Run {
         let mut c = Command::new(ocx_bin());
         c.args([
             "machine",
@@ -108,12 +108,12 @@ impl Site {
         run(c, None)
     }
 
-    fn base(&self) -> String {
+    pub(crate) fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
     /// Starts `fossil server` on the site's port, as before a restart.
-    fn serve(&mut self) {
+    pub(crate) fn serve(&mut self) {
         let child = Command::new(crate::support::fossil())
             .args([
                 "server",
@@ -139,24 +139,24 @@ impl Site {
     }
 
     /// Stops `fossil server` (the served node goes on).
-    fn halt(&mut self) {
+    pub(crate) fn halt(&mut self) {
         if let Some(mut c) = self.server.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
     }
 
-    fn repository(&self) -> ocx::fossil::Repository {
+    pub(crate) fn repository(&self) -> ocx::fossil::Repository {
         ocx::fossil::Repository::open(&self.repo.file).unwrap()
     }
 
-    fn caps(&self, login: &str) -> Option<String> {
+    pub(crate) fn caps(&self, login: &str) -> Option<String> {
         self.repository().own_capabilities(login).unwrap()
     }
 
     /// A record for the echo runner on the machine `code`, run as `user`,
     /// hearing pat; its hash.
-    fn record(&self, code: &str, user: &str) -> String {
+    pub(crate) fn record(&self, code: &str, user: &str) -> String {
         let out = self.out.to_str().unwrap().to_string();
         let bin = ocx_bin().parent().unwrap().to_str().unwrap().to_string();
         self.repo
@@ -185,12 +185,12 @@ impl Site {
             .to_string()
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.out.join("log")).unwrap_or_default()
     }
 
     /// Waits until the runners' log holds a line starting with `start`.
-    fn line(&self, start: &str) -> String {
+    pub(crate) fn line(&self, start: &str) -> String {
         until(&format!("a line {start:?} in\n{}", self.log()), 90, || {
             self.log()
                 .lines()
@@ -201,7 +201,7 @@ impl Site {
 
     /// The posts of `record`'s thread on the served repository, each
     /// {hash, from, text}, by the server's receipts.
-    fn thread(&self, record: &str) -> Vec<Value> {
+    pub(crate) fn thread(&self, record: &str) -> Vec<Value> {
         self.repo.json(&["thread", "--of", record]).ok()["posts"]
             .as_array()
             .unwrap()
@@ -209,7 +209,7 @@ impl Site {
     }
 
     /// The responses to `record` on the served repository: outcome and sender each.
-    fn responses(&self, record: &str) -> Vec<(String, String)> {
+    pub(crate) fn responses(&self, record: &str) -> Vec<(String, String)> {
         self.thread(record)
             .iter()
             .filter_map(|p| {
@@ -230,7 +230,7 @@ impl Site {
     }
 
     /// Pat's post to `to`, written in pat's own clone and pushed.
-    fn pat_posts(&self, pat: &Path, to: &str, text: &str) {
+    pub(crate) fn pat_posts(&self, pat: &Path, to: &str, text: &str) {
         let mut c = Command::new(ocx_bin());
         c.args(["post", "--to", to, "--text", text, "--json"])
             .current_dir(pat);
@@ -238,7 +238,7 @@ impl Site {
     }
 
     /// Pat's clone and checkout of the served repository.
-    fn pat_clone(&self) -> tempfile::TempDir {
+    pub(crate) fn pat_clone(&self) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("http://pat:pat-pw@127.0.0.1:{}", self.port);
         let at = dir.path();
@@ -261,7 +261,7 @@ impl Drop for Site {
 }
 
 /// Waits (`secs` at most) until `f` answers something.
-fn until<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn until<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
     let started = Instant::now();
     loop {
         if let Some(t) = f() {
@@ -276,11 +276,11 @@ fn until<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
 }
 
 /// An agent machine: a clone with a node of its own, enrolled.
-struct Machine {
-    dir: tempfile::TempDir,
-    clone: PathBuf,
-    code: String,
-    login: String,
+pub(crate) struct Machine {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) clone: PathBuf,
+    pub(crate) code: String,
+    pub(crate) login: String,
 }
 
 impl Machine {
@@ -288,12 +288,12 @@ impl Machine {
     /// refused with the link until approved), admin approves the login
     /// with `approve --node`, `ocx machine` again configures its node, and
     /// `ocx node start` starts it.
-    fn enrol(site: &Site) -> Machine {
+    pub(crate) fn enrol(site: &Site) -> Machine {
         Machine::enrol_in(site, tempfile::tempdir().unwrap())
     }
 
     /// [`Machine::enrol`] in `dir`, which may hold its clone already.
-    fn enrol_in(site: &Site, dir: tempfile::TempDir) -> Machine {
+    pub(crate) fn enrol_in(site: &Site, dir: tempfile::TempDir) -> Machine {
         let clone = dir.path().join("agent.fossil");
         let asked = site.machine_in(dir.path()).answer();
         assert_eq!(asked["ok"], false, "{asked}");
@@ -336,7 +336,7 @@ impl Machine {
         m
     }
 
-    fn ocx(&self, args: &[&str]) -> crate::support::Run {
+    pub(crate) fn ocx(&self, args: &[&str]) -> crate::support::Run {
         let mut c = Command::new(ocx_bin());
         c.args(args)
             .args(["--repository", "agent.fossil", "--json"])
@@ -344,11 +344,11 @@ impl Machine {
         run(c, None)
     }
 
-    fn root(&self) -> PathBuf {
+    pub(crate) fn root(&self) -> PathBuf {
         ocx::node::config::default_root(&self.clone)
     }
 
-    fn node_log(&self) -> String {
+    pub(crate) fn node_log(&self) -> String {
         std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default()
     }
 }

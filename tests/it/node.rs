@@ -189,6 +189,16 @@ impl Served {
         std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default()
     }
 
+    /// Lists `paths` in the node's `node.json` as host paths a sender
+    /// without admin may bind (read again at the next wake).
+    pub fn let_senders_bind(&self, paths: &[&std::path::Path]) {
+        let file = self.root().join("node.json");
+        let mut cfg: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        cfg["bindable"] = json!(paths);
+        std::fs::write(&file, cfg.to_string()).unwrap();
+    }
+
     /// Waits until the node has handled every artifact the repository holds.
     pub fn settled(&self) {
         if let Err(last) =
@@ -308,10 +318,17 @@ fn stop_ends_the_run_with_stopped() {
 }
 
 pub fn forged_record(s: &Served, sender: &str, node: &str, budget: serde_json::Value) -> String {
-    let repo = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
     let record = json!({"ocx": 1, "kind": "record", "node": node, "user": "echo-f0f0f0", "runner": "echo",
         "objective": "forged", "checkins": [], "hears": [], "remote": false, "restrict": {},
         "sandbox": {"network": true, "read_only": [], "read_write": [s.out]}, "budget": budget});
+    record_by_hand(&s.node.repo, sender, &record)
+}
+
+/// Stores `record` in a thread of its own as sent by `sender` (its
+/// receipt names `sender`), written by hand rather than by `create`, and
+/// pokes the node; its hash.
+pub fn record_by_hand(repo: &Repo, sender: &str, record: &serde_json::Value) -> String {
+    let opened = ocx::fossil::Repository::open(&repo.file).unwrap();
     let text = format!(
         "A record.\n\n{}",
         ocx::protocol::message::write(record.as_object().unwrap())
@@ -319,7 +336,7 @@ pub fn forged_record(s: &Served, sender: &str, node: &str, budget: serde_json::V
     let mut batch = Batch::default();
     let hash = place::compose_message(
         &mut batch,
-        repo.hash_policy().unwrap(),
+        opened.hash_policy().unwrap(),
         sender,
         &Where::NewThread("forged".into()),
         &text,
@@ -327,13 +344,13 @@ pub fn forged_record(s: &Served, sender: &str, node: &str, budget: serde_json::V
     );
     store::store(
         &ocx::fossil::Fossil::locate().unwrap(),
-        &repo,
+        &opened,
         sender,
         &batch,
         true,
     )
     .unwrap();
-    ocx::node::poke_repository(&repo);
+    ocx::node::poke_repository(&opened);
     hash
 }
 
