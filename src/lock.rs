@@ -30,3 +30,41 @@ pub fn take(path: &Path, wait: bool) -> std::io::Result<Option<Held>> {
         Err((_, e)) => Err(std::io::Error::from(e)),
     }
 }
+
+/// One of a fixed number of places, held by this process until dropped:
+/// a byte of a lock file locked through its own open file description
+/// (an OFD lock), so processes count one another with no daemon, and a
+/// process killed holding one lets it go.
+pub struct Slot {
+    _file: std::fs::File,
+}
+
+/// Takes the first free slot at `offsets` (each a byte) of the lock file
+/// `path` (made owner-only, never reached through a link); `None` when
+/// every one is held.
+pub fn slot(path: &Path, offsets: std::ops::Range<u64>) -> std::io::Result<Option<Slot>> {
+    use nix::fcntl::{FcntlArg, fcntl};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)?;
+    for offset in offsets {
+        let lock = nix::libc::flock {
+            l_type: nix::libc::F_WRLCK as i16,
+            l_whence: nix::libc::SEEK_SET as i16,
+            l_start: offset as i64,
+            l_len: 1,
+            l_pid: 0,
+        };
+        match fcntl(&file, FcntlArg::F_OFD_SETLK(&lock)) {
+            Ok(_) => return Ok(Some(Slot { _file: file })),
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => continue,
+            Err(e) => return Err(std::io::Error::from(e)),
+        }
+    }
+    Ok(None)
+}

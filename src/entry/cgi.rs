@@ -57,9 +57,17 @@ pub struct Response {
 impl Response {
     /// The response as CGI output: headers, a blank line, the body.
     pub fn to_cgi(&self) -> String {
-        head(self.status, self.content_type, "") + &self.body
+        let more = if self.status == 429 {
+            format!("Retry-After: {RETRY_AFTER}\r\n")
+        } else {
+            String::new()
+        };
+        head(self.status, self.content_type, &more) + &self.body
     }
 }
+
+/// The seconds a request answered 429 is told to wait before it asks again.
+pub const RETRY_AFTER: u64 = 5;
 
 /// A CGI reply's headers and the blank line after them: the status,
 /// the body's type, and `more` (each line ending in CRLF).
@@ -71,6 +79,7 @@ pub(super) fn head(status: u16, content_type: &str, more: &str) -> String {
         404 => "Not Found",
         405 => "Method Not Allowed",
         413 => "Content Too Large",
+        429 => "Too Many Requests",
         _ => "Internal Server Error",
     };
     format!("Status: {status} {reason}\r\nContent-Type: {content_type}\r\n{more}\r\n")
@@ -423,7 +432,7 @@ fn refusal(
 
 mod page;
 pub(super) mod request;
-mod wait;
+pub mod wait;
 
 pub use request::Request;
 use request::{form_fields, form_input, post_input, read_body};

@@ -1,7 +1,8 @@
 //! Waiting for the repository to receive something: the newest receipt's
 //! number read by one short, indexed statement, again each time the
 //! repository file changes (inotify), so a long wait holds no lock and
-//! any writer goes through meanwhile.
+//! any writer goes through meanwhile. A wait that cannot have an inotify
+//! instance reads the receipts every 100 ms instead of failing.
 
 use super::{FossilError, Repository};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
@@ -11,6 +12,10 @@ use std::time::{Duration, Instant};
 /// The longest a wait goes without reading the receipts again, in case a
 /// change came by a way inotify does not see (a write-ahead log, say).
 const RECHECK: Duration = Duration::from_secs(5);
+
+/// How often a wait that cannot watch the file (the account holds all
+/// the inotify instances it may) reads the receipts instead.
+const POLL: Duration = Duration::from_millis(100);
 
 impl Repository {
     /// The number of the newest receipt (`rcvid`) the repository holds; 0
@@ -28,18 +33,18 @@ impl Repository {
     /// (above `after` only when one came).
     pub fn wait_for_receipt_after(&self, after: i64, within: Duration) -> Result<i64, FossilError> {
         let deadline = Instant::now() + within;
-        let changed = watch(self)?;
+        let changed = watch(self).ok();
         loop {
             let last = self.last_receipt()?;
             let left = deadline.saturating_duration_since(Instant::now());
             if last > after || left.is_zero() {
                 return Ok(last);
             }
-            match changed.recv_timeout(left.min(RECHECK)) {
-                Ok(()) => while changed.try_recv().is_ok() {},
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    std::thread::sleep(left.min(RECHECK));
+            match changed.as_ref().map(|c| c.recv_timeout(left.min(RECHECK))) {
+                Some(Ok(())) => while changed.as_ref().is_some_and(|c| c.try_recv().is_ok()) {},
+                Some(Err(mpsc::RecvTimeoutError::Timeout)) => {}
+                Some(Err(mpsc::RecvTimeoutError::Disconnected)) | None => {
+                    std::thread::sleep(left.min(POLL));
                 }
             }
         }

@@ -8,6 +8,7 @@ mod attack_pages;
 mod attack_protocol;
 mod attack_run;
 mod attack_senders;
+mod attack_waits;
 mod attack_web;
 mod cgi;
 mod cli;

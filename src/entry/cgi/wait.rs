@@ -1,15 +1,51 @@
 //! `/ext/ocx-cgi/wait?after=N`: the long-poll an agent machine keeps open.
 //! It answers `{"last": M}`, M the newest receipt the repository holds, as
 //! soon as M > N, or after about 50 s (`within` seconds, 1 to 50, when
-//! given) with M <= N; only to a viewer signed in who may read (o).
+//! given) with M <= N; only to a viewer signed in who may read (o). At
+//! most [`PER_LOGIN`] waits of one login and [`IN_ALL`] in all are open at
+//! once, counted across the server's processes by slots of a lock file
+//! beside the repository; the rest are answered 429 with a `Retry-After`.
 
 use super::{Request, Response, refusal};
 use crate::context::Context;
+use crate::lock::{self, Slot};
 use crate::stop::Stop;
+use sha2::Digest;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How long a wait lasts when nothing arrives, at most, in seconds.
 pub const LONGEST: u64 = 50;
+
+/// How many waits one login may hold open at once.
+pub const PER_LOGIN: u64 = 4;
+
+/// How many waits may be open at once in all, on one repository.
+pub const IN_ALL: u64 = 32;
+
+/// How many places for logins' waits the lock file has: logins share one
+/// only when their names' hashes meet.
+const LOGIN_PLACES: u64 = 1 << 16;
+
+/// The lock file whose slots count the open waits of `repository`.
+fn slots_file(repository: &Path) -> PathBuf {
+    let mut name = repository.file_name().unwrap_or_default().to_os_string();
+    name.push(".ocx-waits");
+    repository.with_file_name(name)
+}
+
+/// The slots an open wait of `login` holds: one of its login's and one
+/// of all; `None` when either is full.
+fn take_slots(repository: &Path, login: &str) -> std::io::Result<Option<(Slot, Slot)>> {
+    let file = slots_file(repository);
+    let digest = sha2::Sha256::digest(login.as_bytes());
+    let place = u64::from_be_bytes(digest[..8].try_into().unwrap_or_default()) % LOGIN_PLACES;
+    let first = IN_ALL + place * PER_LOGIN;
+    let Some(own) = lock::slot(&file, first..first + PER_LOGIN)? else {
+        return Ok(None);
+    };
+    Ok(lock::slot(&file, 0..IN_ALL)?.map(|all| (own, all)))
+}
 
 /// What the request asks: the receipt waited past and for how long.
 #[derive(Debug, PartialEq, Eq)]
@@ -40,6 +76,31 @@ pub(super) fn wait(request: &Request, cx: &Context) -> Response {
     let asked = match parse(&request.query) {
         Ok(a) => a,
         Err(stop) => return refusal(request, true, 400, Some(cx), stop),
+    };
+    let login = request.user.clone().unwrap_or_default();
+    let slots = cx.repo().map(|repo| take_slots(repo.path(), &login));
+    let _held = match slots {
+        Ok(Ok(Some(held))) => held,
+        Ok(Ok(None)) => {
+            let stop = Stop::field(
+                "user",
+                format!(
+                    "too many waits are open: at most {PER_LOGIN} of one login and {IN_ALL} in all"
+                ),
+            )
+            .next(format!(
+                "wait again after {} seconds, keeping one wait open at a time",
+                super::RETRY_AFTER
+            ));
+            return refusal(request, true, 429, Some(cx), stop);
+        }
+        Ok(Err(e)) => {
+            let stop = Stop::field("repository", format!("cannot count the open waits: {e}")).next(
+                "ask the server's administrator: the page makes a file beside the repository",
+            );
+            return refusal(request, true, 500, Some(cx), stop);
+        }
+        Err(stop) => return refusal(request, true, 500, Some(cx), stop),
     };
     let last = cx.repo().and_then(|repo| {
         repo.wait_for_receipt_after(asked.after, Duration::from_secs(asked.within))
