@@ -6,6 +6,7 @@ mod agents;
 mod attack_host;
 mod attack_protocol;
 mod attack_run;
+mod attack_secrets;
 mod attack_web;
 mod cgi;
 mod cli;
