@@ -366,6 +366,108 @@ impl Fossil {
         self.sql_on_stdin("config", repository, &sql).map(|_| ())
     }
 
+    /// Counts one try in the JSON `config` row `name` with one statement,
+    /// so tries made at once by several processes are each counted: its
+    /// `tries` since its `window` began (Unix seconds), a window begun anew
+    /// once `window_seconds` passed since (or when the clock went back).
+    /// Answers whether this try is within `limit`; false too for no such row.
+    pub fn count_try(
+        &self,
+        repository: &Path,
+        name: &str,
+        limit: u32,
+        window_seconds: i64,
+        now: i64,
+    ) -> Result<bool, FossilError> {
+        let window = "coalesce(json_extract(value,'$.window'),0)";
+        let tries = "coalesce(json_extract(value,'$.tries'),0)";
+        let anew = format!("({now}-{window}>={window_seconds} OR {now}<{window})");
+        let sql = format!(
+            "UPDATE config SET value=CASE WHEN {anew} \
+             THEN json_set(value,'$.window',{now},'$.tries',1) \
+             ELSE json_set(value,'$.tries',{tries}+1) END, mtime=now() \
+             WHERE name={} AND json_valid(value) AND ({anew} OR {tries}<{limit});\n\
+             SELECT changes();\n",
+            quoted(name)
+        );
+        Ok(self.sql_on_stdin("count a try", repository, &sql)?.trim() == "1")
+    }
+
+    /// Sets `fields` of the JSON `config` row `name` with one statement,
+    /// where each of `when` (a field and the value it holds) still holds,
+    /// so a writer between a read and this write is never overwritten.
+    /// Answers whether the row was changed.
+    pub fn config_json_update(
+        &self,
+        repository: &Path,
+        name: &str,
+        fields: &[(&str, &serde_json::Value)],
+        when: &[(&str, &serde_json::Value)],
+    ) -> Result<bool, FossilError> {
+        let field = |f: &str| -> Result<String, FossilError> {
+            if f.is_empty() || !f.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(FossilError::Command {
+                    operation: "config",
+                    message: format!("{f:?} is no field of a config row"),
+                });
+            }
+            Ok(format!("'$.{f}'"))
+        };
+        let mut set = String::from("value");
+        for (f, v) in fields {
+            set = format!(
+                "json_set({set},{},json({}))",
+                field(f)?,
+                quoted(&v.to_string())
+            );
+        }
+        let mut condition = format!("name={} AND json_valid(value)", quoted(name));
+        for (f, v) in when {
+            condition += &format!(
+                " AND json_extract(value,{}) IS json_extract({},'$')",
+                field(f)?,
+                quoted(&v.to_string())
+            );
+        }
+        let sql = format!(
+            "UPDATE config SET value={set}, mtime=now() WHERE {condition};\nSELECT changes();\n"
+        );
+        if name.contains(['\n', '\r']) {
+            return Err(FossilError::Command {
+                operation: "config",
+                message: "a config row's name holds a line break".into(),
+            });
+        }
+        Ok(self.sql_on_stdin("config", repository, &sql)?.trim() == "1")
+    }
+
+    /// Rewrites each `config` row of `rows` (its name, the value read and
+    /// the value it takes) where it still holds the value read, with
+    /// SQLite's secure delete on: the text it held is overwritten in the
+    /// file, never left behind in a free page.
+    pub fn config_rewrite_securely(
+        &self,
+        repository: &Path,
+        rows: &[(String, String, String)],
+    ) -> Result<(), FossilError> {
+        let mut sql = String::from("PRAGMA secure_delete=ON;\n");
+        for (name, old, new) in rows {
+            if [name, old, new].iter().any(|t| t.contains(['\n', '\r'])) {
+                return Err(FossilError::Command {
+                    operation: "config",
+                    message: "a config row's name or value holds a line break".into(),
+                });
+            }
+            sql += &format!(
+                "UPDATE config SET value={}, mtime=now() WHERE name={} AND value={};\n",
+                quoted(new),
+                quoted(name),
+                quoted(old)
+            );
+        }
+        self.sql_on_stdin("config", repository, &sql).map(|_| ())
+    }
+
     /// Gives `login` OCX's `R` (`on`) or takes every `R` it holds away, in
     /// one statement that reads and writes its letters at once, so a letter
     /// another writer gave it a moment before stays; a login whose letters

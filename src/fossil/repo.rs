@@ -20,7 +20,10 @@ mod wiki;
 
 pub use arrivals::{Arrival, ArrivalKind};
 pub use checkins::{CheckIn, TagChanges, TagSet};
-pub use logins::{LOGINS_THREAD_ROW, REMOTE_RUN_PREFIX, login_key_row, remote_run_row};
+pub use logins::{
+    LOGIN_KEY_PREFIX, LOGINS_THREAD_ROW, REMOTE_RUN_PREFIX, forget_kept_passwords, login_key_row,
+    remote_run_row,
+};
 pub use refs::Thing;
 pub use threads::Said;
 use threads::{SQL_FORUM_ROOT, SQL_POST, SQL_THREAD, SQL_TICKET_CHANGES, SQL_TICKET_RESOLVE};

@@ -2,10 +2,11 @@
 //! side, which alone owns Fossil's user table. When a record addressed to
 //! an agent machine arrives (its `node` a server-code whose node login
 //! `approve --node` let in), it makes the run's login with the run's
-//! capabilities, keeps its password in a `config` row of its own for that
-//! machine (`run_login` hands it to the machine's login alone), and, once
-//! the record's response counts, takes the capabilities away and forgets
-//! the row. Done by the served node at each wake, and by the hook where no
+//! capabilities, with a password no one is told, keeps a `config` row of
+//! its own naming that machine (`run_login` sets the password the
+//! machine's login alone is handed; the row keeps none), and, once the
+//! record's response counts, takes the capabilities away and forgets the
+//! row. Done by the served node at each wake, and by the hook where no
 //! node takes its poke; each step may be done again without harm.
 
 use super::wake::{RUN_CAPABILITIES, beyond_sender, may_send_requests};
@@ -20,12 +21,10 @@ use serde::{Deserialize, Serialize};
 pub struct RemoteRun {
     /// The record, by full hash.
     pub record: String,
-    /// The agent machine's node login, the only one the password is given to.
+    /// The agent machine's node login, the only one a password is given to.
     pub machine: String,
     /// The run's login.
     pub user: String,
-    /// The run's password.
-    pub password: String,
 }
 
 impl RemoteRun {
@@ -79,10 +78,19 @@ pub fn open_all(
 }
 
 /// Withdraws the run's login of each kept remote run whose response
-/// counts; a line each for what it did.
+/// counts, and forgets every password an earlier release kept in the rows
+/// of remote runs and logins' keys; a line each for what it did.
 pub fn withdraw(fossil: &Fossil, repo: &Repository) -> Vec<String> {
-    withdraw_answered(fossil, repo)
-        .unwrap_or_else(|e| vec![format!("could not withdraw remote runs: {e}")])
+    let mut report = match crate::fossil::repo::forget_kept_passwords(fossil, repo) {
+        Ok(0) => Vec::new(),
+        Ok(n) => vec![format!("forgot the passwords {n} rows kept")],
+        Err(e) => vec![format!("could not forget the passwords rows keep: {e}")],
+    };
+    report.extend(
+        withdraw_answered(fossil, repo)
+            .unwrap_or_else(|e| vec![format!("could not withdraw remote runs: {e}")]),
+    );
+    report
 }
 
 /// The record `hash` as it stands, when it is one addressed to an enrolled
@@ -185,7 +193,6 @@ fn open(
         record: hash.to_string(),
         machine: machine.clone(),
         user: user.clone(),
-        password,
     };
     fossil.config_set(
         repo.path(),

@@ -1,8 +1,10 @@
 //! `approve`: an administrator lets a login in, as `register` asked: makes
-//! the user with exactly the capabilities asked and a random password,
-//! keeps the key and the password in the login's own `config` row for
-//! `collect`, and records who let whom in as a post in the thread kept for
-//! logins. `--revoke` takes a login's capabilities and password away.
+//! the user with exactly the capabilities asked and a random password no
+//! one is told, keeps the key in the login's own `config` row for
+//! `collect` (which sets the password the asker collects), and records who
+//! let whom in as a post in the thread kept for logins. No password is kept
+//! anywhere: Fossil keeps only its hash. `--revoke` takes a login's
+//! capabilities and password away.
 
 use super::logins::{self, Kept};
 use crate::answer::Op;
@@ -95,6 +97,7 @@ impl Tool for Approve {
             )
             .next("give the minutes a key may wait, a day by default"));
         }
+        logins::forget_kept_passwords(call)?;
         call.read(format!("login {login} and its key"));
         let repo = call.repo()?;
         let existing = repo.own_capabilities(&login).map_err(Stop::internal)?;
@@ -118,10 +121,7 @@ impl Tool for Approve {
                         "{login} exists and approve did not make it"
                     )));
                 };
-                if !repo
-                    .holds_password(&login, &kept.password)
-                    .map_err(Stop::internal)?
-                {
+                if !kept.holds_its_password(repo, &login)? {
                     return Err(refuse(format!(
                         "{login}'s password changed since approve set it"
                     )));
@@ -130,14 +130,10 @@ impl Tool for Approve {
             }
         };
         let same_key = kept.as_ref().filter(|k| k.key == key);
-        let password = match same_key {
-            Some(k) => k.password.clone(),
-            None => crate::node::random_password(),
-        };
         let approver = call.caller()?.login.clone();
-        let row = Kept {
+        let mut row = Kept {
             key: key.clone(),
-            password: password.clone(),
+            pw: same_key.and_then(|k| k.pw.clone()),
             capabilities: capabilities.clone(),
             node: input.node,
             approved_by: approver.clone(),
@@ -149,6 +145,7 @@ impl Tool for Approve {
         if !call.dry_run {
             let path = call.repo()?.path().to_path_buf();
             let fossil = call.fossil()?;
+            let password = crate::node::random_password();
             match &kept {
                 None => fossil.user_new(&path, &login, &password),
                 Some(_) if same_key.is_none() => fossil.user_password(&path, &login, &password),
@@ -158,6 +155,9 @@ impl Tool for Approve {
             fossil
                 .user_capabilities(&path, &login, &capabilities)
                 .map_err(Stop::internal)?;
+            if same_key.is_none() {
+                row.pw = call.repo()?.password_hash(&login).map_err(Stop::internal)?;
+            }
             row.keep(call, &login)?;
         }
         call.log(Op::Fossil {
@@ -207,6 +207,7 @@ fn revoke(input: Input, call: &mut Call) -> Result<Output, Stop> {
         }
     }
     let login = input.login;
+    logins::forget_kept_passwords(call)?;
     call.read(format!("login {login} and its key"));
     let repo = call.repo()?;
     if repo.login_key(&login).map_err(Stop::internal)?.is_none() {

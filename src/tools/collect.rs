@@ -1,16 +1,22 @@
-//! `collect`: the password an approval set, to the asker who holds the code
-//! whose SHA-256 is the key kept: asked by `register`, with no login, as an
-//! unsigned POST on the web page. Any failure is one refusal that does not
-//! say which part was wrong. Tries are limited a minute a login, and a key
-//! not collected expires; both are kept in the key's own `config` row, the
-//! only thing `collect` writes.
+//! `collect`: a password for an approved login, to the asker who holds the
+//! code whose SHA-256 is the key kept, once: asked by `register`, with no
+//! login, as an unsigned POST on the web page. The password is set then,
+//! fresh, and answered; Fossil keeps only its hash, and nothing of it is
+//! kept anywhere else. Any failure is one refusal that does not say which
+//! part was wrong. Every try is counted before anything is checked, in
+//! one statement, so tries made at once are each counted; a few a minute
+//! a login are answered, and a key not collected expires; both are kept
+//! in the key's own `config` row. A dry run is refused: it would answer
+//! whether a code is right without counting.
 
-use super::logins::{self, Kept, TRIES_A_MINUTE};
+use super::logins::{self, Kept, TRIES_A_MINUTE, TRY_WINDOW};
 use crate::answer::Op;
+use crate::fossil::repo::login_key_row;
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Reach, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 /// The one refusal, whatever was wrong.
@@ -30,8 +36,8 @@ pub struct Input {
 #[derive(Serialize, JsonSchema)]
 pub struct Output {
     pub login: String,
-    /// The login's password (null on a dry run).
-    pub password: Option<String>,
+    /// The login's password, set for this asker.
+    pub password: String,
     /// The letters the approval gave.
     pub capabilities: String,
 }
@@ -43,8 +49,7 @@ impl Tool for Collect {
     type Input = Input;
     type Output = Output;
     const NAME: &'static str = "collect";
-    const SUMMARY: &'static str =
-        "Collect the password an administrator's approval set, with the code `register` keeps.";
+    const SUMMARY: &'static str = "Collect a password for a login an administrator approved, once, with the code `register` keeps.";
     const NEEDS: Needs = Needs::Nothing;
     const WRITES: bool = true;
     const REACH: Reach = Reach::UnsignedPost;
@@ -57,48 +62,92 @@ impl Tool for Collect {
     }
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        if call.dry_run {
+            return Err(Stop::field(
+                "dry_run",
+                "collect is never a dry run: every try is counted, and a dry run would say whether a code is right without counting it",
+            )
+            .next("leave dry_run out; `ocx register` asks collect as it should"));
+        }
         let refused = || {
             Stop::new(REFUSAL).next("ask an administrator to open the link `ocx register` printed, then run it again in a minute")
         };
         logins::check_login("login", &input.login).map_err(|_| refused())?;
         let login = input.login;
+        let row = login_key_row(&login);
         call.read(format!("the key kept for {login}"));
-        let repo = call.repo()?;
-        let Some(mut kept) = Kept::read(repo, &login)? else {
+        if call
+            .repo()?
+            .login_key(&login)
+            .map_err(Stop::internal)?
+            .is_none()
+        {
             return Err(refused());
-        };
+        }
+        logins::forget_kept_passwords(call)?;
         let now = logins::now();
-        if now - kept.window >= 60 || now < kept.window {
-            kept.window = now;
-            kept.tries = 0;
-        }
-        if kept.tries >= TRIES_A_MINUTE {
-            return Err(refused());
-        }
-        kept.tries += 1;
-        let key = hex::encode(Sha256::digest(input.code.as_bytes()));
-        let right = key == kept.key
-            && (kept.collected || now < kept.expires)
-            && repo
-                .holds_password(&login, &kept.password)
-                .map_err(Stop::internal)?;
-        if right {
-            kept.collected = true;
-            kept.tries = 0;
-        }
-        if !call.dry_run {
-            kept.keep(call, &login)?;
-        }
+        let path = call.repo()?.path().to_path_buf();
+        let counted = call
+            .fossil()?
+            .count_try(&path, &row, TRIES_A_MINUTE, TRY_WINDOW, now)
+            .map_err(Stop::internal)?;
         call.log(Op::Fossil {
             operation: format!("count the try in {login}'s key"),
-            done: !call.dry_run,
+            done: true,
         });
+        if !counted {
+            return Err(refused());
+        }
+        let repo = call.repo()?;
+        let Some(kept) = Kept::read(repo, &login)? else {
+            return Err(refused());
+        };
+        let key = hex::encode(Sha256::digest(input.code.as_bytes()));
+        let right = key == kept.key
+            && !kept.collected
+            && now < kept.expires
+            && kept.holds_its_password(repo, &login)?;
         if !right {
             return Err(refused());
         }
+        let fossil = call.fossil()?;
+        let unchanged = [
+            ("key", &json!(kept.key)),
+            ("pw", &json!(kept.pw)),
+            ("collected", &json!(false)),
+        ];
+        let claimed = fossil
+            .config_json_update(&path, &row, &[("collected", &json!(true))], &unchanged)
+            .map_err(Stop::internal)?;
+        if !claimed {
+            return Err(refused());
+        }
+        let password = crate::node::random_password();
+        if let Err(e) = fossil.user_password(&path, &login, &password) {
+            let _ = fossil.config_json_update(
+                &path,
+                &row,
+                &[("collected", &json!(false))],
+                &[("key", &json!(kept.key))],
+            );
+            return Err(Stop::internal(e));
+        }
+        let pw = call.repo()?.password_hash(&login).map_err(Stop::internal)?;
+        call.fossil()?
+            .config_json_update(
+                &path,
+                &row,
+                &[("pw", &json!(pw))],
+                &[("key", &json!(kept.key))],
+            )
+            .map_err(Stop::internal)?;
+        call.log(Op::Fossil {
+            operation: format!("set {login}'s password, to this asker alone"),
+            done: true,
+        });
         Ok(Output {
             login,
-            password: (!call.dry_run).then_some(kept.password),
+            password,
             capabilities: kept.capabilities,
         })
     }

@@ -23,13 +23,21 @@ pub const THREAD_TITLE: &str = "Logins let in";
 /// How many tries `collect` answers for one login in a minute.
 pub const TRIES_A_MINUTE: u32 = 5;
 
+/// The minute `collect` counts tries in, in seconds.
+pub const TRY_WINDOW: i64 = 60;
+
 /// What an approval keeps in the `config` row `ocx-node-key-LOGIN`: the
-/// key (the SHA-256 of the asker's code), the password set, and what
-/// `collect` counts: its tries this minute and when the key expires.
+/// key (the SHA-256 of the asker's code), what Fossil keeps of the
+/// password approve or collect last set (never the password itself), and
+/// what `collect` counts: its tries this minute and when the key expires.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Kept {
     pub key: String,
-    pub password: String,
+    /// Fossil's hash of the password approve or collect set (as its user
+    /// table keeps it), to tell a password changed by hand since; none
+    /// when it was changed before this was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pw: Option<String>,
     pub capabilities: String,
     /// Whether the login is an agent machine's node login (`--node`).
     #[serde(default)]
@@ -38,7 +46,7 @@ pub struct Kept {
     pub approved_by: String,
     /// When the key expires unless collected (Unix seconds).
     pub expires: i64,
-    /// Whether the password was collected (the key then never expires).
+    /// Whether the password was collected (the key then opens nothing more).
     #[serde(default)]
     pub collected: bool,
     /// Tries since `window` began (Unix seconds).
@@ -49,10 +57,18 @@ pub struct Kept {
 }
 
 impl Kept {
-    /// What the row of `login` keeps, if it holds a key that reads.
+    /// What the row of `login` keeps, if it holds a key that reads (a row
+    /// an earlier release wrote read as it is kept once its password is
+    /// forgotten).
     pub fn read(repo: &Repository, login: &str) -> Result<Option<Kept>, Stop> {
-        let row = repo.login_key(login).map_err(Stop::internal)?;
-        Ok(row.and_then(|text| serde_json::from_str(&text).ok()))
+        let Some(text) = repo.login_key(login).map_err(Stop::internal)? else {
+            return Ok(None);
+        };
+        let text = repo
+            .without_password(&login_key_row(login), &text)
+            .map_err(Stop::internal)?
+            .unwrap_or(text);
+        Ok(serde_json::from_str(&text).ok())
     }
 
     /// Keeps it in the row of `login`.
@@ -62,6 +78,24 @@ impl Kept {
             .config_set(call.repo()?.path(), &login_key_row(login), &text)
             .map_err(Stop::internal)
     }
+
+    /// Whether `login` still holds the password this approval set: what
+    /// Fossil keeps of it is what was kept here.
+    pub fn holds_its_password(&self, repo: &Repository, login: &str) -> Result<bool, Stop> {
+        let now = repo.password_hash(login).map_err(Stop::internal)?;
+        Ok(self.pw.is_some() && now == self.pw)
+    }
+}
+
+/// Forgets the passwords an earlier release kept in `config` rows, before
+/// a call that writes reads one (a dry run leaves them to the next).
+pub fn forget_kept_passwords(call: &Call) -> Result<(), Stop> {
+    if call.dry_run {
+        return Ok(());
+    }
+    crate::fossil::repo::forget_kept_passwords(call.fossil()?, call.repo()?)
+        .map(|_| ())
+        .map_err(Stop::internal)
 }
 
 /// Now, in Unix seconds.

@@ -1,10 +1,14 @@
-//! `run_login`: the password of the run's login the served repository made
+//! `run_login`: a password for the run's login the served repository made
 //! for a record addressed to an agent machine, handed to that machine's
 //! node login alone: on the page to a POST signed in as it (its login
-//! cookie), on the command line to that login; never over MCP. Any failure
-//! is one refusal that does not say which part was wrong.
+//! cookie), on the command line to that login; never over MCP. The
+//! password is set when asked, fresh, and kept nowhere (Fossil keeps only
+//! its hash): the machine asks once for each run it starts, so a later ask
+//! (a lost answer asked again) leaves no run holding the earlier one. Any
+//! failure is one refusal that does not say which part was wrong.
 
 use crate::node::remote::RemoteRun;
+use crate::node::run_user::{self, Standing};
 use crate::protocol::found::node_login;
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Reach, Tool};
@@ -29,7 +33,7 @@ pub struct Output {
     pub record: String,
     /// The run's login.
     pub user: String,
-    /// Its password (null on a dry run).
+    /// Its password, set for this ask (null on a dry run, which sets none).
     pub password: Option<String>,
 }
 
@@ -42,7 +46,7 @@ impl Tool for RunLogin {
     const NAME: &'static str = "run_login";
     const SUMMARY: &'static str = "The run's login and password for a record addressed to your agent machine, to its node login alone.";
     const NEEDS: Needs = Needs::Nothing;
-    const WRITES: bool = false;
+    const WRITES: bool = true;
     const REACH: Reach = Reach::SignedPost;
 
     fn text(output: &Output) -> String {
@@ -73,20 +77,36 @@ impl Tool for RunLogin {
                 .map(|s| s.record.node),
             None => None,
         };
-        let current = repo
-            .holds_password(&kept.user, &kept.password)
-            .map_err(Stop::internal)?;
+        let still_a_run = matches!(
+            run_user::check(repo, &kept.user, Some(&kept.machine), true).map_err(Stop::internal)?,
+            Ok(Standing::Marked)
+        );
         let right = kept.machine == caller.login
             && kept.record == input.record
             && node.is_some_and(|n| node_login(&n) == caller.login)
-            && current;
+            && still_a_run;
         if !right {
             return Err(refused());
         }
+        let password = if call.dry_run {
+            None
+        } else {
+            crate::fossil::repo::forget_kept_passwords(call.fossil()?, repo)
+                .map_err(Stop::internal)?;
+            let password = crate::node::random_password();
+            call.fossil()?
+                .user_password(repo.path(), &kept.user, &password)
+                .map_err(Stop::internal)?;
+            Some(password)
+        };
+        call.log(crate::answer::Op::Fossil {
+            operation: format!("set {}'s password, to {} alone", kept.user, caller.login),
+            done: !call.dry_run,
+        });
         Ok(Output {
             record: kept.record,
             user: kept.user,
-            password: (!call.dry_run).then_some(kept.password),
+            password,
         })
     }
 }

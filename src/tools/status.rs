@@ -2,8 +2,9 @@
 //! its codes, the Fossil program, whether it is a node and which
 //! restrictions the node enforces, its ceiling on each run's memory and
 //! processes, the host uids its runs run as, its site's policy for
-//! scripts, and its git export (what it last exported, what awaits, the
-//! last failure). Writes nothing.
+//! scripts, its git export (what it last exported, what awaits, the last
+//! failure), and a warning when the repository file is open to other
+//! accounts. Writes nothing.
 
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
@@ -74,6 +75,11 @@ pub struct Output {
     /// What the served repository's site runs of scripts (on a node, or on the web page).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub site: Option<Site>,
+    /// Why the repository file is open to accounts other than its owner,
+    /// when it is: Fossil keeps its login cookies there, each a way in as
+    /// its login.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository_warning: Option<String>,
     /// On an agent machine's clone: its login, the server, the records in its care, and what
     /// it last heard from the server.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -169,6 +175,19 @@ fn git_export(
         unreadable,
         last_run: last.as_ref().map(|r| r.when.clone()),
         last_failure: last.and_then(|r| r.failure),
+    })
+}
+
+/// Why the repository file `path` is open to other accounts than its
+/// owner's (its group or anyone may read it), when it is.
+pub fn repository_warning(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o044 != 0).then(|| {
+        format!(
+            "{} may be read by other accounts than its owner (mode {mode:04o}): Fossil keeps its login cookies there, and whoever reads one signs in as its login; make it its owner's alone (chmod 600)",
+            path.display()
+        )
     })
 }
 
@@ -279,6 +298,7 @@ impl Tool for Status {
             }),
             served_page: warning.as_ref().map(Option::is_none),
             warning: warning.flatten(),
+            repository_warning: repository_warning(repo.path()),
             machine,
         };
         call.read("the caller's login and capabilities, the repository's settings");

@@ -7,6 +7,7 @@ mod attack_host;
 mod attack_pages;
 mod attack_protocol;
 mod attack_run;
+mod attack_secrets;
 mod attack_senders;
 mod attack_waits;
 mod attack_web;

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 /// A served repository: `pat` may read (o) and post, `zed` may not read,
 /// nobody reads nothing; each signs in with `LOGIN-pw`.
-struct Site {
-    repo: Repo,
-    server: Server,
+pub(crate) struct Site {
+    pub(crate) repo: Repo,
+    pub(crate) server: Server,
     _ext: Ext,
 }
 
@@ -162,18 +162,18 @@ fn wait_is_refused_to_nobody_and_to_a_login_that_may_not_read() {
 /// A served repository with the page, OCX's hook and (when `node`) its
 /// node, and an agent machine's clone enrolled with `register` and
 /// `approve --node`: its node login and password.
-struct Enrolled {
-    site: Site,
+pub(crate) struct Enrolled {
+    pub(crate) site: Site,
     _machine: tempfile::TempDir,
     /// The clone's server-code: the node the records name.
-    code: String,
-    login: String,
-    password: String,
+    pub(crate) code: String,
+    pub(crate) login: String,
+    pub(crate) password: String,
     node: bool,
 }
 
 impl Enrolled {
-    fn new(node: bool) -> Enrolled {
+    pub(crate) fn new(node: bool) -> Enrolled {
         let site = Site::new();
         site.repo.fossil(&["user", "password", "admin", "admin-pw"]);
         site.repo
@@ -194,13 +194,13 @@ impl Enrolled {
         }
     }
 
-    fn cookie(&self) -> String {
+    pub(crate) fn cookie(&self) -> String {
         sign_in(&self.site.server, &self.login, &self.password)
     }
 
     /// A record addressed to `node`, written by admin on the served
     /// repository; its hash.
-    fn record(&self, node: &str, user: &str) -> String {
+    pub(crate) fn record(&self, node: &str, user: &str) -> String {
         let r = self.site.repo.json(&[
             "create",
             "--runner",
@@ -219,9 +219,12 @@ impl Enrolled {
         r.ok()["record"].as_str().unwrap().to_string()
     }
 
-    /// `run_login` as a POST signed in with `cookie` (none: unsigned).
-    fn run_login(&self, record: &str, cookie: Option<&str>) -> (u16, Value) {
-        let headers: Vec<(&str, &str)> = cookie.map(|c| ("Cookie", c)).into_iter().collect();
+    /// `run_login` as a POST signed in with `cookie` (none: unsigned),
+    /// from the page itself, as the machine sends it.
+    pub(crate) fn run_login(&self, record: &str, cookie: Option<&str>) -> (u16, Value) {
+        let page = format!("{}/ext/ocx-cgi/run_login", self.site.server.base());
+        let mut headers: Vec<(&str, &str)> = cookie.map(|c| ("Cookie", c)).into_iter().collect();
+        headers.push(("Referer", &page));
         let (status, head, body) = self.site.server.request(
             "POST",
             "/ext/ocx-cgi/run_login?json",
@@ -233,13 +236,13 @@ impl Enrolled {
         (status, value)
     }
 
-    fn repository(&self) -> ocx::fossil::Repository {
+    pub(crate) fn repository(&self) -> ocx::fossil::Repository {
         ocx::fossil::Repository::open(&self.site.repo.file).unwrap()
     }
 
     /// Waits until `done` holds of the served repository (the served side
     /// acts on its own time), 60 s at most.
-    fn until(&self, what: &str, done: impl Fn(&ocx::fossil::Repository) -> bool) {
+    pub(crate) fn until(&self, what: &str, done: impl Fn(&ocx::fossil::Repository) -> bool) {
         let started = Instant::now();
         while !done(&self.repository()) {
             assert!(started.elapsed() < Duration::from_secs(60), "never: {what}");
@@ -373,9 +376,12 @@ fn a_record_for_an_agent_machine_gets_a_run_login_only_that_machine_collects_unt
         .repo
         .json(&["run_login", &record, "--user", &e.login])
         .ok();
-    assert_eq!(
-        on_cli["password"], password,
-        "the machine's login on the command line"
+    let first = password;
+    let password = on_cli["password"].as_str().unwrap();
+    assert!(
+        repo.holds_password("build-a1b2c3", password).unwrap()
+            && !repo.holds_password("build-a1b2c3", first).unwrap(),
+        "the machine's login on the command line: a password set for this ask"
     );
     let admin_cli = e.site.repo.json(&["run_login", &record, "--user", "admin"]);
     admin_cli.refused();

@@ -1,17 +1,21 @@
 //! Logins asked for and given (`approve`, `collect`, `send_runs`): the
-//! `config` rows OCX keeps for them and whether a login still holds the
+//! `config` rows OCX keeps for them, whether a login still holds the
 //! password OCX set, as Fossil stores it (the SHA-1 of
-//! `PROJECT-CODE/LOGIN/PASSWORD`).
+//! `PROJECT-CODE/LOGIN/PASSWORD`), and the passwords an earlier release
+//! kept in those rows, forgotten.
 
-use super::super::FossilError;
+use super::super::{Fossil, FossilError};
 use super::Repository;
 use rusqlite::OptionalExtension;
 use sha1::{Digest, Sha1};
 
-/// The `config` row keeping an approved login's key and password.
+/// The `config` row keeping an approved login's key (never its password).
 pub fn login_key_row(login: &str) -> String {
-    format!("ocx-node-key-{login}")
+    format!("{LOGIN_KEY_PREFIX}{login}")
 }
+
+/// What every [`login_key_row`] begins with.
+pub const LOGIN_KEY_PREFIX: &str = "ocx-node-key-";
 
 /// The `config` row naming the thread where approvals are recorded.
 pub const LOGINS_THREAD_ROW: &str = "ocx-logins-thread";
@@ -27,17 +31,23 @@ impl Repository {
         self.config(LOGINS_THREAD_ROW)
     }
 
-    /// Whether `login` exists and still holds `password` (Fossil keeps its
-    /// SHA-1 with the project-code and login, or, set by hand, the text).
-    pub fn holds_password(&self, login: &str, password: &str) -> Result<bool, FossilError> {
-        let Some(stored) = self
+    /// What Fossil keeps of `login`'s password (the hash it checks a
+    /// sign-in against), or `None` when there is no such login or it has none.
+    pub fn password_hash(&self, login: &str) -> Result<Option<String>, FossilError> {
+        Ok(self
             .db
             .query_row("SELECT pw FROM user WHERE login=?1", [login], |r| {
                 r.get::<_, Option<String>>(0)
             })
             .optional()?
             .flatten()
-        else {
+            .filter(|pw| !pw.is_empty()))
+    }
+
+    /// Whether `login` exists and still holds `password` (Fossil keeps its
+    /// SHA-1 with the project-code and login, or, set by hand, the text).
+    pub fn holds_password(&self, login: &str, password: &str) -> Result<bool, FossilError> {
+        let Some(stored) = self.password_hash(login)? else {
             return Ok(false);
         };
         let project = self.project_code()?;
@@ -90,4 +100,64 @@ impl Repository {
         }
         Ok(out)
     }
+}
+
+impl Repository {
+    /// The rows of logins' keys and of remote runs that still keep a
+    /// `password`, as an earlier release wrote them: each its name, the
+    /// value it holds and the value it takes. A key's row takes, in its
+    /// place, what Fossil keeps of the password while the login still holds
+    /// it (`pw`), so `approve` and `collect` still tell a password changed
+    /// by hand; a remote run's row keeps nothing of it.
+    pub fn kept_passwords(&self) -> Result<Vec<(String, String, String)>, FossilError> {
+        let mut st = self.db.prepare(
+            "SELECT name, value FROM config
+             WHERE (name GLOB 'ocx-node-key-*' OR name GLOB 'ocx-remote-run-*')
+             AND json_valid(value) AND json_type(value,'$.password') IS NOT NULL",
+        )?;
+        let rows: Vec<(String, String)> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut out = Vec::new();
+        for (name, old) in rows {
+            if let Some(new) = self.without_password(&name, &old)? {
+                out.push((name, old, new));
+            }
+        }
+        Ok(out)
+    }
+
+    /// What the row `name` (a login's key or a remote run) takes in place
+    /// of `value` once its `password` is forgotten, when it keeps one.
+    pub fn without_password(&self, name: &str, value: &str) -> Result<Option<String>, FossilError> {
+        let Ok(serde_json::Value::Object(mut value)) = serde_json::from_str(value) else {
+            return Ok(None);
+        };
+        let Some(password) = value.remove("password") else {
+            return Ok(None);
+        };
+        if let Some(login) = name.strip_prefix(LOGIN_KEY_PREFIX) {
+            let held = match password.as_str() {
+                Some(p) if self.holds_password(login, p)? => self.password_hash(login)?,
+                _ => None,
+            };
+            match held {
+                Some(pw) => value.insert("pw".into(), pw.into()),
+                None => value.remove("pw"),
+            };
+        }
+        Ok(Some(serde_json::Value::Object(value).to_string()))
+    }
+}
+
+/// Forgets every password an earlier release kept in the rows of logins'
+/// keys and of remote runs ([`Repository::kept_passwords`]), overwriting
+/// what they held; how many rows it rewrote. Done at each of the node's
+/// wakes and before `approve`, `collect` and `run_login` read a row.
+pub fn forget_kept_passwords(fossil: &Fossil, repo: &Repository) -> Result<usize, FossilError> {
+    let rows = repo.kept_passwords()?;
+    if !rows.is_empty() {
+        fossil.config_rewrite_securely(repo.path(), &rows)?;
+    }
+    Ok(rows.len())
 }
