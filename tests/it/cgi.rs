@@ -171,10 +171,12 @@ fn post(
     cgi(ext, repo, &env, body.as_bytes())
 }
 
-/// A repository with alice (who may post) and bob (who may only check out).
+/// A repository with alice (who may post) and bob (who may only check out),
+/// its site's policy the one a node keeps.
 pub fn repo() -> Repo {
     let repo = Repo::new();
     repo.user("alice", "v234").user("bob", "o");
+    crate::support::site_as_a_node_keeps_it(&repo.file);
     repo
 }
 
