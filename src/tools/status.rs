@@ -1,7 +1,7 @@
 //! `status`: who and where the caller is: login, capabilities, repository,
 //! its codes, the Fossil program, whether it is a node and which
-//! restrictions the node enforces, its ceiling on each run's memory and
-//! processes, the host uids its runs run as, and its git export (what it
+//! restrictions the node enforces, its ceiling on each run's memory,
+//! processes and disk, the host uids its runs run as, and its git export (what it
 //! last exported, what awaits, the last failure). Writes nothing.
 
 use crate::stop::Stop;
@@ -39,8 +39,9 @@ pub struct Output {
     /// found at most a few seconds ago.
     #[schemars(with = "Option<serde_json::Value>")]
     pub preflight: Option<crate::run::Preflight>,
-    /// The node's ceiling on each run's memory (bytes) and processes: a record naming no such
-    /// limit gets it, one asking more is refused (on a node).
+    /// The node's ceiling on each run's memory (bytes), processes and disk (bytes): a record
+    /// naming no such limit gets it, one asking more is refused, and every run gets the disk's
+    /// (on a node).
     #[schemars(with = "Option<serde_json::Value>")]
     pub ceiling: Option<crate::run::Ceiling>,
     /// The host uids the node's runs run as, one each, when it runs as root: its configured

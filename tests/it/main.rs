@@ -3,6 +3,7 @@
 
 mod agent;
 mod agents;
+mod attack_disk;
 mod attack_host;
 mod attack_protocol;
 mod attack_run;
