@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what OCX and its tests need on a Debian machine: bubblewrap,
 # Fossil at 2.23 or later (building 2.28 from Debian's own source package
-# when the installed one is older), git and chattr for the git export, the Python MCP client for the
+# when the installed one is older), git and chattr for the git export,
+# mkfs.ext4 and mount for each run's own filesystem, the Python MCP client for the
 # client tests, and Chromium with playwright-core (installed under
 # tests/browser/node_modules) for the web page's browser test, and the
 # real agents the runner tests start: Claude Code and the Codex CLI from
@@ -86,7 +87,11 @@ apt_install bubblewrap ca-certificates python3
 # git serves and makes the git export (git upload-pack, fossil git export);
 # e2fsprogs' chattr makes an export immutable in its tests.
 if [ ! -x /usr/local/bin/git ] && [ ! -x /usr/bin/git ]; then apt_install git; fi
+# e2fsprogs' mkfs.ext4 and util-linux's mount make each run's own
+# filesystem, which holds its disk budget.
+if [ ! -x /usr/sbin/mkfs.ext4 ] && [ ! -x /sbin/mkfs.ext4 ]; then apt_install e2fsprogs; fi
 command -v chattr >/dev/null || apt_install e2fsprogs
+if [ ! -x /usr/bin/mount ] && [ ! -x /bin/mount ]; then apt_install mount; fi
 ensure_fossil
 if [ "${OCX_SETUP_CLIENTS:-1}" = "1" ]; then ensure_python_mcp || echo "setup: python mcp client not installed; MCP client tests will say so" >&2; fi
 ensure_browser

@@ -1,7 +1,9 @@
 //! A run's watcher (`ocx watch`), started by the node detached in its own
-//! session: it prepares the run's workspace (a clone of the served
-//! repository over HTTP as the run's user, and a checkout), starts the
-//! program confined by the sandbox within the budget, gives it
+//! session: it makes the run's own filesystem, of the node's disk ceiling,
+//! which holds all the run may write (`run::Disk`), prepares the run's
+//! workspace there (a clone of the served repository over HTTP as the
+//! run's user, and a checkout), starts the program confined by the
+//! sandbox within the budget, gives it
 //! `Record HASH: OBJECTIVE` and then each delivery from its inbox one line
 //! at a time, and answers the record when the run ends. For a `command`
 //! record it runs the program once on one check-in and adds a `ci` verdict.
@@ -246,7 +248,16 @@ fn session(
         Ok(l) => l,
         Err(e) => return answer("unenforced", &format!("run_uids: {e}")),
     };
-    let ws = dir.join("ws");
+    let (mut sandbox, budget) = node::limits(&r.record);
+    let budget = match held(cfg, &budget) {
+        Ok(b) => b,
+        Err(e) => return answer("unenforced", &e),
+    };
+    let disk = match on_disk(dir, &budget) {
+        Ok(d) => d,
+        Err(e) => return answer("unenforced", &e),
+    };
+    let ws = disk.path().join("ws");
     let no_password = r.record.restrict.no_password == Some(true);
     let prepared = if no_password {
         prepare_without_password(fossil, cfg, &ws, &r.record.user)
@@ -280,12 +291,7 @@ fn session(
             );
         }
     }
-    let (mut sandbox, budget) = node::limits(&r.record);
-    let budget = match held(cfg, &budget) {
-        Ok(b) => b,
-        Err(e) => return answer("unenforced", &e),
-    };
-    let home = FreshHome(dir.join("home"));
+    let home = FreshHome(disk.path().join("home"));
     let given = match fresh_home(root, &home.0, &page) {
         Ok(g) => g,
         Err(e) => return answer("unenforced", &e),
@@ -383,8 +389,9 @@ fn session(
             return answer("unenforced", &named(&e));
         }
     };
-    let homes = dir.join("homes");
+    let homes = disk.path().join("homes");
     plan.copy_homes(&homes);
+    plan.on_disk(&disk);
     if let Some(l) = &lease {
         plan.run_as(l.lease.account.clone());
     }
@@ -475,6 +482,8 @@ fn session(
     let ended = running.wait().map_err(|e| e.to_string());
     let _ = std::fs::remove_dir_all(&homes);
     drop(home);
+    let disk_bytes = disk.bytes();
+    drop(disk);
     drop(lease);
     let ended = ended?;
     let secs = started.elapsed().as_secs();
@@ -495,9 +504,17 @@ fn session(
             &format!("restrict.no_password: {why} after {secs} seconds"),
         )
     } else if let Some(limit) = ended.limit {
+        let what = match (limit, ended.disk_used) {
+            (crate::run::Limit::Disk, Some(used)) => format!(
+                ": the run wrote {} of its disk budget of {} (its workspace, home and /tmp together)",
+                size(used),
+                size(disk_bytes)
+            ),
+            _ => String::new(),
+        };
         answer(
             "budget",
-            &format!("{limit} limit reached after {secs} seconds"),
+            &format!("{limit} limit reached after {secs} seconds{what}"),
         )
     } else if let Some(why) = cannot_work {
         answer("exited", &format!("{why} (ended after {secs} seconds)"))
@@ -630,12 +647,37 @@ fn fresh_home(
 }
 
 /// `budget` held to the node's ceiling on memory and processes, where this
-/// host holds them; a note naming the field when it asks for more.
+/// host holds them, and on disk; a note naming the field when it asks for more.
 fn held(cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, String> {
     let (memory, processes) = crate::run::Ceiling::held_here();
     cfg.ceiling
         .hold(budget, memory, processes)
         .map_err(|u| format!("{}: {}", u.field, u.reason))
+}
+
+/// The run's own filesystem in its directory `dir`, of its disk budget's size, which
+/// everything it may write goes in; a note naming `budget.disk` when it cannot be made.
+fn on_disk(dir: &Path, budget: &BudgetLimits) -> Result<crate::run::Disk, String> {
+    let bytes = budget
+        .disk_bytes
+        .ok_or("budget.disk: the run was given no disk budget")?;
+    let started = Instant::now();
+    let disk = crate::run::Disk::make(dir, bytes).map_err(|e| named(&e))?;
+    say(&format!(
+        "the run's filesystem of {} made in {} ms",
+        size(bytes),
+        started.elapsed().as_millis()
+    ));
+    Ok(disk)
+}
+
+/// A size as a person reads it: whole GiB, else MiB.
+fn size(bytes: u64) -> String {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
+        format!("{} GiB", bytes >> 30)
+    } else {
+        format!("{} MiB", (bytes + (1 << 19)) >> 20)
+    }
 }
 
 /// Whether the node socket is bound and made its owner's alone, so the
@@ -705,10 +747,27 @@ fn command_run(
         .and_then(Path::parent)
         .ok_or("the run's directory")?;
     let lease = lease(root, dir)?;
-    let ws = dir.join(format!("ci-{}", &checkin[..16]));
-    workspace(fossil, cfg, dir, &ws, &r.record.user, Some(checkin))?;
     let (sandbox, budget) = node::limits(&r.record);
-    let budget = held(cfg, &budget);
+    let (budget, disk) = match held(cfg, &budget)
+        .and_then(|budget| on_disk(dir, &budget).map(|disk| (budget, disk)))
+    {
+        Ok(held) => held,
+        Err(e) => {
+            ci_verdict(
+                fossil,
+                repo,
+                r,
+                checkin,
+                false,
+                &format!("could not run: {e}"),
+            )?;
+            drop(lease);
+            let _ = node::poke(root);
+            return Ok(());
+        }
+    };
+    let ws = disk.path().join(format!("ci-{}", &checkin[..16]));
+    workspace(fossil, cfg, dir, &ws, &r.record.user, Some(checkin))?;
     let program = Program {
         command: r.record.command.clone().unwrap_or_default(),
         env: Default::default(),
@@ -718,20 +777,19 @@ fn command_run(
     let log_path = dir.join(format!("ci-{}.log", &checkin[..16]));
     let started = Instant::now();
     let run_name = format!("ci-{}-{}", &r.hash[..10], &checkin[..10]);
-    let planned = budget.and_then(|budget| {
-        crate::run::plan(
-            &run_name,
-            &ws,
-            &sandbox,
-            &budget,
-            &program,
-            &forbidden(cfg, root),
-        )
-        .map_err(|e| e.to_string())
-    });
+    let planned = crate::run::plan(
+        &run_name,
+        &ws,
+        &sandbox,
+        &budget,
+        &program,
+        &forbidden(cfg, root),
+    )
+    .map_err(|e| e.to_string());
     let (pass, reason) = match planned {
         Err(e) => (false, format!("could not run: {e}")),
         Ok(mut plan) => {
+            plan.on_disk(&disk);
             if let Some(l) = &lease {
                 plan.run_as(l.lease.account.clone());
             }
@@ -750,7 +808,7 @@ fn command_run(
                     respond::respond(fossil, repo, r, &cfg.login, "stopped", &note, true)
                         .map_err(|e| e.to_string())?;
                     say(&format!("answered stopped: {note}"));
-                    let _ = std::fs::remove_dir_all(&ws);
+                    drop(disk);
                     drop(lease);
                     let _ = node::poke(root);
                     return Ok(());
@@ -775,6 +833,22 @@ fn command_run(
             }
         }
     };
+    ci_verdict(fossil, repo, r, checkin, pass, &reason)?;
+    drop(disk);
+    drop(lease);
+    let _ = node::poke(root);
+    Ok(())
+}
+
+/// Adds the `ci` verdict of a command run on `checkin`, as the record's user.
+fn ci_verdict(
+    fossil: &crate::fossil::Fossil,
+    repo: &crate::fossil::Repository,
+    r: &StandingRecord,
+    checkin: &str,
+    pass: bool,
+    reason: &str,
+) -> Result<(), String> {
     let reason = reason.replace("(against", "(against:");
     let value = verdict::format(pass, &reason, &r.hash);
     let bytes = artifact::control(
@@ -795,8 +869,5 @@ fn command_run(
     );
     store::store(fossil, repo, &r.record.user, &batch, true).map_err(|e| e.to_string())?;
     say(&format!("ci verdict on {}: {value}", &checkin[..10]));
-    let _ = std::fs::remove_dir_all(&ws);
-    drop(lease);
-    let _ = node::poke(root);
     Ok(())
 }

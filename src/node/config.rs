@@ -1,7 +1,7 @@
 //! What `ocx hook install` records for the node under its root directory:
 //! the served repository, its URL, the `fossil` and `ocx` programs, the
 //! node's own login, the host uids its runs run as and the ceiling on each
-//! run's memory and processes. Operational state only: it may be lost, and
+//! run's memory, processes and disk. Operational state only: it may be lost, and
 //! `ocx hook install` makes it again (keeping the uids and the ceiling).
 
 use serde::{Deserialize, Serialize};
@@ -26,7 +26,7 @@ pub struct NodeConfig {
     /// when none is set, a free block is picked at start.
     #[serde(default)]
     pub run_uids: Option<crate::run::uids::UidRange>,
-    /// The ceiling on each run's memory and processes.
+    /// The ceiling on each run's memory, processes and disk.
     #[serde(default)]
     pub ceiling: crate::run::Ceiling,
     /// The host paths a record from a sender without admin or setup (holding

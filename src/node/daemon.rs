@@ -2,7 +2,8 @@
 //! poke at its socket (from Fossil's hook, or from OCX's own writes), and
 //! on every change of the repository file (inotify): interrupts, never a
 //! timer. At its start, and at `ocx node start`, it answers `lost` for each
-//! open session whose watcher is gone. It claims its runs' host uids for as
+//! open session whose watcher is gone, and clears each run's filesystem
+//! that a watcher gone without unmounting it left. It claims its runs' host uids for as
 //! long as it lives, and its socket is its own account's alone (0600): the
 //! hook, run by `fossil server`, reaches it when the server runs as the
 //! node's account; otherwise the change of the repository file wakes it.
@@ -60,8 +61,9 @@ fn one_line(line: &str) -> String {
         .collect()
 }
 
-/// Answers `lost` for each open session whose watcher is gone (C3, C4);
-/// answers what it did.
+/// Answers `lost` for each open session whose watcher is gone (C3, C4),
+/// first clearing each run's filesystem a gone watcher left; answers what
+/// it did.
 pub fn sweep_lost(root: &Path) -> Result<Vec<String>, NodeError> {
     sweep_lost_keeping(root, &Kept::new())
 }
@@ -77,6 +79,11 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<String>, Node
         .repository(&cfg.repository)
         .map_err(|_| NodeError::NotANode)?;
     let server = machine::Server::of(&cfg)?;
+    if let Ok(dirs) = std::fs::read_dir(root.join("runs")) {
+        for dir in dirs.filter_map(Result::ok) {
+            clear_left_disk(&dir.path());
+        }
+    }
     let mut state = State::load(root);
     let mut done = Vec::new();
     let open: Vec<(String, wake::OpenRun)> = state
@@ -114,6 +121,19 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<String>, Node
     state.save(root)?;
     log(root, &done);
     Ok(done)
+}
+
+/// Unmounts and removes the filesystem a run's watcher left in `dir` when
+/// it ended without doing so itself (killed, or the host went down), while
+/// no watcher holds the run.
+fn clear_left_disk(dir: &Path) {
+    use crate::run::budget::disk;
+    if !dir.join(disk::IMAGE).exists() && !dir.join(disk::MOUNT).exists() {
+        return;
+    }
+    if let Ok(Some(_free)) = super::lock(&dir.join("lock"), false) {
+        disk::clear(dir);
+    }
 }
 
 /// Claims the host uids the node's runs run as, when it runs as root (runs

@@ -133,6 +133,7 @@ pub fn limits(record: &Record) -> (SandboxFields, BudgetLimits) {
         cpu_seconds: record.budget.cpu,
         memory_bytes: record.budget.memory.as_ref().and_then(kinds::memory_bytes),
         processes: record.budget.processes,
+        disk_bytes: None,
     };
     (sandbox, budget)
 }

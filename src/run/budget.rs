@@ -1,4 +1,5 @@
-//! A run's budget: its limits over all of its processes together, within the node's ceiling.
+//! A run's budget: its limits over all of its processes together, within the node's ceiling,
+//! and its disk: a filesystem of its own of the ceiling's size.
 
 use std::fmt;
 use std::time::Duration;
@@ -8,9 +9,11 @@ use serde::{Deserialize, Serialize};
 use super::preflight::Unenforceable;
 
 mod cgroup;
+pub mod disk;
 
 pub(crate) use cgroup::{Cgroup, Controller, probe};
 pub use cgroup::{CgroupPlan, CgroupSlot, CgroupVersion};
+pub use disk::{Disk, DiskUse};
 
 /// The name of the cgroup, in each hierarchy, under which every run's cgroup lives.
 pub const PARENT: &str = "ocx";
@@ -30,6 +33,9 @@ pub struct BudgetLimits {
     pub memory_bytes: Option<u64>,
     /// Processes (and threads) alive at once, not counting bubblewrap's own.
     pub processes: Option<u64>,
+    /// Bytes the run may write in all (its workspace, home, homes' copies and `/tmp`), held by
+    /// a filesystem of its own ([`Disk`]); every run on a node has the node's ceiling's.
+    pub disk_bytes: Option<u64>,
 }
 
 impl BudgetLimits {
@@ -40,6 +46,7 @@ impl BudgetLimits {
             cpu_seconds: None,
             memory_bytes: None,
             processes: None,
+            disk_bytes: None,
         }
     }
 
@@ -49,8 +56,9 @@ impl BudgetLimits {
     }
 }
 
-/// The node-wide ceiling on each run's memory and processes, set in the node's configuration:
-/// a record naming no such limit gets the ceiling's, one asking more is refused naming the field.
+/// The node-wide ceiling on each run's memory, processes and disk, set in the node's
+/// configuration: a record naming no such limit gets the ceiling's, one asking more is refused
+/// naming the field. A record names no disk: every run gets the ceiling's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ceiling {
     /// Memory in use at once by all of a run's processes, in bytes.
@@ -59,6 +67,9 @@ pub struct Ceiling {
     /// Processes (and threads) alive at once in a run.
     #[serde(default = "Ceiling::default_processes")]
     pub processes: u64,
+    /// Bytes a run may write in all: its workspace, home, homes' copies and `/tmp`.
+    #[serde(default = "Ceiling::default_disk")]
+    pub disk_bytes: u64,
 }
 
 impl Default for Ceiling {
@@ -66,6 +77,7 @@ impl Default for Ceiling {
         Ceiling {
             memory_bytes: Ceiling::default_memory(),
             processes: Ceiling::default_processes(),
+            disk_bytes: Ceiling::default_disk(),
         }
     }
 }
@@ -79,9 +91,15 @@ impl Ceiling {
         1024
     }
 
+    fn default_disk() -> u64 {
+        8 << 30
+    }
+
     /// `budget` held to the ceiling: a limit it names is kept when within the ceiling, and a
     /// limit it lacks becomes the ceiling's where this host holds that controller
-    /// (`memory_held`, `processes_held`). Refused, naming the field, when it asks for more.
+    /// (`memory_held`, `processes_held`); the disk always (a host that cannot make a run's
+    /// filesystem refuses every run, [`crate::run::Preflight::check`]). Refused, naming the
+    /// field, when it asks for more.
     pub fn hold(
         &self,
         budget: &BudgetLimits,
@@ -105,6 +123,13 @@ impl Ceiling {
                 return Err(over("budget.processes", p, self.processes, " processes"));
             }
             None if processes_held => held.processes = Some(self.processes),
+            _ => {}
+        }
+        match budget.disk_bytes {
+            Some(d) if d > self.disk_bytes => {
+                return Err(over("budget.disk", d, self.disk_bytes, " bytes"));
+            }
+            None => held.disk_bytes = Some(self.disk_bytes),
             _ => {}
         }
         Ok(held)
@@ -133,6 +158,8 @@ pub enum Limit {
     Memory,
     /// The processes together tried to exceed the process count.
     Processes,
+    /// The run wrote its filesystem full.
+    Disk,
 }
 
 impl fmt::Display for Limit {
@@ -142,6 +169,44 @@ impl fmt::Display for Limit {
             Limit::Cpu => "cpu",
             Limit::Memory => "memory",
             Limit::Processes => "processes",
+            Limit::Disk => "disk",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_budget_gets_the_ceilings_disk_and_one_asking_more_is_refused_naming_it() {
+        let ceiling = Ceiling {
+            disk_bytes: 64 << 20,
+            ..Ceiling::default()
+        };
+        let wall = BudgetLimits::wall(Duration::from_secs(60));
+        let held = ceiling.hold(&wall, false, false).unwrap();
+        assert_eq!(held.disk_bytes, Some(64 << 20));
+        let within = BudgetLimits {
+            disk_bytes: Some(32 << 20),
+            ..wall.clone()
+        };
+        assert_eq!(
+            ceiling.hold(&within, false, false).unwrap().disk_bytes,
+            Some(32 << 20)
+        );
+        let over = BudgetLimits {
+            disk_bytes: Some(65 << 20),
+            ..wall
+        };
+        let refused = ceiling.hold(&over, false, false).unwrap_err();
+        assert_eq!(refused.field, "budget.disk");
+        assert!(refused.reason.contains("ceiling"), "{}", refused.reason);
+    }
+
+    #[test]
+    fn a_ceiling_without_a_disk_reads_as_eight_gib() {
+        let c: Ceiling = serde_json::from_str(r#"{"memory_bytes": 1024, "processes": 8}"#).unwrap();
+        assert_eq!(c.disk_bytes, 8 << 30);
     }
 }

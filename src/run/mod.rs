@@ -14,7 +14,9 @@ use std::time::Duration;
 use serde::Serializer;
 
 pub use account::RunAccount;
-pub use budget::{BudgetLimits, Ceiling, CgroupPlan, CgroupSlot, CgroupVersion, Limit};
+pub use budget::{
+    BudgetLimits, Ceiling, CgroupPlan, CgroupSlot, CgroupVersion, Disk, DiskUse, Limit,
+};
 pub use preflight::{Capability, Preflight, Unenforceable, preflight, preflight_recent};
 pub use sandbox::{
     Bind, Ended, Forbidden, Killer, Plan, Program, RUN_HOME, Running, SandboxFields, plan, spawn,
@@ -83,6 +85,9 @@ pub enum SandboxError {
         #[source]
         source: io::Error,
     },
+    /// The run's own filesystem, which holds its disk budget, could not be made or is missing.
+    #[error("the run's filesystem {0}")]
+    Disk(String),
     /// Bubblewrap could not be started.
     #[error("bubblewrap could not start: {0}")]
     Spawn(#[source] io::Error),
@@ -100,6 +105,7 @@ impl SandboxError {
             SandboxError::Env(_) => Some("program.env"),
             SandboxError::Unenforceable(u) => Some(u.field),
             SandboxError::RunName { .. } => Some("run_name"),
+            SandboxError::Disk(_) => Some("budget.disk"),
             _ => None,
         }
     }

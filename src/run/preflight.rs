@@ -74,6 +74,9 @@ pub struct Preflight {
     pub memory: Capability,
     /// The run's process count can be limited by a cgroup.
     pub processes: Capability,
+    /// The run's writes can be held to its disk budget by a filesystem of its own, which
+    /// every run needs: a loop device, `mkfs.ext4` and `mount`, as root.
+    pub disk: Capability,
 }
 
 /// A field a record asks for that this host cannot hold, and why.
@@ -148,7 +151,7 @@ pub fn preflight_recent() -> Preflight {
 }
 
 /// Tries what this host can enforce now: bubblewrap (as the run account, when the node runs as
-/// root), network isolation, and each cgroup controller.
+/// root), network isolation, each cgroup controller, and what a run's own filesystem needs.
 pub fn preflight() -> Preflight {
     static PROBES: AtomicU64 = AtomicU64::new(0);
     let account = Uid::effective()
@@ -202,6 +205,7 @@ pub fn preflight() -> Preflight {
         cpu: probe(Controller::Cpu),
         memory: probe(Controller::Memory),
         processes: probe(Controller::Pids),
+        disk: Capability::from_result(budget::disk::probe()),
     }
 }
 
@@ -230,6 +234,20 @@ impl Preflight {
             };
             if asked && !cap.available {
                 return Err(refuse(c.field(), cap));
+            }
+        }
+        if let Some(bytes) = budget.disk_bytes {
+            if !self.disk.available {
+                return Err(refuse("budget.disk", &self.disk));
+            }
+            if bytes < budget::disk::LEAST {
+                return Err(Unenforceable {
+                    field: "budget.disk",
+                    reason: format!(
+                        "{bytes} bytes is less than the {} MiB a run's filesystem needs",
+                        budget::disk::LEAST >> 20
+                    ),
+                });
             }
         }
         Ok(())

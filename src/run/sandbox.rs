@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use super::SandboxError;
 use super::account::{Need, RunAccount, account_can, become_account, hand_over};
-use super::budget::{Cgroup, Limit};
+use super::budget::{Cgroup, Limit, disk};
 
 mod plan;
 
@@ -46,6 +46,8 @@ pub struct Ended {
     /// CPU time used by all of the run's processes together, known when the budget holds `cpu`.
     #[serde(serialize_with = "super::serialize_opt_secs")]
     pub cpu_used: Option<Duration>,
+    /// Bytes in use on the run's own filesystem when it ended, when it had one.
+    pub disk_used: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -288,6 +290,9 @@ fn supervise(
             } else if let Some(cg) = &cgroup {
                 limit = cg.limit_hit();
             }
+            if limit.is_none() && disk_full(&plan) {
+                limit = Some(Limit::Disk);
+            }
         }
         if limit.is_some() || stopped {
             shared.kill_all();
@@ -318,6 +323,10 @@ fn supervise(
             )));
         }
     }
+    if limit.is_none() && !stopped && disk_full(&plan) {
+        limit = Some(Limit::Disk);
+    }
+    let disk_used = plan.disk.as_deref().and_then(disk::usage).map(|u| u.used);
     let (code, signal) = match status {
         WaitStatus::Exited(_, code) => (Some(code), None),
         WaitStatus::Signaled(_, sig, _) => (None, Some(sig as i32)),
@@ -330,7 +339,16 @@ fn supervise(
         stopped,
         elapsed,
         cpu_used,
+        disk_used,
     })
+}
+
+/// Whether the run has written its own filesystem full.
+fn disk_full(plan: &Plan) -> bool {
+    plan.disk
+        .as_deref()
+        .and_then(disk::usage)
+        .is_some_and(|u| u.full)
 }
 
 /// Starts the run: joins bubblewrap to the run's cgroup before it executes, then supervises it on a thread of its own.
@@ -360,7 +378,9 @@ pub fn spawn(
         }
         None => {}
     }
+    on_its_disk(plan)?;
     make_home_copies(plan)?;
+    make_tmp(plan)?;
     if let Some(account) = &plan.account {
         prepare_for(plan, account)?;
     }
@@ -440,7 +460,10 @@ fn prepare_for(plan: &Plan, account: &RunAccount) -> Result<(), SandboxError> {
         return Err(path_err(field, path, reason));
     }
     for b in &plan.binds {
-        if matches!(b.field, "workspace" | "program.homes" | "program.home") {
+        if matches!(
+            b.field,
+            "workspace" | "program.homes" | "program.home" | "tmp"
+        ) {
             let dir = b.copy.as_ref().unwrap_or(&b.host);
             hand_over(dir, account)
                 .and_then(|()| {
@@ -459,6 +482,61 @@ fn prepare_for(plan: &Plan, account: &RunAccount) -> Result<(), SandboxError> {
                     )
                 })?;
         }
+    }
+    Ok(())
+}
+
+/// Refuses a run whose budget holds a disk when it was given no filesystem of its own, or
+/// when its workspace, home or a home's copy lies outside it, where its writes would go
+/// unbounded.
+fn on_its_disk(plan: &Plan) -> Result<(), SandboxError> {
+    if plan.disk_bytes.is_none() {
+        return Ok(());
+    }
+    let Some(mount) = &plan.disk else {
+        return Err(SandboxError::Disk(
+            "was not given to the run, which holds its disk budget".into(),
+        ));
+    };
+    let resolved = fs::canonicalize(mount).unwrap_or_else(|_| mount.clone());
+    let within = |p: &Path| {
+        [mount, &resolved]
+            .iter()
+            .any(|m| p.starts_with(m) && p != *m)
+    };
+    for b in &plan.binds {
+        if matches!(
+            b.field,
+            "workspace" | "program.homes" | "program.home" | "tmp"
+        ) {
+            let host = b.copy.as_ref().unwrap_or(&b.host);
+            if !within(host) {
+                return Err(path_err(
+                    b.field,
+                    host,
+                    format!(
+                        "is not on the run's own filesystem ({}), which holds its disk budget",
+                        mount.display()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Makes the run's `/tmp` afresh on its own filesystem, when it has one.
+fn make_tmp(plan: &Plan) -> Result<(), SandboxError> {
+    for b in plan.binds.iter().filter(|b| b.field == "tmp") {
+        let failed = |e: io::Error| path_err("tmp", &b.host, format!("cannot be made: {e}"));
+        match fs::remove_dir_all(&b.host) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(failed(e)),
+            _ => {}
+        }
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&b.host)
+            .map_err(failed)?;
     }
     Ok(())
 }

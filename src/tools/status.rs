@@ -1,10 +1,10 @@
 //! `status`: who and where the caller is: login, capabilities, repository,
 //! its codes, the Fossil program, whether it is a node and which
-//! restrictions the node enforces, its ceiling on each run's memory and
-//! processes, the host uids its runs run as, its site's policy for
-//! scripts, its git export (what it last exported, what awaits, the last
-//! failure), and a warning when the repository file is open to other
-//! accounts. Writes nothing.
+//! restrictions the node enforces, its ceiling on each run's memory,
+//! processes and disk, the host uids its runs run as, its site's policy
+//! for scripts, its git export (what it last exported, what awaits, the
+//! last failure), and a warning when the repository file is open to
+//! other accounts. Writes nothing.
 
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
@@ -41,8 +41,9 @@ pub struct Output {
     /// found at most a few seconds ago.
     #[schemars(with = "Option<serde_json::Value>")]
     pub preflight: Option<crate::run::Preflight>,
-    /// The node's ceiling on each run's memory (bytes) and processes: a record naming no such
-    /// limit gets it, one asking more is refused (on a node).
+    /// The node's ceiling on each run's memory (bytes), processes and disk (bytes): a record
+    /// naming no such limit gets it, one asking more is refused, and every run gets the disk's
+    /// (on a node).
     #[schemars(with = "Option<serde_json::Value>")]
     pub ceiling: Option<crate::run::Ceiling>,
     /// The host paths a record from a sender without admin or setup may bind into its run's

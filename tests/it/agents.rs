@@ -385,7 +385,7 @@ fn the_record_and_a_post_are_answered_in_the_thread_as_the_run() {
         site.json(&["stop", "--record", &record]);
         assert_eq!(site.response(&record).0, "stopped", "{agent:?}");
         assert!(
-            !site.run_dir(&record).join("home").exists(),
+            !site.run_dir(&record).join("disk").exists(),
             "{agent:?}: the run's home, and its credential, are removed with it"
         );
     });

@@ -46,24 +46,24 @@ for line in sys.stdin:
 "#;
 
 /// A served repository made a node as root, its runner pages `attack` (no
-/// homes) and `homed` (one home); stopped, node and server, when dropped.
-struct Host {
-    repo: Repo,
+/// homes) and `homed` (one home); stopped, node, runs and server, when dropped.
+pub(super) struct Host {
+    pub(super) repo: Repo,
     server: Child,
-    out: PathBuf,
+    pub(super) out: PathBuf,
     home: PathBuf,
 }
 
 impl Host {
     /// Starts a node whose `node.json` `configure` may change first.
-    fn new(configure: impl FnOnce(&mut Value)) -> Host {
+    pub(super) fn new(configure: impl FnOnce(&mut Value)) -> Host {
         let host = Host::unstarted(configure);
         host.repo.json(&["node", "start"]).ok();
         host
     }
 
     /// A node installed and configured, not started.
-    fn unstarted(configure: impl FnOnce(&mut Value)) -> Host {
+    pub(super) fn unstarted(configure: impl FnOnce(&mut Value)) -> Host {
         let repo = Repo::new();
         repo.user("maint", "a");
         let dir = repo.dir.path().to_path_buf();
@@ -114,16 +114,16 @@ impl Host {
         host
     }
 
-    fn root(&self) -> PathBuf {
+    pub(super) fn root(&self) -> PathBuf {
         ocx::node::config::default_root(&self.repo.file.canonicalize().unwrap())
     }
 
-    fn run_dir(&self, record: &str) -> PathBuf {
+    pub(super) fn run_dir(&self, record: &str) -> PathBuf {
         ocx::node::config::NodeConfig::run_dir(&self.root(), record)
     }
 
     /// Writes a record for `runner`, hearing admin; answers its hash.
-    fn record(&self, runner: &str, extra: &[&str]) -> String {
+    pub(super) fn record(&self, runner: &str, extra: &[&str]) -> String {
         let out = self.out.to_str().unwrap().to_string();
         let mut args = vec![
             "create",
@@ -145,13 +145,13 @@ impl Host {
             .to_string()
     }
 
-    fn log(&self, record: &str) -> String {
+    pub(super) fn log(&self, record: &str) -> String {
         std::fs::read_to_string(self.out.join(format!("{}.log", &record[..16]))).unwrap_or_default()
     }
 
     /// Waits until the run's log holds a line starting with `prefix`, after
     /// the first `skip` such lines; answers it.
-    fn line(&self, record: &str, prefix: &str, skip: usize) -> String {
+    pub(super) fn line(&self, record: &str, prefix: &str, skip: usize) -> String {
         let until = Instant::now() + Duration::from_secs(90);
         loop {
             let log = self.log(record);
@@ -169,7 +169,7 @@ impl Host {
     }
 
     /// Waits for the run to start; answers its host uid.
-    fn started(&self, record: &str) -> u32 {
+    pub(super) fn started(&self, record: &str) -> u32 {
         self.line(record, "started", 0);
         let who = self.line(record, "uid=", 0);
         who["uid=".len()..]
@@ -180,7 +180,7 @@ impl Host {
             .unwrap()
     }
 
-    fn post(&self, record: &str, text: &str) {
+    pub(super) fn post(&self, record: &str, text: &str) {
         self.repo
             .json_stdin(
                 &["post", "--input", "-"],
@@ -190,14 +190,14 @@ impl Host {
     }
 
     /// Has the run do `sh CMD`; answers the logged line.
-    fn sh(&self, record: &str, cmd: &str) -> String {
+    pub(super) fn sh(&self, record: &str, cmd: &str) -> String {
         let before = self.log(record).matches("\nrc=").count();
         self.post(record, &format!("sh {cmd}"));
         self.line(record, "rc=", before)
     }
 
     /// Waits for the node's response to `record`; answers its outcome and note.
-    fn response(&self, record: &str) -> (String, String) {
+    pub(super) fn response(&self, record: &str) -> (String, String) {
         let until = Instant::now() + Duration::from_secs(90);
         while Instant::now() < until {
             let thread = self.repo.json(&["thread", "--of", record]).ok();
@@ -221,7 +221,7 @@ impl Host {
         );
     }
 
-    fn node_pid(&self) -> i32 {
+    pub(super) fn node_pid(&self) -> i32 {
         std::fs::read_to_string(self.root().join("node.pid"))
             .unwrap()
             .trim()
@@ -232,7 +232,7 @@ impl Host {
 
 impl Drop for Host {
     fn drop(&mut self) {
-        let _ = self.repo.json(&["node", "stop"]);
+        let _ = self.repo.json(&["node", "stop", "--runs"]);
         let _ = self.server.kill();
         let _ = self.server.wait();
     }
@@ -288,7 +288,11 @@ fn another_account_cannot_read_a_runs_output_workspace_clone_or_password() {
             .starts_with("rc=0")
     );
     let dir = h.run_dir(&record);
-    let (log, password, ws) = (dir.join("output.log"), dir.join("password"), dir.join("ws"));
+    let (log, password, ws) = (
+        dir.join("output.log"),
+        dir.join("password"),
+        dir.join("disk/ws"),
+    );
     let (clone, work) = (ws.join(".clone.fossil"), ws.join("work.txt"));
     let before: Vec<Vec<u8>> = [&log, &password, &clone, &work]
         .iter()
@@ -347,7 +351,7 @@ fn a_run_cannot_read_another_runs_workspace() {
     assert_ne!(uid_a, uid_b, "each run its own uid");
     assert!(h.sh(&b, "echo TOPSECRET-b > work.txt").starts_with("rc=0"));
     let dir_b = h.run_dir(&b);
-    let ws_b = dir_b.join("ws");
+    let ws_b = dir_b.join("disk/ws");
     let inside = h.sh(
         &a,
         &format!(
@@ -485,7 +489,7 @@ fn a_wall_only_record_gets_the_node_ceiling_and_its_fork_bomb_ends_by_it() {
     let status = h.repo.json(&["status"]).ok();
     assert_eq!(
         status["ceiling"],
-        json!({"memory_bytes": 256 << 20, "processes": 64})
+        json!({"memory_bytes": 256 << 20, "processes": 64, "disk_bytes": 8u64 << 30})
     );
     let node = h.node_pid();
     let bomb = h.record("attack", &[]);

@@ -3,6 +3,7 @@
 
 mod agent;
 mod agents;
+mod attack_disk;
 mod attack_host;
 mod attack_pages;
 mod attack_protocol;

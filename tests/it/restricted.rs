@@ -247,7 +247,8 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         "the run's own ocx --mcp offers the workspace tools: {local:?}"
     );
     let root = ocx::node::config::default_root(&s.repo.file.canonicalize().unwrap());
-    let clone = ocx::node::config::NodeConfig::run_dir(&root, &record).join("ws/.clone.fossil");
+    let clone =
+        ocx::node::config::NodeConfig::run_dir(&root, &record).join("disk/ws/.clone.fossil");
     assert!(
         !ocx::fossil::Repository::open(&clone)
             .unwrap()

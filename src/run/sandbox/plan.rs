@@ -11,7 +11,7 @@ use serde::{Serialize, Serializer};
 
 use crate::run::SandboxError;
 use crate::run::account::RunAccount;
-use crate::run::budget::{BudgetLimits, CgroupPlan};
+use crate::run::budget::{BudgetLimits, CgroupPlan, Disk};
 
 /// The `sandbox` fields of a record: what of the host a run may reach.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -78,12 +78,17 @@ pub struct Plan {
     pub account: Option<RunAccount>,
     /// The host paths bound inside besides the system directories, each with the field naming it.
     pub binds: Vec<Bind>,
+    /// The run's disk budget in bytes, when its budget holds one: it then starts only once
+    /// given a filesystem of its own ([`Plan::on_disk`]) holding all it may write.
+    pub disk_bytes: Option<u64>,
+    /// Where the run's own filesystem is mounted, once given ([`Plan::on_disk`]).
+    pub disk: Option<PathBuf>,
 }
 
 /// A host path bound inside a run at the path its field named.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Bind {
-    /// The field naming it: `workspace`, `sandbox.read_only`, `sandbox.read_write`, `program.command`, `program.homes` or `program.home`.
+    /// The field naming it: `workspace`, `sandbox.read_only`, `sandbox.read_write`, `program.command`, `program.homes`, `program.home`, or `tmp` (the run's `/tmp` on its own filesystem).
     pub field: &'static str,
     /// The path on the host, resolved.
     pub host: PathBuf,
@@ -540,6 +545,8 @@ pub fn plan(
         network: sandbox.network,
         account: None,
         binds,
+        disk_bytes: budget.disk_bytes,
+        disk: None,
     })
 }
 
@@ -568,6 +575,34 @@ impl Plan {
             }
             b.copy = Some(copy);
         }
+    }
+
+    /// Holds the run to `disk`, its own filesystem: its `/tmp` is a fresh directory there
+    /// (`tmp`, made when the run starts) rather than a tmpfs, and the run starts only when its
+    /// workspace, home and homes' copies are there too, so the kernel holds all it writes to
+    /// the filesystem's size, and the supervisor ends it `disk` once it is full.
+    pub fn on_disk(&mut self, disk: &Disk) {
+        let mount = disk.path().to_path_buf();
+        let tmp = mount.join("tmp");
+        if let Some(at) = self
+            .args
+            .windows(2)
+            .position(|w| w[0] == "--tmpfs" && w[1] == "/tmp")
+        {
+            self.args.splice(
+                at..at + 2,
+                ["--bind".to_string(), text(&tmp), "/tmp".to_string()],
+            );
+        }
+        self.binds.retain(|b| b.field != "tmp");
+        self.binds.push(Bind {
+            field: "tmp",
+            host: tmp,
+            inside: PathBuf::from("/tmp"),
+            writable: true,
+            copy: None,
+        });
+        self.disk = Some(mount);
     }
 
     /// The command line the program runs inside, as given to bubblewrap after `--`.

@@ -1,0 +1,256 @@
+//! A run's disk: a filesystem of its own, of the node's ceiling's size, holding everything the
+//! run may write (its workspace, its home, its homes' copies, its `/tmp`), so the kernel stops
+//! its writes there; its use read, and it unmounted and removed however the run ends.
+//!
+//! It is a sparse file in the run's directory, formatted ext4 (no journal: it never outlives
+//! the run) and loop-mounted with `mount -o loop`, which frees the loop device when it is
+//! unmounted. `mkfs.ext4` and `mount` are run by absolute path, with a cleared environment,
+//! never through a shell.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use nix::mount::{MntFlags, umount2};
+use nix::unistd::Uid;
+use serde::Serialize;
+
+use crate::run::SandboxError;
+
+/// The file in a run's directory that holds its filesystem.
+pub const IMAGE: &str = "disk.img";
+
+/// The directory in a run's directory where its filesystem is mounted.
+pub const MOUNT: &str = "disk";
+
+/// The least a run's filesystem may be: below it ext4 leaves a run next to nothing.
+pub const LEAST: u64 = 16 << 20;
+
+/// Free space below which a run's filesystem counts as full: the run has written its disk.
+const FULL_BELOW: u64 = 1 << 20;
+
+const MKFS: [&str; 2] = ["/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"];
+const MOUNT_PROGRAM: [&str; 2] = ["/usr/bin/mount", "/bin/mount"];
+
+/// A run's filesystem, mounted while this lives; dropped, it is unmounted (lazily, if a
+/// process still holds a file there) and its file removed.
+#[derive(Debug)]
+pub struct Disk {
+    image: PathBuf,
+    mount: PathBuf,
+    bytes: u64,
+}
+
+/// How much of a run's filesystem is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DiskUse {
+    /// Bytes in use, the filesystem's own among them.
+    pub used: u64,
+    /// Whether the run can write (next to) nothing more: less than 1 MiB or no inode left.
+    pub full: bool,
+}
+
+impl Disk {
+    /// Makes a filesystem of `bytes` for the run whose directory is `dir` and mounts it at
+    /// `dir/disk`, first clearing what a watcher that ended without unmounting left there.
+    /// Its top is root's (0711): the run writes only in the directories made in it for it.
+    pub fn make(dir: &Path, bytes: u64) -> Result<Disk, SandboxError> {
+        if bytes < LEAST {
+            return Err(SandboxError::Disk(format!(
+                "cannot be {bytes} bytes, less than the {} MiB it needs",
+                LEAST >> 20
+            )));
+        }
+        let (mkfs, mount) =
+            programs().map_err(|e| SandboxError::Disk(format!("cannot be made: {e}")))?;
+        clear(dir);
+        let disk = Disk {
+            image: dir.join(IMAGE),
+            mount: dir.join(MOUNT),
+            bytes,
+        };
+        let failed = |what: &str, e: io::Error| {
+            SandboxError::Disk(format!("could not be made: {what}: {e}"))
+        };
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&disk.image)
+            .and_then(|f| f.set_len(bytes))
+            .map_err(|e| failed(&disk.image.display().to_string(), e))?;
+        run(
+            &mkfs,
+            &[
+                "-q",
+                "-F",
+                "-m",
+                "0",
+                "-O",
+                "^has_journal",
+                "-T",
+                "default",
+                "-E",
+                "lazy_itable_init=1,nodiscard",
+            ],
+            &[&disk.image],
+        )?;
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&disk.mount)
+            .map_err(|e| failed(&disk.mount.display().to_string(), e))?;
+        run(
+            &mount,
+            &["-t", "ext4", "-o", "loop,nosuid,nodev,noinit_itable"],
+            &[&disk.image, &disk.mount],
+        )?;
+        let _ = fs::remove_dir(disk.mount.join("lost+found"));
+        fs::set_permissions(&disk.mount, fs::Permissions::from_mode(0o711))
+            .map_err(|e| failed(&disk.mount.display().to_string(), e))?;
+        Ok(disk)
+    }
+
+    /// Where it is mounted.
+    pub fn path(&self) -> &Path {
+        &self.mount
+    }
+
+    /// Its size in bytes: the most the run may write.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl Drop for Disk {
+    fn drop(&mut self) {
+        unmount(&self.mount);
+        let _ = fs::remove_dir(&self.mount);
+        let _ = fs::remove_file(&self.image);
+    }
+}
+
+/// How much of the filesystem mounted at `mount` is written, read with `statvfs`.
+pub fn usage(mount: &Path) -> Option<DiskUse> {
+    let s = nix::sys::statvfs::statvfs(mount).ok()?;
+    let frsize = s.fragment_size() as u64;
+    let total = s.blocks() as u64 * frsize;
+    let free = s.blocks_free() as u64 * frsize;
+    let available = s.blocks_available() as u64 * frsize;
+    Some(DiskUse {
+        used: total.saturating_sub(free),
+        full: available < FULL_BELOW || (s.files() > 0 && s.files_available() == 0),
+    })
+}
+
+/// Clears what a run's filesystem left in `dir` when its watcher ended without unmounting it:
+/// the mount (detached, should a process still hold it), its directory and its file. Call it
+/// only while no watcher holds the run.
+pub fn clear(dir: &Path) {
+    let mount = dir.join(MOUNT);
+    unmount(&mount);
+    let _ = fs::remove_dir(&mount);
+    let _ = fs::remove_file(dir.join(IMAGE));
+}
+
+/// Unmounts every filesystem mounted at `mount`, never following a link there: at once when
+/// nothing holds it, else detached, to go when the last file there is closed.
+fn unmount(mount: &Path) {
+    for _ in 0..8 {
+        match umount2(mount, MntFlags::UMOUNT_NOFOLLOW) {
+            Ok(()) => continue,
+            Err(nix::Error::EBUSY) => {
+                if umount2(mount, MntFlags::UMOUNT_NOFOLLOW | MntFlags::MNT_DETACH).is_ok() {
+                    continue;
+                }
+                return;
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// Runs `program` with `args`, then `paths`, with nothing of this process's environment;
+/// its words on failure.
+fn run(program: &Path, args: &[&str], paths: &[&Path]) -> Result<(), SandboxError> {
+    let name = program
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let out = Command::new(program)
+        .args(args)
+        .args(paths)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| SandboxError::Disk(format!("could not be made: {name}: {e}")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr)
+        .trim()
+        .replace('\n', " ");
+    Err(SandboxError::Disk(format!(
+        "could not be made: {name} failed ({}): {said}",
+        out.status
+    )))
+}
+
+fn found(candidates: &[&str], what: &str) -> Result<PathBuf, String> {
+    candidates
+        .iter()
+        .map(Path::new)
+        .find(|p| fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+        .map(Path::to_path_buf)
+        .ok_or_else(|| {
+            format!(
+                "{what} is not installed (looked for {})",
+                candidates.join(", ")
+            )
+        })
+}
+
+/// `mkfs.ext4` and `mount`, by absolute path; the reason a run's filesystem cannot be made
+/// when one is missing or this process is not root.
+fn programs() -> Result<(PathBuf, PathBuf), String> {
+    if !Uid::effective().is_root() {
+        return Err(format!(
+            "a loop-mounted filesystem needs root, and this process runs as uid {}",
+            Uid::effective()
+        ));
+    }
+    Ok((
+        found(&MKFS, "mkfs.ext4 (e2fsprogs)")?,
+        found(&MOUNT_PROGRAM, "mount (util-linux)")?,
+    ))
+}
+
+/// Whether this host can give a run a filesystem of its own now: root, `mkfs.ext4`, `mount`,
+/// and a loop device free (asked of `/dev/loop-control`); how, or why not.
+pub(crate) fn probe() -> Result<String, String> {
+    let (mkfs, mount) = programs()?;
+    let control = "/dev/loop-control";
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(control)
+        .map_err(|e| format!("no loop device can be had: {control}: {e}"))?;
+    const LOOP_CTL_GET_FREE: nix::libc::c_ulong = 0x4C82;
+    // SAFETY: LOOP_CTL_GET_FREE takes no argument and only answers a number.
+    let free =
+        unsafe { nix::libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&f), LOOP_CTL_GET_FREE as _) };
+    if free < 0 {
+        return Err(format!(
+            "no loop device can be had: {control}: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(format!(
+        "a filesystem of its own: a sparse file formatted ext4 ({}) and loop-mounted ({})",
+        mkfs.display(),
+        mount.display()
+    ))
+}
