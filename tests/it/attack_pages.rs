@@ -104,13 +104,16 @@ fn planted(repo: &Repo, root: &str) -> usize {
 }
 
 /// A served site with a thread, an administrator who signs in, and the
-/// committed pages; its server and the paths that open them.
+/// committed pages, its policy Fossil's until `ocx hook install` makes the
+/// repository a node; its server and the paths that open them.
 fn site() -> (Ext, Repo, Server, String, Vec<String>) {
     let (ext, repo) = (Ext::new(), repo());
     repo.fossil(&["user", "password", "admin", "admin-pw"]);
     let root = thread(&repo);
     let paths = commit_hostile_pages(&repo, &root);
     let server = Server::start(&repo, &ext);
+    repo.fossil(&["unset", ocx::fossil::csp::SETTING]);
+    repo.json(&["hook", "install", "--url", &server.base()]).ok();
     (ext, repo, server, root, paths)
 }
 
