@@ -68,3 +68,35 @@ pub fn slot(path: &Path, offsets: std::ops::Range<u64>) -> std::io::Result<Optio
     }
     Ok(None)
 }
+
+/// How many of the slots at `offsets` of the lock file `path` other open
+/// file descriptions hold now (0 when there is no such file), asked
+/// without taking any.
+pub fn slots_held(path: &Path, offsets: std::ops::Range<u64>) -> std::io::Result<u64> {
+    use nix::fcntl::{FcntlArg, fcntl};
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut held = 0;
+    for offset in offsets {
+        let mut lock = nix::libc::flock {
+            l_type: nix::libc::F_WRLCK as i16,
+            l_whence: nix::libc::SEEK_SET as i16,
+            l_start: offset as i64,
+            l_len: 1,
+            l_pid: 0,
+        };
+        fcntl(&file, FcntlArg::F_OFD_GETLK(&mut lock)).map_err(std::io::Error::from)?;
+        if lock.l_type != nix::libc::F_UNLCK as i16 {
+            held += 1;
+        }
+    }
+    Ok(held)
+}

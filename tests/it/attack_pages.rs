@@ -113,7 +113,8 @@ fn site() -> (Ext, Repo, Server, String, Vec<String>) {
     let paths = commit_hostile_pages(&repo, &root);
     let server = Server::start(&repo, &ext);
     repo.fossil(&["unset", ocx::fossil::csp::SETTING]);
-    repo.json(&["hook", "install", "--url", &server.base()]).ok();
+    repo.json(&["hook", "install", "--url", &server.base()])
+        .ok();
     (ext, repo, server, root, paths)
 }
 

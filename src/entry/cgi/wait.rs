@@ -34,17 +34,28 @@ fn slots_file(repository: &Path) -> PathBuf {
     repository.with_file_name(name)
 }
 
+/// The slots of `login`'s waits in the lock file.
+fn login_slots(login: &str) -> std::ops::Range<u64> {
+    let digest = sha2::Sha256::digest(login.as_bytes());
+    let place = u64::from_be_bytes(digest[..8].try_into().unwrap_or_default()) % LOGIN_PLACES;
+    let first = IN_ALL + place * PER_LOGIN;
+    first..first + PER_LOGIN
+}
+
 /// The slots an open wait of `login` holds: one of its login's and one
 /// of all; `None` when either is full.
 fn take_slots(repository: &Path, login: &str) -> std::io::Result<Option<(Slot, Slot)>> {
     let file = slots_file(repository);
-    let digest = sha2::Sha256::digest(login.as_bytes());
-    let place = u64::from_be_bytes(digest[..8].try_into().unwrap_or_default()) % LOGIN_PLACES;
-    let first = IN_ALL + place * PER_LOGIN;
-    let Some(own) = lock::slot(&file, first..first + PER_LOGIN)? else {
+    let Some(own) = lock::slot(&file, login_slots(login))? else {
         return Ok(None);
     };
     Ok(lock::slot(&file, 0..IN_ALL)?.map(|all| (own, all)))
+}
+
+/// How many waits on `repository` are open now: of `login`, or in all.
+pub fn open_waits(repository: &Path, login: Option<&str>) -> std::io::Result<u64> {
+    let slots = login.map_or(0..IN_ALL, login_slots);
+    lock::slots_held(&slots_file(repository), slots)
 }
 
 /// What the request asks: the receipt waited past and for how long.
