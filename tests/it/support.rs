@@ -380,7 +380,7 @@ fn launch(file: &Path, page: bool) -> (std::process::Child, u16) {
 /// `fossil server` serving a repository and OCX's page on 127.0.0.1, made
 /// a node (its hook installed, pointing at the server's URL, and the node
 /// started);
-/// stopped, node and server, when dropped.
+/// stopped, node, its runs and server, when dropped.
 pub struct ServedNode {
     pub repo: Repo,
     /// The port `fossil server` listens on, on 127.0.0.1.
@@ -406,7 +406,7 @@ impl ServedNode {
 
 impl Drop for ServedNode {
     fn drop(&mut self) {
-        let _ = self.repo.json(&["node", "stop"]);
+        let _ = self.repo.json(&["node", "stop", "--runs"]);
         let _ = self.server.kill();
         let _ = self.server.wait();
     }
