@@ -8,7 +8,7 @@
 use crate::cgi::{Ext, Server, repo, thread};
 use crate::support::{Repo, ServedNode};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -180,7 +180,7 @@ fn on_a_site_whose_policy_still_runs_committed_scripts_the_page_writes_nothing_a
 }
 
 /// The site's policy, as the repository's setting holds it.
-fn policy(file: &PathBuf) -> Option<String> {
+fn policy(file: &Path) -> Option<String> {
     ocx::fossil::Repository::open(file)
         .unwrap()
         .config(ocx::fossil::csp::SETTING)
