@@ -157,16 +157,7 @@ fn a_watchers_filesystem_left_mounted_when_it_was_killed_is_cleared_at_node_star
             .starts_with("rc=0 out=ok"),
         "the run wrote within its disk"
     );
-    let pid: i32 = std::fs::read_to_string(dir.join("watcher.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    crate::support::kill_from(&dir.join("watcher.pid"));
     let until = Instant::now() + Duration::from_secs(10);
     while ocx::node::watcher_alive(&dir) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(25));

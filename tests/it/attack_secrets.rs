@@ -6,51 +6,32 @@
 //! `collect` guessed at by many tries at once and by dry runs; and
 //! `status` telling an administrator the file is open to others.
 
-use crate::cgi::{Ext, Server};
+use crate::cgi::Server;
 use crate::served::Enrolled;
-use crate::support::{Repo, Run, ocx_bin, run};
+use crate::support::Repo;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::Path;
-use std::process::Command;
 
 const REFUSAL: &str = ocx::tools::collect::REFUSAL;
 
-/// A served repository whose administrator `admin` signs in with
-/// `admin-pw`, and a directory where asking machines keep their files.
+/// The enrolment site, with what these attacks read of its rows.
 struct Site {
-    repo: Repo,
-    server: Server,
-    _ext: Ext,
-    machine: tempfile::TempDir,
+    site: crate::enrol::Site,
+}
+
+impl std::ops::Deref for Site {
+    type Target = crate::enrol::Site;
+    fn deref(&self) -> &crate::enrol::Site {
+        &self.site
+    }
 }
 
 impl Site {
     fn new() -> Site {
-        let repo = Repo::new();
-        repo.fossil(&["user", "password", "admin", "admin-pw"]);
-        let ext = Ext::new();
-        let server = Server::start(&repo, &ext);
         Site {
-            repo,
-            server,
-            _ext: ext,
-            machine: tempfile::tempdir().unwrap(),
+            site: crate::enrol::Site::new(),
         }
-    }
-
-    /// `ocx register SERVER FILE ARGS` on the asking machine.
-    fn register(&self, file: &str, args: &[&str]) -> Run {
-        let mut c = Command::new(ocx_bin());
-        c.args(["register", &self.server.base(), file])
-            .args(args)
-            .arg("--json")
-            .current_dir(self.machine.path());
-        run(c, None)
-    }
-
-    fn creds(&self, file: &str) -> Value {
-        serde_json::from_slice(&std::fs::read(self.machine.path().join(file)).unwrap()).unwrap()
     }
 
     /// Asks for `login` with `register` and approves it on the command

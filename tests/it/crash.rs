@@ -154,19 +154,6 @@ fn posts(s: &Served, record: &str) -> usize {
     thread["posts"].as_array().unwrap().len()
 }
 
-fn kill(pid_file: &Path) {
-    let pid: i32 = std::fs::read_to_string(pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-}
-
 #[test]
 fn a_half_written_state_never_opens_a_running_record_twice_nor_answers_one_twice() {
     let s = Served::new();
@@ -226,7 +213,7 @@ fn a_watcher_killed_mid_run_is_answered_lost_once_after_node_start() {
     let record = s.record(&[]);
     s.lines(1);
     let dir = run_dir(&s, &record);
-    kill(&dir.join("watcher.pid"));
+    crate::support::kill_from(&dir.join("watcher.pid"));
     let until = Instant::now() + Duration::from_secs(10);
     while ocx::node::watcher_alive(&dir) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(25));
@@ -264,7 +251,7 @@ fn a_node_killed_mid_wake_answers_every_record_exactly_once_after_start() {
     while !s.node_log().contains("refused") && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(5));
     }
-    kill(&s.root().join("node.pid"));
+    crate::support::kill_from(&s.root().join("node.pid"));
     let answered = s.node_log().matches("refused").count();
     assert!(answered < records.len(), "killed mid-wake: {answered}");
     while !node_free(&s.root()) {

@@ -17,16 +17,16 @@ use std::time::{Duration, Instant};
 const REFUSAL: &str = ocx::tools::collect::REFUSAL;
 
 /// A served repository whose administrator `admin` signs in with `admin-pw`.
-struct Site {
-    repo: Repo,
-    server: Server,
-    _ext: Ext,
+pub(crate) struct Site {
+    pub(crate) repo: Repo,
+    pub(crate) server: Server,
+    pub(crate) _ext: Ext,
     /// Where the asking machine keeps its credentials files.
-    machine: tempfile::TempDir,
+    pub(crate) machine: tempfile::TempDir,
 }
 
 impl Site {
-    fn new() -> Site {
+    pub(crate) fn new() -> Site {
         let repo = Repo::new();
         repo.fossil(&["user", "password", "admin", "admin-pw"]);
         repo.user("pat", "v4").user("maint", "a");
@@ -40,17 +40,17 @@ impl Site {
         }
     }
 
-    fn base(&self) -> String {
+    pub(crate) fn base(&self) -> String {
         self.server.base()
     }
 
-    fn own(&self) -> String {
+    pub(crate) fn own(&self) -> String {
         format!("{}/ext/ocx-cgi", self.base())
     }
 
     /// `ocx register SERVER FILE ARGS` on the asking machine, with no
     /// repository of its own.
-    fn register(&self, file: &str, args: &[&str]) -> Run {
+    pub(crate) fn register(&self, file: &str, args: &[&str]) -> Run {
         let mut c = Command::new(ocx_bin());
         c.args(["register", &self.base(), file])
             .args(args)
@@ -59,12 +59,12 @@ impl Site {
         run(c, None)
     }
 
-    fn creds(&self, file: &str) -> Value {
+    pub(crate) fn creds(&self, file: &str) -> Value {
         let path = self.machine.path().join(file);
         serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
     }
 
-    fn mode(&self, file: &str) -> u32 {
+    pub(crate) fn mode(&self, file: &str) -> u32 {
         std::fs::metadata(self.machine.path().join(file))
             .unwrap()
             .permissions()
@@ -73,14 +73,14 @@ impl Site {
     }
 
     /// The key the file's code stands for.
-    fn key(&self, file: &str) -> String {
+    pub(crate) fn key(&self, file: &str) -> String {
         hex::encode(Sha256::digest(
             self.creds(file)["code"].as_str().unwrap().as_bytes(),
         ))
     }
 
     /// A POST of a form to the page's `tool`, answered as JSON.
-    fn post(&self, tool: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
+    pub(crate) fn post(&self, tool: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
         let (status, head, text) =
             self.server
                 .request("POST", &format!("/ext/ocx-cgi/{tool}?json"), headers, body);
@@ -89,12 +89,12 @@ impl Site {
     }
 
     /// `collect` asked as `register` asks it: an unsigned POST.
-    fn collect(&self, login: &str, code: &str) -> (u16, Value) {
+    pub(crate) fn collect(&self, login: &str, code: &str) -> (u16, Value) {
         self.post("collect", &[], &format!("login={login}&code={code}"))
     }
 
     /// Approves through the page's form, as `admin` signed in, from the page itself.
-    fn approve_on_page(&self, body: &str) -> (u16, Value) {
+    pub(crate) fn approve_on_page(&self, body: &str) -> (u16, Value) {
         let cookie = self.server.login("admin");
         self.post(
             "approve",
@@ -104,7 +104,7 @@ impl Site {
     }
 
     /// Registers `login` and approves it on the command line; its key.
-    fn approved(&self, login: &str, file: &str, extra: &[&str]) -> String {
+    pub(crate) fn approved(&self, login: &str, file: &str, extra: &[&str]) -> String {
         self.register(file, &["--login", login]).refused();
         let key = self.key(file);
         let mut args = vec!["approve", login, &key, "goC4w"];
@@ -114,7 +114,7 @@ impl Site {
     }
 
     /// What the user table holds, every row: what nothing may change.
-    fn users(&self) -> Vec<(String, String, String)> {
+    pub(crate) fn users(&self) -> Vec<(String, String, String)> {
         let db = rusqlite::Connection::open(&self.repo.file).unwrap();
         let mut st = db
             .prepare("SELECT login, coalesce(cap,''), coalesce(pw,'') FROM user ORDER BY login")
@@ -125,7 +125,7 @@ impl Site {
             .collect()
     }
 
-    fn row(&self, login: &str) -> Option<Value> {
+    pub(crate) fn row(&self, login: &str) -> Option<Value> {
         ocx::fossil::Repository::open(&self.repo.file)
             .unwrap()
             .login_key(login)
@@ -133,14 +133,14 @@ impl Site {
             .map(|t| serde_json::from_str(&t).unwrap())
     }
 
-    fn own_caps(&self, login: &str) -> Option<String> {
+    pub(crate) fn own_caps(&self, login: &str) -> Option<String> {
         ocx::fossil::Repository::open(&self.repo.file)
             .unwrap()
             .own_capabilities(login)
             .unwrap()
     }
 
-    fn holds(&self, login: &str, password: &str) -> bool {
+    pub(crate) fn holds(&self, login: &str, password: &str) -> bool {
         ocx::fossil::Repository::open(&self.repo.file)
             .unwrap()
             .holds_password(login, password)
@@ -149,7 +149,7 @@ impl Site {
 
     /// Rewrites a field of `login`'s key row, as time passing or another
     /// writer would.
-    fn set_row(&self, login: &str, field: &str, value: Value) {
+    pub(crate) fn set_row(&self, login: &str, field: &str, value: Value) {
         let mut row = self.row(login).unwrap();
         row[field] = value;
         let db = rusqlite::Connection::open(&self.repo.file).unwrap();

@@ -7,7 +7,7 @@
 //! run's user), and exits when told to.
 
 use crate::cgi::Ext;
-use crate::support::{Repo, fossil_as, ocx_bin, run};
+use crate::support::{Repo, fossil_as, kill_from, ocx_bin, run};
 use serde_json::{Value, json};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -495,18 +495,6 @@ impl Machine {
 }
 
 /// Kills the process whose id `file` holds, at once (SIGKILL).
-fn kill_from(file: &Path) {
-    let pid: i32 = std::fs::read_to_string(file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-}
-
 /// One response to `record` on the served repository: waits for it, then
 /// makes sure no second one follows.
 fn answered_once(site: &Site, record: &str) -> (String, String) {

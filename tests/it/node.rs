@@ -413,16 +413,7 @@ fn a_killed_watcher_is_answered_lost_once() {
     let record = s.record(&[]);
     assert_eq!(s.lines(1).len(), 1, "the run started: {}", s.node_log());
     let dir = ocx::node::config::NodeConfig::run_dir(&s.root(), &record);
-    let pid: i32 = std::fs::read_to_string(dir.join("watcher.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    crate::support::kill_from(&dir.join("watcher.pid"));
     let until = Instant::now() + Duration::from_secs(10);
     while ocx::node::watcher_alive(&dir) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));

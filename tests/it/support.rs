@@ -465,3 +465,17 @@ pub fn handled_all(file: &Path, root: &Path, within: Duration) -> Result<(), i64
     }
     Err(last)
 }
+
+/// Kills with SIGKILL the process whose pid the file `pid_file` holds (a
+/// node's `node.pid`, a run's `watcher.pid`), as a crash would.
+pub fn kill_from(pid_file: &Path) {
+    let pid: i32 = std::fs::read_to_string(pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
