@@ -12,6 +12,8 @@
 //! Goals (issue 22): start at most 3 s, delivery at most 150 ms median.
 //! Run: `cargo bench --bench agents` (as root, as the node runs).
 
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)] // a test or a benchmark is its own program, starting others and printing as it must
+
 mod common;
 
 #[path = "../tests/it/model.rs"]

@@ -5,6 +5,8 @@
 //!
 //! Run: `cargo bench --bench delivery` (as root, as the node runs).
 
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)] // a test or a benchmark is its own program, starting others and printing as it must
+
 mod common;
 
 use common::{now_ns, read_at, stat};

@@ -9,6 +9,8 @@
 //! Run: `cargo bench --bench machines` (as root, as the nodes run);
 //! `OCX_BENCH_PUSHES=N` sets the number of pushes (default 30).
 
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)] // a test or a benchmark is its own program, starting others and printing as it must
+
 mod common;
 
 use common::{now_ns, read_at, stat};

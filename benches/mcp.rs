@@ -7,6 +7,8 @@
 //!
 //! Run: `cargo bench --bench mcp` (builds the release binary first).
 
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)] // a test or a benchmark is its own program, starting others and printing as it must
+
 mod common;
 
 use common::ms;

@@ -6,6 +6,8 @@
 //!
 //! Run: `cargo bench --bench rescan` (builds the release binary first).
 
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)] // a test or a benchmark is its own program, starting others and printing as it must
+
 mod common;
 
 use ocx::fossil::store::{self, Batch};

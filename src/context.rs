@@ -4,6 +4,8 @@
 //! long-lived process the repository and the program come from what it
 //! keeps ([`Kept`]), and the caller is read afresh on every call.
 
+#![allow(clippy::disallowed_methods)] // the environment's one reader for the layers below the entry points, as docs/architecture.md says
+
 use crate::fossil::caps::Capabilities;
 use crate::fossil::kept::{Held, Kept};
 use crate::fossil::{Fossil, FossilError, Repository, checkout};

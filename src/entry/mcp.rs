@@ -6,6 +6,8 @@
 //! `registry::call_with_text`. A run's node socket serves only the tools
 //! that need the run's login (`NODE_TOOLS`). Logs go to standard error only.
 
+#![allow(clippy::disallowed_methods)] // an entry point: it reads where its clients keep their configuration, as docs/architecture.md says
+
 use crate::answer::Answer;
 use crate::context::{Context, Who};
 use crate::fossil::kept::Kept;

@@ -13,6 +13,8 @@
 //! run's directory 0700 (0710 to the run's group while it runs, so its
 //! account can pass through to its workspace), its files 0600.
 
+#![allow(clippy::disallowed_methods)] // an entry point: it reads the watcher's own HOME, as docs/architecture.md says
+
 use crate::context::{BRANCH_VAR, MCP_SOCKET_VAR, RECORD_VAR, RUN_USER_VAR};
 use crate::fossil::artifact::{self, TagChange};
 use crate::fossil::store::{self, Batch};

@@ -2,6 +2,8 @@
 //! clean environment (no CGI variables, which would make it answer as a
 //! CGI), never through a shell, stdin from /dev/null, stderr captured.
 
+#![allow(clippy::disallowed_methods)] // the one place fossil is started, and where it finds its HOME, as docs/architecture.md says
+
 use super::FossilError;
 use super::output::{
     UvFile, parse_changes, parse_new_version, parse_uv_list, parse_version, sync_failure,

@@ -5,6 +5,8 @@
 //! (`-c safe.directory=`), since another account may own it. Its answer is
 //! read whole before anyone writes a header of it.
 
+#![allow(clippy::disallowed_methods)] // the one place git is started, as docs/architecture.md says
+
 use super::GitError;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -20,6 +20,7 @@ use crate::fossil::{FossilError, Repository};
 use crate::protocol::kinds::{self, Problem, Record};
 use crate::run::{BudgetLimits, SandboxFields};
 use config::NodeConfig;
+use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
@@ -602,16 +603,35 @@ pub fn spawn_watcher(
         .append(true)
         .mode(0o600)
         .open(dir.join("watch.log"))?;
-    let mut cmd = std::process::Command::new(&cfg.ocx);
-    cmd.arg("watch")
-        .arg("--root")
-        .arg(root)
-        .arg("--record")
-        .arg(record);
+    let mut args = vec![
+        OsString::from("watch"),
+        "--root".into(),
+        root.into(),
+        "--record".into(),
+        record.into(),
+    ];
     if let Some(c) = checkin {
-        cmd.arg("--checkin").arg(c);
+        args.extend(["--checkin".into(), c.into()]);
     }
-    cmd.env_clear()
+    let mut child = spawn_own(&cfg.ocx, &args, log)?;
+    std::thread::spawn(move || child.wait());
+    Ok(())
+}
+
+/// Starts one of the node's own processes: the `ocx` program `ocx` with
+/// `args`, in a session of its own (so a signal to its starter's group
+/// misses it), its environment cleared but for `PATH` and the starter's
+/// `HOME`, its input empty and its output to `log`. The one place OCX
+/// starts itself.
+#[allow(clippy::disallowed_methods)] // the node's own processes, as docs/architecture.md says
+pub fn spawn_own(
+    ocx: &Path,
+    args: &[OsString],
+    log: std::fs::File,
+) -> std::io::Result<std::process::Child> {
+    let mut cmd = std::process::Command::new(ocx);
+    cmd.args(args)
+        .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
@@ -627,9 +647,7 @@ pub fn spawn_watcher(
                 .map_err(std::io::Error::from)
         });
     }
-    let mut child = cmd.spawn()?;
-    std::thread::spawn(move || child.wait());
-    Ok(())
+    cmd.spawn()
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! What this host can hold of a run's boundary now, and the first field asked for that it cannot.
 
+#![allow(clippy::disallowed_methods)] // where bubblewrap is tried, as docs/architecture.md says
+
 use std::fmt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;

@@ -1,5 +1,7 @@
 //! A run's supervisor: starts the planned sandbox as the run's account, in its cgroups, and holds it to its budget.
 
+#![allow(clippy::disallowed_methods)] // where bubblewrap is started, as docs/architecture.md says
+
 use std::ffi::CString;
 use std::fs;
 use std::io;
@@ -27,7 +29,7 @@ mod plan;
 
 pub(crate) use plan::find_bwrap;
 use plan::path_err;
-pub use plan::{Bind, Forbidden, Plan, Program, RUN_HOME, SandboxFields, plan};
+pub use plan::{Bind, Forbidden, Plan, Program, RUN_HOME, SandboxFields, on_path, plan};
 
 /// How a run ended, and whether a budget limit ended it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -12,7 +12,6 @@ use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 /// What to do.
@@ -205,27 +204,8 @@ impl Tool for NodeTool {
                         .mode(0o600)
                         .open(root.join("node.log"))
                         .map_err(|e| Stop::new(e.to_string()))?;
-                    let mut cmd = std::process::Command::new(&cfg.ocx);
-                    cmd.arg("node-daemon")
-                        .arg("--root")
-                        .arg(&root)
-                        .env_clear()
-                        .env("PATH", "/usr/local/bin:/usr/bin:/bin");
-                    if let Some(home) = std::env::var_os("HOME") {
-                        cmd.env("HOME", home);
-                    }
-                    cmd.stdin(std::process::Stdio::null())
-                        .stdout(log.try_clone().map_err(|e| Stop::new(e.to_string()))?)
-                        .stderr(log);
-                    // SAFETY: setsid is async-signal-safe and allocates nothing.
-                    unsafe {
-                        cmd.pre_exec(|| {
-                            nix::unistd::setsid()
-                                .map(|_| ())
-                                .map_err(std::io::Error::from)
-                        });
-                    }
-                    cmd.spawn()
+                    let args = ["node-daemon".into(), "--root".into(), root.clone().into()];
+                    crate::node::spawn_own(&cfg.ocx, &args, log)
                         .map_err(|e| Stop::new(format!("cannot start the node: {e}")))?;
                     let until = Instant::now() + Duration::from_secs(10);
                     while !(running(&root) && NodeConfig::socket(&root).exists())

@@ -14,7 +14,7 @@ use crate::tools::post::write;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Input of `runner`.
 #[derive(Deserialize, JsonSchema)]
@@ -164,20 +164,11 @@ impl Tool for Runner {
 
 /// The absolute path of `program` on this host's PATH, or why not.
 fn installed(program: &str, install: &str) -> Result<String, Stop> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(program))
-            .find(|p| is_executable(p))
-    });
+    let found = crate::run::sandbox::on_path(program);
     found.map(|p| p.display().to_string()).ok_or_else(|| {
         Stop::field("name", format!("{program} is not installed on this host"))
             .next(format!("install it first: {install}"))
     })
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 fn credential(name: String, file: Option<&str>, env: Option<&str>) -> CredentialUse {

@@ -1,6 +1,8 @@
 //! OCX's integration tests: one binary, real Fossil repositories made per
 //! test with `fossil new`, the real `ocx` binary run as a user would.
 
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)] // a test or a benchmark is its own program, starting others and printing as it must
+
 mod agent;
 mod agents;
 mod attack_disk;

@@ -1,5 +1,7 @@
 //! The page's request: the variables Fossil sets, the viewer proven from them, and a tool's input read from a query, a form or JSON.
 
+#![allow(clippy::disallowed_methods)] // the one reader of a CGI request's variables, as docs/architecture.md says
+
 use super::{BODY_LIMIT, NAME};
 use crate::fields::{Flag, Kind, flags_of, set, to_json};
 use crate::fossil::Repository;

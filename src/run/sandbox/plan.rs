@@ -132,14 +132,17 @@ pub(crate) fn find_bwrap() -> Option<PathBuf> {
     if is_executable(usual) {
         return Some(usual.to_path_buf());
     }
-    search_path("bwrap")
+    on_path("bwrap")
 }
 
 fn is_executable(p: &Path) -> bool {
     fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-fn search_path(name: &str) -> Option<PathBuf> {
+/// The first executable file named `name` in an absolute directory of
+/// this process's `PATH`: how OCX finds the programs it is told by name.
+#[allow(clippy::disallowed_methods)] // PATH is read here alone, as docs/architecture.md says
+pub fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .filter(|d| d.is_absolute())
@@ -300,8 +303,7 @@ fn resolve_program(program: &Program) -> Result<Resolved, SandboxError> {
     let found = if first.contains('/') {
         PathBuf::from(first)
     } else {
-        search_path(first)
-            .ok_or_else(|| SandboxError::Command(format!("{first} not found on PATH")))?
+        on_path(first).ok_or_else(|| SandboxError::Command(format!("{first} not found on PATH")))?
     };
     let found = clean(field, &found)?;
     if !is_executable(&found) {
