@@ -1,5 +1,6 @@
 //! The one shape every tool answers in, whichever entry point called it:
-//! `{ok, tool, dry_run, log, result, stopped, next_step, took_ms}`.
+//! `{ok, tool, dry_run, log, result, stopped, next_step, took_ms}`, a
+//! stop saying whether it was refused or failed.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -28,6 +29,9 @@ pub struct Answer {
 /// Why a tool stopped.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Stopped {
+    /// `refused` (what was asked may not, or cannot, be done as asked) or `failed` (something
+    /// beneath the tool broke).
+    pub kind: crate::stop::StopKind,
     /// The input field at fault, as a path (`budget.wall`), or null when no one field is.
     pub field: Option<String>,
     /// What was wrong, for the person who reads it.

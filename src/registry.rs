@@ -217,6 +217,7 @@ pub fn call_with_text(
         result,
         next_step: stopped.as_ref().and_then(|s| s.next_step.clone()),
         stopped: stopped.map(|s| Stopped {
+            kind: s.kind,
             field: s.field,
             reason: s.reason,
         }),

@@ -2,9 +2,22 @@
 //! fault, and the checks that refuse the same way wherever they run (a
 //! hash or its prefix, the field a serde complaint is about).
 
-/// Why a tool stopped: the field at fault, the reason, what to do instead.
+/// Whether a call was refused (what was asked may not or cannot be done
+/// as asked: the caller can change it) or failed (something beneath it
+/// broke: a file, the repository, a program).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StopKind {
+    #[default]
+    Refused,
+    Failed,
+}
+
+/// Why a tool stopped: refused or failed, the field at fault, the reason,
+/// what to do instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stop {
+    pub kind: StopKind,
     pub field: Option<String>,
     pub reason: String,
     pub next_step: Option<String>,
@@ -14,6 +27,7 @@ impl Stop {
     /// A refusal naming `field`.
     pub fn field(field: impl Into<String>, reason: impl Into<String>) -> Stop {
         Stop {
+            kind: StopKind::Refused,
             field: Some(field.into()),
             reason: reason.into(),
             next_step: None,
@@ -23,9 +37,18 @@ impl Stop {
     /// A refusal no one field is at fault for.
     pub fn new(reason: impl Into<String>) -> Stop {
         Stop {
+            kind: StopKind::Refused,
             field: None,
             reason: reason.into(),
             next_step: None,
+        }
+    }
+
+    /// A failure of something beneath the call, as `reason` says it.
+    pub fn failed(reason: impl Into<String>) -> Stop {
+        Stop {
+            kind: StopKind::Failed,
+            ..Stop::new(reason)
         }
     }
 
@@ -39,7 +62,7 @@ impl Stop {
     /// or dump reaches the caller.
     pub fn internal(e: impl std::fmt::Display) -> Stop {
         let text = e.to_string();
-        Stop::new(text.lines().next().unwrap_or("internal error").to_string())
+        Stop::failed(text.lines().next().unwrap_or("internal error").to_string())
     }
 }
 
@@ -112,6 +135,17 @@ pub fn full_hash(field: &str, given: &str) -> Result<(), Stop> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_beneath_a_call_is_no_refusal_and_keeps_its_first_line() {
+        let failed = Stop::internal("disk I/O error\n  at frame 1\n  at frame 2");
+        assert_eq!(failed.kind, StopKind::Failed);
+        assert_eq!(failed.reason, "disk I/O error");
+        assert_eq!(Stop::field("to", "no such post").kind, StopKind::Refused);
+        assert_eq!(Stop::new("no").next("yes").kind, StopKind::Refused);
+        let shown = serde_json::to_value(StopKind::Failed).unwrap();
+        assert_eq!(shown, "failed");
+    }
 
     #[test]
     fn hash_prefixes_are_checked() {

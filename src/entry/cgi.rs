@@ -373,6 +373,7 @@ fn offered(tool: &dyn Entry) -> bool {
 fn status_of(answer: &Answer, lacks: bool) -> u16 {
     match (&answer.stopped, lacks) {
         (None, _) => 200,
+        (Some(s), _) if s.kind == crate::stop::StopKind::Failed => 500,
         (Some(_), true) => 403,
         (Some(_), false) => 400,
     }
@@ -414,6 +415,7 @@ fn refusal(
         log: Vec::new(),
         result: None,
         stopped: Some(crate::answer::Stopped {
+            kind: stop.kind,
             field: stop.field.clone(),
             reason: stop.reason.clone(),
         }),

@@ -87,8 +87,25 @@ pub fn main(args: Vec<OsString>) -> i32 {
     } else {
         super::print(&answer.to_text(text));
     }
-    if answer.ok { 0 } else { 1 }
+    exit_status(&answer)
 }
+
+/// The exit status a tool's answer makes: 0 when it did what was asked,
+/// [`REFUSED`] when it was refused, [`FAILED`] when something beneath it
+/// failed (2 is clap's, for a command line it cannot read).
+pub fn exit_status(answer: &crate::answer::Answer) -> i32 {
+    match &answer.stopped {
+        None => 0,
+        Some(s) if s.kind == crate::stop::StopKind::Failed => FAILED,
+        Some(_) => REFUSED,
+    }
+}
+
+/// The exit status of a refusal.
+pub const REFUSED: i32 = 1;
+
+/// The exit status of a failure.
+pub const FAILED: i32 = 3;
 
 fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
     let global = |id: &'static str, long: &'static str, help: &'static str| {
@@ -252,6 +269,33 @@ fn build_input(m: &ArgMatches, sub: Option<&ArgMatches>, flags: &[Flag]) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_exits_1_and_a_failure_3() {
+        let answer = |kind: Option<crate::stop::StopKind>| crate::answer::Answer {
+            ok: kind.is_none(),
+            tool: "post".into(),
+            dry_run: false,
+            log: Vec::new(),
+            result: None,
+            stopped: kind.map(|kind| crate::answer::Stopped {
+                kind,
+                field: None,
+                reason: "why".into(),
+            }),
+            next_step: None,
+            took_ms: 0,
+        };
+        assert_eq!(exit_status(&answer(None)), 0);
+        assert_eq!(
+            exit_status(&answer(Some(crate::stop::StopKind::Refused))),
+            REFUSED
+        );
+        assert_eq!(
+            exit_status(&answer(Some(crate::stop::StopKind::Failed))),
+            FAILED
+        );
+    }
 
     #[test]
     fn every_tools_flags_build_a_valid_command_line() {

@@ -129,7 +129,7 @@ impl Tool for Hook {
                 let login = crate::protocol::found::node_login(&server_code);
                 let ocx = std::env::current_exe()
                     .and_then(|p| p.canonicalize())
-                    .map_err(|e| Stop::new(format!("cannot tell where ocx is: {e}")))?;
+                    .map_err(|e| Stop::failed(format!("cannot tell where ocx is: {e}")))?;
                 let command = node::hook_command(&ocx, &root);
                 let note = fossil_export_note(repo)?;
                 let policy = repo.content_security_policy().map_err(Stop::internal)?;

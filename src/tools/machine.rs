@@ -134,7 +134,7 @@ impl Tool for MachineTool {
         });
         let ocx = std::env::current_exe()
             .and_then(|p| p.canonicalize())
-            .map_err(|e| Stop::new(format!("cannot tell where ocx is: {e}")))?;
+            .map_err(|e| Stop::failed(format!("cannot tell where ocx is: {e}")))?;
         let kept = NodeConfig::load(&root);
         NodeConfig {
             run_uids: kept.as_ref().and_then(|k| k.run_uids),

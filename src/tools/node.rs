@@ -181,7 +181,8 @@ impl Tool for NodeTool {
                         warning: super::served::page_warning(&cfg.url),
                     });
                 }
-                let lost = node::daemon::sweep_lost(&root).map_err(|e| Stop::new(e.to_string()))?;
+                let lost =
+                    node::daemon::sweep_lost(&root).map_err(|e| Stop::failed(e.to_string()))?;
                 for l in &lost {
                     call.log(Op::Fossil {
                         operation: l.clone(),
@@ -203,10 +204,10 @@ impl Tool for NodeTool {
                         .append(true)
                         .mode(0o600)
                         .open(root.join("node.log"))
-                        .map_err(|e| Stop::new(e.to_string()))?;
+                        .map_err(|e| Stop::failed(e.to_string()))?;
                     let args = ["node-daemon".into(), "--root".into(), root.clone().into()];
                     crate::node::spawn_own(&cfg.ocx, &args, log)
-                        .map_err(|e| Stop::new(format!("cannot start the node: {e}")))?;
+                        .map_err(|e| Stop::failed(format!("cannot start the node: {e}")))?;
                     let until = Instant::now() + Duration::from_secs(10);
                     while !(running(&root) && NodeConfig::socket(&root).exists())
                         && Instant::now() < until

@@ -291,7 +291,7 @@ fn local(input: &Input) -> Result<Shipped, Stop> {
     let ocx = std::env::current_exe()
         .and_then(|p| p.canonicalize())
         .map(|p: PathBuf| p.display().to_string())
-        .map_err(|e| Stop::new(format!("cannot tell where ocx is: {e}")))?;
+        .map_err(|e| Stop::failed(format!("cannot tell where ocx is: {e}")))?;
     let url = input
         .base_url
         .clone()

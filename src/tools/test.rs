@@ -145,7 +145,7 @@ impl Tool for Test {
 /// it wrote, output and errors interleaved as written.
 #[allow(clippy::disallowed_methods)] // the caller's own test command, in the caller's own checkout
 fn run_one(root: &Path, command: &str) -> Result<(Option<i32>, String), Stop> {
-    let failed = |e: std::io::Error| Stop::new(format!("cannot run the test: {e}"));
+    let failed = |e: std::io::Error| Stop::failed(format!("cannot run the test: {e}"));
     let (mut reader, writer) = std::io::pipe().map_err(failed)?;
     let mut child = Command::new("/bin/sh")
         .arg("-c")

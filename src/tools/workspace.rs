@@ -44,7 +44,7 @@ pub fn root(call: &Call) -> Result<PathBuf, Stop> {
     })?;
     c.root
         .canonicalize()
-        .map_err(|e| Stop::new(format!("cannot read the checkout: {e}")))
+        .map_err(|e| Stop::failed(format!("cannot read the checkout: {e}")))
 }
 
 /// A path given in `field`, confined to the checkout at `root`: relative,
@@ -311,7 +311,7 @@ impl State {
     /// (reached without following a link), then renamed into place.
     pub fn save(&self, root: &Path) -> Result<(), Stop> {
         let failed = |e: std::io::Error| {
-            Stop::new(format!("cannot keep the tools' state: {}", unreachable(e)))
+            Stop::failed(format!("cannot keep the tools' state: {}", unreachable(e)))
         };
         let dir = open_dir(root, Path::new(STATE_DIR)).map_err(failed)?;
         let tmp = format!(

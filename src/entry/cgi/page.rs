@@ -488,6 +488,7 @@ mod tests {
             }],
             result: None,
             stopped: Some(Stopped {
+                kind: crate::stop::StopKind::Refused,
                 field: Some(hostile.into()),
                 reason: hostile.into(),
             }),
