@@ -5,6 +5,7 @@
 
 #![allow(clippy::disallowed_methods)] // an entry point: it reads the run's variables and starts `ocx post`, as docs/architecture.md says
 
+use crate::node::inbox::Delivery;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::PathBuf;
@@ -73,23 +74,21 @@ fn demo_agent() -> i32 {
         return 1;
     };
     for line in std::io::stdin().lock().lines().map_while(Result::ok) {
-        let Some(rest) = line.strip_prefix("Post ") else {
+        let Ok(Delivery::Post {
+            post: hash,
+            from,
+            text,
+        }) = Delivery::read(&line)
+        else {
             continue;
         };
-        let Some((hash, said)) = rest.split_once(" from ") else {
-            continue;
-        };
-        let (from, text) = said.split_once(": ").unwrap_or((said, ""));
-        let reply = format!(
-            "Hello {from}, I heard you say: {}",
-            text.replace("\\n", " ")
-        );
+        let reply = format!("Hello {from}, I heard you say: {}", text.replace('\n', " "));
         if let Err(e) = fossil.pull(&checkout.repository) {
             super::eprint(&format!("demo-agent: {e}\n"));
             continue;
         }
         let posted = std::process::Command::new(&me)
-            .args(["post", "--user", &user, "--to", hash, "--text", &reply])
+            .args(["post", "--user", &user, "--to", &hash, "--text", &reply])
             .output();
         match posted {
             Ok(out) if out.status.success() => {}

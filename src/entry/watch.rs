@@ -416,7 +416,11 @@ fn session(
     say(&format!("started {run_name} as {}", r.record.user));
     let mut stdin = running.stdin().ok_or("the program has no stdin")?;
     let mode = page.input;
-    let first = format!("Record {}: {}", r.hash, r.record.objective);
+    let first = crate::node::inbox::Delivery::Record {
+        record: r.hash.clone(),
+        objective: r.record.objective.clone(),
+    }
+    .line();
     let ending: agent::Ending = Default::default();
     if agent {
         let log: agent::Log = std::sync::Arc::new(std::sync::Mutex::new(out));

@@ -1,9 +1,10 @@
-//! A delivery's text as a run's inbox carries it: one line, a newline as
-//! `\n`, a carriage return as `\r`, a backslash as `\\`; and back. The
-//! lines a run reads are `Record HASH: OBJECTIVE` first, then each delivery:
-//! `Post HASH from LOGIN: TEXT`, `Change HASH to TICKET from LOGIN: TEXT`
-//! or `Check-in HASH on BRANCH by LOGIN`; [`read`] reads one back, with
-//! where an answer to it goes.
+//! The run's input, one line each, as every runner's author reads it: a
+//! [`Delivery`] written by the node and the watcher ([`Delivery::line`])
+//! and read back by OCX's own runners ([`Delivery::read`]). The first
+//! line is `Record HASH: OBJECTIVE`, then each delivery: `Post HASH from
+//! LOGIN: TEXT`, `Change HASH to TICKET from LOGIN: TEXT` or `Check-in
+//! HASH on BRANCH by LOGIN`. A line's newlines are written `\n`, its
+//! carriage returns `\r` and its backslashes `\\` ([`escape`]).
 
 /// The line a delivery's text is written as.
 pub fn escape(text: &str) -> String {
@@ -32,6 +33,119 @@ pub fn unescape(line: &str) -> String {
     out
 }
 
+/// One line of the run's input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The first line: the record the run answers and its objective.
+    Record { record: String, objective: String },
+    /// A post in the run's thread, by a login its record hears.
+    Post {
+        post: String,
+        from: String,
+        text: String,
+    },
+    /// A change of the run's ticket, by a login its record hears.
+    Change {
+        change: String,
+        ticket: String,
+        from: String,
+        text: String,
+    },
+    /// A check-in on a branch the record names.
+    CheckIn {
+        checkin: String,
+        branch: String,
+        by: String,
+    },
+}
+
+impl Delivery {
+    /// The line as the run reads it, before [`escape`].
+    pub fn line(&self) -> String {
+        match self {
+            Delivery::Record { record, objective } => format!("Record {record}: {objective}"),
+            Delivery::Post { post, from, text } => format!("Post {post} from {from}: {text}"),
+            Delivery::Change {
+                change,
+                ticket,
+                from,
+                text,
+            } => format!("Change {change} to {ticket} from {from}: {text}"),
+            Delivery::CheckIn {
+                checkin,
+                branch,
+                by,
+            } => format!("Check-in {checkin} on {branch} by {by}"),
+        }
+    }
+
+    /// Reads a line as the run got it (escaped), its text unescaped; a
+    /// line of none of the four forms is refused, saying which it is not.
+    pub fn read(line: &str) -> Result<Delivery, String> {
+        let hash = |h: &str| {
+            (matches!(h.len(), 40 | 64) && h.bytes().all(|b| b.is_ascii_hexdigit()))
+                .then(|| h.to_ascii_lowercase())
+        };
+        let said = |rest: &str| -> Option<(String, String)> {
+            let (from, text) = match rest.split_once(": ") {
+                Some(said) => said,
+                None => (rest.strip_suffix(':')?, ""),
+            };
+            (!from.is_empty() && !from.contains(' ')).then(|| (from.to_string(), unescape(text)))
+        };
+        if let Some(rest) = line.strip_prefix("Record ") {
+            let (h, objective) = rest
+                .split_once(": ")
+                .ok_or("a `Record` line has no objective")?;
+            let record = hash(h).ok_or("a `Record` line names no record")?;
+            return Ok(Delivery::Record {
+                record,
+                objective: unescape(objective),
+            });
+        }
+        if let Some(rest) = line.strip_prefix("Post ") {
+            let (h, rest) = rest
+                .split_once(" from ")
+                .ok_or("a `Post` line names no sender")?;
+            let post = hash(h).ok_or("a `Post` line names no post")?;
+            let (from, text) = said(rest).ok_or("a `Post` line names no sender")?;
+            return Ok(Delivery::Post { post, from, text });
+        }
+        if let Some(rest) = line.strip_prefix("Change ") {
+            let (h, rest) = rest
+                .split_once(" to ")
+                .ok_or("a `Change` line names no ticket")?;
+            let change = hash(h).ok_or("a `Change` line names no ticket change")?;
+            let (t, rest) = rest
+                .split_once(" from ")
+                .ok_or("a `Change` line names no sender")?;
+            let ticket = hash(t).ok_or("a `Change` line names no ticket")?;
+            let (from, text) = said(rest).ok_or("a `Change` line names no sender")?;
+            return Ok(Delivery::Change {
+                change,
+                ticket,
+                from,
+                text,
+            });
+        }
+        if let Some(rest) = line.strip_prefix("Check-in ") {
+            let (h, rest) = rest
+                .split_once(" on ")
+                .ok_or("a `Check-in` line names no branch")?;
+            let checkin = hash(h).ok_or("a `Check-in` line names no check-in")?;
+            let (branch, by) = rest
+                .rsplit_once(" by ")
+                .ok_or("a `Check-in` line names no author")?;
+            return Ok(Delivery::CheckIn {
+                checkin,
+                branch: unescape(branch),
+                by: by.to_string(),
+            });
+        }
+        Err("the line is no delivery (`Record`, `Post`, `Change` or `Check-in`)".into())
+    }
+}
+
 /// One line of the run's input, read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
@@ -45,29 +159,86 @@ pub struct Line {
 /// Reads a run's line: the first must be `Record HASH: OBJECTIVE`, every
 /// later one `Post HASH from …`, `Change HASH to …` or `Check-in HASH on …`.
 pub fn read(line: &str, record: Option<&str>) -> Result<Line, String> {
-    let hash_of = |rest: &str, sep: &str| -> Option<String> {
-        let (hash, _) = rest.split_once(sep)?;
-        let ok = matches!(hash.len(), 40 | 64) && hash.bytes().all(|b| b.is_ascii_hexdigit());
-        ok.then(|| hash.to_ascii_lowercase())
-    };
     let text = unescape(line);
-    let reply_to = match record {
-        None => line
-            .strip_prefix("Record ")
-            .and_then(|r| hash_of(r, ": "))
-            .ok_or("the first line is not `Record HASH: OBJECTIVE`")?,
-        Some(record) => {
-            if let Some(rest) = line.strip_prefix("Post ") {
-                hash_of(rest, " from ").ok_or("a `Post` line names no post")?
-            } else if let Some(rest) = line.strip_prefix("Change ") {
-                hash_of(rest, " to ").ok_or("a `Change` line names no ticket change")?
-            } else if let Some(rest) = line.strip_prefix("Check-in ") {
-                hash_of(rest, " on ").ok_or("a `Check-in` line names no check-in")?;
-                record.to_string()
-            } else {
-                return Err("the line is no delivery (`Post`, `Change` or `Check-in`)".into());
-            }
+    let reply_to = match (record, Delivery::read(line)?) {
+        (None, Delivery::Record { record, .. }) => record,
+        (None, _) => return Err("the first line is not `Record HASH: OBJECTIVE`".into()),
+        (Some(_), Delivery::Record { .. }) => {
+            return Err("the line is no delivery (`Post`, `Change` or `Check-in`)".into());
         }
+        (Some(_), Delivery::Post { post, .. }) => post,
+        (Some(_), Delivery::Change { change, .. }) => change,
+        (Some(record), Delivery::CheckIn { .. }) => record.to_string(),
     };
     Ok(Line { text, reply_to })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const H: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    #[test]
+    fn each_line_reads_back_as_it_was_written() {
+        let all = [
+            Delivery::Record {
+                record: H.into(),
+                objective: "Fix it: now\nplease".into(),
+            },
+            Delivery::Post {
+                post: H.into(),
+                from: "stone".into(),
+                text: "a: b \\ c\r\nd".into(),
+            },
+            Delivery::Change {
+                change: H.into(),
+                ticket: H.into(),
+                from: "pat".into(),
+                text: String::new(),
+            },
+            Delivery::CheckIn {
+                checkin: H.into(),
+                branch: "release by friday".into(),
+                by: "pat".into(),
+            },
+        ];
+        for d in all {
+            assert_eq!(
+                Delivery::read(&escape(&d.line())),
+                Ok(d.clone()),
+                "{}",
+                d.line()
+            );
+        }
+    }
+
+    #[test]
+    fn a_line_of_no_form_is_refused_saying_which_it_is_not() {
+        for line in [
+            "",
+            "Hello",
+            "Post xyz from a: b",
+            &format!("Post {H} from : b"),
+            &format!("Check-in {H} on trunk"),
+            &format!("Record {H}"),
+        ] {
+            assert!(Delivery::read(line).is_err(), "{line:?}");
+        }
+        assert!(read(&format!("Post {H} from a: b"), None).is_err());
+        assert!(read(&format!("Record {H}: x"), Some(H)).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn any_post_reads_back_and_any_line_reads_without_panic(
+            text in ".{0,200}", login in "[a-z][a-z0-9-]{0,20}", junk in "\\PC{0,300}"
+        ) {
+            let d = Delivery::Post { post: H.into(), from: login, text };
+            prop_assert_eq!(Delivery::read(&escape(&d.line())), Ok(d));
+            let _ = Delivery::read(&junk);
+            let _ = read(&junk, Some(H));
+        }
+    }
 }

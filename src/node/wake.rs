@@ -7,6 +7,7 @@
 //! (one export for all it read, so a burst is exported once).
 
 use super::config::NodeConfig;
+use super::inbox::Delivery;
 use super::{NodeError, deliver, machine, run_user, runner};
 use crate::fossil::kept::Kept;
 use crate::fossil::repo::{Arrival, ArrivalKind};
@@ -501,13 +502,20 @@ impl Node<'_> {
             .map(|(h, o)| (h.clone(), o.clone()))
             .collect();
         for (hash, _) in targets {
-            let line = match &place {
-                Place::Thread { .. } => format!("Post {} from {sender}: {text}", a.hash),
-                Place::Ticket { ticket, .. } => {
-                    format!("Change {} to {ticket} from {sender}: {text}", a.hash)
-                }
+            let delivery = match &place {
+                Place::Thread { .. } => Delivery::Post {
+                    post: a.hash.clone(),
+                    from: sender.clone(),
+                    text: text.to_string(),
+                },
+                Place::Ticket { ticket, .. } => Delivery::Change {
+                    change: a.hash.clone(),
+                    ticket: ticket.clone(),
+                    from: sender.clone(),
+                    text: text.to_string(),
+                },
             };
-            self.give(&hash, &line);
+            self.give(&hash, &delivery.line());
         }
         Ok(())
     }
@@ -525,10 +533,12 @@ impl Node<'_> {
             .collect();
         for (hash, open) in targets {
             if open.session {
-                self.give(
-                    &hash,
-                    &format!("Check-in {} on {branch} by {sender}", a.hash),
-                );
+                let delivery = Delivery::CheckIn {
+                    checkin: a.hash.clone(),
+                    branch: branch.to_string(),
+                    by: sender.clone(),
+                };
+                self.give(&hash, &delivery.line());
             } else if super::claim_checkin_run(self.root, &hash, &a.hash)? {
                 super::spawn_watcher(self.root, self.cfg, &hash, Some(&a.hash))?;
                 self.report
