@@ -67,8 +67,41 @@ pub enum FossilError {
     },
 }
 
+impl FossilError {
+    /// Whether another writer held the repository (SQLite's "database is
+    /// locked" or "busy"), so the same operation may work later.
+    pub fn is_busy(&self) -> bool {
+        let message = match self {
+            FossilError::Command { message, .. } | FossilError::Query(message) => message,
+            _ => return false,
+        };
+        message.contains("database is locked") || message.contains("database is busy")
+    }
+}
+
 impl From<rusqlite::Error> for FossilError {
     fn from(e: rusqlite::Error) -> Self {
         FossilError::Query(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_another_writer_holding_the_repository_is_busy() {
+        let locked = FossilError::Command {
+            operation: "bundle import",
+            message: "SQLITE_BUSY: database is locked".into(),
+        };
+        assert!(locked.is_busy());
+        assert!(FossilError::Query("database is busy".into()).is_busy());
+        let other = FossilError::Command {
+            operation: "bundle import",
+            message: "not a valid bundle".into(),
+        };
+        assert!(!other.is_busy());
+        assert!(!FossilError::NoProgram.is_busy());
     }
 }

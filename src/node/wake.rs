@@ -382,7 +382,10 @@ impl Node<'_> {
     /// Acts on one arrival; a failure or a panic while doing so is the
     /// arrival's alone: its line is logged with the arrival's hash, a record
     /// its sender could send is answered `refused` with the reason, and
-    /// the wake goes on to the next.
+    /// the wake goes on to the next. An arrival the server could not be
+    /// asked about, or whose writes met another writer holding the
+    /// repository after every try, is held back for the next wake, which
+    /// that writer's change brings.
     fn arrival_guarded(&mut self, a: &Arrival, held: Result<Held, String>) {
         let reason = match held {
             Err(reason) => reason,
@@ -395,6 +398,14 @@ impl Node<'_> {
                     Ok(Err(NodeError::Machine(e))) => {
                         self.report
                             .push(format!("held back {} for a later wake: {e}", a.hash));
+                        self.away = true;
+                        return;
+                    }
+                    Ok(Err(NodeError::Fossil(e))) if e.is_busy() => {
+                        self.report.push(format!(
+                            "held back {} for a later wake: another writer holds the repository: {e}",
+                            a.hash
+                        ));
                         self.away = true;
                         return;
                     }

@@ -615,7 +615,12 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
         assert_eq!(receipt.login.as_deref(), Some("admin"));
         let thread = served.json(&["thread", "--of", r]).ok();
         let posts = thread["posts"].as_array().unwrap();
-        assert_eq!(posts.len(), 2, "{r} answered once: {thread:#}");
+        assert_eq!(
+            posts.len(),
+            2,
+            "{r} answered once: {thread:#}\nthe node's log:\n{}",
+            std::fs::read_to_string(root.join("node.log")).unwrap_or_default()
+        );
     }
 }
 
