@@ -160,15 +160,16 @@ pub struct Line {
 /// later one `Post HASH from …`, `Change HASH to …` or `Check-in HASH on …`.
 pub fn read(line: &str, record: Option<&str>) -> Result<Line, String> {
     let text = unescape(line);
-    let reply_to = match (record, Delivery::read(line)?) {
-        (None, Delivery::Record { record, .. }) => record,
+    let reply_to = match (record, Delivery::read(line)) {
+        (None, Ok(Delivery::Record { record, .. })) => record,
         (None, _) => return Err("the first line is not `Record HASH: OBJECTIVE`".into()),
-        (Some(_), Delivery::Record { .. }) => {
+        (Some(_), Err(e)) => return Err(e),
+        (Some(_), Ok(Delivery::Record { .. })) => {
             return Err("the line is no delivery (`Post`, `Change` or `Check-in`)".into());
         }
-        (Some(_), Delivery::Post { post, .. }) => post,
-        (Some(_), Delivery::Change { change, .. }) => change,
-        (Some(record), Delivery::CheckIn { .. }) => record.to_string(),
+        (Some(_), Ok(Delivery::Post { post, .. })) => post,
+        (Some(_), Ok(Delivery::Change { change, .. })) => change,
+        (Some(record), Ok(Delivery::CheckIn { .. })) => record.to_string(),
     };
     Ok(Line { text, reply_to })
 }

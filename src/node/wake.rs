@@ -27,11 +27,20 @@ pub const RUN_CAPABILITIES: &str = "gijor234";
 /// OCX's letter letting a login send records and stops without admin.
 pub const SEND_RUNS: char = 'R';
 
+/// How many passed phantoms the node watches for their content, at most
+/// (the newest kept).
+pub const PHANTOMS_KEPT: usize = 10_000;
+
 /// What the node keeps between wakes.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct State {
     /// The last row handled.
     pub last_rid: i64,
+    /// The rows at or below `last_rid` that were phantoms when it passed
+    /// them (Fossil made them for artifacts it heard of, with no content):
+    /// each is acted on when its content arrives, at most [`PHANTOMS_KEPT`].
+    #[serde(default)]
+    pub phantoms: Vec<i64>,
     /// The open records, by full hash.
     pub open: BTreeMap<String, OpenRun>,
 }
@@ -106,7 +115,9 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     let repo = kept.repository(&cfg.repository)?;
     let mut state = State::load(root);
     let server = machine::Server::of(&cfg)?;
-    let mut arrivals = repo.arrivals_after(state.last_rid)?;
+    let mut arrivals = repo.filled_phantoms(&state.phantoms)?;
+    arrivals.extend(repo.arrivals_after(state.last_rid)?);
+    let passed_from = state.last_rid;
     let mut report = Report::new();
     if server.is_none() {
         match super::site::keep_policy(&fossil, &repo) {
@@ -169,6 +180,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
                 break;
             }
             node.state.last_rid = node.state.last_rid.max(a.rid);
+            node.state.phantoms.retain(|p| *p != a.rid);
             if node.report.len() > logged || node.state.open.len() != open {
                 super::daemon::log(root, &node.report[logged..]);
                 logged = node.report.len();
@@ -176,6 +188,12 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             }
         }
     }
+    let passed = repo.phantoms_between(passed_from, node.state.last_rid)?;
+    node.state.phantoms.extend(passed);
+    node.state.phantoms.sort_unstable();
+    node.state.phantoms.dedup();
+    let over = node.state.phantoms.len().saturating_sub(PHANTOMS_KEPT);
+    node.state.phantoms.drain(..over);
     if node.away {
         super::daemon::log(root, &node.report[logged..]);
         let away = node.report.last().cloned().unwrap_or_default();

@@ -388,7 +388,7 @@ fn one_edit_walks_from_context_to_save_and_is_pushed_as_the_caller() {
         "d",
     ];
     let failed = ocx_in(co, "alice", &args);
-    failed.refused();
+    failed.failed();
     let next = failed.answer()["next_step"].as_str().unwrap().to_string();
     assert!(next.contains("save again"), "{next}");
     let changed = ocx_in(co, "alice", &["context"]).ok()["changed"].clone();

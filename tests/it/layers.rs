@@ -26,9 +26,10 @@ const LEVELS: &[&[&str]] = &[
 /// The edges allowed within one level (from, to): the node starts runs (the
 /// run never knows the node); a place is said in messages and a message
 /// tag marks what is said at one; a tool's fields read their values as
-/// input does.
+/// input does; an answer says which kind of stop it is.
 const WITHIN: &[(&str, &str)] = &[
     ("node", "run"),
+    ("answer", "stop"),
     ("protocol", "place"),
     ("place", "protocol"),
     ("fields", "input"),

@@ -188,6 +188,15 @@ impl Run {
         a["result"].clone()
     }
 
+    /// The reason of the answer's failure, asserting something beneath
+    /// the tool failed (exit 3), not that it refused.
+    pub fn failed(&self) -> String {
+        let a = self.answer();
+        assert_eq!(a["stopped"]["kind"], "failed", "expected a failure: {a:#}");
+        assert_eq!(self.code, 3);
+        a["stopped"]["reason"].as_str().unwrap_or("").to_string()
+    }
+
     /// The field the answer's refusal names, asserting it stopped.
     pub fn refused(&self) -> String {
         let a = self.answer();
@@ -458,7 +467,10 @@ pub fn handled_all(file: &Path, root: &Path, within: Duration) -> Result<(), i64
         .last_rid()
         .unwrap();
     while Instant::now() < until {
-        if ocx::node::wake::State::load(root).last_rid >= last {
+        let state = ocx::node::wake::State::load(root);
+        let repo = ocx::fossil::Repository::open(file).unwrap();
+        let filled = repo.filled_phantoms(&state.phantoms).unwrap();
+        if state.last_rid >= last && filled.is_empty() {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(25));
