@@ -606,3 +606,67 @@ fn fossil_itself_runs_the_installed_hook_which_pokes_the_node() {
     let n = socket.recv(&mut buf).expect("Fossil's hook poked the node");
     assert_eq!(&buf[..n], b"wake");
 }
+
+/// A record Fossil heard of before it held it (a phantom, as a push cut
+/// short leaves one) and received later, when the node had passed its
+/// row, is acted on once its content arrives.
+#[test]
+fn a_record_whose_row_was_a_phantom_the_node_passed_is_answered_when_it_arrives() {
+    let s = Served::new();
+    let node = s.node.repo.server_code();
+    let opened = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
+    let record = json!({"ocx": 1, "kind": "record", "node": node, "user": "echo-0f0f0f",
+        "runner": "echo", "objective": "heard of first", "checkins": [], "hears": [],
+        "remote": false, "restrict": {}, "sandbox": {"network": false, "read_only": [],
+        "read_write": []}, "budget": {"wall": "1m", "gpus": 1}});
+    let text = format!(
+        "A record.\n\n{}",
+        ocx::protocol::message::write(record.as_object().unwrap())
+    );
+    let mut batch = Batch::default();
+    let hash = place::compose_message(
+        &mut batch,
+        opened.hash_policy().unwrap(),
+        "admin",
+        &Where::NewThread("heard of first".into()),
+        &text,
+        "record",
+    );
+    drop(opened);
+    let db = rusqlite::Connection::open(&s.node.repo.file).unwrap();
+    db.execute(
+        "INSERT INTO blob(rcvid,size,uuid,content) VALUES(0,-1,?1,NULL)",
+        [&hash],
+    )
+    .unwrap();
+    db.execute(
+        "INSERT INTO phantom(rid) SELECT rid FROM blob WHERE uuid=?1",
+        [&hash],
+    )
+    .unwrap();
+    drop(db);
+    let after = s.record(&[]);
+    s.settled();
+    let state = ocx::node::wake::State::load(&s.root());
+    assert!(
+        !state.phantoms.is_empty(),
+        "the node passed the phantom's row without keeping it: {:?}",
+        state.phantoms
+    );
+    let opened = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
+    store::store(
+        &ocx::fossil::Fossil::locate().unwrap(),
+        &opened,
+        "admin",
+        &batch,
+        true,
+    )
+    .unwrap();
+    ocx::node::poke_repository(&opened);
+    let (outcome, note, _) = s
+        .response(&hash)
+        .unwrap_or_else(|| panic!("the record was never answered: {}", s.node_log()));
+    assert_eq!(outcome, "refused", "{note}");
+    assert!(note.starts_with("budget.gpus"), "{note}");
+    s.node.repo.json(&["stop", "--record", &after]).ok();
+}
