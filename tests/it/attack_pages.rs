@@ -83,11 +83,7 @@ fn open_as_admin(base: &str, paths: &[String]) -> Vec<Value> {
         .env("OCX_PATHS", paths.join("\n"))
         .output()
         .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = crate::support::said(&out);
     assert!(out.status.success(), "the browser failed: {said}");
     let seen: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()

@@ -295,11 +295,7 @@ impl Clone {
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let said = crate::support::said(&out);
         assert!(out.status.success(), "fossil {args:?}: {said}");
         said
     }

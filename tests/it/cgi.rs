@@ -1043,11 +1043,7 @@ fn in_chromium_a_person_signs_in_and_replies_through_the_form() {
         )
         .output()
         .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = crate::support::said(&out);
     assert!(out.status.success(), "the browser test failed: {said}");
     assert!(shot.is_file(), "no screenshot: {said}");
     let thread = repo.json(&["thread", "--of", &root]).ok().to_string();

@@ -328,6 +328,23 @@ pub fn forged_record(s: &Served, sender: &str, node: &str, budget: serde_json::V
 /// receipt names `sender`), written by hand rather than by `create`, and
 /// pokes the node; its hash.
 pub fn record_by_hand(repo: &Repo, sender: &str, record: &serde_json::Value) -> String {
+    let (hash, batch) = compose_record(repo, sender, record);
+    let opened = ocx::fossil::Repository::open(&repo.file).unwrap();
+    store::store(
+        &ocx::fossil::Fossil::locate().unwrap(),
+        &opened,
+        sender,
+        &batch,
+        true,
+    )
+    .unwrap();
+    ocx::node::poke_repository(&opened);
+    hash
+}
+
+/// The post holding `record`, by `sender`, in a thread of its own, with
+/// its tag, composed and not stored: its hash and the artifacts.
+pub fn compose_record(repo: &Repo, sender: &str, record: &serde_json::Value) -> (String, Batch) {
     let opened = ocx::fossil::Repository::open(&repo.file).unwrap();
     let text = format!(
         "A record.\n\n{}",
@@ -342,16 +359,7 @@ pub fn record_by_hand(repo: &Repo, sender: &str, record: &serde_json::Value) -> 
         &text,
         "record",
     );
-    store::store(
-        &ocx::fossil::Fossil::locate().unwrap(),
-        &opened,
-        sender,
-        &batch,
-        true,
-    )
-    .unwrap();
-    ocx::node::poke_repository(&opened);
-    hash
+    (hash, batch)
 }
 
 #[test]
@@ -614,25 +622,11 @@ fn fossil_itself_runs_the_installed_hook_which_pokes_the_node() {
 fn a_record_whose_row_was_a_phantom_the_node_passed_is_answered_when_it_arrives() {
     let s = Served::new();
     let node = s.node.repo.server_code();
-    let opened = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
     let record = json!({"ocx": 1, "kind": "record", "node": node, "user": "echo-0f0f0f",
         "runner": "echo", "objective": "heard of first", "checkins": [], "hears": [],
         "remote": false, "restrict": {}, "sandbox": {"network": false, "read_only": [],
         "read_write": []}, "budget": {"wall": "1m", "gpus": 1}});
-    let text = format!(
-        "A record.\n\n{}",
-        ocx::protocol::message::write(record.as_object().unwrap())
-    );
-    let mut batch = Batch::default();
-    let hash = place::compose_message(
-        &mut batch,
-        opened.hash_policy().unwrap(),
-        "admin",
-        &Where::NewThread("heard of first".into()),
-        &text,
-        "record",
-    );
-    drop(opened);
+    let (hash, batch) = compose_record(&s.node.repo, "admin", &record);
     let db = rusqlite::Connection::open(&s.node.repo.file).unwrap();
     db.execute(
         "INSERT INTO blob(rcvid,size,uuid,content) VALUES(0,-1,?1,NULL)",

@@ -812,37 +812,12 @@ fn where_no_node_runs_the_hook_keeps_the_run_login_and_withdraws_it() {
 /// `sender` (bypassing `create`'s own checks, as a hostile client's push
 /// would); its hash.
 fn forged_record(repo: &Repo, sender: &str, node: &str, user: &str) -> String {
-    use ocx::fossil::store::{self, Batch};
-    use ocx::place::{self, Where};
-    let opened = ocx::fossil::Repository::open(&repo.file).unwrap();
     let record = serde_json::json!({"ocx": 1, "kind": "record", "node": node, "user": user,
         "runner": "command", "command": ["true"], "objective": "forged", "checkins": [],
         "hears": [], "remote": false, "restrict": {},
         "sandbox": {"network": true, "read_only": [], "read_write": []},
         "budget": {"wall": "10m"}});
-    let text = format!(
-        "A record.\n\n{}",
-        ocx::protocol::message::write(record.as_object().unwrap())
-    );
-    let mut batch = Batch::default();
-    let hash = place::compose_message(
-        &mut batch,
-        opened.hash_policy().unwrap(),
-        sender,
-        &Where::NewThread("forged".into()),
-        &text,
-        "record",
-    );
-    store::store(
-        &ocx::fossil::Fossil::locate().unwrap(),
-        &opened,
-        sender,
-        &batch,
-        true,
-    )
-    .unwrap();
-    ocx::node::poke_repository(&opened);
-    hash
+    crate::node::record_by_hand(repo, sender, &record)
 }
 
 #[test]

@@ -271,11 +271,7 @@ impl Repo {
                     .env("USER", "admin")
                     .output()
                     .unwrap();
-                let said = format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                let said = crate::support::said(&out);
                 if out.status.success() {
                     return;
                 }
@@ -490,4 +486,14 @@ pub fn kill_from(pid_file: &Path) {
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
     );
+}
+
+/// What a finished program wrote, its output then its errors, as one text
+/// for an assertion's message.
+pub fn said(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
