@@ -53,14 +53,7 @@ pub fn slot(path: &Path, offsets: std::ops::Range<u64>) -> std::io::Result<Optio
         .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
         .open(path)?;
     for offset in offsets {
-        let lock = nix::libc::flock {
-            l_type: nix::libc::F_WRLCK as i16,
-            l_whence: nix::libc::SEEK_SET as i16,
-            l_start: offset as i64,
-            l_len: 1,
-            l_pid: 0,
-        };
-        match fcntl(&file, FcntlArg::F_OFD_SETLK(&lock)) {
+        match fcntl(&file, FcntlArg::F_OFD_SETLK(&byte_lock(offset))) {
             Ok(_) => return Ok(Some(Slot { _file: file })),
             Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => continue,
             Err(e) => return Err(std::io::Error::from(e)),
@@ -86,17 +79,22 @@ pub fn slots_held(path: &Path, offsets: std::ops::Range<u64>) -> std::io::Result
     };
     let mut held = 0;
     for offset in offsets {
-        let mut lock = nix::libc::flock {
-            l_type: nix::libc::F_WRLCK as i16,
-            l_whence: nix::libc::SEEK_SET as i16,
-            l_start: offset as i64,
-            l_len: 1,
-            l_pid: 0,
-        };
+        let mut lock = byte_lock(offset);
         fcntl(&file, FcntlArg::F_OFD_GETLK(&mut lock)).map_err(std::io::Error::from)?;
         if lock.l_type != nix::libc::F_UNLCK as i16 {
             held += 1;
         }
     }
     Ok(held)
+}
+
+/// An exclusive lock of the one byte at `offset`.
+fn byte_lock(offset: u64) -> nix::libc::flock {
+    nix::libc::flock {
+        l_type: nix::libc::F_WRLCK as i16,
+        l_whence: nix::libc::SEEK_SET as i16,
+        l_start: offset as i64,
+        l_len: 1,
+        l_pid: 0,
+    }
 }

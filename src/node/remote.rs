@@ -211,8 +211,8 @@ pub fn held(repo: &Repository) -> Result<Vec<(String, String)>, NodeError> {
         .remote_runs()?
         .into_iter()
         .filter_map(|(record, text)| {
-            let kept: serde_json::Value = serde_json::from_str(&text).ok()?;
-            Some((record, kept.get("user")?.as_str()?.to_string()))
+            let kept: RemoteRun = serde_json::from_str(&text).ok()?;
+            Some((record, kept.user))
         })
         .collect())
 }

@@ -713,7 +713,7 @@ impl Node<'_> {
                 "user",
                 &format!(
                     "{user} has another open record ({})",
-                    &other[..10.min(other.len())]
+                    other.chars().take(10).collect::<String>()
                 ),
             );
         }
