@@ -149,14 +149,7 @@ impl Tool for Hook {
                     fossil
                         .user_capabilities(&path, &login, NODE_CAPABILITIES)
                         .map_err(Stop::internal)?;
-                    let kept = NodeConfig::load(&root);
                     NodeConfig {
-                        run_uids: kept.as_ref().and_then(|k| k.run_uids),
-                        bindable: kept
-                            .as_ref()
-                            .map(|k| k.bindable.clone())
-                            .unwrap_or_default(),
-                        ceiling: kept.map(|k| k.ceiling).unwrap_or_default(),
                         repository: path.clone(),
                         url: url.clone(),
                         fossil: fossil.path().to_path_buf(),
@@ -164,6 +157,7 @@ impl Tool for Hook {
                         server_code,
                         login: login.clone(),
                         machine: None,
+                        ..NodeConfig::kept(&root)
                     }
                     .save(&root)
                     .map_err(|e| {

@@ -6,15 +6,10 @@ use crate::node::respond;
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// Input of `lost`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Input {
-    /// The record, by hash or a prefix of 10+ hex digits.
-    pub record: String,
-}
+/// Input of `lost`: the record.
+pub use super::OneRecord as Input;
 
 /// What `lost` wrote.
 #[derive(Serialize, JsonSchema)]

@@ -135,14 +135,7 @@ impl Tool for MachineTool {
         let ocx = std::env::current_exe()
             .and_then(|p| p.canonicalize())
             .map_err(|e| Stop::failed(format!("cannot tell where ocx is: {e}")))?;
-        let kept = NodeConfig::load(&root);
         NodeConfig {
-            run_uids: kept.as_ref().and_then(|k| k.run_uids),
-            bindable: kept
-                .as_ref()
-                .map(|k| k.bindable.clone())
-                .unwrap_or_default(),
-            ceiling: kept.map(|k| k.ceiling).unwrap_or_default(),
             repository: path.canonicalize().unwrap_or(path.clone()),
             url: server,
             fossil: fossil.path().to_path_buf(),
@@ -150,6 +143,7 @@ impl Tool for MachineTool {
             server_code,
             login: login.clone(),
             machine: Some(Machine { credentials }),
+            ..NodeConfig::kept(&root)
         }
         .save(&root)
         .map_err(|e| Stop::field("repository", format!("cannot write the node's root: {e}")))?;

@@ -9,15 +9,10 @@ use crate::protocol::message;
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// Input of `stop`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Input {
-    /// The record to stop, by hash or a prefix of 10+ hex digits.
-    pub record: String,
-}
+/// Input of `stop`: the record.
+pub use super::OneRecord as Input;
 
 /// What `stop` wrote.
 #[derive(Serialize, JsonSchema)]
