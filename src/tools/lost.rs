@@ -53,8 +53,7 @@ impl Tool for Lost {
         let note = format!(
             "answered lost by {caller} in the node's stead: the run's wall passed with no answer"
         );
-        let batch = respond::compose(call.repo()?, &standing, &caller, "lost", &note)
-            .map_err(Stop::internal)?;
+        let batch = respond::compose(call.repo()?, &standing, &caller, "lost", &note)?;
         let written = batch.artifacts[0].1.clone();
         super::post::write(call, &batch, true)?;
         Ok(Output {

@@ -84,8 +84,8 @@ impl Tool for MachineTool {
                 ));
             }
         }
-        let repo = Repository::open(&path).map_err(Stop::internal)?;
-        let server_code = repo.server_code().map_err(Stop::internal)?;
+        let repo = Repository::open(&path)?;
+        let server_code = repo.server_code()?;
         let login = crate::protocol::found::node_login(&server_code);
         let root = config::default_root(&path);
         make_root(&root)?;
@@ -110,22 +110,13 @@ impl Tool for MachineTool {
             });
         }
         let url = crate::fossil::remote::with_login(&server, &login, &password);
-        fossil
-            .remote_add_server(&path, &url)
-            .map_err(Stop::internal)?;
-        if repo
-            .own_capabilities(&login)
-            .map_err(Stop::internal)?
-            .is_none()
-        {
-            fossil
-                .user_new(&path, &login, &crate::node::random_password())
-                .map_err(Stop::internal)?;
+        fossil.remote_add_server(&path, &url)?;
+        if repo.own_capabilities(&login)?.is_none() {
+            fossil.user_new(&path, &login, &crate::node::random_password())?;
         }
         fossil
             .user_capabilities(&path, &login, "s")
-            .and_then(|()| fossil.user_default(&path, &login))
-            .map_err(Stop::internal)?;
+            .and_then(|()| fossil.user_default(&path, &login))?;
         call.log(Op::Fossil {
             operation: format!(
                 "name {server} in the clone as {login}, the clone's own administrator and default user"

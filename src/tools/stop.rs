@@ -33,12 +33,10 @@ pub fn open_record(call: &mut Call, given: &str) -> Result<found::StandingRecord
     let (rid, hash) = call.artifact("record", given)?;
     call.read("the record and its place");
     let repo = call.repo()?;
-    let mut standing = found::record(repo, rid, &hash)
-        .map_err(Stop::internal)?
-        .ok_or_else(|| {
-            Stop::field("record", format!("{given} holds no record"))
-                .next("give the hash of a record's post")
-        })?;
+    let mut standing = found::record(repo, rid, &hash)?.ok_or_else(|| {
+        Stop::field("record", format!("{given} holds no record"))
+            .next("give the hash of a record's post")
+    })?;
     let answer = match &server {
         Some(server) => {
             let got = super::served::record_as_received(call, server, &mut standing)?;
@@ -51,8 +49,7 @@ pub fn open_record(call: &mut Call, given: &str) -> Result<found::StandingRecord
             }
             got.response
         }
-        None => found::response(repo, &standing.place, &hash, &standing.record.node)
-            .map_err(Stop::internal)?,
+        None => found::response(repo, &standing.place, &hash, &standing.record.node)?,
     };
     if let Some(r) = answer {
         return Err(Stop::field(
@@ -105,7 +102,7 @@ impl Tool for StopTool {
             crate::protocol::found::code_prefix(&msg.node),
             message::write(fields.as_object().expect("an object"))
         );
-        let policy = repo.hash_policy().map_err(Stop::internal)?;
+        let policy = repo.hash_policy()?;
         let caller = call.caller()?.login.clone();
         let mut batch = Batch::default();
         let stop = place::compose_message(

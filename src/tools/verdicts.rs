@@ -57,11 +57,8 @@ impl Tool for Verdicts {
             return from_server(call, &server, &checkin.hash);
         }
         let repo = call.repo()?;
-        let changes = repo
-            .tag_changes(verdict::TAGS, Some(&checkin.hash))
-            .map_err(Stop::internal)?;
-        let judged = verdict::judge(repo, &checkin, &changes, &mut RecordCache::default())
-            .map_err(Stop::internal)?;
+        let changes = repo.tag_changes(verdict::TAGS, Some(&checkin.hash))?;
+        let judged = verdict::judge(repo, &checkin, &changes, &mut RecordCache::default())?;
         call.read(format!("{} tag changes on the check-in", changes.len()));
         let (counting, not_counting): (Vec<Judged>, Vec<Judged>) =
             judged.into_iter().partition(|j| j.why_not.is_none());
