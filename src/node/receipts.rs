@@ -274,8 +274,9 @@ impl<'a> Receipts<'a> {
         let server = crate::fossil::remote::page_of(&remote, &[])
             .map(|u| u.trim_end_matches('/').to_string())
             .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
-            .ok_or_else(|| PageError::NoPage {
+            .ok_or_else(|| PageError::Unreachable {
                 server: crate::fossil::redact_password(&remote),
+                why: "it is no http or https server, so who sent what cannot be learned from it (this clone's own receipts name only whoever pulled)".into(),
             })?;
         Ok(Receipts::server(Server::new(Page::unsigned(
             &server, within,
@@ -483,5 +484,46 @@ pub fn response_of(
     match counted {
         Ok(found) => found,
         Err(never) => match never {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receipt_names_a_sender_and_a_place_in_order_only_when_received() {
+        let from = |received: bool, caps: &str| Received {
+            hash: "h".into(),
+            received,
+            user: Some("pat".into()),
+            capabilities: Some(caps.into()),
+            node: false,
+            rcvid: Some(7),
+            rid: Some(3),
+            private: false,
+        };
+        assert_eq!(from(true, "ei").sender(), Some("pat"));
+        assert_eq!(from(true, "ei").order(), Some((7, 3)));
+        assert!(!from(true, "ei").from_admin());
+        assert!(from(true, "s").from_admin());
+        assert_eq!(
+            from(false, "s").sender(),
+            None,
+            "an unreceived one has no sender"
+        );
+        assert!(!from(false, "s").from_admin());
+        assert_eq!(from(false, "s").order(), None);
+        assert_eq!(Received::unreceived("h").sender(), None);
+    }
+
+    #[test]
+    fn a_receipt_said_over_http_never_says_it_is_private() {
+        let mut r = Received::unreceived("h");
+        r.private = true;
+        let said = serde_json::to_value(&r).unwrap();
+        assert!(said.get("private").is_none(), "{said}");
+        let read: Received = serde_json::from_value(said).unwrap();
+        assert!(!read.private);
     }
 }
