@@ -72,8 +72,8 @@ fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), String> {
     match checkin {
         Some(c) => command_run(&cfg, &fossil, &repo, &standing, &dir, c),
         None => {
-            let server = node::machine::Server::of(&cfg).map_err(|e| e.to_string())?;
-            session(root, &cfg, &fossil, &repo, server.as_ref(), &standing, &dir)
+            let receipts = node::Receipts::of_node(&cfg, &repo).map_err(|e| e.to_string())?;
+            session(root, &cfg, &fossil, &repo, &receipts, &standing, &dir)
         }
     }
 }
@@ -215,7 +215,7 @@ fn session(
     cfg: &NodeConfig,
     fossil: &crate::fossil::Fossil,
     repo: &crate::fossil::Repository,
-    server: Option<&node::machine::Server>,
+    receipts: &node::Receipts,
     r: &StandingRecord,
     dir: &Path,
 ) -> Result<(), String> {
@@ -228,13 +228,13 @@ fn session(
     std::thread::spawn(move || node::read_deliveries(&inbox, |line| tx.send(line).is_ok()));
     let started = Instant::now();
     let answer = |outcome: &str, note: &str| -> Result<(), String> {
-        node::answer(root, cfg, fossil, repo, server, r, outcome, note, true)
+        node::answer(root, cfg, fossil, repo, receipts, r, outcome, note, true)
             .map_err(|e| e.to_string())?;
         say(&format!("answered {outcome}: {note}"));
         let _ = node::poke(root);
         Ok(())
     };
-    let page = match node::runner_page(repo, server, &r.record.runner) {
+    let page = match receipts.runner_page(repo, &r.record.runner) {
         Ok(Some(p)) => p,
         _ => {
             return answer(
@@ -445,7 +445,7 @@ fn session(
                 root: root.to_path_buf(),
                 scope: run_scope(root, r),
                 dir: dir.to_path_buf(),
-                on_machine: server.is_some(),
+                on_machine: receipts.asked().is_some(),
             },
             log,
         };

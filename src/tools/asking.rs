@@ -240,7 +240,8 @@ pub fn the_question(call: &mut Call, field: &str, given: &str) -> Result<Asked, 
 /// sender's capabilities there, in the server's received order. The
 /// clone's own receipts name whoever pulled, and are never read for it.
 fn as_served(call: &mut Call, all: &mut [Asked]) -> Result<(), Stop> {
-    let Some(server) = super::served::server(call)? else {
+    let receipts = super::served::receipts(call)?;
+    let Some(server) = receipts.asked().map(|s| s.url().to_string()) else {
         return Ok(());
     };
     let hashes: Vec<String> = all
@@ -249,7 +250,7 @@ fn as_served(call: &mut Call, all: &mut [Asked]) -> Result<(), Stop> {
             std::iter::once(a.said.hash.clone()).chain(a.decisions.iter().map(|d| d.0.hash.clone()))
         })
         .collect();
-    let got = super::served::by_hash(&server, &hashes)?;
+    let got = receipts.by_hash(&hashes).map_err(super::served::stop)?;
     call.read(format!(
         "{server}'s receipts for {} questions and decisions",
         got.len()
@@ -414,7 +415,7 @@ pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, u
     let caller = call.caller()?.clone();
     let mut all = ask::asked(call.repo()?).map_err(Stop::internal)?;
     as_served(call, &mut all)?;
-    let in_clone = super::served::server(call)?.is_some();
+    let in_clone = super::served::receipts(call)?.asked().is_some();
     let repo = call.repo()?;
     let (mut waiting, mut to_confirm, mut open) = (Vec::new(), Vec::new(), 0);
     for a in all.iter().filter(|a| may_read(a, &caller.capabilities)) {

@@ -84,10 +84,12 @@ impl Tool for Audit {
             )
             .next("give a record's full hash, or a path such as PLAN.md"));
         }
-        let server = super::served::pull_first(call)?;
+        let receipts = super::served::pull_first(call)?;
         let mut checkin = call.checkin("checkin", &input.checkin)?;
-        if let Some(server) = &server {
-            let said = super::served::receipts(server, std::slice::from_ref(&checkin.hash))?;
+        if let Some(server) = receipts.asked().map(|s| s.url().to_string()) {
+            let said = receipts
+                .received(std::slice::from_ref(&checkin.hash))
+                .map_err(super::served::stop)?;
             call.read(format!("{server}'s receipt for the check-in"));
             match said.into_iter().next() {
                 Some(r) if r.received => checkin.sender = r.user,

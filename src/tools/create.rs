@@ -3,6 +3,7 @@
 //! caller. Every field is checked first, its defaults written out.
 
 use crate::fossil::store::Batch;
+use crate::node::Receipts;
 use crate::node::{run_user, runner};
 use crate::place::{self, Place, Where};
 use crate::protocol::found;
@@ -90,7 +91,7 @@ impl Tool for Create {
             Stop::field(p.field, p.reason)
                 .next("correct the field; `ocx help create` describes each")
         };
-        let server = super::served::pull_first(call)?;
+        let receipts = super::served::pull_first(call)?;
         let repo = call.repo()?;
         let runner = input.runner.clone().unwrap_or_else(|| "claude".into());
         if !runner::valid_name(&runner) {
@@ -103,11 +104,15 @@ impl Tool for Create {
             return Err(Stop::field("objective", "is empty").next("say what the run is for"));
         }
         let is_command = runner == runner::COMMAND;
-        let page = match &server {
-            _ if is_command => None,
-            Some(server) => super::served::runner_page(call, server, &runner)?,
-            None => runner::page(repo, &runner).map_err(Stop::internal)?,
+        let page = match is_command {
+            true => None,
+            false => receipts
+                .runner_page(repo, &runner)
+                .map_err(super::served::stop)?,
         };
+        if let (Some(server), false) = (receipts.asked(), is_command) {
+            call.read(format!("{}'s receipts for the runner's page", server.url()));
+        }
         let hears = match input.hears.clone() {
             Some(h) => h,
             None if is_command => Vec::new(),
@@ -149,7 +154,7 @@ impl Tool for Create {
         }
         let user = match &input.user {
             Some(u) => {
-                check_user(call, server.as_deref(), u, &node, &server_code)?;
+                check_user(call, &receipts, u, &node, &server_code)?;
                 u.clone()
             }
             None => format!(
@@ -263,10 +268,10 @@ fn admins(call: &Call) -> Result<Vec<String>, Stop> {
 /// node's, one holding admin or setup, or, on the node itself (which alone
 /// keeps the marks), an existing login no node made and no one adopted;
 /// and one that has an open record (in a clone's checkout, a record its
-/// `server` received and holds no response to that counts).
+/// server received and holds no response to that counts, by `receipts`).
 fn check_user(
     call: &mut Call,
-    server: Option<&str>,
+    receipts: &Receipts,
     user: &str,
     node: &str,
     server_code: &str,
@@ -281,16 +286,19 @@ fn check_user(
             .next("leave user out to make a new login, or name a run's login"));
     }
     call.read("the open records");
-    let repo = call.repo()?;
+    let repo = call.cx.repo()?;
     let records = found::tagged_records(repo).map_err(Stop::internal)?;
-    for (mut r, answered) in records.into_iter().filter(|(r, _)| r.record.user == user) {
-        let open = match server {
-            Some(server) => {
-                let got = super::served::record_as_received(call, server, &mut r)?;
-                got.received && got.response.is_none()
-            }
-            None => !answered,
-        };
+    for mut r in records.into_iter().filter(|r| r.record.user == user) {
+        let got = receipts
+            .record_as_received(repo, &mut r)
+            .map_err(super::served::stop)?;
+        if let Some(server) = receipts.asked() {
+            call.read(format!(
+                "{}'s receipts for the record and its responses",
+                server.url()
+            ));
+        }
+        let open = got.received && got.response.is_none();
         if open {
             return Err(Stop::field(
                 "user",

@@ -188,6 +188,3 @@ pub fn audit_post(call: &mut Call, text: &str) -> Result<Option<String>, Stop> {
     }
     Ok((!call.dry_run).then_some(hash))
 }
-
-/// The name Fossil serves OCX's page under (`/ext/ocx-cgi`).
-pub const PAGE: &str = "ocx-cgi";

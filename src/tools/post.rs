@@ -256,12 +256,12 @@ pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop
             operation: format!("push to {remote}"),
             done: !call.dry_run,
         });
-        if !call.dry_run
-            && published
-            && let Some(server) = super::served::server(call)?
-        {
-            let sender = call.caller()?.login.clone();
-            super::served::confirm(call, &server, &batch.hashes(), &sender)?;
+        if !call.dry_run && published {
+            let receipts = super::served::receipts(call)?;
+            if let Some(server) = receipts.asked() {
+                let sender = call.caller()?.login.clone();
+                super::served::confirm(call, server, &batch.hashes(), &sender)?;
+            }
         }
     }
     Ok(())

@@ -29,7 +29,7 @@ pub struct Output {
 /// server received them, and a record the server has not received is
 /// refused.
 pub fn open_record(call: &mut Call, given: &str) -> Result<found::StandingRecord, Stop> {
-    let server = super::served::pull_first(call)?;
+    let receipts = super::served::pull_first(call)?;
     let (rid, hash) = call.artifact("record", given)?;
     call.read("the record and its place");
     let repo = call.repo()?;
@@ -37,20 +37,23 @@ pub fn open_record(call: &mut Call, given: &str) -> Result<found::StandingRecord
         Stop::field("record", format!("{given} holds no record"))
             .next("give the hash of a record's post")
     })?;
-    let answer = match &server {
-        Some(server) => {
-            let got = super::served::record_as_received(call, server, &mut standing)?;
-            if !got.received {
-                return Err(Stop::field(
-                    "record",
-                    format!("{server} has not received the record {given}"),
-                )
-                .next("push it to the server first, or name a record the server holds"));
-            }
-            got.response
+    let got = receipts
+        .record_as_received(repo, &mut standing)
+        .map_err(super::served::stop)?;
+    if let Some(server) = receipts.asked() {
+        let server = server.url().to_string();
+        call.read(format!(
+            "{server}'s receipts for the record and its responses"
+        ));
+        if !got.received {
+            return Err(Stop::field(
+                "record",
+                format!("{server} has not received the record {given}"),
+            )
+            .next("push it to the server first, or name a record the server holds"));
         }
-        None => found::response(repo, &standing.place, &hash, &standing.record.node)?,
-    };
+    }
+    let answer = got.response;
     if let Some(r) = answer {
         return Err(Stop::field(
             "record",

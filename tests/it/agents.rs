@@ -809,7 +809,8 @@ fn runner_writes_the_shipped_pages_and_says_what_is_left() {
         "{claude:#}"
     );
     let repo = ocx::fossil::Repository::open(&site.node.repo.file).unwrap();
-    let page = ocx::node::runner::page(&repo, "claude")
+    let page = ocx::node::Receipts::served(&repo)
+        .runner_page(&repo, "claude")
         .unwrap()
         .expect("the page counts");
     assert_eq!(page.input, ocx::node::runner::InputMode::ClaudeStreamJson);
@@ -828,7 +829,8 @@ fn runner_writes_the_shipped_pages_and_says_what_is_left() {
     assert_eq!(shown, page, "agents.md shows the page ocx runner writes");
     installed(Agent::Codex);
     site.json(&["runner", "--name", "codex"]);
-    let page = ocx::node::runner::page(&repo, "codex")
+    let page = ocx::node::Receipts::served(&repo)
+        .runner_page(&repo, "codex")
         .unwrap()
         .expect("the page counts");
     let shown = readme.split("and `sandbox/codex`:").nth(1).unwrap();
