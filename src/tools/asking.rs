@@ -41,7 +41,7 @@ fn question(
     let repo = call.repo()?;
     let for_caps = match for_login {
         "nobody" | "anonymous" | "" => None,
-        l => repo.capabilities(l).map_err(Stop::internal)?,
+        l => repo.capabilities(l)?,
     };
     let Some(for_caps) = for_caps else {
         return Err(Stop::field(
@@ -67,9 +67,9 @@ fn question(
     let repo = call.repo()?;
     let mut run = None;
     if let Some(scope) = call.cx.run() {
-        let record = match repo.resolve(&scope.record).map_err(Stop::internal)? {
+        let record = match repo.resolve(&scope.record)? {
             crate::fossil::repo::Lookup::One(rid, hash) => {
-                crate::protocol::found::record(repo, rid, &hash).map_err(Stop::internal)?
+                crate::protocol::found::record(repo, rid, &hash)?
             }
             _ => None,
         };
@@ -115,8 +115,7 @@ fn question(
             })
             .map_err(|r| refused(&field, given, r))?;
         let link = target.link();
-        let described =
-            reference::describe(repo, &link, &caller.capabilities).map_err(Stop::internal)?;
+        let described = reference::describe(repo, &link, &caller.capabilities)?;
         linked.push(ask::Linked {
             title: described.title,
             link: link.clone(),
@@ -222,12 +221,10 @@ pub fn standing_of(asked: &Asked, caller: &Caller) -> Standing {
 pub fn the_question(call: &mut Call, field: &str, given: &str) -> Result<Asked, Stop> {
     let (rid, _) = call.artifact(field, given)?;
     call.read(format!("the question named by {field}, and its decisions"));
-    let asked = ask::asked_at(call.repo()?, rid)
-        .map_err(Stop::internal)?
-        .ok_or_else(|| {
-            Stop::field(field, format!("{given} holds no question"))
-                .next("give the hash of a question; `ocx questions` lists them")
-        })?;
+    let asked = ask::asked_at(call.repo()?, rid)?.ok_or_else(|| {
+        Stop::field(field, format!("{given} holds no question"))
+            .next("give the hash of a question; `ocx questions` lists them")
+    })?;
     let mut one = [asked];
     as_served(call, &mut one)?;
     let [asked] = one;
@@ -340,7 +337,7 @@ pub fn shown(
             format!("/tktview/{}", &ticket[..10.min(ticket.len())]),
         ),
     };
-    let replies_to = match repo.replies_to(asked.said.rid).map_err(Stop::internal)? {
+    let replies_to = match repo.replies_to(asked.said.rid)? {
         Some(parent) => Some(describe(&format!("/forumpost/{parent}"))?),
         None => match &asked.place {
             crate::place::Place::Ticket { ticket, .. } => {
@@ -413,7 +410,7 @@ pub fn may_read(asked: &Asked, caps: &Capabilities) -> bool {
 pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, usize), Stop> {
     call.read("every question and its decisions");
     let caller = call.caller()?.clone();
-    let mut all = ask::asked(call.repo()?).map_err(Stop::internal)?;
+    let mut all = ask::asked(call.repo()?)?;
     as_served(call, &mut all)?;
     let in_clone = super::served::receipts(call)?.asked().is_some();
     let repo = call.repo()?;

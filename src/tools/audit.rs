@@ -116,13 +116,8 @@ impl Tool for Audit {
         let looks_hash = (input.against.len() == 40 || input.against.len() == 64)
             && input.against.bytes().all(|b| b.is_ascii_hexdigit());
         if looks_hash {
-            let names_record = match repo
-                .receipt(&input.against.to_ascii_lowercase())
-                .map_err(Stop::internal)?
-            {
-                Some(r) => found::record(repo, r.rid, &input.against)
-                    .map_err(Stop::internal)?
-                    .is_some(),
+            let names_record = match repo.receipt(&input.against.to_ascii_lowercase())? {
+                Some(r) => found::record(repo, r.rid, &input.against)?.is_some(),
                 None => false,
             };
             if !names_record || input.against.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -141,7 +136,7 @@ impl Tool for Audit {
             &input.against,
         );
         let repo = call.repo()?;
-        let policy = repo.hash_policy().map_err(Stop::internal)?;
+        let policy = repo.hash_policy()?;
         let bytes = artifact::control(
             &artifact::now(),
             &caller,

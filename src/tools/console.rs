@@ -172,8 +172,8 @@ fn records(call: &mut Call) -> Result<Vec<Standing>, Stop> {
     let receipts = super::served::receipts(call)?;
     let repo = call.repo()?;
     let mut out = Vec::new();
-    for r in found::tagged_records(repo).map_err(Stop::internal)? {
-        let here = found::at(repo, &r.place).map_err(Stop::internal)?;
+    for r in found::tagged_records(repo)? {
+        let here = found::at(repo, &r.place)?;
         let response = match receipts.asked().is_none() {
             true => receipts
                 .response(repo, &r.place, &r.hash, &r.record.node)
@@ -216,7 +216,7 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
         .map_or(0.0, |d| d.as_secs_f64())
         / 86400.0
         + 2440587.5;
-    let node_root = crate::node::root_of(call.repo()?).map_err(Stop::internal)?;
+    let node_root = crate::node::root_of(call.repo()?)?;
     let (mut running, mut ended) = (Vec::new(), Vec::new());
     for (r, said_here, response) in records(call)? {
         let last = said_here

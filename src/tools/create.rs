@@ -120,11 +120,7 @@ impl Tool for Create {
         };
         let repo = call.repo()?;
         for (i, login) in hears.iter().enumerate() {
-            if repo
-                .own_capabilities(login)
-                .map_err(Stop::internal)?
-                .is_none()
-            {
+            if repo.own_capabilities(login)?.is_none() {
                 return Err(Stop::field(
                     format!("hears[{i}]"),
                     format!("the repository has no login {login:?}"),
@@ -144,7 +140,7 @@ impl Tool for Create {
             Some(r) => r,
             None => offers_remote,
         };
-        let server_code = repo.server_code().map_err(Stop::internal)?;
+        let server_code = repo.server_code()?;
         let node = input.node.clone().unwrap_or_else(|| server_code.clone());
         if !kinds::is_server_code(&node) {
             return Err(
@@ -178,10 +174,7 @@ impl Tool for Create {
             command: input.command.clone(),
         };
         kinds::check_record(&record).map_err(refuse)?;
-        if call.dry_run
-            && node == server_code
-            && crate::node::is_node(call.repo()?).map_err(Stop::internal)?
-        {
+        if call.dry_run && node == server_code && crate::node::is_node(call.repo()?)? {
             call.read("what this node can enforce");
             crate::node::check_enforceable(call.repo()?, &record)
                 .map_err(Stop::internal)?
@@ -222,7 +215,7 @@ impl Tool for Create {
             if is_command { " once per check-in" } else { "" }
         );
         let repo = call.repo()?;
-        let policy = repo.hash_policy().map_err(Stop::internal)?;
+        let policy = repo.hash_policy()?;
         let caller = call.caller()?.login.clone();
         let mut batch = Batch::default();
         let hash = place::compose_message(&mut batch, policy, &caller, &at, &text, "record");
@@ -256,7 +249,7 @@ pub fn title_of(objective: &str) -> String {
 /// Every login holding admin or setup of its own, but a node's.
 fn admins(call: &Call) -> Result<Vec<String>, Stop> {
     let repo = call.repo()?;
-    let users = repo.users().map_err(Stop::internal)?;
+    let users = repo.users()?;
     Ok(users
         .into_iter()
         .filter(|(login, cap)| cap.contains(['a', 's']) && !login.starts_with("node-"))
@@ -277,17 +270,15 @@ fn check_user(
     server_code: &str,
 ) -> Result<(), Stop> {
     let repo = call.repo()?;
-    let on_node = node == server_code && crate::node::is_node(repo).map_err(Stop::internal)?;
+    let on_node = node == server_code && crate::node::is_node(repo)?;
     let node_login = found::node_login(node);
-    if let Err(p) =
-        run_user::check(repo, user, Some(&node_login), on_node).map_err(Stop::internal)?
-    {
+    if let Err(p) = run_user::check(repo, user, Some(&node_login), on_node)? {
         return Err(Stop::field(p.field, p.reason)
             .next("leave user out to make a new login, or name a run's login"));
     }
     call.read("the open records");
     let repo = call.cx.repo()?;
-    let records = found::tagged_records(repo).map_err(Stop::internal)?;
+    let records = found::tagged_records(repo)?;
     for mut r in records.into_iter().filter(|r| r.record.user == user) {
         let got = receipts
             .record_as_received(repo, &mut r)

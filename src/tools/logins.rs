@@ -61,12 +61,11 @@ impl Kept {
     /// an earlier release wrote read as it is kept once its password is
     /// forgotten).
     pub fn read(repo: &Repository, login: &str) -> Result<Option<Kept>, Stop> {
-        let Some(text) = repo.login_key(login).map_err(Stop::internal)? else {
+        let Some(text) = repo.login_key(login)? else {
             return Ok(None);
         };
         let text = repo
-            .without_password(&login_key_row(login), &text)
-            .map_err(Stop::internal)?
+            .without_password(&login_key_row(login), &text)?
             .unwrap_or(text);
         Ok(serde_json::from_str(&text).ok())
     }
@@ -82,7 +81,7 @@ impl Kept {
     /// Whether `login` still holds the password this approval set: what
     /// Fossil keeps of it is what was kept here.
     pub fn holds_its_password(&self, repo: &Repository, login: &str) -> Result<bool, Stop> {
-        let now = repo.password_hash(login).map_err(Stop::internal)?;
+        let now = repo.password_hash(login)?;
         Ok(self.pw.is_some() && now == self.pw)
     }
 }
@@ -160,9 +159,9 @@ pub fn check_login(field: &str, login: &str) -> Result<(), Stop> {
 pub fn audit_post(call: &mut Call, text: &str) -> Result<Option<String>, Stop> {
     let repo = call.repo()?;
     let caller = call.caller()?.login.clone();
-    let policy = repo.hash_policy().map_err(Stop::internal)?;
-    let thread = match repo.logins_thread().map_err(Stop::internal)? {
-        Some(root) if root.len() >= 40 => match repo.resolve(&root).map_err(Stop::internal)? {
+    let policy = repo.hash_policy()?;
+    let thread = match repo.logins_thread()? {
+        Some(root) if root.len() >= 40 => match repo.resolve(&root)? {
             Lookup::One(..) => Place::resolve(repo, "thread", &root).ok(),
             _ => None,
         },
@@ -178,8 +177,7 @@ pub fn audit_post(call: &mut Call, text: &str) -> Result<Option<String>, Stop> {
     if thread.is_none() {
         if !call.dry_run {
             call.fossil()?
-                .config_set(call.repo()?.path(), LOGINS_THREAD_ROW, &hash)
-                .map_err(Stop::internal)?;
+                .config_set(call.repo()?.path(), LOGINS_THREAD_ROW, &hash)?;
         }
         call.log(Op::Fossil {
             operation: "keep the thread for logins".into(),

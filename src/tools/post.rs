@@ -129,7 +129,7 @@ impl Tool for Post {
         }
         let repo = call.repo()?;
         let caller = call.caller()?.clone();
-        let policy = repo.hash_policy().map_err(Stop::internal)?;
+        let policy = repo.hash_policy()?;
         let mut batch = Batch::default();
         let mut out = Output {
             hash: None,
@@ -219,12 +219,10 @@ pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop
     let sender = call.caller()?.login.clone();
     if !call.dry_run {
         let (fossil, repo) = (call.fossil()?, call.repo()?);
-        store::store(fossil, repo, &sender, batch, published).map_err(Stop::internal)?;
+        store::store(fossil, repo, &sender, batch, published)?;
         if !published {
             for h in batch.hashes() {
-                fossil
-                    .queue_for_moderation(repo.path(), &h)
-                    .map_err(Stop::internal)?;
+                fossil.queue_for_moderation(repo.path(), &h)?;
             }
         }
     }
@@ -239,10 +237,10 @@ pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop
         return Ok(());
     }
     let repo = call.repo()?;
-    if crate::node::is_node(repo).map_err(Stop::internal)? {
+    if crate::node::is_node(repo)? {
         crate::node::poke_repository(repo);
     } else if call.cx.repository.is_none()
-        && let Some(remote) = repo.remote_url().map_err(Stop::internal)?
+        && let Some(remote) = repo.remote_url()?
     {
         let remote = crate::fossil::redact_password(&remote);
         if !call.dry_run {

@@ -76,9 +76,7 @@ impl Tool for ReceiptTool {
         let capabilities_of = match input.capabilities_of {
             Some(user) => Some(UserCapabilities {
                 capabilities: if may_read {
-                    repo.capabilities(&user)
-                        .map_err(Stop::internal)?
-                        .map(|c| c.to_string())
+                    repo.capabilities(&user)?.map(|c| c.to_string())
                 } else {
                     None
                 },

@@ -80,11 +80,7 @@ impl Tool for Thread {
                     )
                     .next("ask an administrator for 2 (read the forum)"));
                 }
-                (
-                    repo.thread(*root_rid).map_err(Stop::internal)?,
-                    Some(root.clone()),
-                    None,
-                )
+                (repo.thread(*root_rid)?, Some(root.clone()), None)
             }
             Place::Ticket { tkt_id, ticket } => {
                 if !caller.capabilities.has('r') {
@@ -97,11 +93,7 @@ impl Tool for Thread {
                     )
                     .next("ask an administrator for r (read tickets)"));
                 }
-                (
-                    repo.ticket_changes(*tkt_id).map_err(Stop::internal)?,
-                    None,
-                    Some(ticket.clone()),
-                )
+                (repo.ticket_changes(*tkt_id)?, None, Some(ticket.clone()))
             }
         };
         call.read("every post of the place, in received order");
@@ -192,7 +184,7 @@ fn by_server(
 }
 
 fn text_of(call: &Call, s: Said) -> Result<Saying, Stop> {
-    let text = crate::protocol::found::text(call.repo()?, &s).map_err(Stop::internal)?;
+    let text = crate::protocol::found::text(call.repo()?, &s)?;
     let text = String::from_utf8_lossy(&text).into_owned();
     Ok(Saying {
         hash: s.hash,

@@ -61,17 +61,12 @@ impl Tool for Unaudited {
             return from_server(call, server, input);
         }
         let repo = call.repo()?;
-        let checkins = repo
-            .checkins_changing_files(input.branch.as_deref())
-            .map_err(Stop::internal)?;
-        let changes = repo
-            .tag_changes(verdict::TAGS, None)
-            .map_err(Stop::internal)?;
+        let checkins = repo.checkins_changing_files(input.branch.as_deref())?;
+        let changes = repo.tag_changes(verdict::TAGS, None)?;
         let mut records = RecordCache::default();
         let mut unjudged = Vec::new();
         for c in checkins {
-            let judged =
-                verdict::judge(repo, &c, &changes, &mut records).map_err(Stop::internal)?;
+            let judged = verdict::judge(repo, &c, &changes, &mut records)?;
             if !judged.iter().any(|j| j.why_not.is_none()) {
                 unjudged.push(Unjudged {
                     checkin: c.hash,

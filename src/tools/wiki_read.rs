@@ -57,8 +57,7 @@ impl Tool for WikiRead {
         call.read(format!("wiki page {:?}", input.page));
         let page = call
             .repo()?
-            .wiki_page(&input.page)
-            .map_err(Stop::internal)?
+            .wiki_page(&input.page)?
             .ok_or_else(|| no_page(call, &input.page))?;
         let (text, first, last, total) =
             workspace::lines_from(&page.text, input.from.unwrap_or(1).max(1) as usize);
