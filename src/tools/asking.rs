@@ -92,10 +92,10 @@ fn question(
         );
     }
     for (i, o) in input.options.iter().enumerate() {
-        super::post::one_line(&format!("options[{i}]"), o)?;
+        super::writing::one_line(&format!("options[{i}]"), o)?;
     }
     if let Some(s) = &input.stakes {
-        super::post::one_line("stakes", s)?;
+        super::writing::one_line("stakes", s)?;
     }
     let mut links = Vec::new();
     let mut linked = Vec::new();

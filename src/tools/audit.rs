@@ -149,7 +149,7 @@ impl Tool for Audit {
         );
         let mut batch = Batch::default();
         let written = batch.add("verdict", bytes, policy);
-        super::post::write(call, &batch, true)?;
+        super::writing::write(call, &batch, true)?;
         Ok(Output {
             hash: (!call.dry_run).then_some(written),
             checkin: checkin.hash,

@@ -2,13 +2,11 @@
 //! post, or a change of a ticket, with its `ocx-message` tag, as the
 //! caller. Every field is checked first, its defaults written out.
 
-use crate::fossil::store::Batch;
 use crate::node::Receipts;
 use crate::node::{run_user, runner};
-use crate::place::{self, Place, Where};
+use crate::place::{Place, Where};
 use crate::protocol::found;
 use crate::protocol::kinds::{self, Budget, Problem, Record, Restrict, Sandbox};
-use crate::protocol::message;
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
 use rand::Rng;
@@ -206,20 +204,13 @@ impl Tool for Create {
             },
             (None, None) => Where::NewThread(title_of(&input.objective)),
         };
-        let fields =
-            serde_json::to_value(&record).map_err(|e| Stop::new(format!("internal error: {e}")))?;
-        let block = message::write(fields.as_object().expect("a record is an object"));
+        let (fields, block) = super::writing::message_text(&record)?;
         let text = format!(
             "OCX record: asks node `{}` to run `{runner}` as `{user}`{}.\n\n{block}",
             crate::protocol::found::code_prefix(&node),
             if is_command { " once per check-in" } else { "" }
         );
-        let repo = call.repo()?;
-        let policy = repo.hash_policy()?;
-        let caller = call.caller()?.login.clone();
-        let mut batch = Batch::default();
-        let hash = place::compose_message(&mut batch, policy, &caller, &at, &text, "record");
-        super::post::write(call, &batch, true)?;
+        let hash = super::writing::post(call, &at, &text, Some("record"), true)?;
         let (thread, ticket) = match &at {
             Where::At(Place::Thread { root, .. }) => (Some(root.clone()), None),
             Where::At(Place::Ticket { ticket, .. }) => (None, Some(ticket.clone())),

@@ -5,11 +5,10 @@
 
 use crate::answer::Op;
 use crate::context::Who;
+use crate::fossil::Repository;
 use crate::fossil::caps::SPECIAL_LOGINS;
 use crate::fossil::repo::{LOGINS_THREAD_ROW, Lookup, login_key_row};
-use crate::fossil::store::Batch;
-use crate::fossil::{Repository, artifact};
-use crate::place::{self, Place, Where};
+use crate::place::{Place, Where};
 use crate::stop::Stop;
 use crate::tool::Call;
 use serde::{Deserialize, Serialize};
@@ -158,8 +157,8 @@ pub fn check_login(field: &str, login: &str) -> Result<(), Stop> {
 /// `ocx-logins-thread`), so every clone can see who let whom in, by receipt.
 pub fn audit_post(call: &mut Call, text: &str) -> Result<Option<String>, Stop> {
     let repo = call.repo()?;
-    let caller = call.caller()?.login.clone();
-    let policy = repo.hash_policy()?;
+    let _caller = call.caller()?.login.clone();
+    let _policy = repo.hash_policy()?;
     let thread = match repo.logins_thread()? {
         Some(root) if root.len() >= 40 => match repo.resolve(&root)? {
             Lookup::One(..) => Place::resolve(repo, "thread", &root).ok(),
@@ -171,9 +170,7 @@ pub fn audit_post(call: &mut Call, text: &str) -> Result<Option<String>, Stop> {
         Some(p) => Where::At(p.clone()),
         None => Where::NewThread(THREAD_TITLE.into()),
     };
-    let mut batch = Batch::default();
-    let hash = place::compose(&mut batch, policy, &artifact::now(), &caller, &at, text);
-    super::post::write(call, &batch, true)?;
+    let hash = super::writing::post(call, &at, text, None, true)?;
     if thread.is_none() {
         if !call.dry_run {
             call.fossil()?

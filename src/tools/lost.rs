@@ -55,7 +55,7 @@ impl Tool for Lost {
         );
         let batch = respond::compose(call.repo()?, &standing, &caller, "lost", &note)?;
         let written = batch.artifacts[0].1.clone();
-        super::post::write(call, &batch, true)?;
+        super::writing::write(call, &batch, true)?;
         Ok(Output {
             response: (!call.dry_run).then_some(written),
             record: hash,

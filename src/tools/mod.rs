@@ -44,6 +44,7 @@ pub mod verdicts;
 pub mod wiki_edit;
 pub mod wiki_read;
 pub mod workspace;
+pub mod writing;
 
 use crate::stop::Stop;
 use schemars::JsonSchema;

@@ -10,7 +10,7 @@ use crate::fossil::store::Batch;
 use crate::node::runner::{CredentialUse, InputMode, RunnerPage};
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
-use crate::tools::post::write;
+use crate::tools::writing::write;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

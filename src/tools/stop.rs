@@ -1,8 +1,7 @@
 //! `stop`: writes a stop (C3) for an open record, at the record's place,
 //! as the caller; its node ends the run and answers `stopped`.
 
-use crate::fossil::store::Batch;
-use crate::place::{self, Where};
+use crate::place::Where;
 use crate::protocol::found;
 use crate::protocol::kinds::StopMessage;
 use crate::protocol::message;
@@ -91,32 +90,20 @@ impl Tool for StopTool {
             .next("ask the record's sender or an administrator to stop it"));
         }
         let hash = standing.hash.clone();
-        let repo = call.repo()?;
+        let _repo = call.repo()?;
         let msg = StopMessage {
             ocx: message::VERSION,
             kind: "stop".into(),
             node: standing.record.node.clone(),
             stops: hash.clone(),
         };
-        let fields =
-            serde_json::to_value(&msg).map_err(|e| Stop::new(format!("internal error: {e}")))?;
+        let (_, block) = super::writing::message_text(&msg)?;
         let text = format!(
-            "OCX stop: asks node `{}` to stop this record's run.\n\n{}",
+            "OCX stop: asks node `{}` to stop this record's run.\n\n{block}",
             crate::protocol::found::code_prefix(&msg.node),
-            message::write(fields.as_object().expect("an object"))
         );
-        let policy = repo.hash_policy()?;
-        let caller = call.caller()?.login.clone();
-        let mut batch = Batch::default();
-        let stop = place::compose_message(
-            &mut batch,
-            policy,
-            &caller,
-            &Where::At(standing.place),
-            &text,
-            "stop",
-        );
-        super::post::write(call, &batch, true)?;
+        let stop =
+            super::writing::post(call, &Where::At(standing.place), &text, Some("stop"), true)?;
         Ok(Output {
             stop: (!call.dry_run).then_some(stop),
             record: hash,

@@ -6,8 +6,8 @@ use crate::fossil::artifact::{self, WikiPage};
 use crate::fossil::store::Batch;
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
-use crate::tools::post::write;
 use crate::tools::workspace;
+use crate::tools::writing::write;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
