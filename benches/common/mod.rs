@@ -25,14 +25,10 @@ pub fn large_repository(fossil: &Fossil) -> PathBuf {
     repo
 }
 
-/// The release `ocx` binary, built first.
+/// The release `ocx` binary: the one `cargo bench` built beside the
+/// benchmark, in the same profile, so nothing is built a second time.
 pub fn release_ocx() -> PathBuf {
-    let status = Command::new("cargo")
-        .args(["build", "--release", "--quiet"])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/ocx")
+    PathBuf::from(env!("CARGO_BIN_EXE_ocx"))
 }
 
 /// A benchmark's directory, which every account may reach (a run's host
