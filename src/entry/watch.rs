@@ -24,7 +24,7 @@ use crate::node::runner::InputMode;
 use crate::node::{self, respond};
 use crate::protocol::found::{self, StandingRecord};
 use crate::protocol::verdict;
-use crate::run::{BudgetLimits, Forbidden, Program};
+use crate::run::{BudgetLimits, Disk, Forbidden, Plan, Program, SandboxError, SandboxFields};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -32,6 +32,62 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub mod agent;
+
+/// What ends a watcher before its record is answered, said in its log;
+/// or, as the answer's note, what kept the run from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// Something the watcher cannot go on without.
+    #[error("{0}")]
+    Cannot(&'static str),
+    /// A field of the record, its runner's page or the node's ceiling that
+    /// the run cannot be given.
+    #[error("{field}: {reason}")]
+    Field { field: String, reason: String },
+    /// A file or directory of the run.
+    #[error("{what}: {source}")]
+    File {
+        what: String,
+        source: std::io::Error,
+    },
+    /// The served repository or its `fossil`.
+    #[error(transparent)]
+    Fossil(#[from] crate::fossil::FossilError),
+    /// The node, answering or reading its record.
+    #[error(transparent)]
+    Node(#[from] node::NodeError),
+    /// The node's server, for a node on a machine.
+    #[error(transparent)]
+    Machine(#[from] node::machine::MachineError),
+    /// The run's uid, leased from the node's range.
+    #[error(transparent)]
+    Uids(#[from] crate::run::uids::UidError),
+    /// The sandbox or the run's own filesystem, the field at fault first.
+    #[error("{}", named(.0))]
+    Sandbox(#[from] SandboxError),
+}
+
+impl From<crate::stop::Stop> for WatchError {
+    fn from(s: crate::stop::Stop) -> WatchError {
+        field(s.field.unwrap_or_default(), s.reason)
+    }
+}
+
+/// A refusal of `name`, a field the run cannot be given, saying why.
+fn field(name: impl Into<String>, reason: impl std::fmt::Display) -> WatchError {
+    WatchError::Field {
+        field: name.into(),
+        reason: reason.to_string(),
+    }
+}
+
+/// What turns an error of the run's file `what` into a [`WatchError`].
+fn file(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> WatchError {
+    move |source| WatchError::File {
+        what: what.to_string(),
+        source,
+    }
+}
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -55,24 +111,23 @@ pub fn main(root: &Path, record: &str, checkin: Option<&str>) -> i32 {
     }
 }
 
-fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), String> {
+fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), WatchError> {
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     if let Some(c) = checkin {
-        crate::stop::full_hash("checkin", c).map_err(|s| format!("checkin: {}", s.reason))?;
+        crate::stop::full_hash("checkin", c)?;
     }
-    let (cfg, fossil, repo) = respond::open(root).ok_or("no node configuration under the root")?;
+    let (cfg, fossil, repo) =
+        respond::open(root).ok_or(WatchError::Cannot("no node configuration under the root"))?;
     let receipt = repo
-        .receipt(hash)
-        .map_err(|e| e.to_string())?
-        .ok_or("the record is not in the repository")?;
-    let standing = found::record(&repo, receipt.rid, hash)
-        .map_err(|e| e.to_string())?
-        .ok_or("the artifact holds no record")?;
+        .receipt(hash)?
+        .ok_or(WatchError::Cannot("the record is not in the repository"))?;
+    let standing = found::record(&repo, receipt.rid, hash)?
+        .ok_or(WatchError::Cannot("the artifact holds no record"))?;
     let dir = NodeConfig::run_dir(root, hash);
     match checkin {
         Some(c) => command_run(&cfg, &fossil, &repo, &standing, &dir, c),
         None => {
-            let server = node::machine::Server::of(&cfg).map_err(|e| e.to_string())?;
+            let server = node::machine::Server::of(&cfg)?;
             session(root, &cfg, &fossil, &repo, server.as_ref(), &standing, &dir)
         }
     }
@@ -80,9 +135,9 @@ fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), String> {
 
 /// Says this process watches the run in `dir` (its `watcher.pid`, which
 /// `ocx node stop` and a stop signal) and takes SIGTERM as the word to end it.
-fn watching(dir: &Path) -> Result<(), String> {
+fn watching(dir: &Path) -> Result<(), WatchError> {
     std::fs::write(dir.join("watcher.pid"), std::process::id().to_string())
-        .map_err(|e| e.to_string())?;
+        .map_err(file("watcher.pid"))?;
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         let _ = nix::sys::signal::signal(
@@ -115,31 +170,64 @@ fn url_with(cfg: &NodeConfig, user: &str, password: &str) -> String {
     crate::fossil::remote::with_login(&cfg.url, user, password)
 }
 
-fn forbidden(cfg: &NodeConfig, root: &Path) -> Forbidden {
-    let mut paths = vec![cfg.repository.clone(), root.to_path_buf()];
-    if let Some(home) = std::env::var_os("HOME") {
-        let home = PathBuf::from(home);
-        if home.is_absolute() && home != Path::new("/") {
-            paths.push(home);
+/// Where a run's program runs: on the run's own filesystem, as the run's
+/// leased uid when it has one, and out of sight of the node's repository,
+/// its root and the watcher's own home.
+struct Site<'a> {
+    disk: &'a Disk,
+    lease: Option<&'a RunLease>,
+    forbidden: Forbidden,
+}
+
+impl<'a> Site<'a> {
+    fn of(cfg: &NodeConfig, root: &Path, disk: &'a Disk, lease: Option<&'a RunLease>) -> Site<'a> {
+        let mut paths = vec![cfg.repository.clone(), root.to_path_buf()];
+        if let Some(home) = std::env::var_os("HOME") {
+            let home = PathBuf::from(home);
+            if home.is_absolute() && home != Path::new("/") {
+                paths.push(home);
+            }
+        }
+        Site {
+            disk,
+            lease,
+            forbidden: Forbidden { paths },
         }
     }
-    Forbidden { paths }
+
+    /// `program` planned to run at this site in `ws`, named `name`,
+    /// confined by `sandbox` within `budget`.
+    fn plan(
+        &self,
+        name: &str,
+        ws: &Path,
+        sandbox: &SandboxFields,
+        budget: &BudgetLimits,
+        program: &Program,
+    ) -> Result<Plan, SandboxError> {
+        let mut plan = crate::run::plan(name, ws, sandbox, budget, program, &self.forbidden)?;
+        plan.on_disk(self.disk);
+        if let Some(l) = self.lease {
+            plan.run_as(l.lease.account.clone());
+        }
+        Ok(plan)
+    }
 }
 
 /// The run's own host uid, leased from the node's range when the watcher
 /// runs as root (else none: the run runs as the node's account); the run's
 /// directory then lets that uid's group pass through it, and nothing more.
-fn lease(root: &Path, dir: &Path) -> Result<Option<RunLease>, String> {
+fn lease(root: &Path, dir: &Path) -> Result<Option<RunLease>, WatchError> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
-    let lease = crate::run::uids::lease(root).map_err(|e| e.to_string())?;
+    let lease = crate::run::uids::lease(root)?;
     let gid = nix::unistd::Gid::from_raw(lease.account.gid);
     let held = RunLease {
         lease,
         dir: dir.to_path_buf(),
     };
-    nix::unistd::chown(dir, None, Some(gid)).map_err(|e| format!("the run's directory: {e}"))?;
+    nix::unistd::chown(dir, None, Some(gid)).map_err(|e| file("the run's directory")(e.into()))?;
     set_mode(dir, 0o710)?;
     Ok(Some(held))
 }
@@ -158,14 +246,14 @@ impl Drop for RunLease {
     }
 }
 
-fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
+fn set_mode(path: &Path, mode: u32) -> Result<(), WatchError> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(file(path.display()))
 }
 
 /// The run's output log, its owner's alone.
-fn private_log(path: &Path, append: bool) -> Result<std::fs::File, String> {
+fn private_log(path: &Path, append: bool) -> Result<std::fs::File, WatchError> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -174,7 +262,7 @@ fn private_log(path: &Path, append: bool) -> Result<std::fs::File, String> {
         .truncate(!append)
         .mode(0o600)
         .open(path)
-        .map_err(|e| e.to_string())?;
+        .map_err(file(path.display()))?;
     set_mode(path, 0o600)?;
     Ok(f)
 }
@@ -188,25 +276,21 @@ fn workspace(
     ws: &Path,
     user: &str,
     version: Option<&str>,
-) -> Result<(), String> {
-    let password = std::fs::read_to_string(dir.join("password"))
-        .map_err(|e| format!("the run's password: {e}"))?;
+) -> Result<(), WatchError> {
+    let password =
+        std::fs::read_to_string(dir.join("password")).map_err(file("the run's password"))?;
     let _ = std::fs::remove_dir_all(ws);
-    std::fs::create_dir_all(ws).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(ws).map_err(file(ws.display()))?;
     set_mode(ws, 0o700)?;
     let clone = ws.join(".clone.fossil");
-    fossil
-        .clone_open(
-            &url_with(cfg, user, password.trim()),
-            &clone,
-            ws,
-            version,
-            true,
-        )
-        .map_err(|e| e.to_string())?;
-    fossil
-        .user_default(&clone, user)
-        .map_err(|e| e.to_string())?;
+    fossil.clone_open(
+        &url_with(cfg, user, password.trim()),
+        &clone,
+        ws,
+        version,
+        true,
+    )?;
+    fossil.user_default(&clone, user)?;
     set_mode(&clone, 0o600)
 }
 
@@ -218,18 +302,17 @@ fn session(
     server: Option<&node::machine::Server>,
     r: &StandingRecord,
     dir: &Path,
-) -> Result<(), String> {
-    let Some(_lock) = node::lock(&dir.join("lock"), false).map_err(|e| e.to_string())? else {
-        return Err("another watcher holds this run".into());
+) -> Result<(), WatchError> {
+    let Some(_lock) = node::lock(&dir.join("lock"), false).map_err(file("the run's lock"))? else {
+        return Err(WatchError::Cannot("another watcher holds this run"));
     };
     watching(dir)?;
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let inbox = dir.to_path_buf();
     std::thread::spawn(move || node::read_deliveries(&inbox, |line| tx.send(line).is_ok()));
     let started = Instant::now();
-    let answer = |outcome: &str, note: &str| -> Result<(), String> {
-        node::answer(root, cfg, fossil, repo, server, r, outcome, note, true)
-            .map_err(|e| e.to_string())?;
+    let answer = |outcome: &str, note: &str| -> Result<(), WatchError> {
+        node::answer(root, cfg, fossil, repo, server, r, outcome, note, true)?;
         say(&format!("answered {outcome}: {note}"));
         let _ = node::poke(root);
         Ok(())
@@ -253,11 +336,11 @@ fn session(
     let (mut sandbox, budget) = node::limits(&r.record);
     let budget = match held(cfg, &budget) {
         Ok(b) => b,
-        Err(e) => return answer("unenforced", &e),
+        Err(e) => return answer("unenforced", &e.to_string()),
     };
     let disk = match on_disk(dir, &budget) {
         Ok(d) => d,
-        Err(e) => return answer("unenforced", &e),
+        Err(e) => return answer("unenforced", &e.to_string()),
     };
     let ws = disk.path().join("ws");
     let no_password = r.record.restrict.no_password == Some(true);
@@ -296,7 +379,7 @@ fn session(
     let home = FreshHome(disk.path().join("home"));
     let given = match fresh_home(root, &home.0, &page) {
         Ok(g) => g,
-        Err(e) => return answer("unenforced", &e),
+        Err(e) => return answer("unenforced", &e.to_string()),
     };
     if page.input == InputMode::ClaudeStreamJson
         && let Err(e) = repository_word(&home.0, &ws)
@@ -378,32 +461,20 @@ fn session(
         home: Some(home.0.clone()),
     };
     let run_name = format!("run-{}", &r.hash[..16]);
-    let mut plan = match crate::run::plan(
-        &run_name,
-        &ws,
-        &sandbox,
-        &budget,
-        &program,
-        &forbidden(cfg, root),
-    ) {
+    let site = Site::of(cfg, root, &disk, lease.as_ref());
+    let mut plan = match site.plan(&run_name, &ws, &sandbox, &budget, &program) {
         Ok(p) => p,
-        Err(e) => {
-            return answer("unenforced", &named(&e));
-        }
+        Err(e) => return answer("unenforced", &named(&e)),
     };
     let homes = disk.path().join("homes");
     plan.copy_homes(&homes);
-    plan.on_disk(&disk);
-    if let Some(l) = &lease {
-        plan.run_as(l.lease.account.clone());
-    }
     let out = private_log(&dir.join("output.log"), true)?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let err = out.try_clone().map_err(file("output.log"))?;
     let agent = page.input.is_agent();
     let stdout = if agent {
         Stdio::piped()
     } else {
-        Stdio::from(out.try_clone().map_err(|e| e.to_string())?)
+        Stdio::from(out.try_clone().map_err(file("output.log"))?)
     };
     let mut running = match crate::run::spawn(&plan, Stdio::piped(), stdout, Stdio::from(err)) {
         Ok(r) => r,
@@ -414,7 +485,9 @@ fn session(
         }
     };
     say(&format!("started {run_name} as {}", r.record.user));
-    let mut stdin = running.stdin().ok_or("the program has no stdin")?;
+    let mut stdin = running
+        .stdin()
+        .ok_or(WatchError::Cannot("the program has no stdin"))?;
     let mode = page.input;
     let first = crate::node::inbox::Delivery::Record {
         record: r.hash.clone(),
@@ -425,7 +498,9 @@ fn session(
     if agent {
         let log: agent::Log = std::sync::Arc::new(std::sync::Mutex::new(out));
         let stdin = std::sync::Arc::new(std::sync::Mutex::new(stdin));
-        let stdout = running.stdout().ok_or("the program has no stdout")?;
+        let stdout = running
+            .stdout()
+            .ok_or(WatchError::Cannot("the program has no stdout"))?;
         let (etx, erx) = std::sync::mpsc::channel();
         {
             let (log, stdin) = (log.clone(), stdin.clone());
@@ -485,7 +560,7 @@ fn session(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let ended = running.wait().map_err(|e| e.to_string());
+    let ended = running.wait();
     let _ = std::fs::remove_dir_all(&homes);
     drop(home);
     let disk_bytes = disk.bytes();
@@ -600,28 +675,35 @@ fn fresh_home(
     root: &Path,
     home: &Path,
     page: &crate::node::runner::RunnerPage,
-) -> Result<std::collections::BTreeMap<String, String>, String> {
+) -> Result<std::collections::BTreeMap<String, String>, WatchError> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let _ = std::fs::remove_dir_all(home);
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(home)
-        .map_err(|e| format!("program.home: {}: {e}", home.display()))?;
+        .map_err(|e| field("program.home", format!("{}: {e}", home.display())))?;
     for (i, name) in page.homes.iter().enumerate() {
         if name.starts_with('/') {
             continue;
         }
         let from = root.join("homes").join(name);
         if !from.is_dir() {
-            return Err(format!(
-                "homes[{i}]: the node keeps no home {name:?} (a directory homes/{name} under its root)"
+            return Err(field(
+                format!("homes[{i}]"),
+                format!(
+                    "the node keeps no home {name:?} (a directory homes/{name} under its root)"
+                ),
             ));
         }
-        crate::run::sandbox::copy_contents(&from, home)
-            .map_err(|e| format!("homes[{i}]: {name:?} could not be copied: {e}"))?;
+        crate::run::sandbox::copy_contents(&from, home).map_err(|e| {
+            field(
+                format!("homes[{i}]"),
+                format!("{name:?} could not be copied: {e}"),
+            )
+        })?;
     }
     let given = crate::node::credentials::give(root, &page.credentials)
-        .map_err(|e| format!("credentials: {e}"))?;
+        .map_err(|e| field("credentials", e))?;
     let mut env = std::collections::BTreeMap::new();
     for g in given {
         match g {
@@ -635,7 +717,7 @@ fn fresh_home(
                         .recursive(true)
                         .mode(0o700)
                         .create(parent)
-                        .map_err(|e| format!("credentials: {rel}: {e}"))?;
+                        .map_err(|e| field("credentials", format!("{rel}: {e}")))?;
                 }
                 let _ = std::fs::remove_file(&path);
                 std::fs::OpenOptions::new()
@@ -645,7 +727,7 @@ fn fresh_home(
                     .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
                     .open(&path)
                     .and_then(|mut f| f.write_all(&bytes))
-                    .map_err(|e| format!("credentials: {rel}: {e}"))?;
+                    .map_err(|e| field("credentials", format!("{rel}: {e}")))?;
             }
         }
     }
@@ -654,21 +736,21 @@ fn fresh_home(
 
 /// `budget` held to the node's ceiling on memory and processes, where this
 /// host holds them, and on disk; a note naming the field when it asks for more.
-fn held(cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, String> {
+fn held(cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, WatchError> {
     let (memory, processes) = crate::run::Ceiling::held_here();
     cfg.ceiling
         .hold(budget, memory, processes)
-        .map_err(|u| format!("{}: {}", u.field, u.reason))
+        .map_err(|u| field(u.field, u.reason))
 }
 
 /// The run's own filesystem in its directory `dir`, of its disk budget's size, which
 /// everything it may write goes in; a note naming `budget.disk` when it cannot be made.
-fn on_disk(dir: &Path, budget: &BudgetLimits) -> Result<crate::run::Disk, String> {
+fn on_disk(dir: &Path, budget: &BudgetLimits) -> Result<Disk, WatchError> {
     let bytes = budget
         .disk_bytes
-        .ok_or("budget.disk: the run was given no disk budget")?;
+        .ok_or_else(|| field("budget.disk", "the run was given no disk budget"))?;
     let started = Instant::now();
-    let disk = crate::run::Disk::make(dir, bytes).map_err(|e| named(&e))?;
+    let disk = Disk::make(dir, bytes)?;
     say(&format!(
         "the run's filesystem of {} made in {} ms",
         size(bytes),
@@ -713,18 +795,16 @@ fn prepare_without_password(
     cfg: &NodeConfig,
     ws: &Path,
     user: &str,
-) -> Result<(), String> {
+) -> Result<(), WatchError> {
     let _ = std::fs::remove_dir_all(ws);
-    std::fs::create_dir_all(ws.join(".ocx")).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(ws.join(".ocx")).map_err(file(ws.display()))?;
     let clone = ws.join(".clone.fossil");
-    fossil
-        .clone_open_anonymous(&cfg.url, &clone, ws, user)
-        .map_err(|e| e.to_string())?;
-    fossil.autosync_off(&clone).map_err(|e| e.to_string())
+    fossil.clone_open_anonymous(&cfg.url, &clone, ws, user)?;
+    Ok(fossil.autosync_off(&clone)?)
 }
 
 /// A sandbox error as a response's note: the field at fault first.
-fn named(e: &crate::run::SandboxError) -> String {
+fn named(e: &SandboxError) -> String {
     let text = e.to_string();
     match e.field() {
         Some(f) if !text.starts_with(f) => format!("{f}: {text}"),
@@ -744,14 +824,16 @@ fn command_run(
     r: &StandingRecord,
     dir: &Path,
     checkin: &str,
-) -> Result<(), String> {
-    let _lock = node::lock(&dir.join("command.lock"), true).map_err(|e| e.to_string())?;
-    let _watching = node::lock(&dir.join("lock"), true).map_err(|e| e.to_string())?;
+) -> Result<(), WatchError> {
+    let _lock = node::lock(&dir.join("command.lock"), true).map_err(file("the run's lock"))?;
+    let _watching = node::lock(&dir.join("lock"), true).map_err(file("the run's lock"))?;
     watching(dir)?;
     let root = dir
         .parent()
         .and_then(Path::parent)
-        .ok_or("the run's directory")?;
+        .ok_or(WatchError::Cannot(
+            "the run's directory is not under a node's root",
+        ))?;
     let lease = lease(root, dir)?;
     let (sandbox, budget) = node::limits(&r.record);
     let (budget, disk) = match held(cfg, &budget)
@@ -783,24 +865,13 @@ fn command_run(
     let log_path = dir.join(format!("ci-{}.log", &checkin[..16]));
     let started = Instant::now();
     let run_name = format!("ci-{}-{}", &r.hash[..10], &checkin[..10]);
-    let planned = crate::run::plan(
-        &run_name,
-        &ws,
-        &sandbox,
-        &budget,
-        &program,
-        &forbidden(cfg, root),
-    )
-    .map_err(|e| e.to_string());
+    let planned = Site::of(cfg, root, &disk, lease.as_ref())
+        .plan(&run_name, &ws, &sandbox, &budget, &program);
     let (pass, reason) = match planned {
         Err(e) => (false, format!("could not run: {e}")),
-        Ok(mut plan) => {
-            plan.on_disk(&disk);
-            if let Some(l) = &lease {
-                plan.run_as(l.lease.account.clone());
-            }
+        Ok(plan) => {
             let out = private_log(&log_path, false)?;
-            let err = out.try_clone().map_err(|e| e.to_string())?;
+            let err = out.try_clone().map_err(file(log_path.display()))?;
             match crate::run::spawn(&plan, Stdio::null(), Stdio::from(out), Stdio::from(err))
                 .and_then(until_ended_or_stopped)
             {
@@ -811,8 +882,7 @@ fn command_run(
                         "ended by its node (ocx node stop --runs) after {secs} seconds, while it ran on check-in {}",
                         &checkin[..10]
                     );
-                    respond::respond(fossil, repo, r, &cfg.login, "stopped", &note, true)
-                        .map_err(|e| e.to_string())?;
+                    respond::respond(fossil, repo, r, &cfg.login, "stopped", &note, true)?;
                     say(&format!("answered stopped: {note}"));
                     drop(disk);
                     drop(lease);
@@ -854,7 +924,7 @@ fn ci_verdict(
     checkin: &str,
     pass: bool,
     reason: &str,
-) -> Result<(), String> {
+) -> Result<(), WatchError> {
     let reason = reason.replace("(against", "(against:");
     let value = verdict::format(pass, &reason, &r.hash);
     let bytes = artifact::control(
@@ -868,12 +938,8 @@ fn ci_verdict(
         }],
     );
     let mut batch = Batch::default();
-    batch.add(
-        "ci verdict",
-        bytes,
-        repo.hash_policy().map_err(|e| e.to_string())?,
-    );
-    store::store(fossil, repo, &r.record.user, &batch, true).map_err(|e| e.to_string())?;
+    batch.add("ci verdict", bytes, repo.hash_policy()?);
+    store::store(fossil, repo, &r.record.user, &batch, true)?;
     say(&format!("ci verdict on {}: {value}", &checkin[..10]));
     Ok(())
 }
