@@ -14,7 +14,7 @@
 mod chat;
 mod written;
 
-pub use chat::{Reply, read_reply};
+pub use chat::{NotChat, Reply, read_reply};
 pub use written::written_call;
 
 use crate::context::{Context, RUN_USER_VAR, Who};
@@ -59,7 +59,7 @@ pub enum AgentError {
     Status { status: u16, said: String },
     /// Ollama's answer is not a chat reply.
     #[error("Ollama's answer is not a chat reply: {0}")]
-    NotChat(String),
+    NotChat(#[from] chat::NotChat),
     /// The model still called tools when the step budget was spent.
     #[error(
         "the step budget is spent: the model still called tools after {0} requests for one line (--steps {0})"
@@ -397,7 +397,7 @@ impl Agent {
                 said: chat::said(&reply),
             });
         }
-        let read = read_reply(&received).map_err(AgentError::NotChat)?;
+        let read = read_reply(&received)?;
         if self.calibration.is_none()
             && let Some(count) = read.prompt_eval_count.filter(|c| *c > 0)
         {
