@@ -24,7 +24,9 @@ use crate::node::runner::InputMode;
 use crate::node::{self, respond};
 use crate::protocol::found::{self, StandingRecord};
 use crate::protocol::verdict;
-use crate::run::{BudgetLimits, Disk, Forbidden, Plan, Program, SandboxError, SandboxFields};
+use crate::run::{
+    BudgetLimits, Disk, Ended, Forbidden, Plan, Program, Running, SandboxError, SandboxFields,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -148,22 +150,38 @@ fn watching(dir: &Path) -> Result<(), WatchError> {
     Ok(())
 }
 
-/// Waits for `running` to end, killing it when SIGTERM comes; answers how
-/// it ended and whether it was killed so.
-fn until_ended_or_stopped(
-    running: crate::run::Running,
-) -> Result<(crate::run::Ended, bool), crate::run::SandboxError> {
+/// Why a run's program was killed before it ended by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Killed {
+    /// A stop: SIGTERM to the watcher.
+    Stopped,
+    /// The run can no longer be held to its record, as `broken` said.
+    Broken(String),
+}
+
+/// Waits for `running` to end, killing it when SIGTERM comes or when
+/// `broken` (asked every 250 ms) says why the run can no longer go on;
+/// answers how it ended and why it was killed, if it was.
+fn until_ended(
+    running: Running,
+    mut broken: impl FnMut() -> Option<String>,
+) -> (Result<Ended, SandboxError>, Option<Killed>) {
     let killer = running.killer();
-    let mut stopped = false;
-    while !running.is_finished() {
+    let mut killed = None;
+    let mut checked = Instant::now();
+    while killed.is_none() && !running.is_finished() {
         if STOP.load(Ordering::SeqCst) {
-            stopped = true;
-            killer.kill();
-            break;
+            killed = Some(Killed::Stopped);
+        } else if checked.elapsed() > Duration::from_millis(250) {
+            checked = Instant::now();
+            killed = broken().map(Killed::Broken);
         }
-        std::thread::sleep(Duration::from_millis(50));
+        match killed {
+            Some(_) => killer.kill(),
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
     }
-    Ok((running.wait()?, stopped))
+    (running.wait(), killed)
 }
 
 fn url_with(cfg: &NodeConfig, user: &str, password: &str) -> String {
@@ -540,27 +558,14 @@ fn session(
             }
         });
     }
-    let killer = running.killer();
-    let mut stopped = false;
-    let mut unenforced: Option<String> = None;
-    let mut checked = Instant::now();
-    while !running.is_finished() {
-        if STOP.load(Ordering::SeqCst) {
-            stopped = true;
-            killer.kill();
-            break;
-        }
-        if no_password && checked.elapsed() > Duration::from_millis(250) {
-            checked = Instant::now();
-            if let Some(why) = no_password_broken(&socket) {
-                unenforced = Some(why);
-                killer.kill();
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let ended = running.wait();
+    let (ended, killed) = until_ended(running, || {
+        no_password.then(|| no_password_broken(&socket)).flatten()
+    });
+    let stopped = killed == Some(Killed::Stopped);
+    let unenforced = match killed {
+        Some(Killed::Broken(why)) => Some(why),
+        _ => None,
+    };
     let _ = std::fs::remove_dir_all(&homes);
     drop(home);
     let disk_bytes = disk.bytes();
@@ -873,8 +878,10 @@ fn command_run(
             let out = private_log(&log_path, false)?;
             let err = out.try_clone().map_err(file(log_path.display()))?;
             match crate::run::spawn(&plan, Stdio::null(), Stdio::from(out), Stdio::from(err))
-                .and_then(until_ended_or_stopped)
-            {
+                .and_then(|running| {
+                    let (ended, killed) = until_ended(running, || None);
+                    Ok((ended?, killed.is_some()))
+                }) {
                 Err(e) => (false, format!("could not run: {e}")),
                 Ok((_, true)) if dir.join(node::ENDED_BY_NODE).exists() => {
                     let secs = started.elapsed().as_secs();
