@@ -1,7 +1,9 @@
 //! The commands the node starts for itself, not tools: `ocx hook-poke
 //! ROOT` (what Fossil's after-receive hook runs), `ocx node-daemon --root
-//! ROOT` (the node's process) and `ocx watch --root ROOT --record HASH
-//! [--checkin HASH]` (a run's watcher).
+//! ROOT` (the node's process), `ocx watch --root ROOT --record HASH
+//! [--checkin HASH]` (a run's watcher) and `ocx demo-agent` (the demo
+//! runner's program). They have a clap parser of their own, reached only
+//! by their names, so `ocx --help` lists tools alone.
 
 #![allow(clippy::disallowed_methods)] // an entry point: it reads the run's variables and starts `ocx post`, as docs/architecture.md says
 

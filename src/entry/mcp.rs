@@ -9,8 +9,6 @@
 //! `registry::call_with_text`; on stdio a `decide` may be asked of a
 //! person ([`elicit`]). Logs go to standard error only.
 
-#![allow(clippy::disallowed_methods)] // an entry point: it reads the directory it was started in, as docs/architecture.md says
-
 pub mod connect;
 mod elicit;
 pub mod http;
