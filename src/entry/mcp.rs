@@ -35,9 +35,9 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 /// What goes wrong starting the server, for the person who started it.
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {
-    /// The command line does not parse.
-    #[error("{0}")]
-    Usage(String),
+    /// `--repository` or `--user` is not UTF-8.
+    #[error("--{0} is not UTF-8")]
+    NotText(String),
     /// The address is not a loopback `HOST:PORT`.
     #[error("{0} is not a loopback address: serve on 127.0.0.1:PORT or [::1]:PORT alone")]
     NotLoopback(String),
@@ -159,8 +159,8 @@ fn http_of(matches: &ArgMatches) -> Option<(&str, Option<PathBuf>)> {
 
 /// The caller the command line names, in the directory it started in.
 fn caller(matches: &ArgMatches) -> Result<Caller, McpError> {
-    let (repository, user) = super::cli::acting(matches)
-        .map_err(|s| McpError::Usage(format!("--{} {}", s.field.unwrap_or_default(), s.reason)))?;
+    let (repository, user) =
+        super::cli::acting(matches).map_err(|s| McpError::NotText(s.field.unwrap_or_default()))?;
     Ok(Caller {
         repository,
         user,
