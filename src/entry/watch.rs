@@ -3,10 +3,11 @@
 //! which holds all the run may write (`run::Disk`), prepares the run's
 //! workspace there (a clone of the served repository over HTTP as the
 //! run's user, and a checkout), starts the program confined by the
-//! sandbox within the budget, gives it
+//! sandbox within the budget in a home of its own ([`home`]), gives it
 //! `Record HASH: OBJECTIVE` and then each delivery from its inbox one line
-//! at a time, and answers the record when the run ends. For a `command`
-//! record it runs the program once on one check-in and adds a `ci` verdict.
+//! at a time (or drives an agent's session, [`agent`]), and answers the
+//! record when the run ends. For a `command` record it runs the program
+//! once on one check-in and adds a `ci` verdict ([`command`]).
 //!
 //! Run as root, it leases the run a host uid of its own from the node's
 //! range and makes everything of the run its owner's alone (umask 077): the
@@ -16,14 +17,12 @@
 #![allow(clippy::disallowed_methods)] // an entry point: it reads the watcher's own HOME, as docs/architecture.md says
 
 use crate::context::{BRANCH_VAR, MCP_SOCKET_VAR, RECORD_VAR, RUN_USER_VAR};
-use crate::fossil::artifact::{self, TagChange};
-use crate::fossil::store::{self, Batch};
+use crate::fossil::artifact;
 use crate::node::config::NodeConfig;
 use crate::node::inbox::escape;
 use crate::node::runner::InputMode;
 use crate::node::{self, respond};
 use crate::protocol::found::{self, StandingRecord};
-use crate::protocol::verdict;
 use crate::run::{
     BudgetLimits, Disk, Ended, Forbidden, Plan, Program, Running, SandboxError, SandboxFields,
 };
@@ -34,6 +33,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub mod agent;
+mod command;
+mod home;
+
+use home::{FreshHome, agents_md, fresh_home, repository_word};
 
 /// What ends a watcher before its record is answered, said in its log;
 /// or, as the answer's note, what kept the run from starting.
@@ -127,7 +130,7 @@ fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), WatchErro
         .ok_or(WatchError::Cannot("the artifact holds no record"))?;
     let dir = NodeConfig::run_dir(root, hash);
     match checkin {
-        Some(c) => command_run(&cfg, &fossil, &repo, &standing, &dir, c),
+        Some(c) => command::run(&cfg, &fossil, &repo, &standing, &dir, c),
         None => {
             let server = node::machine::Server::of(&cfg)?;
             session(root, &cfg, &fossil, &repo, server.as_ref(), &standing, &dir)
@@ -613,16 +616,6 @@ fn session(
     }
 }
 
-/// The run's own home: removed when dropped, however the run's start or
-/// end goes, so nothing of it (its credentials among it) outlives the run.
-struct FreshHome(PathBuf);
-
-impl Drop for FreshHome {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The run as its tools act for it on the served repository: its user
 /// within its record's restrictions.
 fn run_scope(root: &Path, r: &StandingRecord) -> crate::context::RunScope {
@@ -633,110 +626,6 @@ fn run_scope(root: &Path, r: &StandingRecord) -> crate::context::RunScope {
         restrict: r.record.restrict.clone(),
         root: root.to_path_buf(),
     }
-}
-
-/// The most of `AGENTS.md` given to Codex as the repository's word.
-const AGENTS_MD_MAX: usize = 64 << 10;
-
-/// What the repository says to its agent: `AGENTS.md` of the newest
-/// check-in on the branch a checkout opens (what the workspace holds),
-/// read from the served repository, never from the workspace.
-fn agents_md(repo: &crate::fossil::Repository) -> Option<String> {
-    let branch = repo.main_branch().ok()?;
-    let tip = repo.branch_tip(&branch).ok()??;
-    let bytes = repo.file_at(tip, "AGENTS.md").ok()??;
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(AGENTS_MD_MAX)]).into_owned();
-    Some(format!(
-        "What this repository says to its agent (its AGENTS.md):\n\n{text}"
-    ))
-}
-
-/// Lets Claude Code read what the repository says to its agent
-/// (`CLAUDE.md` in the checkout), which `--setting-sources user` would
-/// leave out with the checkout's settings: the run's own memory file in
-/// its home imports it by path, read inside the sandbox, never here.
-fn repository_word(home: &Path, ws: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let dir = home.join(".claude");
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)?;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(dir.join("CLAUDE.md"))?;
-    writeln!(f, "\n@{}/CLAUDE.md", ws.display())
-}
-
-/// Makes the run's own home at `home`, fresh: what the page's named homes
-/// hold (the node's directories `homes/NAME` under its root), then each
-/// credential the page names written where it says, its owner's alone.
-/// Answers the variables the credentials are given as; a note naming the
-/// field when one cannot be given.
-fn fresh_home(
-    root: &Path,
-    home: &Path,
-    page: &crate::node::runner::RunnerPage,
-) -> Result<std::collections::BTreeMap<String, String>, WatchError> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let _ = std::fs::remove_dir_all(home);
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(home)
-        .map_err(|e| field("program.home", format!("{}: {e}", home.display())))?;
-    for (i, name) in page.homes.iter().enumerate() {
-        if name.starts_with('/') {
-            continue;
-        }
-        let from = root.join("homes").join(name);
-        if !from.is_dir() {
-            return Err(field(
-                format!("homes[{i}]"),
-                format!(
-                    "the node keeps no home {name:?} (a directory homes/{name} under its root)"
-                ),
-            ));
-        }
-        crate::run::sandbox::copy_contents(&from, home).map_err(|e| {
-            field(
-                format!("homes[{i}]"),
-                format!("{name:?} could not be copied: {e}"),
-            )
-        })?;
-    }
-    let given = crate::node::credentials::give(root, &page.credentials)
-        .map_err(|e| field("credentials", e))?;
-    let mut env = std::collections::BTreeMap::new();
-    for g in given {
-        match g {
-            crate::node::credentials::Given::Env(name, value) => {
-                env.insert(name, value);
-            }
-            crate::node::credentials::Given::File(rel, bytes) => {
-                let path = home.join(&rel);
-                if let Some(parent) = path.parent() {
-                    std::fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(0o700)
-                        .create(parent)
-                        .map_err(|e| field("credentials", format!("{rel}: {e}")))?;
-                }
-                let _ = std::fs::remove_file(&path);
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-                    .open(&path)
-                    .and_then(|mut f| f.write_all(&bytes))
-                    .map_err(|e| field("credentials", format!("{rel}: {e}")))?;
-            }
-        }
-    }
-    Ok(env)
 }
 
 /// `budget` held to the node's ceiling on memory and processes, where this
@@ -820,133 +709,4 @@ fn named(e: &SandboxError) -> String {
 fn feed(stdin: &mut std::process::ChildStdin, line: &str) -> std::io::Result<()> {
     stdin.write_all(format!("{line}\n").as_bytes())?;
     stdin.flush()
-}
-
-fn command_run(
-    cfg: &NodeConfig,
-    fossil: &crate::fossil::Fossil,
-    repo: &crate::fossil::Repository,
-    r: &StandingRecord,
-    dir: &Path,
-    checkin: &str,
-) -> Result<(), WatchError> {
-    let _lock = node::lock(&dir.join("command.lock"), true).map_err(file("the run's lock"))?;
-    let _watching = node::lock(&dir.join("lock"), true).map_err(file("the run's lock"))?;
-    watching(dir)?;
-    let root = dir
-        .parent()
-        .and_then(Path::parent)
-        .ok_or(WatchError::Cannot(
-            "the run's directory is not under a node's root",
-        ))?;
-    let lease = lease(root, dir)?;
-    let (sandbox, budget) = node::limits(&r.record);
-    let (budget, disk) = match held(cfg, &budget)
-        .and_then(|budget| on_disk(dir, &budget).map(|disk| (budget, disk)))
-    {
-        Ok(held) => held,
-        Err(e) => {
-            ci_verdict(
-                fossil,
-                repo,
-                r,
-                checkin,
-                false,
-                &format!("could not run: {e}"),
-            )?;
-            drop(lease);
-            let _ = node::poke(root);
-            return Ok(());
-        }
-    };
-    let ws = disk.path().join(format!("ci-{}", &checkin[..16]));
-    workspace(fossil, cfg, dir, &ws, &r.record.user, Some(checkin))?;
-    let program = Program {
-        command: r.record.command.clone().unwrap_or_default(),
-        env: Default::default(),
-        homes: Vec::new(),
-        home: None,
-    };
-    let log_path = dir.join(format!("ci-{}.log", &checkin[..16]));
-    let started = Instant::now();
-    let run_name = format!("ci-{}-{}", &r.hash[..10], &checkin[..10]);
-    let planned = Site::of(cfg, root, &disk, lease.as_ref())
-        .plan(&run_name, &ws, &sandbox, &budget, &program);
-    let (pass, reason) = match planned {
-        Err(e) => (false, format!("could not run: {e}")),
-        Ok(plan) => {
-            let out = private_log(&log_path, false)?;
-            let err = out.try_clone().map_err(file(log_path.display()))?;
-            match crate::run::spawn(&plan, Stdio::null(), Stdio::from(out), Stdio::from(err))
-                .and_then(|running| {
-                    let (ended, killed) = until_ended(running, || None);
-                    Ok((ended?, killed.is_some()))
-                }) {
-                Err(e) => (false, format!("could not run: {e}")),
-                Ok((_, true)) if dir.join(node::ENDED_BY_NODE).exists() => {
-                    let secs = started.elapsed().as_secs();
-                    let note = format!(
-                        "ended by its node (ocx node stop --runs) after {secs} seconds, while it ran on check-in {}",
-                        &checkin[..10]
-                    );
-                    respond::respond(fossil, repo, r, &cfg.login, "stopped", &note, true)?;
-                    say(&format!("answered stopped: {note}"));
-                    drop(disk);
-                    drop(lease);
-                    let _ = node::poke(root);
-                    return Ok(());
-                }
-                Ok((ended, _)) => {
-                    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-                    let last = text
-                        .lines()
-                        .rev()
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or("")
-                        .trim();
-                    let last: String = last.chars().filter(|c| !c.is_control()).take(300).collect();
-                    let pass = ended.code == Some(0) && ended.limit.is_none();
-                    let reason = match (ended.limit, last.is_empty()) {
-                        (Some(l), _) => format!("{l} limit reached"),
-                        (None, false) => last,
-                        (None, true) => format!("exit {}", ended.code.unwrap_or(-1)),
-                    };
-                    (pass, reason)
-                }
-            }
-        }
-    };
-    ci_verdict(fossil, repo, r, checkin, pass, &reason)?;
-    drop(disk);
-    drop(lease);
-    let _ = node::poke(root);
-    Ok(())
-}
-
-/// Adds the `ci` verdict of a command run on `checkin`, as the record's user.
-fn ci_verdict(
-    fossil: &crate::fossil::Fossil,
-    repo: &crate::fossil::Repository,
-    r: &StandingRecord,
-    checkin: &str,
-    pass: bool,
-    reason: &str,
-) -> Result<(), WatchError> {
-    let reason = reason.replace("(against", "(against:");
-    let value = verdict::format(pass, &reason, &r.hash);
-    let bytes = artifact::control(
-        &artifact::now(),
-        &r.record.user,
-        &[TagChange {
-            op: '+',
-            name: "ci".into(),
-            target: checkin.to_string(),
-            value: Some(value.clone()),
-        }],
-    );
-    let mut batch = Batch::default();
-    batch.add("ci verdict", bytes, repo.hash_policy()?);
-    store::store(fossil, repo, &r.record.user, &batch, true)?;
-    say(&format!("ci verdict on {}: {value}", &checkin[..10]));
-    Ok(())
 }
