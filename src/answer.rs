@@ -1,12 +1,13 @@
 //! The one shape every tool answers in, whichever entry point called it:
 //! `{ok, tool, dry_run, log, result, stopped, next_step, took_ms}`, a
-//! stop saying whether it was refused or failed.
+//! stop saying whether it was refused or failed. It reads back as it is
+//! written, so a client of OCX's page reads the same type.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A tool's answer. `ok` is false exactly when `stopped` is set.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Answer {
     /// Whether the tool did what was asked.
     pub ok: bool,
@@ -27,7 +28,7 @@ pub struct Answer {
 }
 
 /// Why a tool stopped.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 pub struct Stopped {
     /// `refused` (what was asked may not, or cannot, be done as asked) or `failed` (something
     /// beneath the tool broke).
@@ -39,7 +40,7 @@ pub struct Stopped {
 }
 
 /// One typed operation in a tool's log.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema, PartialEq, Eq)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
     /// Read from the repository.

@@ -209,7 +209,7 @@ impl Context {
         let repo = self.repo()?;
         let (login, field) = match &self.who {
             Who::Web { user: None } => {
-                let special = repo.special().map_err(Stop::internal)?;
+                let special = repo.special()?;
                 return Ok(Caller {
                     login: "nobody".into(),
                     capabilities: Capabilities::effective("", &special, false),
@@ -221,7 +221,7 @@ impl Context {
             Who::Local { user: Some(u) } => (u.clone(), "user"),
             Who::Local { user: None } => (self.default_user(repo)?, "user"),
         };
-        match repo.capabilities(&login).map_err(Stop::internal)? {
+        match repo.capabilities(&login)? {
             Some(capabilities) => Ok(Caller {
                 login,
                 capabilities,
@@ -245,18 +245,14 @@ impl Context {
             .flatten();
         let candidates = [
             from_checkout,
-            repo.config("default-user").map_err(Stop::internal)?,
+            repo.config("default-user")?,
             std::env::var("FOSSIL_USER").ok(),
             std::env::var("USER").ok(),
             std::env::var("LOGNAME").ok(),
             std::env::var("USERNAME").ok(),
         ];
         for login in candidates.into_iter().flatten().filter(|u| !u.is_empty()) {
-            if repo
-                .own_capabilities(&login)
-                .map_err(Stop::internal)?
-                .is_some()
-            {
+            if repo.own_capabilities(&login)?.is_some() {
                 return Ok(login);
             }
         }

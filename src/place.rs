@@ -27,8 +27,8 @@ impl Place {
     /// the read.
     pub fn resolve(repo: &Repository, field: &str, given: &str) -> Result<Place, Stop> {
         let prefix = hash_prefix(field, given)?;
-        let artifact = repo.resolve(&prefix).map_err(Stop::internal)?;
-        let ticket = repo.resolve_ticket(&prefix).map_err(Stop::internal)?;
+        let artifact = repo.resolve(&prefix)?;
+        let ticket = repo.resolve_ticket(&prefix)?;
         let several = || {
             Stop::field(field, format!("{given} names several artifacts"))
                 .next("give more digits of the hash")
@@ -39,11 +39,11 @@ impl Place {
             }
             (Lookup::None, Lookup::One(tkt_id, ticket)) => Ok(Place::Ticket { tkt_id, ticket }),
             (Lookup::One(rid, hash), Lookup::None) => {
-                if let Some(root_rid) = repo.thread_root(rid).map_err(Stop::internal)? {
+                if let Some(root_rid) = repo.thread_root(rid)? {
                     let root = if root_rid == rid {
                         hash.clone()
                     } else {
-                        repo.hash_of(root_rid).map_err(Stop::internal)?
+                        repo.hash_of(root_rid)?
                     };
                     return Ok(Place::Thread {
                         root_rid,
@@ -52,10 +52,9 @@ impl Place {
                         post: hash,
                     });
                 }
-                let parsed = repo.parsed(rid).map_err(Stop::internal)?;
+                let parsed = repo.parsed(rid)?;
                 if let Some(k) = parsed.as_ref().and_then(|p| p.arg(b'K'))
-                    && let Lookup::One(tkt_id, ticket) =
-                        repo.resolve_ticket(&k).map_err(Stop::internal)?
+                    && let Lookup::One(tkt_id, ticket) = repo.resolve_ticket(&k)?
                 {
                     return Ok(Place::Ticket { tkt_id, ticket });
                 }

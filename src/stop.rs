@@ -5,7 +5,17 @@
 /// Whether a call was refused (what was asked may not or cannot be done
 /// as asked: the caller can change it) or failed (something beneath it
 /// broke: a file, the repository, a program).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum StopKind {
     #[default]

@@ -148,7 +148,7 @@ impl Call<'_> {
     pub fn artifact(&mut self, field: &str, given: &str) -> Result<(i64, String), Stop> {
         let prefix = hash_prefix(field, given)?;
         self.read(format!("the artifact {field} names"));
-        match self.repo()?.resolve(&prefix).map_err(Stop::internal)? {
+        match self.repo()?.resolve(&prefix)? {
             Lookup::One(rid, hash) => Ok((rid, hash)),
             Lookup::None => Err(Stop::field(
                 field,
@@ -178,12 +178,8 @@ impl Call<'_> {
         given: &str,
     ) -> Result<crate::fossil::repo::CheckIn, Stop> {
         let (rid, _) = self.artifact(field, given)?;
-        self.repo()?
-            .checkin(rid)
-            .map_err(Stop::internal)?
-            .ok_or_else(|| {
-                Stop::field(field, format!("{given} is not a check-in"))
-                    .next("give a check-in's hash")
-            })
+        self.repo()?.checkin(rid)?.ok_or_else(|| {
+            Stop::field(field, format!("{given} is not a check-in")).next("give a check-in's hash")
+        })
     }
 }

@@ -61,9 +61,6 @@ pub enum WatchError {
     /// The node, answering or reading its record.
     #[error(transparent)]
     Node(#[from] node::NodeError),
-    /// The node's server, for a node on a machine.
-    #[error(transparent)]
-    Machine(#[from] node::machine::MachineError),
     /// The run's uid, leased from the node's range.
     #[error(transparent)]
     Uids(#[from] crate::run::uids::UidError),
@@ -132,8 +129,8 @@ fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), WatchErro
     match checkin {
         Some(c) => command::run(&cfg, &fossil, &repo, &standing, &dir, c),
         None => {
-            let server = node::machine::Server::of(&cfg)?;
-            session(root, &cfg, &fossil, &repo, server.as_ref(), &standing, &dir)
+            let receipts = node::Receipts::of_node(&cfg, &repo)?;
+            session(root, &cfg, &fossil, &repo, &receipts, &standing, &dir)
         }
     }
 }
@@ -320,7 +317,7 @@ fn session(
     cfg: &NodeConfig,
     fossil: &crate::fossil::Fossil,
     repo: &crate::fossil::Repository,
-    server: Option<&node::machine::Server>,
+    receipts: &node::Receipts,
     r: &StandingRecord,
     dir: &Path,
 ) -> Result<(), WatchError> {
@@ -333,12 +330,12 @@ fn session(
     std::thread::spawn(move || node::read_deliveries(&inbox, |line| tx.send(line).is_ok()));
     let started = Instant::now();
     let answer = |outcome: &str, note: &str| -> Result<(), WatchError> {
-        node::answer(root, cfg, fossil, repo, server, r, outcome, note, true)?;
+        node::answer(root, cfg, fossil, repo, receipts, r, outcome, note, true)?;
         say(&format!("answered {outcome}: {note}"));
         let _ = node::poke(root);
         Ok(())
     };
-    let page = match node::runner_page(repo, server, &r.record.runner) {
+    let page = match receipts.runner_page(repo, &r.record.runner) {
         Ok(Some(p)) => p,
         _ => {
             return answer(
@@ -541,7 +538,7 @@ fn session(
                 root: root.to_path_buf(),
                 scope: run_scope(root, r),
                 dir: dir.to_path_buf(),
-                on_machine: server.is_some(),
+                on_machine: receipts.asked().is_some(),
             },
             log,
         };

@@ -93,6 +93,16 @@ pub fn now() -> String {
     )
 }
 
+/// The cards `cards` ends with a post or page's `U` (`user`) and `W`
+/// (`text`) cards, then its `Z`.
+fn with_text(mut cards: String, user: &str, text: &str) -> Vec<u8> {
+    cards += &format!("U {}\nW {}\n", fossilize(user), text.len());
+    let mut b = cards.into_bytes();
+    b.extend_from_slice(text.as_bytes());
+    b.push(b'\n');
+    finish(b)
+}
+
 fn finish(mut body: Vec<u8>) -> Vec<u8> {
     let z = hex::encode(Md5::digest(&body));
     body.extend_from_slice(b"Z ");
@@ -134,11 +144,7 @@ impl ForumPost<'_> {
         if self.mimetype != "text/x-fossil-wiki" {
             s += &format!("N {}\n", fossilize(self.mimetype));
         }
-        s += &format!("U {}\nW {}\n", fossilize(self.user), self.text.len());
-        let mut b = s.into_bytes();
-        b.extend_from_slice(self.text.as_bytes());
-        b.push(b'\n');
-        finish(b)
+        with_text(s, self.user, self.text)
     }
 }
 
@@ -169,11 +175,7 @@ impl WikiPage<'_> {
         if let Some(p) = self.parent {
             s += &format!("P {p}\n");
         }
-        s += &format!("U {}\nW {}\n", fossilize(self.user), self.text.len());
-        let mut b = s.into_bytes();
-        b.extend_from_slice(self.text.as_bytes());
-        b.push(b'\n');
-        finish(b)
+        with_text(s, self.user, self.text)
     }
 }
 

@@ -79,6 +79,15 @@ impl FossilError {
     }
 }
 
+/// A failure between OCX and Fossil stops a tool as a failure (never a
+/// refusal: nothing the caller gave was wrong), in its first line alone,
+/// so `?` carries it up without a `map_err` at every call.
+impl From<FossilError> for crate::stop::Stop {
+    fn from(e: FossilError) -> Self {
+        crate::stop::Stop::internal(e)
+    }
+}
+
 impl From<rusqlite::Error> for FossilError {
     fn from(e: rusqlite::Error) -> Self {
         FossilError::Query(e.to_string())

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The node's configuration, `ROOT/node.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct NodeConfig {
     /// The served repository file, absolute.
     pub repository: PathBuf,
@@ -64,6 +64,13 @@ impl NodeConfig {
     /// Reads it from `root`.
     pub fn load(root: &Path) -> Option<NodeConfig> {
         serde_json::from_slice(&std::fs::read(Self::file(root)).ok()?).ok()
+    }
+
+    /// What an operator set under `root` before (the run uids, the
+    /// bindable paths, the ceiling), to be kept when the node's
+    /// configuration is written anew; empty where nothing is kept.
+    pub fn kept(root: &Path) -> NodeConfig {
+        Self::load(root).unwrap_or_default()
     }
 
     /// Writes it under `root`, readable by its owner alone.

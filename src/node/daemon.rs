@@ -78,7 +78,7 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<String>, Node
     let repo = kept
         .repository(&cfg.repository)
         .map_err(|_| NodeError::NotANode)?;
-    let server = machine::Server::of(&cfg)?;
+    let receipts = super::Receipts::of_node(&cfg, &repo)?;
     if let Ok(dirs) = std::fs::read_dir(root.join("runs")) {
         for dir in dirs.filter_map(Result::ok) {
             clear_left_disk(&dir.path());
@@ -102,13 +102,16 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<String>, Node
         let Some(r) = crate::protocol::found::record(&repo, receipt.rid, &hash)? else {
             continue;
         };
-        if super::answered(&cfg, server.as_ref(), &repo, &r.place, &hash)?.is_none() {
+        if receipts
+            .response(&repo, &r.place, &hash, &cfg.server_code)?
+            .is_none()
+        {
             super::answer(
                 root,
                 &cfg,
                 &fossil,
                 &repo,
-                server.as_ref(),
+                &receipts,
                 &r,
                 "lost",
                 "the node lost the run's watcher",
@@ -190,7 +193,7 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
     });
     crate::fossil::wait::on_change(&cfg.repository, tx)?;
     if cfg.machine.is_some() {
-        let server = machine::Server::of(&cfg)?.ok_or(NodeError::NotANode)?;
+        let server = super::receipts::Server::of(&cfg)?.ok_or(NodeError::NotANode)?;
         let (root, cfg, woken) = (root.to_path_buf(), cfg.clone(), poked.clone());
         std::thread::spawn(move || {
             machine::listen(&root, &cfg, &server, || woken.send(()).is_ok())

@@ -6,6 +6,8 @@
 //! HASH on BRANCH by LOGIN`. A line's newlines are written `\n`, its
 //! carriage returns `\r` and its backslashes `\\` ([`escape`]).
 
+use super::NodeError;
+
 /// The line a delivery's text is written as.
 pub fn escape(text: &str) -> String {
     text.replace('\\', "\\\\")
@@ -81,7 +83,7 @@ impl Delivery {
 
     /// Reads a line as the run got it (escaped), its text unescaped; a
     /// line of none of the four forms is refused, saying which it is not.
-    pub fn read(line: &str) -> Result<Delivery, String> {
+    pub fn read(line: &str) -> Result<Delivery, NodeError> {
         let hash = |h: &str| {
             (matches!(h.len(), 40 | 64) && h.bytes().all(|b| b.is_ascii_hexdigit()))
                 .then(|| h.to_ascii_lowercase())
@@ -96,8 +98,8 @@ impl Delivery {
         if let Some(rest) = line.strip_prefix("Record ") {
             let (h, objective) = rest
                 .split_once(": ")
-                .ok_or("a `Record` line has no objective")?;
-            let record = hash(h).ok_or("a `Record` line names no record")?;
+                .ok_or(NodeError::Line("a `Record` line has no objective"))?;
+            let record = hash(h).ok_or(NodeError::Line("a `Record` line names no record"))?;
             return Ok(Delivery::Record {
                 record,
                 objective: unescape(objective),
@@ -106,21 +108,24 @@ impl Delivery {
         if let Some(rest) = line.strip_prefix("Post ") {
             let (h, rest) = rest
                 .split_once(" from ")
-                .ok_or("a `Post` line names no sender")?;
-            let post = hash(h).ok_or("a `Post` line names no post")?;
-            let (from, text) = said(rest).ok_or("a `Post` line names no sender")?;
+                .ok_or(NodeError::Line("a `Post` line names no sender"))?;
+            let post = hash(h).ok_or(NodeError::Line("a `Post` line names no post"))?;
+            let (from, text) =
+                said(rest).ok_or(NodeError::Line("a `Post` line names no sender"))?;
             return Ok(Delivery::Post { post, from, text });
         }
         if let Some(rest) = line.strip_prefix("Change ") {
             let (h, rest) = rest
                 .split_once(" to ")
-                .ok_or("a `Change` line names no ticket")?;
-            let change = hash(h).ok_or("a `Change` line names no ticket change")?;
+                .ok_or(NodeError::Line("a `Change` line names no ticket"))?;
+            let change =
+                hash(h).ok_or(NodeError::Line("a `Change` line names no ticket change"))?;
             let (t, rest) = rest
                 .split_once(" from ")
-                .ok_or("a `Change` line names no sender")?;
-            let ticket = hash(t).ok_or("a `Change` line names no ticket")?;
-            let (from, text) = said(rest).ok_or("a `Change` line names no sender")?;
+                .ok_or(NodeError::Line("a `Change` line names no sender"))?;
+            let ticket = hash(t).ok_or(NodeError::Line("a `Change` line names no ticket"))?;
+            let (from, text) =
+                said(rest).ok_or(NodeError::Line("a `Change` line names no sender"))?;
             return Ok(Delivery::Change {
                 change,
                 ticket,
@@ -131,18 +136,20 @@ impl Delivery {
         if let Some(rest) = line.strip_prefix("Check-in ") {
             let (h, rest) = rest
                 .split_once(" on ")
-                .ok_or("a `Check-in` line names no branch")?;
-            let checkin = hash(h).ok_or("a `Check-in` line names no check-in")?;
+                .ok_or(NodeError::Line("a `Check-in` line names no branch"))?;
+            let checkin = hash(h).ok_or(NodeError::Line("a `Check-in` line names no check-in"))?;
             let (branch, by) = rest
                 .rsplit_once(" by ")
-                .ok_or("a `Check-in` line names no author")?;
+                .ok_or(NodeError::Line("a `Check-in` line names no author"))?;
             return Ok(Delivery::CheckIn {
                 checkin,
                 branch: unescape(branch),
                 by: by.to_string(),
             });
         }
-        Err("the line is no delivery (`Record`, `Post`, `Change` or `Check-in`)".into())
+        Err(NodeError::Line(
+            "the line is no delivery (`Record`, `Post`, `Change` or `Check-in`)",
+        ))
     }
 }
 
@@ -158,14 +165,20 @@ pub struct Line {
 
 /// Reads a run's line: the first must be `Record HASH: OBJECTIVE`, every
 /// later one `Post HASH from …`, `Change HASH to …` or `Check-in HASH on …`.
-pub fn read(line: &str, record: Option<&str>) -> Result<Line, String> {
+pub fn read(line: &str, record: Option<&str>) -> Result<Line, NodeError> {
     let text = unescape(line);
     let reply_to = match (record, Delivery::read(line)) {
         (None, Ok(Delivery::Record { record, .. })) => record,
-        (None, _) => return Err("the first line is not `Record HASH: OBJECTIVE`".into()),
+        (None, _) => {
+            return Err(NodeError::Line(
+                "the first line is not `Record HASH: OBJECTIVE`",
+            ));
+        }
         (Some(_), Err(e)) => return Err(e),
         (Some(_), Ok(Delivery::Record { .. })) => {
-            return Err("the line is no delivery (`Post`, `Change` or `Check-in`)".into());
+            return Err(NodeError::Line(
+                "the line is no delivery (`Post`, `Change` or `Check-in`)",
+            ));
         }
         (Some(_), Ok(Delivery::Post { post, .. })) => post,
         (Some(_), Ok(Delivery::Change { change, .. })) => change,
@@ -207,8 +220,8 @@ mod tests {
         ];
         for d in all {
             assert_eq!(
-                Delivery::read(&escape(&d.line())),
-                Ok(d.clone()),
+                Delivery::read(&escape(&d.line())).ok(),
+                Some(d.clone()),
                 "{}",
                 d.line()
             );
@@ -237,7 +250,7 @@ mod tests {
             text in ".{0,200}", login in "[a-z][a-z0-9-]{0,20}", junk in "\\PC{0,300}"
         ) {
             let d = Delivery::Post { post: H.into(), from: login, text };
-            prop_assert_eq!(Delivery::read(&escape(&d.line())), Ok(d));
+            prop_assert_eq!(Delivery::read(&escape(&d.line())).ok(), Some(d));
             let _ = Delivery::read(&junk);
             let _ = read(&junk, Some(H));
         }

@@ -9,6 +9,7 @@
 //! row. Done by the served node at each wake, and by the hook where no
 //! node takes its poke; each step may be done again without harm.
 
+use super::receipts::Receipts;
 use super::wake::{RUN_CAPABILITIES, beyond_sender, may_send_requests};
 use super::{NodeError, run_user};
 use crate::fossil::repo::remote_run_row;
@@ -136,7 +137,9 @@ fn open(
     let short = short(hash);
     if repo.remote_run(hash)?.is_some()
         || r.problem.is_some()
-        || found::response(repo, &r.place, hash, &r.record.node)?.is_some()
+        || Receipts::served(repo)
+            .response(repo, &r.place, hash, &r.record.node)?
+            .is_some()
     {
         return Ok(None);
     }
@@ -229,7 +232,10 @@ fn withdraw_answered(fossil: &Fossil, repo: &Repository) -> Result<Vec<String>, 
         let Some(r) = found::record(repo, receipt.rid, &hash)? else {
             continue;
         };
-        if found::response(repo, &r.place, &hash, &r.record.node)?.is_none() {
+        if Receipts::served(repo)
+            .response(repo, &r.place, &hash, &r.record.node)?
+            .is_none()
+        {
             continue;
         }
         let kept = serde_json::from_str::<RemoteRun>(&text).ok();

@@ -8,7 +8,6 @@
 //! node ([`crate::node::credentials`]); homes named by name are the
 //! node's own directories, copied into each run's fresh home.
 
-use crate::fossil::{FossilError, Repository};
 use crate::protocol::kinds::Problem;
 use crate::protocol::message;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -209,28 +208,6 @@ pub fn relative_inside(path: &str) -> bool {
 /// The wiki page defining runner `name`.
 pub fn page_name(name: &str) -> String {
     format!("sandbox/{name}")
-}
-
-/// Runner `name`'s page: the newest version received from a login holding
-/// admin or setup (design decision 10), when its first fenced JSON block
-/// reads; `None` when no such version is there or it does not read.
-pub fn page(repo: &Repository, name: &str) -> Result<Option<RunnerPage>, FossilError> {
-    let mut counting = None;
-    for (rid, sender) in repo.wiki_versions_received(&page_name(name))? {
-        if let Some(s) = sender
-            && repo.capabilities(&s)?.is_some_and(|c| c.is_admin())
-        {
-            counting = Some(rid);
-            break;
-        }
-    }
-    let Some(rid) = counting else {
-        return Ok(None);
-    };
-    let Some(text) = repo.parsed(rid)?.and_then(|p| p.text) else {
-        return Ok(None);
-    };
-    Ok(read_page(&text).ok())
 }
 
 /// A runner page's definition: its first fenced JSON block, read as a

@@ -8,7 +8,11 @@
 
 use super::config::NodeConfig;
 use super::inbox::Delivery;
-use super::{NodeError, deliver, machine, run_user, runner};
+use super::receipts::Receipts;
+use super::spool::{
+    await_reader, claim_checkin_run, deliver, prepare_run_dir, signal_watcher, watcher_alive,
+};
+use super::{NodeError, enforce, machine, run_user, runner};
 use crate::fossil::kept::Kept;
 use crate::fossil::repo::{Arrival, ArrivalKind};
 use crate::fossil::{Fossil, Repository};
@@ -114,12 +118,12 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     let fossil = kept.fossil_at(&cfg.fossil)?;
     let repo = kept.repository(&cfg.repository)?;
     let mut state = State::load(root);
-    let server = machine::Server::of(&cfg)?;
+    let receipts = Receipts::of_node(&cfg, &repo)?;
     let mut arrivals = repo.filled_phantoms(&state.phantoms)?;
     arrivals.extend(repo.arrivals_after(state.last_rid)?);
     let passed_from = state.last_rid;
     let mut report = Report::new();
-    if server.is_none() {
+    if receipts.asked().is_none() {
         match super::site::keep_policy(&fossil, &repo) {
             Ok(line) => report.extend(line),
             Err(e) => report.push(format!(
@@ -127,11 +131,11 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             )),
         }
     }
-    if let Some(s) = &server {
+    if let Some(s) = receipts.asked() {
         report.extend(machine::push_unconfirmed(root, &cfg, &fossil, s));
         let hashes: Vec<String> = arrivals.iter().map(|a| a.hash.clone()).collect();
-        for (a, r) in arrivals.iter_mut().zip(s.receipts(&hashes)?) {
-            a.sender = r.user.filter(|_| r.received);
+        for (a, r) in arrivals.iter_mut().zip(s.received(&hashes)?) {
+            a.sender = r.sender().map(str::to_string);
         }
     }
     super::daemon::log(root, &report);
@@ -141,7 +145,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         cfg: &cfg,
         fossil: &fossil,
         repo: &repo,
-        server: server.as_ref(),
+        receipts: &receipts,
         away: false,
         state: &mut state,
         report: &mut report,
@@ -162,7 +166,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             .filter(|(_, h)| addressed_elsewhere(h, &cfg.server_code))
             .map(|(a, _)| a.hash.clone())
             .collect();
-        if !remote.is_empty() && server.is_none() {
+        if !remote.is_empty() && receipts.asked().is_none() {
             let held_here = node.state.held();
             let lines =
                 super::remote::open_all(&fossil, &repo, &cfg.server_code, &remote, &held_here);
@@ -208,7 +212,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             node.state.open.remove(&hash);
         }
     }
-    if server.is_none() {
+    if receipts.asked().is_none() {
         let withdrawn = super::remote::withdraw(&fossil, &repo);
         node.report.extend(withdrawn);
     }
@@ -238,15 +242,14 @@ enum Held {
 /// Reads what the first arrivals of `arrivals` hold, as many as fit in one
 /// short read transaction (at least one). A failure or a panic while
 /// reading one is that arrival's alone, kept as its reason.
-fn read_some(repo: &Repository, arrivals: &[Arrival]) -> Vec<Result<Held, String>> {
+fn read_some(repo: &Repository, arrivals: &[Arrival]) -> Vec<Result<Held, NodeError>> {
     let started = std::time::Instant::now();
     let mut held = Vec::new();
     for a in arrivals.iter().take(READ_AT_ONCE) {
         let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read_arrival(repo, a)));
         held.push(match read {
-            Ok(Ok(h)) => Ok(h),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(panic) => Err(format!("the node panicked: {}", panic_text(panic.as_ref()))),
+            Ok(read) => read,
+            Err(panic) => Err(NodeError::Panicked(panic_text(panic.as_ref()))),
         });
         if started.elapsed() >= READ_FOR {
             break;
@@ -257,7 +260,7 @@ fn read_some(repo: &Repository, arrivals: &[Arrival]) -> Vec<Result<Held, String
 
 /// Whether what an arrival holds is a record for another node (an agent
 /// machine's, perhaps), whose run's login the served side keeps.
-fn addressed_elsewhere(held: &Result<Held, String>, own: &str) -> bool {
+fn addressed_elsewhere(held: &Result<Held, NodeError>, own: &str) -> bool {
     match held {
         Ok(Held::Said {
             kind: Some(Kind::Known(m) | Kind::Refused(m, _)),
@@ -311,8 +314,9 @@ struct Node<'a> {
     cfg: &'a NodeConfig,
     fossil: &'a Fossil,
     repo: &'a Repository,
-    /// The server, on an agent machine: who sent what, and what they may do.
-    server: Option<&'a machine::Server>,
+    /// Who sent what, and what they may do: the repository's own receipts,
+    /// or on an agent machine the server's.
+    receipts: &'a Receipts<'a>,
     /// Whether the server could not be reached for an arrival, which is
     /// then acted on at a later wake.
     away: bool,
@@ -326,24 +330,23 @@ impl Node<'_> {
             return Ok(None);
         };
         let mut standing = found::record(self.repo, r.rid, hash)?;
-        if let (Some(s), Some(st)) = (self.server, standing.as_mut()) {
-            st.said.from = s.sender(hash)?;
+        if let Some(st) = standing.as_mut() {
+            st.said.from = self.receipts.sender(hash)?;
         }
         Ok(standing)
     }
 
-    /// What `login` may do, as the repository grants it (on an agent
-    /// machine, the server).
+    /// What `login` may do, as the served repository grants it.
     fn caps(&self, login: &str) -> Result<Option<crate::fossil::caps::Capabilities>, NodeError> {
-        Ok(match self.server {
-            Some(s) => s.capabilities(login)?,
-            None => self.repo.capabilities(login)?,
-        })
+        self.receipts.capabilities(login)
     }
 
     /// Whether record `hash` at `place` has the response that counts.
     fn answered(&self, place: &Place, hash: &str) -> Result<bool, NodeError> {
-        Ok(super::answered(self.cfg, self.server, self.repo, place, hash)?.is_some())
+        Ok(self
+            .receipts
+            .response(self.repo, place, hash, &self.cfg.server_code)?
+            .is_some())
     }
 
     /// Answers record `r` with `outcome` as the node.
@@ -359,7 +362,7 @@ impl Node<'_> {
             self.cfg,
             self.fossil,
             self.repo,
-            self.server,
+            self.receipts,
             r,
             outcome,
             note,
@@ -404,16 +407,16 @@ impl Node<'_> {
     /// asked about, or whose writes met another writer holding the
     /// repository after every try, is held back for the next wake, which
     /// that writer's change brings.
-    fn arrival_guarded(&mut self, a: &Arrival, held: Result<Held, String>) {
+    fn arrival_guarded(&mut self, a: &Arrival, held: Result<Held, NodeError>) {
         let reason = match held {
-            Err(reason) => reason,
+            Err(e) => e.to_string(),
             Ok(held) => {
                 let acted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     self.arrival(a, held)
                 }));
                 match acted {
                     Ok(Ok(())) => return,
-                    Ok(Err(NodeError::Machine(e))) => {
+                    Ok(Err(NodeError::Page(e))) => {
                         self.report
                             .push(format!("held back {} for a later wake: {e}", a.hash));
                         self.away = true;
@@ -465,7 +468,7 @@ impl Node<'_> {
         }
         let opened = self.state.open.remove(&a.hash).is_some();
         let user = &r.record.user;
-        let granted = self.server.is_none()
+        let granted = self.receipts.asked().is_none()
             && self.repo.own_capabilities(user)?.as_deref() == Some(RUN_CAPABILITIES)
             && !self.state.open.values().any(|o| &o.user == user)
             && !super::remote::held(self.repo)?
@@ -503,6 +506,16 @@ impl Node<'_> {
         }
     }
 
+    /// The open runs `keep` holds to, each by its record's hash.
+    fn open_where(&self, keep: impl Fn(&OpenRun) -> bool) -> Vec<(String, OpenRun)> {
+        self.state
+            .open
+            .iter()
+            .filter(|(_, o)| keep(o))
+            .map(|(h, o)| (h.clone(), o.clone()))
+            .collect()
+    }
+
     /// A post or ticket change that holds no message the node acts on (a
     /// plain post, a question or a decision): given to each open session
     /// whose place it is in and whose record hears its sender.
@@ -517,19 +530,13 @@ impl Node<'_> {
         let Some(sender) = a.sender.clone() else {
             return Ok(());
         };
-        let targets: Vec<(String, OpenRun)> = self
-            .state
-            .open
-            .iter()
-            .filter(|(_, o)| {
-                o.session
-                    && o.place == key
-                    && o.hears.contains(&sender)
-                    && o.user != sender
-                    && o.rid != a.rid
-            })
-            .map(|(h, o)| (h.clone(), o.clone()))
-            .collect();
+        let targets = self.open_where(|o| {
+            o.session
+                && o.place == key
+                && o.hears.contains(&sender)
+                && o.user != sender
+                && o.rid != a.rid
+        });
         for (hash, _) in targets {
             let delivery = match &place {
                 Place::Thread { .. } => Delivery::Post {
@@ -553,13 +560,8 @@ impl Node<'_> {
         let Some(sender) = a.sender.clone() else {
             return Ok(());
         };
-        let targets: Vec<(String, OpenRun)> = self
-            .state
-            .open
-            .iter()
-            .filter(|(_, o)| o.checkins.iter().any(|b| b == branch) && o.user != sender)
-            .map(|(h, o)| (h.clone(), o.clone()))
-            .collect();
+        let targets =
+            self.open_where(|o| o.checkins.iter().any(|b| b == branch) && o.user != sender);
         for (hash, open) in targets {
             if open.session {
                 let delivery = Delivery::CheckIn {
@@ -568,8 +570,8 @@ impl Node<'_> {
                     by: sender.clone(),
                 };
                 self.give(&hash, &delivery.line());
-            } else if super::claim_checkin_run(self.root, &hash, &a.hash)? {
-                super::spawn_watcher(self.root, self.cfg, &hash, Some(&a.hash))?;
+            } else if claim_checkin_run(self.root, &hash, &a.hash)? {
+                super::spawn::spawn_watcher(self.root, self.cfg, &hash, Some(&a.hash))?;
                 self.report
                     .push(format!("ran {} on check-in {}", &hash[..10], &a.hash[..10]));
             }
@@ -658,7 +660,7 @@ impl Node<'_> {
     /// a second time (its user's password stays the run's).
     fn still_running(&mut self, r: &StandingRecord) -> bool {
         let dir = NodeConfig::run_dir(self.root, &r.hash);
-        if self.state.open.contains_key(&r.hash) || !super::watcher_alive(&dir) {
+        if self.state.open.contains_key(&r.hash) || !watcher_alive(&dir) {
             return false;
         }
         self.state.open.insert(r.hash.clone(), open_run(r));
@@ -671,12 +673,15 @@ impl Node<'_> {
         if let Some(p) = &r.problem {
             return self.refuse(&r, &p.field, &p.reason);
         }
-        let enforceable = match self.server {
-            None => super::check_enforceable(self.repo, &r.record)?,
+        let enforceable = match self.receipts.asked() {
+            None => enforce::check_enforceable(self.repo, &r.record)?,
             Some(_) => {
                 let found = r.record.runner == runner::COMMAND
-                    || super::runner_page(self.repo, self.server, &r.record.runner)?.is_some();
-                super::enforceable(&r.record, found, &[], &self.cfg.ceiling)
+                    || self
+                        .receipts
+                        .runner_page(self.repo, &r.record.runner)?
+                        .is_some();
+                enforce::enforceable(&r.record, found, &[], &self.cfg.ceiling)
             }
         };
         if let Err(p) = enforceable {
@@ -689,11 +694,11 @@ impl Node<'_> {
             Some(s) => self.caps(s)?.is_some_and(|c| c.is_admin()),
             None => false,
         };
-        if let Err(p) = super::check_bindable(&r.record, &self.cfg.bindable, sender_is_admin) {
+        if let Err(p) = enforce::check_bindable(&r.record, &self.cfg.bindable, sender_is_admin) {
             return self.refuse(&r, &p.field, &p.reason);
         }
         let user = r.record.user.clone();
-        if let Some(server) = self.server {
+        if let Some(server) = self.receipts.asked() {
             return self.record_on_machine(r, server);
         }
         let standing = match run_user::check(self.repo, &user, Some(&self.cfg.login), true)? {
@@ -743,14 +748,14 @@ impl Node<'_> {
     fn record_on_machine(
         &mut self,
         r: StandingRecord,
-        server: &machine::Server,
+        server: &super::receipts::Server,
     ) -> Result<(), NodeError> {
         if self.state.open.values().any(|o| o.user == r.record.user) {
             return self.refuse(&r, "user", "has another open record on this machine");
         }
-        let (user, password) = match server.run_login(&r.hash) {
+        let (user, password) = match machine::run_login(server, &r.hash) {
             Ok(login) => login,
-            Err(machine::MachineError::Refused { .. }) => {
+            Err(e) if e.refused() => {
                 return self.refuse(
                     &r,
                     "user",
@@ -782,13 +787,13 @@ impl Node<'_> {
         password: &str,
     ) -> Result<(), NodeError> {
         let dir = NodeConfig::run_dir(self.root, &r.hash);
-        super::prepare_run_dir(&dir, password)?;
+        prepare_run_dir(&dir, password)?;
         let session = r.record.runner != runner::COMMAND;
         self.state.open.insert(r.hash.clone(), open_run(r));
         self.state.save(self.root)?;
         if session {
-            super::spawn_watcher(self.root, self.cfg, &r.hash, None)?;
-            super::await_reader(&dir);
+            super::spawn::spawn_watcher(self.root, self.cfg, &r.hash, None)?;
+            await_reader(&dir);
         }
         self.report
             .push(format!("opened {} as {user}", &r.hash[..10]));
@@ -800,8 +805,8 @@ impl Node<'_> {
             return Ok(());
         };
         let dir = NodeConfig::run_dir(self.root, record);
-        if open.session && super::watcher_alive(&dir) {
-            super::signal_watcher(&dir);
+        if open.session && watcher_alive(&dir) {
+            signal_watcher(&dir);
             self.report.push(format!("stopping {}", &record[..10]));
             return Ok(());
         }

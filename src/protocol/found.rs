@@ -75,13 +75,6 @@ pub fn node_login(server_code: &str) -> String {
     format!("node-{}", code_prefix(server_code))
 }
 
-/// Whether the node `node` (a server-code) speaks through its login here:
-/// it is this repository's own, or its login is an agent machine's that
-/// `approve --node` marked.
-pub fn is_node_user(repo: &Repository, node: &str) -> Result<bool, FossilError> {
-    Ok(repo.server_code()? == node || repo.is_node_login(&node_login(node))?)
-}
-
 /// Who sent a message, as its reader knows it: the login its receipt
 /// names, whether that login holds admin or setup, and whether it speaks
 /// for a node (this repository's own node's login, or one `approve
@@ -91,31 +84,6 @@ pub struct Sender {
     pub login: Option<String>,
     pub admin: bool,
     pub node: bool,
-}
-
-/// The response to record `hash` at `place` that counts (C1, C4): one sent
-/// by the node's own login, whatever a U card inside says, that login being
-/// this repository's own node's or one `approve --node` marked as an agent
-/// machine's ([`is_node_user`]); or a `lost` sent by an administrator once
-/// the run's start and its `wall` have passed.
-pub fn response(
-    repo: &Repository,
-    place: &Place,
-    record: &str,
-    node: &str,
-) -> Result<Option<Found>, FossilError> {
-    let marked = is_node_user(repo, node)?;
-    counting_response(at(repo, place)?, record, node, |f| {
-        let admin = match f.said.from.as_deref() {
-            Some(login) => repo.capabilities(login)?.is_some_and(|c| c.is_admin()),
-            None => false,
-        };
-        Ok(Sender {
-            login: f.said.from.clone(),
-            admin,
-            node: marked,
-        })
-    })
 }
 
 /// Of `found`, a place's messages in received order, the response to
@@ -212,14 +180,12 @@ pub fn place_of(repo: &Repository, rid: i64) -> Result<Option<Place>, FossilErro
     })
 }
 
-/// Every record carrying OCX's `ocx-message` tag, in received order, with
-/// whether it is answered.
-pub fn tagged_records(repo: &Repository) -> Result<Vec<(StandingRecord, bool)>, FossilError> {
+/// Every record carrying OCX's `ocx-message` tag, in received order.
+pub fn tagged_records(repo: &Repository) -> Result<Vec<StandingRecord>, FossilError> {
     let mut out = Vec::new();
     for (rid, hash) in repo.tagged(crate::protocol::MESSAGE_TAG)? {
         if let Some(r) = record(repo, rid, &hash)? {
-            let answered = response(repo, &r.place, &r.hash, &r.record.node)?.is_some();
-            out.push((r, answered));
+            out.push(r);
         }
     }
     Ok(out)

@@ -22,6 +22,13 @@ pub use sandbox::{
     Bind, Ended, Forbidden, Killer, Plan, Program, RUN_HOME, Running, SandboxFields, plan, spawn,
 };
 
+/// Why this host cannot give a run something now (bubblewrap, a cgroup
+/// controller, a filesystem of its own), in words for its operator: what
+/// a probe answers instead of how it would be given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unavailable(pub String);
+
 /// Why a run was refused or could not be started, naming the field or thing at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {

@@ -2,6 +2,7 @@
 
 #![allow(clippy::disallowed_methods)] // where bubblewrap is tried, as docs/architecture.md says
 
+use crate::run::Unavailable;
 use std::fmt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -47,10 +48,10 @@ impl Capability {
         }
     }
 
-    fn from_result(r: Result<String, String>) -> Self {
+    fn from_result(r: Result<String, Unavailable>) -> Self {
         match r {
             Ok(how) => Capability::yes(how),
-            Err(reason) => Capability::no(reason),
+            Err(Unavailable(reason)) => Capability::no(reason),
         }
     }
 }
@@ -100,7 +101,7 @@ fn try_bwrap(
     bwrap: &PathBuf,
     account: Option<&RunAccount>,
     unshare: &[&str],
-) -> Result<(), String> {
+) -> Result<(), Unavailable> {
     let mut cmd = Command::new(bwrap);
     if let Some(a) = account {
         let (uid, gid) = (Uid::from_raw(a.uid), Gid::from_raw(a.gid));
@@ -119,13 +120,13 @@ fn try_bwrap(
         Ok(out) if out.status.success() => Ok(()),
         Ok(out) => {
             let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            Err(if said.is_empty() {
+            Err(Unavailable(if said.is_empty() {
                 format!("bubblewrap failed ({})", out.status)
             } else {
                 format!("bubblewrap failed: {said}")
-            })
+            }))
         }
-        Err(e) => Err(format!("bubblewrap could not start: {e}")),
+        Err(e) => Err(Unavailable(format!("bubblewrap could not start: {e}"))),
     }
 }
 
@@ -166,7 +167,7 @@ pub fn preflight() -> Preflight {
         None => missing(),
         Some(b) => match try_bwrap(b, account.as_ref(), &["--unshare-user"]) {
             Ok(()) => Capability::yes("a user namespace of its own"),
-            Err(reason) => Capability::no(reason),
+            Err(Unavailable(reason)) => Capability::no(reason),
         },
     };
     let (sandbox, network_isolation) = match bwrap_usable {
@@ -176,7 +177,7 @@ pub fn preflight() -> Preflight {
                 Capability::yes("bubblewrap with new namespaces, none nested"),
                 Capability::yes("a network namespace of its own"),
             ),
-            Err(isolated) => {
+            Err(Unavailable(isolated)) => {
                 match try_bwrap(
                     b,
                     account.as_ref(),
@@ -186,7 +187,9 @@ pub fn preflight() -> Preflight {
                         Capability::yes("bubblewrap with new namespaces, none nested"),
                         Capability::no(isolated),
                     ),
-                    Err(reason) => (Capability::no(reason.clone()), Capability::no(reason)),
+                    Err(Unavailable(reason)) => {
+                        (Capability::no(reason.clone()), Capability::no(reason))
+                    }
                 }
             }
         },

@@ -42,36 +42,33 @@ impl Tool for Adopt {
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let repo = call.repo()?;
-        if !crate::node::is_node(repo).map_err(Stop::internal)? {
+        if !crate::node::is_node(repo)? {
             return Err(Stop::new(
                 "this repository is no node: only the node's repository keeps which logins are runs'",
             )
             .next("adopt the login on the node's own repository"));
         }
-        let node_login =
-            crate::protocol::found::node_login(&repo.server_code().map_err(Stop::internal)?);
+        let node_login = crate::protocol::found::node_login(&repo.server_code()?);
         let login = input.login.clone();
         let refuse = |reason: String| {
             Stop::field("login", reason)
                 .next("adopt a login made for a program, holding neither admin nor setup")
         };
-        let already =
-            match run_user::judge(repo, &login, Some(&node_login)).map_err(Stop::internal)? {
-                Ok(Standing::New) => {
-                    return Err(refuse(format!("the repository has no login {login:?}")));
-                }
-                Ok(Standing::Marked) => true,
-                Ok(Standing::Unmarked) => false,
-                Err(p) => return Err(refuse(p.reason)),
-            };
+        let already = match run_user::judge(repo, &login, Some(&node_login))? {
+            Ok(Standing::New) => {
+                return Err(refuse(format!("the repository has no login {login:?}")));
+            }
+            Ok(Standing::Marked) => true,
+            Ok(Standing::Unmarked) => false,
+            Err(p) => return Err(refuse(p.reason)),
+        };
         call.read(format!("login {login}"));
         if !already {
             let caller = call.caller()?.login.clone();
             if !call.dry_run {
                 let path = call.repo()?.path().to_path_buf();
                 call.fossil()?
-                    .mark_run_user(&path, &login, &format!("adopted by {caller}"))
-                    .map_err(Stop::internal)?;
+                    .mark_run_user(&path, &login, &format!("adopted by {caller}"))?;
             }
             call.log(Op::Fossil {
                 operation: format!("mark {login} as a run's login"),

@@ -100,7 +100,7 @@ impl Tool for Approve {
         logins::forget_kept_passwords(call)?;
         call.read(format!("login {login} and its key"));
         let repo = call.repo()?;
-        let existing = repo.own_capabilities(&login).map_err(Stop::internal)?;
+        let existing = repo.own_capabilities(&login)?;
         let kept = match &existing {
             None => None,
             Some(own) => {
@@ -109,10 +109,7 @@ impl Tool for Approve {
                         .next("approve a login of its own, not one made by hand")
                 };
                 let admin = own.contains(['a', 's'])
-                    || repo
-                        .capabilities(&login)
-                        .map_err(Stop::internal)?
-                        .is_some_and(|c| c.is_admin());
+                    || repo.capabilities(&login)?.is_some_and(|c| c.is_admin());
                 if admin {
                     return Err(refuse(format!("{login} holds admin or setup")));
                 }
@@ -150,13 +147,10 @@ impl Tool for Approve {
                 None => fossil.user_new(&path, &login, &password),
                 Some(_) if same_key.is_none() => fossil.user_password(&path, &login, &password),
                 Some(_) => Ok(()),
-            }
-            .map_err(Stop::internal)?;
-            fossil
-                .user_capabilities(&path, &login, &capabilities)
-                .map_err(Stop::internal)?;
+            }?;
+            fossil.user_capabilities(&path, &login, &capabilities)?;
             if same_key.is_none() {
-                row.pw = call.repo()?.password_hash(&login).map_err(Stop::internal)?;
+                row.pw = call.repo()?.password_hash(&login)?;
             }
             row.keep(call, &login)?;
         }
@@ -210,7 +204,7 @@ fn revoke(input: Input, call: &mut Call) -> Result<Output, Stop> {
     logins::forget_kept_passwords(call)?;
     call.read(format!("login {login} and its key"));
     let repo = call.repo()?;
-    if repo.login_key(&login).map_err(Stop::internal)?.is_none() {
+    if repo.login_key(&login)?.is_none() {
         return Err(Stop::field(
             "login",
             format!(
@@ -219,24 +213,15 @@ fn revoke(input: Input, call: &mut Call) -> Result<Output, Stop> {
         )
         .next("revoke a login approve let in; change others with Fossil's own user editor"));
     }
-    let exists = repo
-        .own_capabilities(&login)
-        .map_err(Stop::internal)?
-        .is_some();
+    let exists = repo.own_capabilities(&login)?.is_some();
     if !call.dry_run {
         let path = call.repo()?.path().to_path_buf();
         let fossil = call.fossil()?;
         if exists {
-            fossil
-                .user_capabilities(&path, &login, "")
-                .map_err(Stop::internal)?;
-            fossil
-                .user_password(&path, &login, &crate::node::random_password())
-                .map_err(Stop::internal)?;
+            fossil.user_capabilities(&path, &login, "")?;
+            fossil.user_password(&path, &login, &crate::node::random_password())?;
         }
-        fossil
-            .config_delete(&path, &login_key_row(&login))
-            .map_err(Stop::internal)?;
+        fossil.config_delete(&path, &login_key_row(&login))?;
     }
     call.log(Op::Fossil {
         operation: format!(

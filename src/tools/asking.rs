@@ -41,7 +41,7 @@ fn question(
     let repo = call.repo()?;
     let for_caps = match for_login {
         "nobody" | "anonymous" | "" => None,
-        l => repo.capabilities(l).map_err(Stop::internal)?,
+        l => repo.capabilities(l)?,
     };
     let Some(for_caps) = for_caps else {
         return Err(Stop::field(
@@ -67,9 +67,9 @@ fn question(
     let repo = call.repo()?;
     let mut run = None;
     if let Some(scope) = call.cx.run() {
-        let record = match repo.resolve(&scope.record).map_err(Stop::internal)? {
+        let record = match repo.resolve(&scope.record)? {
             crate::fossil::repo::Lookup::One(rid, hash) => {
-                crate::protocol::found::record(repo, rid, &hash).map_err(Stop::internal)?
+                crate::protocol::found::record(repo, rid, &hash)?
             }
             _ => None,
         };
@@ -92,10 +92,10 @@ fn question(
         );
     }
     for (i, o) in input.options.iter().enumerate() {
-        super::post::one_line(&format!("options[{i}]"), o)?;
+        super::writing::one_line(&format!("options[{i}]"), o)?;
     }
     if let Some(s) = &input.stakes {
-        super::post::one_line("stakes", s)?;
+        super::writing::one_line("stakes", s)?;
     }
     let mut links = Vec::new();
     let mut linked = Vec::new();
@@ -115,8 +115,7 @@ fn question(
             })
             .map_err(|r| refused(&field, given, r))?;
         let link = target.link();
-        let described =
-            reference::describe(repo, &link, &caller.capabilities).map_err(Stop::internal)?;
+        let described = reference::describe(repo, &link, &caller.capabilities)?;
         linked.push(ask::Linked {
             title: described.title,
             link: link.clone(),
@@ -222,12 +221,10 @@ pub fn standing_of(asked: &Asked, caller: &Caller) -> Standing {
 pub fn the_question(call: &mut Call, field: &str, given: &str) -> Result<Asked, Stop> {
     let (rid, _) = call.artifact(field, given)?;
     call.read(format!("the question named by {field}, and its decisions"));
-    let asked = ask::asked_at(call.repo()?, rid)
-        .map_err(Stop::internal)?
-        .ok_or_else(|| {
-            Stop::field(field, format!("{given} holds no question"))
-                .next("give the hash of a question; `ocx questions` lists them")
-        })?;
+    let asked = ask::asked_at(call.repo()?, rid)?.ok_or_else(|| {
+        Stop::field(field, format!("{given} holds no question"))
+            .next("give the hash of a question; `ocx questions` lists them")
+    })?;
     let mut one = [asked];
     as_served(call, &mut one)?;
     let [asked] = one;
@@ -240,7 +237,8 @@ pub fn the_question(call: &mut Call, field: &str, given: &str) -> Result<Asked, 
 /// sender's capabilities there, in the server's received order. The
 /// clone's own receipts name whoever pulled, and are never read for it.
 fn as_served(call: &mut Call, all: &mut [Asked]) -> Result<(), Stop> {
-    let Some(server) = super::served::server(call)? else {
+    let receipts = super::served::receipts(call)?;
+    let Some(server) = receipts.asked().map(|s| s.url().to_string()) else {
         return Ok(());
     };
     let hashes: Vec<String> = all
@@ -249,7 +247,7 @@ fn as_served(call: &mut Call, all: &mut [Asked]) -> Result<(), Stop> {
             std::iter::once(a.said.hash.clone()).chain(a.decisions.iter().map(|d| d.0.hash.clone()))
         })
         .collect();
-    let got = super::served::by_hash(&server, &hashes)?;
+    let got = receipts.by_hash(&hashes).map_err(super::served::stop)?;
     call.read(format!(
         "{server}'s receipts for {} questions and decisions",
         got.len()
@@ -339,7 +337,7 @@ pub fn shown(
             format!("/tktview/{}", &ticket[..10.min(ticket.len())]),
         ),
     };
-    let replies_to = match repo.replies_to(asked.said.rid).map_err(Stop::internal)? {
+    let replies_to = match repo.replies_to(asked.said.rid)? {
         Some(parent) => Some(describe(&format!("/forumpost/{parent}"))?),
         None => match &asked.place {
             crate::place::Place::Ticket { ticket, .. } => {
@@ -412,9 +410,9 @@ pub fn may_read(asked: &Asked, caps: &Capabilities) -> bool {
 pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, usize), Stop> {
     call.read("every question and its decisions");
     let caller = call.caller()?.clone();
-    let mut all = ask::asked(call.repo()?).map_err(Stop::internal)?;
+    let mut all = ask::asked(call.repo()?)?;
     as_served(call, &mut all)?;
-    let in_clone = super::served::server(call)?.is_some();
+    let in_clone = super::served::receipts(call)?.asked().is_some();
     let repo = call.repo()?;
     let (mut waiting, mut to_confirm, mut open) = (Vec::new(), Vec::new(), 0);
     for a in all.iter().filter(|a| may_read(a, &caller.capabilities)) {

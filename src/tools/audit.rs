@@ -84,10 +84,12 @@ impl Tool for Audit {
             )
             .next("give a record's full hash, or a path such as PLAN.md"));
         }
-        let server = super::served::pull_first(call)?;
+        let receipts = super::served::pull_first(call)?;
         let mut checkin = call.checkin("checkin", &input.checkin)?;
-        if let Some(server) = &server {
-            let said = super::served::receipts(server, std::slice::from_ref(&checkin.hash))?;
+        if let Some(server) = receipts.asked().map(|s| s.url().to_string()) {
+            let said = receipts
+                .received(std::slice::from_ref(&checkin.hash))
+                .map_err(super::served::stop)?;
             call.read(format!("{server}'s receipt for the check-in"));
             match said.into_iter().next() {
                 Some(r) if r.received => checkin.sender = r.user,
@@ -114,13 +116,8 @@ impl Tool for Audit {
         let looks_hash = (input.against.len() == 40 || input.against.len() == 64)
             && input.against.bytes().all(|b| b.is_ascii_hexdigit());
         if looks_hash {
-            let names_record = match repo
-                .receipt(&input.against.to_ascii_lowercase())
-                .map_err(Stop::internal)?
-            {
-                Some(r) => found::record(repo, r.rid, &input.against)
-                    .map_err(Stop::internal)?
-                    .is_some(),
+            let names_record = match repo.receipt(&input.against.to_ascii_lowercase())? {
+                Some(r) => found::record(repo, r.rid, &input.against)?.is_some(),
                 None => false,
             };
             if !names_record || input.against.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -139,7 +136,7 @@ impl Tool for Audit {
             &input.against,
         );
         let repo = call.repo()?;
-        let policy = repo.hash_policy().map_err(Stop::internal)?;
+        let policy = repo.hash_policy()?;
         let bytes = artifact::control(
             &artifact::now(),
             &caller,
@@ -152,7 +149,7 @@ impl Tool for Audit {
         );
         let mut batch = Batch::default();
         let written = batch.add("verdict", bytes, policy);
-        super::post::write(call, &batch, true)?;
+        super::writing::write(call, &batch, true)?;
         Ok(Output {
             hash: (!call.dry_run).then_some(written),
             checkin: checkin.hash,

@@ -76,12 +76,7 @@ impl Tool for Collect {
         let login = input.login;
         let row = login_key_row(&login);
         call.read(format!("the key kept for {login}"));
-        if call
-            .repo()?
-            .login_key(&login)
-            .map_err(Stop::internal)?
-            .is_none()
-        {
+        if call.repo()?.login_key(&login)?.is_none() {
             return Err(refused());
         }
         logins::forget_kept_passwords(call)?;
@@ -89,8 +84,7 @@ impl Tool for Collect {
         let path = call.repo()?.path().to_path_buf();
         let counted = call
             .fossil()?
-            .count_try(&path, &row, TRIES_A_MINUTE, TRY_WINDOW, now)
-            .map_err(Stop::internal)?;
+            .count_try(&path, &row, TRIES_A_MINUTE, TRY_WINDOW, now)?;
         call.log(Op::Fossil {
             operation: format!("count the try in {login}'s key"),
             done: true,
@@ -116,9 +110,8 @@ impl Tool for Collect {
             ("pw", &json!(kept.pw)),
             ("collected", &json!(false)),
         ];
-        let claimed = fossil
-            .config_json_update(&path, &row, &[("collected", &json!(true))], &unchanged)
-            .map_err(Stop::internal)?;
+        let claimed =
+            fossil.config_json_update(&path, &row, &[("collected", &json!(true))], &unchanged)?;
         if !claimed {
             return Err(refused());
         }
@@ -132,15 +125,13 @@ impl Tool for Collect {
             );
             return Err(Stop::internal(e));
         }
-        let pw = call.repo()?.password_hash(&login).map_err(Stop::internal)?;
-        call.fossil()?
-            .config_json_update(
-                &path,
-                &row,
-                &[("pw", &json!(pw))],
-                &[("key", &json!(kept.key))],
-            )
-            .map_err(Stop::internal)?;
+        let pw = call.repo()?.password_hash(&login)?;
+        call.fossil()?.config_json_update(
+            &path,
+            &row,
+            &[("pw", &json!(pw))],
+            &[("key", &json!(kept.key))],
+        )?;
         call.log(Op::Fossil {
             operation: format!("set {login}'s password, to this asker alone"),
             done: true,

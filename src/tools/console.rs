@@ -5,6 +5,7 @@
 //! each question; MCP gives the same data. Writes nothing.
 
 use super::asking::{self, Shown};
+use crate::node::receipts;
 use crate::protocol::found::{self, Found};
 use crate::protocol::kinds::{self, Kind, Message};
 use crate::stop::Stop;
@@ -168,20 +169,20 @@ type Standing = (found::StandingRecord, Vec<Found>, Option<Found>);
 /// counts; in a clone's checkout, each as the clone's server received it
 /// (its receipts asked once for all), never as the clone did.
 fn records(call: &mut Call) -> Result<Vec<Standing>, Stop> {
-    let server = super::served::server(call)?;
+    let receipts = super::served::receipts(call)?;
     let repo = call.repo()?;
     let mut out = Vec::new();
-    for (r, answered) in found::tagged_records(repo).map_err(Stop::internal)? {
-        let here = found::at(repo, &r.place).map_err(Stop::internal)?;
-        let response = match answered && server.is_none() {
-            true => {
-                found::response(repo, &r.place, &r.hash, &r.record.node).map_err(Stop::internal)?
-            }
+    for r in found::tagged_records(repo)? {
+        let here = found::at(repo, &r.place)?;
+        let response = match receipts.asked().is_none() {
+            true => receipts
+                .response(repo, &r.place, &r.hash, &r.record.node)
+                .map_err(super::served::stop)?,
             false => None,
         };
         out.push((r, here, response));
     }
-    let Some(server) = server else {
+    let Some(server) = receipts.asked().map(|s| s.url().to_string()) else {
         return Ok(out);
     };
     let hashes: Vec<String> = out
@@ -190,20 +191,20 @@ fn records(call: &mut Call) -> Result<Vec<Standing>, Stop> {
             std::iter::once(r.hash.clone()).chain(here.iter().map(|f| f.said.hash.clone()))
         })
         .collect();
-    let got = super::served::by_hash(&server, &hashes)?;
+    let got = receipts.by_hash(&hashes).map_err(super::served::stop)?;
     call.read(format!(
         "{server}'s receipts for the records and what was said at their places"
     ));
     let out = out
         .into_iter()
         .map(|(mut r, here, _)| {
-            let here = super::served::in_received_order(&got, here, |f| &mut f.said);
-            let response = super::served::response_of(&got, &r, here.clone());
-            super::served::resent(&got, &mut r.said);
+            let here = receipts::in_received_order(&got, here, |f| &mut f.said);
+            let response = receipts::response_of(&got, &r.hash, &r.record.node, here.clone());
+            receipts::resent(&got, &mut r.said);
             (r, here, response)
         })
         .collect();
-    Ok(super::served::in_received_order(&got, out, |(r, _, _)| {
+    Ok(receipts::in_received_order(&got, out, |(r, _, _)| {
         &mut r.said
     }))
 }
@@ -215,7 +216,7 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
         .map_or(0.0, |d| d.as_secs_f64())
         / 86400.0
         + 2440587.5;
-    let node_root = crate::node::root_of(call.repo()?).map_err(Stop::internal)?;
+    let node_root = crate::node::root_of(call.repo()?)?;
     let (mut running, mut ended) = (Vec::new(), Vec::new());
     for (r, said_here, response) in records(call)? {
         let last = said_here

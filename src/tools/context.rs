@@ -77,12 +77,11 @@ impl Tool for Context {
         let login = call.caller()?.login.clone();
         let fossil = call.fossil()?;
         let changed = fossil
-            .changes(&root)
-            .map_err(Stop::internal)?
+            .changes(&root)?
             .into_iter()
             .map(|(state, path)| Changed { state, path })
             .collect();
-        let current_branch = fossil.current_branch(&root).map_err(Stop::internal)?;
+        let current_branch = fossil.current_branch(&root)?;
         let state = State::load(&root);
         let tests = workspace::tests(&root)?
             .into_iter()

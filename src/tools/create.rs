@@ -2,12 +2,11 @@
 //! post, or a change of a ticket, with its `ocx-message` tag, as the
 //! caller. Every field is checked first, its defaults written out.
 
-use crate::fossil::store::Batch;
+use crate::node::Receipts;
 use crate::node::{run_user, runner};
-use crate::place::{self, Place, Where};
+use crate::place::{Place, Where};
 use crate::protocol::found;
 use crate::protocol::kinds::{self, Budget, Problem, Record, Restrict, Sandbox};
-use crate::protocol::message;
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
 use rand::Rng;
@@ -90,7 +89,7 @@ impl Tool for Create {
             Stop::field(p.field, p.reason)
                 .next("correct the field; `ocx help create` describes each")
         };
-        let server = super::served::pull_first(call)?;
+        let receipts = super::served::pull_first(call)?;
         let repo = call.repo()?;
         let runner = input.runner.clone().unwrap_or_else(|| "claude".into());
         if !runner::valid_name(&runner) {
@@ -103,11 +102,15 @@ impl Tool for Create {
             return Err(Stop::field("objective", "is empty").next("say what the run is for"));
         }
         let is_command = runner == runner::COMMAND;
-        let page = match &server {
-            _ if is_command => None,
-            Some(server) => super::served::runner_page(call, server, &runner)?,
-            None => runner::page(repo, &runner).map_err(Stop::internal)?,
+        let page = match is_command {
+            true => None,
+            false => receipts
+                .runner_page(repo, &runner)
+                .map_err(super::served::stop)?,
         };
+        if let (Some(server), false) = (receipts.asked(), is_command) {
+            call.read(format!("{}'s receipts for the runner's page", server.url()));
+        }
         let hears = match input.hears.clone() {
             Some(h) => h,
             None if is_command => Vec::new(),
@@ -115,11 +118,7 @@ impl Tool for Create {
         };
         let repo = call.repo()?;
         for (i, login) in hears.iter().enumerate() {
-            if repo
-                .own_capabilities(login)
-                .map_err(Stop::internal)?
-                .is_none()
-            {
+            if repo.own_capabilities(login)?.is_none() {
                 return Err(Stop::field(
                     format!("hears[{i}]"),
                     format!("the repository has no login {login:?}"),
@@ -139,7 +138,7 @@ impl Tool for Create {
             Some(r) => r,
             None => offers_remote,
         };
-        let server_code = repo.server_code().map_err(Stop::internal)?;
+        let server_code = repo.server_code()?;
         let node = input.node.clone().unwrap_or_else(|| server_code.clone());
         if !kinds::is_server_code(&node) {
             return Err(
@@ -149,7 +148,7 @@ impl Tool for Create {
         }
         let user = match &input.user {
             Some(u) => {
-                check_user(call, server.as_deref(), u, &node, &server_code)?;
+                check_user(call, &receipts, u, &node, &server_code)?;
                 u.clone()
             }
             None => format!(
@@ -173,10 +172,7 @@ impl Tool for Create {
             command: input.command.clone(),
         };
         kinds::check_record(&record).map_err(refuse)?;
-        if call.dry_run
-            && node == server_code
-            && crate::node::is_node(call.repo()?).map_err(Stop::internal)?
-        {
+        if call.dry_run && node == server_code && crate::node::is_node(call.repo()?)? {
             call.read("what this node can enforce");
             crate::node::check_enforceable(call.repo()?, &record)
                 .map_err(Stop::internal)?
@@ -208,20 +204,13 @@ impl Tool for Create {
             },
             (None, None) => Where::NewThread(title_of(&input.objective)),
         };
-        let fields =
-            serde_json::to_value(&record).map_err(|e| Stop::new(format!("internal error: {e}")))?;
-        let block = message::write(fields.as_object().expect("a record is an object"));
+        let (fields, block) = super::writing::message_text(&record)?;
         let text = format!(
             "OCX record: asks node `{}` to run `{runner}` as `{user}`{}.\n\n{block}",
             crate::protocol::found::code_prefix(&node),
             if is_command { " once per check-in" } else { "" }
         );
-        let repo = call.repo()?;
-        let policy = repo.hash_policy().map_err(Stop::internal)?;
-        let caller = call.caller()?.login.clone();
-        let mut batch = Batch::default();
-        let hash = place::compose_message(&mut batch, policy, &caller, &at, &text, "record");
-        super::post::write(call, &batch, true)?;
+        let hash = super::writing::post(call, &at, &text, Some("record"), true)?;
         let (thread, ticket) = match &at {
             Where::At(Place::Thread { root, .. }) => (Some(root.clone()), None),
             Where::At(Place::Ticket { ticket, .. }) => (None, Some(ticket.clone())),
@@ -251,7 +240,7 @@ pub fn title_of(objective: &str) -> String {
 /// Every login holding admin or setup of its own, but a node's.
 fn admins(call: &Call) -> Result<Vec<String>, Stop> {
     let repo = call.repo()?;
-    let users = repo.users().map_err(Stop::internal)?;
+    let users = repo.users()?;
     Ok(users
         .into_iter()
         .filter(|(login, cap)| cap.contains(['a', 's']) && !login.starts_with("node-"))
@@ -263,34 +252,35 @@ fn admins(call: &Call) -> Result<Vec<String>, Stop> {
 /// node's, one holding admin or setup, or, on the node itself (which alone
 /// keeps the marks), an existing login no node made and no one adopted;
 /// and one that has an open record (in a clone's checkout, a record its
-/// `server` received and holds no response to that counts).
+/// server received and holds no response to that counts, by `receipts`).
 fn check_user(
     call: &mut Call,
-    server: Option<&str>,
+    receipts: &Receipts,
     user: &str,
     node: &str,
     server_code: &str,
 ) -> Result<(), Stop> {
     let repo = call.repo()?;
-    let on_node = node == server_code && crate::node::is_node(repo).map_err(Stop::internal)?;
+    let on_node = node == server_code && crate::node::is_node(repo)?;
     let node_login = found::node_login(node);
-    if let Err(p) =
-        run_user::check(repo, user, Some(&node_login), on_node).map_err(Stop::internal)?
-    {
+    if let Err(p) = run_user::check(repo, user, Some(&node_login), on_node)? {
         return Err(Stop::field(p.field, p.reason)
             .next("leave user out to make a new login, or name a run's login"));
     }
     call.read("the open records");
-    let repo = call.repo()?;
-    let records = found::tagged_records(repo).map_err(Stop::internal)?;
-    for (mut r, answered) in records.into_iter().filter(|(r, _)| r.record.user == user) {
-        let open = match server {
-            Some(server) => {
-                let got = super::served::record_as_received(call, server, &mut r)?;
-                got.received && got.response.is_none()
-            }
-            None => !answered,
-        };
+    let repo = call.cx.repo()?;
+    let records = found::tagged_records(repo)?;
+    for mut r in records.into_iter().filter(|r| r.record.user == user) {
+        let got = receipts
+            .record_as_received(repo, &mut r)
+            .map_err(super::served::stop)?;
+        if let Some(server) = receipts.asked() {
+            call.read(format!(
+                "{}'s receipts for the record and its responses",
+                server.url()
+            ));
+        }
+        let open = got.received && got.response.is_none();
         if open {
             return Err(Stop::field(
                 "user",

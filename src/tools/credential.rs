@@ -51,7 +51,7 @@ impl Tool for Credential {
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let repo = call.repo()?;
-        let Some(root) = crate::node::root_of(repo).map_err(Stop::internal)? else {
+        let Some(root) = crate::node::root_of(repo)? else {
             return Err(Stop::new(
                 "this repository is no node: credentials are kept by the node that runs the runs",
             )

@@ -76,9 +76,7 @@ impl Tool for Edit {
             file.seek(std::io::SeekFrom::Start(0)).map_err(cannot)?;
             file.write_all(out.as_bytes()).map_err(cannot)?;
             if !exists {
-                call.fossil()?
-                    .add(&root, &[root.join(&rel).as_path()])
-                    .map_err(Stop::internal)?;
+                call.fossil()?.add(&root, &[root.join(&rel).as_path()])?;
             }
             let mut state = State::load(&root);
             state.edits += 1;

@@ -75,8 +75,7 @@ impl Tool for Hook {
         let repo = call.repo()?;
         let fossil = call.fossil()?.clone();
         let indexes: Vec<usize> = repo
-            .hooks()
-            .map_err(Stop::internal)?
+            .hooks()?
             .into_iter()
             .filter(|h| h.2.contains(node::HOOK_MARK))
             .map(|h| h.0)
@@ -87,7 +86,7 @@ impl Tool for Hook {
             HookAction::Remove => {
                 for i in &indexes {
                     if !call.dry_run {
-                        fossil.hook_delete(&path, *i).map_err(Stop::internal)?;
+                        fossil.hook_delete(&path, *i)?;
                     }
                     call.log(Op::Fossil {
                         operation: format!("delete hook {i}"),
@@ -125,38 +124,24 @@ impl Tool for Hook {
                     }
                     None => node::config::default_root(&path),
                 };
-                let server_code = repo.server_code().map_err(Stop::internal)?;
+                let server_code = repo.server_code()?;
                 let login = crate::protocol::found::node_login(&server_code);
                 let ocx = std::env::current_exe()
                     .and_then(|p| p.canonicalize())
                     .map_err(|e| Stop::failed(format!("cannot tell where ocx is: {e}")))?;
                 let command = node::hook_command(&ocx, &root);
                 let note = fossil_export_note(repo)?;
-                let policy = repo.content_security_policy().map_err(Stop::internal)?;
-                let has_login = repo
-                    .own_capabilities(&login)
-                    .map_err(Stop::internal)?
-                    .is_some();
+                let policy = repo.content_security_policy()?;
+                let has_login = repo.own_capabilities(&login)?.is_some();
                 if !call.dry_run {
                     for i in &indexes {
-                        fossil.hook_delete(&path, *i).map_err(Stop::internal)?;
+                        fossil.hook_delete(&path, *i)?;
                     }
                     if !has_login {
-                        fossil
-                            .user_new(&path, &login, &node::random_password())
-                            .map_err(Stop::internal)?;
+                        fossil.user_new(&path, &login, &node::random_password())?;
                     }
-                    fossil
-                        .user_capabilities(&path, &login, NODE_CAPABILITIES)
-                        .map_err(Stop::internal)?;
-                    let kept = NodeConfig::load(&root);
+                    fossil.user_capabilities(&path, &login, NODE_CAPABILITIES)?;
                     NodeConfig {
-                        run_uids: kept.as_ref().and_then(|k| k.run_uids),
-                        bindable: kept
-                            .as_ref()
-                            .map(|k| k.bindable.clone())
-                            .unwrap_or_default(),
-                        ceiling: kept.map(|k| k.ceiling).unwrap_or_default(),
                         repository: path.clone(),
                         url: url.clone(),
                         fossil: fossil.path().to_path_buf(),
@@ -164,12 +149,13 @@ impl Tool for Hook {
                         server_code,
                         login: login.clone(),
                         machine: None,
+                        ..NodeConfig::kept(&root)
                     }
                     .save(&root)
                     .map_err(|e| {
                         Stop::field("root", format!("cannot write the node's root: {e}"))
                     })?;
-                    fossil.hook_add(&path, &command).map_err(Stop::internal)?;
+                    fossil.hook_add(&path, &command)?;
                     node::site::keep_policy(&fossil, repo).map_err(Stop::internal)?;
                 }
                 let done = !call.dry_run;
@@ -212,7 +198,7 @@ impl Tool for Hook {
 /// the git export current under OCX's lock, and a second exporter would run
 /// outside it. OCX leaves that hook as it is and names it.
 fn fossil_export_note(repo: &crate::fossil::Repository) -> Result<Option<String>, Stop> {
-    let hooks = repo.fossil_export_hooks().map_err(Stop::internal)?;
+    let hooks = repo.fossil_export_hooks()?;
     if hooks.is_empty() {
         return Ok(None);
     }

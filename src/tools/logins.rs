@@ -5,11 +5,10 @@
 
 use crate::answer::Op;
 use crate::context::Who;
+use crate::fossil::Repository;
 use crate::fossil::caps::SPECIAL_LOGINS;
 use crate::fossil::repo::{LOGINS_THREAD_ROW, Lookup, login_key_row};
-use crate::fossil::store::Batch;
-use crate::fossil::{Repository, artifact};
-use crate::place::{self, Place, Where};
+use crate::place::{Place, Where};
 use crate::stop::Stop;
 use crate::tool::Call;
 use serde::{Deserialize, Serialize};
@@ -61,12 +60,11 @@ impl Kept {
     /// an earlier release wrote read as it is kept once its password is
     /// forgotten).
     pub fn read(repo: &Repository, login: &str) -> Result<Option<Kept>, Stop> {
-        let Some(text) = repo.login_key(login).map_err(Stop::internal)? else {
+        let Some(text) = repo.login_key(login)? else {
             return Ok(None);
         };
         let text = repo
-            .without_password(&login_key_row(login), &text)
-            .map_err(Stop::internal)?
+            .without_password(&login_key_row(login), &text)?
             .unwrap_or(text);
         Ok(serde_json::from_str(&text).ok())
     }
@@ -82,7 +80,7 @@ impl Kept {
     /// Whether `login` still holds the password this approval set: what
     /// Fossil keeps of it is what was kept here.
     pub fn holds_its_password(&self, repo: &Repository, login: &str) -> Result<bool, Stop> {
-        let now = repo.password_hash(login).map_err(Stop::internal)?;
+        let now = repo.password_hash(login)?;
         Ok(self.pw.is_some() && now == self.pw)
     }
 }
@@ -159,10 +157,10 @@ pub fn check_login(field: &str, login: &str) -> Result<(), Stop> {
 /// `ocx-logins-thread`), so every clone can see who let whom in, by receipt.
 pub fn audit_post(call: &mut Call, text: &str) -> Result<Option<String>, Stop> {
     let repo = call.repo()?;
-    let caller = call.caller()?.login.clone();
-    let policy = repo.hash_policy().map_err(Stop::internal)?;
-    let thread = match repo.logins_thread().map_err(Stop::internal)? {
-        Some(root) if root.len() >= 40 => match repo.resolve(&root).map_err(Stop::internal)? {
+    let _caller = call.caller()?.login.clone();
+    let _policy = repo.hash_policy()?;
+    let thread = match repo.logins_thread()? {
+        Some(root) if root.len() >= 40 => match repo.resolve(&root)? {
             Lookup::One(..) => Place::resolve(repo, "thread", &root).ok(),
             _ => None,
         },
@@ -172,14 +170,11 @@ pub fn audit_post(call: &mut Call, text: &str) -> Result<Option<String>, Stop> {
         Some(p) => Where::At(p.clone()),
         None => Where::NewThread(THREAD_TITLE.into()),
     };
-    let mut batch = Batch::default();
-    let hash = place::compose(&mut batch, policy, &artifact::now(), &caller, &at, text);
-    super::post::write(call, &batch, true)?;
+    let hash = super::writing::post(call, &at, text, None, true)?;
     if thread.is_none() {
         if !call.dry_run {
             call.fossil()?
-                .config_set(call.repo()?.path(), LOGINS_THREAD_ROW, &hash)
-                .map_err(Stop::internal)?;
+                .config_set(call.repo()?.path(), LOGINS_THREAD_ROW, &hash)?;
         }
         call.log(Op::Fossil {
             operation: "keep the thread for logins".into(),
@@ -188,6 +183,3 @@ pub fn audit_post(call: &mut Call, text: &str) -> Result<Option<String>, Stop> {
     }
     Ok((!call.dry_run).then_some(hash))
 }
-
-/// The name Fossil serves OCX's page under (`/ext/ocx-cgi`).
-pub const PAGE: &str = "ocx-cgi";

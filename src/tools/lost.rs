@@ -6,15 +6,10 @@ use crate::node::respond;
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// Input of `lost`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Input {
-    /// The record, by hash or a prefix of 10+ hex digits.
-    pub record: String,
-}
+/// Input of `lost`: the record.
+pub use super::OneRecord as Input;
 
 /// What `lost` wrote.
 #[derive(Serialize, JsonSchema)]
@@ -58,10 +53,9 @@ impl Tool for Lost {
         let note = format!(
             "answered lost by {caller} in the node's stead: the run's wall passed with no answer"
         );
-        let batch = respond::compose(call.repo()?, &standing, &caller, "lost", &note)
-            .map_err(Stop::internal)?;
+        let batch = respond::compose(call.repo()?, &standing, &caller, "lost", &note)?;
         let written = batch.artifacts[0].1.clone();
-        super::post::write(call, &batch, true)?;
+        super::writing::write(call, &batch, true)?;
         Ok(Output {
             response: (!call.dry_run).then_some(written),
             record: hash,

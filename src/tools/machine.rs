@@ -84,8 +84,8 @@ impl Tool for MachineTool {
                 ));
             }
         }
-        let repo = Repository::open(&path).map_err(Stop::internal)?;
-        let server_code = repo.server_code().map_err(Stop::internal)?;
+        let repo = Repository::open(&path)?;
+        let server_code = repo.server_code()?;
         let login = crate::protocol::found::node_login(&server_code);
         let root = config::default_root(&path);
         make_root(&root)?;
@@ -110,22 +110,13 @@ impl Tool for MachineTool {
             });
         }
         let url = crate::fossil::remote::with_login(&server, &login, &password);
-        fossil
-            .remote_add_server(&path, &url)
-            .map_err(Stop::internal)?;
-        if repo
-            .own_capabilities(&login)
-            .map_err(Stop::internal)?
-            .is_none()
-        {
-            fossil
-                .user_new(&path, &login, &crate::node::random_password())
-                .map_err(Stop::internal)?;
+        fossil.remote_add_server(&path, &url)?;
+        if repo.own_capabilities(&login)?.is_none() {
+            fossil.user_new(&path, &login, &crate::node::random_password())?;
         }
         fossil
             .user_capabilities(&path, &login, "s")
-            .and_then(|()| fossil.user_default(&path, &login))
-            .map_err(Stop::internal)?;
+            .and_then(|()| fossil.user_default(&path, &login))?;
         call.log(Op::Fossil {
             operation: format!(
                 "name {server} in the clone as {login}, the clone's own administrator and default user"
@@ -135,14 +126,7 @@ impl Tool for MachineTool {
         let ocx = std::env::current_exe()
             .and_then(|p| p.canonicalize())
             .map_err(|e| Stop::failed(format!("cannot tell where ocx is: {e}")))?;
-        let kept = NodeConfig::load(&root);
         NodeConfig {
-            run_uids: kept.as_ref().and_then(|k| k.run_uids),
-            bindable: kept
-                .as_ref()
-                .map(|k| k.bindable.clone())
-                .unwrap_or_default(),
-            ceiling: kept.map(|k| k.ceiling).unwrap_or_default(),
             repository: path.canonicalize().unwrap_or(path.clone()),
             url: server,
             fossil: fossil.path().to_path_buf(),
@@ -150,6 +134,7 @@ impl Tool for MachineTool {
             server_code,
             login: login.clone(),
             machine: Some(Machine { credentials }),
+            ..NodeConfig::kept(&root)
         }
         .save(&root)
         .map_err(|e| Stop::field("repository", format!("cannot write the node's root: {e}")))?;

@@ -44,8 +44,19 @@ pub mod verdicts;
 pub mod wiki_edit;
 pub mod wiki_read;
 pub mod workspace;
+pub mod writing;
 
 use crate::stop::Stop;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// The input of a tool that acts on one record (`stop`, `lost`).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OneRecord {
+    /// The record, by hash or a prefix of 10+ hex digits.
+    pub record: String,
+}
 
 /// Refuses `value` of `field` when it begins with `-`: it reaches `fossil`'s
 /// command line, where Fossil would read it as an option (`--chdir=DIR`

@@ -1,13 +1,11 @@
 //! `post`: a reply to a forum post, a new thread, or a change to a ticket,
 //! stored so that Fossil records the caller as its sender.
 
-use crate::answer::Op;
-use crate::fossil::artifact;
-use crate::fossil::store::{self, Batch};
-use crate::place::{self, Place, Where};
+use crate::place::{Place, Where};
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
 use crate::tools::asking as ask;
+use crate::tools::writing;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -57,7 +55,7 @@ pub struct Output {
 pub struct Post;
 
 /// A thread title's limit, in characters.
-pub const TITLE_MAX: usize = 200;
+pub use super::writing::TITLE_MAX;
 
 impl Tool for Post {
     type Input = Input;
@@ -104,7 +102,7 @@ impl Tool for Post {
                     .next("give title, or give to to reply to a post"));
             }
             (None, Some(t)) => {
-                one_line("title", t)?;
+                writing::one_line("title", t)?;
                 None
             }
             (Some(to), None) => Some(call.place("to", to)?),
@@ -127,10 +125,8 @@ impl Tool for Post {
                 .next("reply to a post of the record's own thread"));
             }
         }
-        let repo = call.repo()?;
+        let _repo = call.repo()?;
         let caller = call.caller()?.clone();
-        let policy = repo.hash_policy().map_err(Stop::internal)?;
-        let mut batch = Batch::default();
         let mut out = Output {
             hash: None,
             thread: None,
@@ -173,24 +169,15 @@ impl Tool for Post {
             }
         };
         let asked = ask::compose_text(call, &input, &caller)?;
-        let hash = match &asked {
-            Some((text, kind)) => {
-                place::compose_message(&mut batch, policy, &caller.login, &at, text, kind)
-            }
-            None => place::compose(
-                &mut batch,
-                policy,
-                &artifact::now(),
-                &caller.login,
-                &at,
-                &input.text,
-            ),
+        let (text, kind) = match &asked {
+            Some((text, kind)) => (text.as_str(), Some(*kind)),
+            None => (input.text.as_str(), None),
         };
+        let hash = writing::post(call, &at, text, kind, !out.moderated)?;
         if out.thread.is_none() && out.ticket.is_none() {
             out.thread = Some(hash.clone());
         }
         out.hash = Some(hash);
-        write(call, &batch, !out.moderated)?;
         if call.dry_run {
             out.hash = None;
             if out.ticket.is_none() && input.to.is_none() {
@@ -199,90 +186,4 @@ impl Tool for Post {
         }
         Ok(out)
     }
-}
-
-/// Stores `batch` as the caller (or logs what it would store on a dry
-/// run); a batch not `published` goes to the moderators' queue. On a node
-/// the node is woken after (a write there starts no backoffice); in a
-/// clone's checkout the write is pushed to the clone's server, so that
-/// server records the caller as its sender, and counts as done only once
-/// the server's receipt says it received each artifact from the caller;
-/// a server serving no OCX page cannot say, and the write, pushed, is
-/// refused as unconfirmed.
-pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop> {
-    for (what, hash, _) in &batch.artifacts {
-        call.log(Op::Compose {
-            artifact: what.clone(),
-            hash: hash.clone(),
-        });
-    }
-    let sender = call.caller()?.login.clone();
-    if !call.dry_run {
-        let (fossil, repo) = (call.fossil()?, call.repo()?);
-        store::store(fossil, repo, &sender, batch, published).map_err(Stop::internal)?;
-        if !published {
-            for h in batch.hashes() {
-                fossil
-                    .queue_for_moderation(repo.path(), &h)
-                    .map_err(Stop::internal)?;
-            }
-        }
-    }
-    call.log(Op::Store {
-        artifacts: batch.hashes(),
-        sender,
-        published,
-        done: !call.dry_run,
-    });
-    if let Some(run) = call.cx.run() {
-        let _ = crate::node::poke(&run.root);
-        return Ok(());
-    }
-    let repo = call.repo()?;
-    if crate::node::is_node(repo).map_err(Stop::internal)? {
-        crate::node::poke_repository(repo);
-    } else if call.cx.repository.is_none()
-        && let Some(remote) = repo.remote_url().map_err(Stop::internal)?
-    {
-        let remote = crate::fossil::redact_password(&remote);
-        if !call.dry_run {
-            call.fossil()?
-                .push_clone(call.repo()?.path())
-                .map_err(|e| {
-                    Stop::internal(e).next("it is kept in your clone; push it with `fossil push`")
-                })?;
-        }
-        call.log(Op::Fossil {
-            operation: format!("push to {remote}"),
-            done: !call.dry_run,
-        });
-        if !call.dry_run
-            && published
-            && let Some(server) = super::served::server(call)?
-        {
-            let sender = call.caller()?.login.clone();
-            super::served::confirm(call, &server, &batch.hashes(), &sender)?;
-        }
-    }
-    Ok(())
-}
-
-/// Refuses text in `field` that is not one line.
-pub fn one_line(field: &str, text: &str) -> Result<(), Stop> {
-    if text.trim().is_empty() {
-        return Err(
-            Stop::field(field, "is empty").next(format!("give {field} as one line of text"))
-        );
-    }
-    if text.contains(['\n', '\r']) {
-        return Err(Stop::field(field, "must be one line")
-            .next(format!("give {field} as one line of text")));
-    }
-    if text.chars().count() > TITLE_MAX {
-        return Err(
-            Stop::field(field, format!("is longer than {TITLE_MAX} characters"))
-                .next(format!("shorten {field}")),
-        );
-    }
-    Ok(())
 }

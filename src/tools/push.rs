@@ -83,7 +83,7 @@ fn not_a_run() -> Stop {
 /// log); answers the check-ins the node stored.
 pub fn publish(call: &mut Call) -> Result<Vec<String>, Stop> {
     let socket = call.cx.node_socket().ok_or_else(not_a_run)?;
-    let unsent = call.repo()?.unsent().map_err(Stop::internal)?;
+    let unsent = call.repo()?.unsent()?;
     call.read(format!(
         "{} artifacts the clone made and never sent",
         unsent.len()
@@ -176,8 +176,7 @@ fn store_sent(sent: &[Sent], call: &mut Call) -> Result<Vec<String>, Stop> {
     let hashes: Vec<String> = checked.artifacts.iter().map(|a| a.0.clone()).collect();
     if !call.dry_run && !hashes.is_empty() {
         let fossil = call.fossil()?.clone();
-        store::store_checked(&fossil, call.repo()?, &run.user, &checked.artifacts, true)
-            .map_err(Stop::internal)?;
+        store::store_checked(&fossil, call.repo()?, &run.user, &checked.artifacts, true)?;
         let _ = crate::node::poke(&run.root);
     }
     call.log(Op::Store {

@@ -1,6 +1,9 @@
 //! `receipt`: for each artifact, whether this repository received it and
-//! from which login, with that login's capabilities. Writes nothing.
+//! from which login, with that login's capabilities, as the served
+//! repository's own receipts say ([`Receipts::served`]): the page's answer
+//! a clone's reader and an agent machine ask over HTTP. Writes nothing.
 
+use crate::node::receipts::{Receipts, Received};
 use crate::stop::{Stop, full_hash};
 use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
@@ -21,29 +24,9 @@ pub struct Input {
 /// The receipts, in the order asked.
 #[derive(Serialize, JsonSchema)]
 pub struct Output {
-    pub artifacts: Vec<Receipt>,
+    pub artifacts: Vec<Received>,
     /// The capabilities of the login asked about, if any.
     pub capabilities_of: Option<UserCapabilities>,
-}
-
-/// One artifact's receipt.
-#[derive(Serialize, JsonSchema)]
-pub struct Receipt {
-    /// The hash asked about.
-    pub hash: String,
-    /// Whether this repository received it (a phantom it has only heard of was not).
-    pub received: bool,
-    /// The login its receipt names: its sender.
-    pub user: Option<String>,
-    /// That login's capabilities, inherited ones included.
-    pub capabilities: Option<String>,
-    /// Whether that login speaks for a node here: this repository's own
-    /// node's login, or an agent machine's `approve --node` marked.
-    pub node: bool,
-    /// The receipt's number.
-    pub rcvid: Option<i64>,
-    /// The artifact's row, which orders the artifacts of one receipt.
-    pub rid: Option<i64>,
 }
 
 /// A login's capabilities.
@@ -73,54 +56,27 @@ impl Tool for ReceiptTool {
         let repo = call.repo()?;
         let may_read = caller.capabilities.has('o');
         let may_see_private = caller.capabilities.has('x');
-        let own_node =
-            crate::protocol::found::node_login(&repo.server_code().map_err(Stop::internal)?);
-        let mut out = Vec::with_capacity(input.artifacts.len());
-        for hash in &input.artifacts {
-            let receipt = if may_read {
-                repo.receipt(hash).map_err(Stop::internal)?
-            } else {
-                None
-            };
-            let receipt = receipt.filter(|r| !r.private || may_see_private);
-            out.push(match receipt {
-                Some(r) => Receipt {
-                    hash: hash.clone(),
-                    received: true,
-                    capabilities: match &r.login {
-                        Some(l) => repo
-                            .capabilities(l)
-                            .map_err(Stop::internal)?
-                            .map(|c| c.to_string()),
-                        None => None,
-                    },
-                    node: match &r.login {
-                        Some(l) => {
-                            *l == own_node || repo.is_node_login(l).map_err(Stop::internal)?
-                        }
-                        None => false,
-                    },
-                    user: r.login,
-                    rcvid: Some(r.rcvid),
-                    rid: Some(r.rid),
-                },
-                None => Receipt {
-                    hash: hash.clone(),
-                    received: false,
-                    user: None,
-                    capabilities: None,
-                    node: false,
-                    rcvid: None,
-                    rid: None,
-                },
-            });
-        }
+        let receipts = Receipts::served(repo);
+        let out: Vec<Received> = match may_read {
+            true => receipts
+                .received(&input.artifacts)
+                .map_err(Stop::internal)?
+                .into_iter()
+                .map(|r| match r.private && !may_see_private {
+                    true => Received::unreceived(&r.hash),
+                    false => r,
+                })
+                .collect(),
+            false => input
+                .artifacts
+                .iter()
+                .map(|h| Received::unreceived(h))
+                .collect(),
+        };
         let capabilities_of = match input.capabilities_of {
             Some(user) => Some(UserCapabilities {
                 capabilities: if may_read {
-                    repo.capabilities(&user)
-                        .map_err(Stop::internal)?
-                        .map(|c| c.to_string())
+                    repo.capabilities(&user)?.map(|c| c.to_string())
                 } else {
                     None
                 },

@@ -6,8 +6,9 @@
 //! opens; once approved, the password takes the code's place in the file.
 //! No secret is ever on a command line or in the environment.
 
-use super::logins::{self, PAGE};
+use super::logins;
 use crate::answer::Op;
+use crate::node::page::{PAGE, Page, PageError};
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Reach, Tool};
 use schemars::JsonSchema;
@@ -326,51 +327,29 @@ fn write_credentials(path: &Path, creds: &Credentials, new: bool) -> Result<(), 
     Ok(())
 }
 
+/// What the page's `collect` answers.
+#[derive(Deserialize)]
+struct Collected {
+    #[serde(default)]
+    password: String,
+}
+
 /// Asks the server's `collect` (an unsigned POST to OCX's page): the
-/// password once approved, `None` while it is refused.
+/// password once approved, `None` while it is refused (`collect` refuses
+/// one way alone, whatever was wrong).
 fn collect(server: &str, login: &str, code: &str) -> Result<Option<String>, Stop> {
-    let agent = crate::http::agent(Some(std::time::Duration::from_secs(60)));
-    let url = format!("{server}/ext/{PAGE}/collect?json");
+    let page = Page::unsigned(server, std::time::Duration::from_secs(60));
+    let asked = serde_json::json!({ "login": login, "code": code });
     let unreachable = |why: String| {
         Stop::field("server", format!("{server} did not answer collect: {why}")).next(
             "check the address, and that the server offers OCX's page (ocx-cgi in its --extroot)",
         )
     };
-    let mut response = agent
-        .post(&url)
-        .send_form([("login", login), ("code", code)])
-        .map_err(|e| unreachable(e.to_string()))?;
-    let status = response.status().as_u16();
-    if (300..400).contains(&status) {
-        let to = response
-            .headers()
-            .get("location")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("elsewhere")
-            .to_string();
-        return Err(unreachable(format!("it sends the request to {to}")));
+    match page.call::<Collected>("collect", &asked) {
+        Ok(c) if c.password.is_empty() => Err(unreachable("it answered no password".into())),
+        Ok(c) => Ok(Some(c.password)),
+        Err(e) if e.refused() => Ok(None),
+        Err(PageError::Stopped(s)) => Err(unreachable(s.stopped.reason)),
+        Err(e) => Err(unreachable(e.to_string())),
     }
-    let body = response
-        .body_mut()
-        .with_config()
-        .limit(1 << 20)
-        .read_to_string()
-        .map_err(|e| unreachable(e.to_string()))?;
-    let answer: serde_json::Value = serde_json::from_str(&body)
-        .map_err(|_| unreachable(format!("its answer (HTTP {status}) is not OCX's")))?;
-    if answer["ok"] == serde_json::Value::Bool(true) {
-        return match answer["result"]["password"].as_str() {
-            Some(p) if !p.is_empty() => Ok(Some(p.to_string())),
-            _ => Err(unreachable("it answered no password".into())),
-        };
-    }
-    if answer["tool"] == "collect" && answer["stopped"]["reason"] == super::collect::REFUSAL {
-        return Ok(None);
-    }
-    Err(unreachable(
-        answer["stopped"]["reason"]
-            .as_str()
-            .unwrap_or("it refused")
-            .to_string(),
-    ))
 }

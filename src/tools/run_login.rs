@@ -64,21 +64,21 @@ impl Tool for RunLogin {
         let caller = call.caller()?.clone();
         call.read(format!("the run login kept for {}", input.record));
         let repo = call.repo()?;
-        if !caller.signed_in || !repo.is_node_login(&caller.login).map_err(Stop::internal)? {
+        if !caller.signed_in || !repo.is_node_login(&caller.login)? {
             return Err(refused());
         }
         let Some(kept) = RemoteRun::read(repo, &input.record).map_err(Stop::internal)? else {
             return Err(refused());
         };
-        let record = repo.receipt(&input.record).map_err(Stop::internal)?;
+        let record = repo.receipt(&input.record)?;
         let node = match record {
-            Some(r) => crate::protocol::found::record(repo, r.rid, &input.record)
-                .map_err(Stop::internal)?
-                .map(|s| s.record.node),
+            Some(r) => {
+                crate::protocol::found::record(repo, r.rid, &input.record)?.map(|s| s.record.node)
+            }
             None => None,
         };
         let still_a_run = matches!(
-            run_user::check(repo, &kept.user, Some(&kept.machine), true).map_err(Stop::internal)?,
+            run_user::check(repo, &kept.user, Some(&kept.machine), true)?,
             Ok(Standing::Marked)
         );
         let right = kept.machine == caller.login
@@ -91,12 +91,10 @@ impl Tool for RunLogin {
         let password = if call.dry_run {
             None
         } else {
-            crate::fossil::repo::forget_kept_passwords(call.fossil()?, repo)
-                .map_err(Stop::internal)?;
+            crate::fossil::repo::forget_kept_passwords(call.fossil()?, repo)?;
             let password = crate::node::random_password();
             call.fossil()?
-                .user_password(repo.path(), &kept.user, &password)
-                .map_err(Stop::internal)?;
+                .user_password(repo.path(), &kept.user, &password)?;
             Some(password)
         };
         call.log(crate::answer::Op::Fossil {

@@ -10,7 +10,7 @@ use crate::fossil::store::Batch;
 use crate::node::runner::{CredentialUse, InputMode, RunnerPage};
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
-use crate::tools::post::write;
+use crate::tools::writing::write;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -70,7 +70,7 @@ impl Tool for Runner {
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let repo = call.repo()?;
-        let Some(root) = crate::node::root_of(repo).map_err(Stop::internal)? else {
+        let Some(root) = crate::node::root_of(repo)? else {
             return Err(Stop::new(
                 "this repository is no node: a runner page is written where its runs run",
             )
@@ -137,9 +137,9 @@ impl Tool for Runner {
         let page = crate::node::runner::page_name(&input.name);
         call.read(format!("wiki page {page:?}"));
         let repo = call.repo()?;
-        let current = repo.wiki_page(&page).map_err(Stop::internal)?;
+        let current = repo.wiki_page(&page)?;
         let caller = call.caller()?.clone();
-        let policy = repo.hash_policy().map_err(Stop::internal)?;
+        let policy = repo.hash_policy()?;
         let date = artifact::now();
         let bytes = WikiPage {
             date: &date,

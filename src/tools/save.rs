@@ -76,9 +76,9 @@ impl Tool for Save {
             None => working_branch(&login, &root),
         };
         let fossil = call.fossil()?.clone();
-        let changes = fossil.changes(&root).map_err(Stop::internal)?;
+        let changes = fossil.changes(&root)?;
         call.read("the checkout's changes");
-        let remote = fossil.remote(&root).map_err(Stop::internal)?;
+        let remote = fossil.remote(&root)?;
         let mut out = Output {
             checkin: None,
             branch: branch.clone(),
@@ -87,7 +87,7 @@ impl Tool for Save {
             sent_as: remote.as_deref().and_then(crate::fossil::remote::login_of),
         };
         if !changes.is_empty() {
-            let current = fossil.current_branch(&root).map_err(Stop::internal)?;
+            let current = fossil.current_branch(&root)?;
             call.log(Op::Fossil {
                 operation: format!(
                     "commit {} changed file{} on {branch} as {login}",
@@ -98,9 +98,7 @@ impl Tool for Save {
             });
             if !call.dry_run {
                 let new_branch = (current != branch).then_some(branch.as_str());
-                let hash = fossil
-                    .commit(&root, &login, &comment, new_branch)
-                    .map_err(Stop::internal)?;
+                let hash = fossil.commit(&root, &login, &comment, new_branch)?;
                 out.link = remote
                     .as_deref()
                     .and_then(|r| crate::fossil::remote::page_of(r, &["info", &hash]));

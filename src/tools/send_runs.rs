@@ -62,7 +62,7 @@ impl Tool for SendRuns {
             .next("give R to the login of the person or machine itself"));
         }
         let repo = call.repo()?;
-        let Some(own) = repo.own_capabilities(&user).map_err(Stop::internal)? else {
+        let Some(own) = repo.own_capabilities(&user)? else {
             return Err(
                 Stop::field("user", format!("the repository has no login {user:?}"))
                     .next("name a login of this repository; `approve` makes one"),
@@ -78,9 +78,7 @@ impl Tool for SendRuns {
             };
             if !call.dry_run {
                 let path = call.repo()?.path().to_path_buf();
-                call.fossil()?
-                    .send_runs(&path, &user, asked)
-                    .map_err(Stop::internal)?;
+                call.fossil()?.send_runs(&path, &user, asked)?;
             }
             call.log(Op::Fossil {
                 operation,
@@ -88,14 +86,11 @@ impl Tool for SendRuns {
             });
         }
         let repo = call.repo()?;
-        let mut capabilities = repo
-            .capabilities(&user)
-            .map_err(Stop::internal)?
-            .unwrap_or_default();
+        let mut capabilities = repo.capabilities(&user)?.unwrap_or_default();
         if call.dry_run {
             let own = own.replace(SEND_RUNS, "");
             let own = if asked { format!("{own}R") } else { own };
-            let special = repo.special().map_err(Stop::internal)?;
+            let special = repo.special()?;
             capabilities = crate::fossil::caps::Capabilities::effective(&own, &special, true);
         }
         let note = if capabilities.is_admin() {

@@ -228,7 +228,7 @@ impl Tool for Status {
         let repo = call.repo()?;
         let caller = call.caller()?;
         let fossil = call.fossil()?;
-        let is_node = crate::node::is_node(repo).map_err(Stop::internal)?;
+        let is_node = crate::node::is_node(repo)?;
         let machine = crate::node::machine_root(repo).and_then(|root| {
             let cfg = crate::node::config::NodeConfig::load(&root)?;
             Some(MachineStatus {
@@ -242,9 +242,7 @@ impl Tool for Status {
                 heard: crate::node::machine::Heard::load(&root),
             })
         });
-        let root = crate::node::root_of(repo)
-            .map_err(Stop::internal)?
-            .or_else(|| crate::node::machine_root(repo));
+        let root = crate::node::root_of(repo)?.or_else(|| crate::node::machine_root(repo));
         let cfg = root
             .as_deref()
             .and_then(crate::node::config::NodeConfig::load);
@@ -263,8 +261,8 @@ impl Tool for Status {
                 .is_none()
                 .then(|| call.cx.checkout().map(|c| c.root.display().to_string()))
                 .flatten(),
-            project_code: repo.project_code().map_err(Stop::internal)?,
-            server_code: repo.server_code().map_err(Stop::internal)?,
+            project_code: repo.project_code()?,
+            server_code: repo.server_code()?,
             fossil: FossilProgram {
                 path: fossil.path().display().to_string(),
                 version: fossil.version().to_string(),

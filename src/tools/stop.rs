@@ -1,23 +1,17 @@
 //! `stop`: writes a stop (C3) for an open record, at the record's place,
 //! as the caller; its node ends the run and answers `stopped`.
 
-use crate::fossil::store::Batch;
-use crate::place::{self, Where};
+use crate::place::Where;
 use crate::protocol::found;
 use crate::protocol::kinds::StopMessage;
 use crate::protocol::message;
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// Input of `stop`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Input {
-    /// The record to stop, by hash or a prefix of 10+ hex digits.
-    pub record: String,
-}
+/// Input of `stop`: the record.
+pub use super::OneRecord as Input;
 
 /// What `stop` wrote.
 #[derive(Serialize, JsonSchema)]
@@ -34,31 +28,31 @@ pub struct Output {
 /// server received them, and a record the server has not received is
 /// refused.
 pub fn open_record(call: &mut Call, given: &str) -> Result<found::StandingRecord, Stop> {
-    let server = super::served::pull_first(call)?;
+    let receipts = super::served::pull_first(call)?;
     let (rid, hash) = call.artifact("record", given)?;
     call.read("the record and its place");
     let repo = call.repo()?;
-    let mut standing = found::record(repo, rid, &hash)
-        .map_err(Stop::internal)?
-        .ok_or_else(|| {
-            Stop::field("record", format!("{given} holds no record"))
-                .next("give the hash of a record's post")
-        })?;
-    let answer = match &server {
-        Some(server) => {
-            let got = super::served::record_as_received(call, server, &mut standing)?;
-            if !got.received {
-                return Err(Stop::field(
-                    "record",
-                    format!("{server} has not received the record {given}"),
-                )
-                .next("push it to the server first, or name a record the server holds"));
-            }
-            got.response
+    let mut standing = found::record(repo, rid, &hash)?.ok_or_else(|| {
+        Stop::field("record", format!("{given} holds no record"))
+            .next("give the hash of a record's post")
+    })?;
+    let got = receipts
+        .record_as_received(repo, &mut standing)
+        .map_err(super::served::stop)?;
+    if let Some(server) = receipts.asked() {
+        let server = server.url().to_string();
+        call.read(format!(
+            "{server}'s receipts for the record and its responses"
+        ));
+        if !got.received {
+            return Err(Stop::field(
+                "record",
+                format!("{server} has not received the record {given}"),
+            )
+            .next("push it to the server first, or name a record the server holds"));
         }
-        None => found::response(repo, &standing.place, &hash, &standing.record.node)
-            .map_err(Stop::internal)?,
-    };
+    }
+    let answer = got.response;
     if let Some(r) = answer {
         return Err(Stop::field(
             "record",
@@ -96,32 +90,20 @@ impl Tool for StopTool {
             .next("ask the record's sender or an administrator to stop it"));
         }
         let hash = standing.hash.clone();
-        let repo = call.repo()?;
+        let _repo = call.repo()?;
         let msg = StopMessage {
             ocx: message::VERSION,
             kind: "stop".into(),
             node: standing.record.node.clone(),
             stops: hash.clone(),
         };
-        let fields =
-            serde_json::to_value(&msg).map_err(|e| Stop::new(format!("internal error: {e}")))?;
+        let (_, block) = super::writing::message_text(&msg)?;
         let text = format!(
-            "OCX stop: asks node `{}` to stop this record's run.\n\n{}",
+            "OCX stop: asks node `{}` to stop this record's run.\n\n{block}",
             crate::protocol::found::code_prefix(&msg.node),
-            message::write(fields.as_object().expect("an object"))
         );
-        let policy = repo.hash_policy().map_err(Stop::internal)?;
-        let caller = call.caller()?.login.clone();
-        let mut batch = Batch::default();
-        let stop = place::compose_message(
-            &mut batch,
-            policy,
-            &caller,
-            &Where::At(standing.place),
-            &text,
-            "stop",
-        );
-        super::post::write(call, &batch, true)?;
+        let stop =
+            super::writing::post(call, &Where::At(standing.place), &text, Some("stop"), true)?;
         Ok(Output {
             stop: (!call.dry_run).then_some(stop),
             record: hash,

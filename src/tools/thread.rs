@@ -4,6 +4,7 @@
 //! names each by the server's receipts. Writes nothing.
 
 use crate::fossil::repo::{Said, julian_to_rfc3339};
+use crate::node::receipts::{Receipts, in_received_order};
 use crate::place::Place;
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
@@ -63,7 +64,7 @@ impl Tool for Thread {
     const WRITES: bool = false;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
-        let server = super::served::pull_first(call)?;
+        let receipts = super::served::pull_first(call)?;
         let place = call.place("of", &input.of)?;
         let caller = call.caller()?.clone();
         let repo = call.repo()?;
@@ -79,11 +80,7 @@ impl Tool for Thread {
                     )
                     .next("ask an administrator for 2 (read the forum)"));
                 }
-                (
-                    repo.thread(*root_rid).map_err(Stop::internal)?,
-                    Some(root.clone()),
-                    None,
-                )
+                (repo.thread(*root_rid)?, Some(root.clone()), None)
             }
             Place::Ticket { tkt_id, ticket } => {
                 if !caller.capabilities.has('r') {
@@ -96,19 +93,15 @@ impl Tool for Thread {
                     )
                     .next("ask an administrator for r (read tickets)"));
                 }
-                (
-                    repo.ticket_changes(*tkt_id).map_err(Stop::internal)?,
-                    None,
-                    Some(ticket.clone()),
-                )
+                (repo.ticket_changes(*tkt_id)?, None, Some(ticket.clone()))
             }
         };
         call.read("every post of the place, in received order");
         if !caller.capabilities.has('x') {
             said.retain(|s| !s.private);
         }
-        if let Some(server) = &server {
-            said = by_server(call, server, said)?;
+        if let Some(server) = receipts.asked() {
+            said = by_server(call, &receipts, server.url(), said)?;
         }
         if let Some(after) = &input.after {
             let prefix = crate::stop::hash_prefix("after", after)?;
@@ -165,9 +158,14 @@ impl Tool for Thread {
 /// whom it received it; what it has not received last, from no one.
 /// Refused when it has not received the first post or change, and when
 /// it serves no OCX page to ask (never the clone's own word).
-fn by_server(call: &mut Call, server: &str, said: Vec<Said>) -> Result<Vec<Said>, Stop> {
+fn by_server(
+    call: &mut Call,
+    receipts: &Receipts,
+    server: &str,
+    said: Vec<Said>,
+) -> Result<Vec<Said>, Stop> {
     let hashes: Vec<String> = said.iter().map(|s| s.hash.clone()).collect();
-    let got = super::served::by_hash(server, &hashes)?;
+    let got = receipts.by_hash(&hashes).map_err(super::served::stop)?;
     call.read(format!(
         "{server}'s receipts for {} posts or changes",
         hashes.len()
@@ -182,11 +180,11 @@ fn by_server(call: &mut Call, server: &str, said: Vec<Said>) -> Result<Vec<Said>
         )
         .next("push it to the server first, or name a place the server holds"));
     }
-    Ok(super::served::in_received_order(&got, said, |s| s))
+    Ok(in_received_order(&got, said, |s| s))
 }
 
 fn text_of(call: &Call, s: Said) -> Result<Saying, Stop> {
-    let text = crate::protocol::found::text(call.repo()?, &s).map_err(Stop::internal)?;
+    let text = crate::protocol::found::text(call.repo()?, &s)?;
     let text = String::from_utf8_lossy(&text).into_owned();
     Ok(Saying {
         hash: s.hash,

@@ -57,21 +57,16 @@ impl Tool for Unaudited {
     const WRITES: bool = false;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
-        if let Some(server) = super::served::server(call)? {
-            return from_server(call, &server, input);
+        if let Some(server) = super::served::receipts(call)?.asked() {
+            return from_server(call, server, input);
         }
         let repo = call.repo()?;
-        let checkins = repo
-            .checkins_changing_files(input.branch.as_deref())
-            .map_err(Stop::internal)?;
-        let changes = repo
-            .tag_changes(verdict::TAGS, None)
-            .map_err(Stop::internal)?;
+        let checkins = repo.checkins_changing_files(input.branch.as_deref())?;
+        let changes = repo.tag_changes(verdict::TAGS, None)?;
         let mut records = RecordCache::default();
         let mut unjudged = Vec::new();
         for c in checkins {
-            let judged =
-                verdict::judge(repo, &c, &changes, &mut records).map_err(Stop::internal)?;
+            let judged = verdict::judge(repo, &c, &changes, &mut records)?;
             if !judged.iter().any(|j| j.why_not.is_none()) {
                 unjudged.push(Unjudged {
                     checkin: c.hash,
@@ -97,24 +92,18 @@ impl Tool for Unaudited {
 }
 
 /// In a clone's checkout, the server's own answer (an unsigned POST of
-/// JSON, answered in full within ten seconds): only the server holds the
-/// receipts a verdict is judged by.
-fn from_server(call: &mut Call, server: &str, input: Input) -> Result<Output, Stop> {
+/// JSON): only the server holds the receipts a verdict is judged by.
+fn from_server(
+    call: &mut Call,
+    server: &crate::node::receipts::Server,
+    input: Input,
+) -> Result<Output, Stop> {
     let asked = match &input.branch {
         Some(b) => json!({ "branch": b }),
         None => json!({}),
     };
-    let result = super::served::ask(
-        server,
-        Unaudited::NAME,
-        &asked,
-        std::time::Duration::from_secs(10),
-    )?;
-    call.read(format!("{server}'s unaudited check-ins"));
-    let mut out: Output = serde_json::from_value(result).map_err(|e| {
-        Stop::field("server", format!("{server}'s answer does not read: {e}"))
-            .next("check that the server runs the same OCX")
-    })?;
-    out.asked = Some(server.to_string());
+    let mut out: Output = super::served::ask(server, Unaudited::NAME, &asked)?;
+    call.read(format!("{}'s unaudited check-ins", server.url()));
+    out.asked = Some(server.url().to_string());
     Ok(out)
 }

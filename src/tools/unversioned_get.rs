@@ -47,7 +47,7 @@ impl Tool for UnversionedGet {
         super::not_an_option("name", &input.name)?;
         let path = call.repo()?.path().to_path_buf();
         let fossil = call.fossil()?;
-        let files = fossil.uv_list(&path).map_err(Stop::internal)?;
+        let files = fossil.uv_list(&path)?;
         let Some(file) = files.iter().find(|f| f.name == input.name) else {
             return Err(Stop::field(
                 "name",
@@ -65,7 +65,7 @@ impl Tool for UnversionedGet {
             )
             .next("fetch it with fossil uv export from a clone"));
         }
-        let bytes = fossil.uv_get(&path, &input.name).map_err(Stop::internal)?;
+        let bytes = fossil.uv_get(&path, &input.name)?;
         call.read(format!("unversioned file {:?}", input.name));
         let size = bytes.len() as u64;
         Ok(match String::from_utf8(bytes) {

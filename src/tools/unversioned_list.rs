@@ -47,8 +47,7 @@ impl Tool for UnversionedList {
         let path = call.repo()?.path().to_path_buf();
         let files = call
             .fossil()?
-            .uv_list(&path)
-            .map_err(Stop::internal)?
+            .uv_list(&path)?
             .into_iter()
             .map(|f| File {
                 name: f.name,

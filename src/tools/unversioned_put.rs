@@ -76,11 +76,7 @@ impl Tool for UnversionedPut {
         let path = call.repo()?.path().to_path_buf();
         let login = call.caller()?.login.clone();
         let fossil = call.fossil()?.clone();
-        let replaced = fossil
-            .uv_list(&path)
-            .map_err(Stop::internal)?
-            .iter()
-            .any(|f| f.name == input.name);
+        let replaced = fossil.uv_list(&path)?.iter().any(|f| f.name == input.name);
         call.log(Op::Fossil {
             operation: format!(
                 "store unversioned file {:?} ({} bytes) as {login}",
@@ -90,9 +86,7 @@ impl Tool for UnversionedPut {
             done: !call.dry_run,
         });
         if !call.dry_run {
-            fossil
-                .uv_put(&path, &input.name, &bytes, &login)
-                .map_err(Stop::internal)?;
+            fossil.uv_put(&path, &input.name, &bytes, &login)?;
         }
         Ok(Output {
             name: input.name,

@@ -53,15 +53,12 @@ impl Tool for Verdicts {
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let checkin = call.checkin("checkin", &input.checkin)?;
-        if let Some(server) = super::served::server(call)? {
-            return from_server(call, &server, &checkin.hash);
+        if let Some(server) = super::served::receipts(call)?.asked() {
+            return from_server(call, server, &checkin.hash);
         }
         let repo = call.repo()?;
-        let changes = repo
-            .tag_changes(verdict::TAGS, Some(&checkin.hash))
-            .map_err(Stop::internal)?;
-        let judged = verdict::judge(repo, &checkin, &changes, &mut RecordCache::default())
-            .map_err(Stop::internal)?;
+        let changes = repo.tag_changes(verdict::TAGS, Some(&checkin.hash))?;
+        let judged = verdict::judge(repo, &checkin, &changes, &mut RecordCache::default())?;
         call.read(format!("{} tag changes on the check-in", changes.len()));
         let (counting, not_counting): (Vec<Judged>, Vec<Judged>) =
             judged.into_iter().partition(|j| j.why_not.is_none());
@@ -78,20 +75,17 @@ impl Tool for Verdicts {
 }
 
 /// In a clone's checkout, the server's own answer for `checkin` (an
-/// unsigned POST of JSON, answered within ten seconds): only the server
-/// holds the receipts a verdict is judged by.
-fn from_server(call: &mut Call, server: &str, checkin: &str) -> Result<Output, Stop> {
-    let result = super::served::ask(
-        server,
-        Verdicts::NAME,
-        &json!({ "checkin": checkin }),
-        std::time::Duration::from_secs(10),
-    )?;
+/// unsigned POST of JSON): only the server holds the receipts a verdict
+/// is judged by.
+fn from_server(
+    call: &mut Call,
+    server: &crate::node::receipts::Server,
+    checkin: &str,
+) -> Result<Output, Stop> {
+    let mut out: Output =
+        super::served::ask(server, Verdicts::NAME, &json!({ "checkin": checkin }))?;
+    let server = server.url();
     call.read(format!("{server}'s verdicts on the check-in"));
-    let mut out: Output = serde_json::from_value(result).map_err(|e| {
-        Stop::field("server", format!("{server}'s answer does not read: {e}"))
-            .next("check that the server runs the same OCX")
-    })?;
     if out.checkin != checkin {
         return Err(Stop::field(
             "server",

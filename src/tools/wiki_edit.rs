@@ -6,8 +6,8 @@ use crate::fossil::artifact::{self, WikiPage};
 use crate::fossil::store::Batch;
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
-use crate::tools::post::write;
 use crate::tools::workspace;
+use crate::tools::writing::write;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -59,7 +59,7 @@ impl Tool for WikiEdit {
         }
         call.read(format!("wiki page {:?}", input.page));
         let repo = call.repo()?;
-        let current = repo.wiki_page(&input.page).map_err(Stop::internal)?;
+        let current = repo.wiki_page(&input.page)?;
         if current.is_none() && !input.old.is_empty() {
             return Err(
                 Stop::field("page", format!("there is no wiki page {:?}", input.page))
@@ -74,7 +74,7 @@ impl Tool for WikiEdit {
         let what = format!("wiki page {:?}", input.page);
         let (out, first, last) = workspace::replace_once(text, &input.old, &input.new, &what)?;
         let caller = call.caller()?.clone();
-        let policy = repo.hash_policy().map_err(Stop::internal)?;
+        let policy = repo.hash_policy()?;
         let date = artifact::now();
         let bytes = WikiPage {
             date: &date,

@@ -57,21 +57,15 @@ impl Tool for WikiRead {
         call.read(format!("wiki page {:?}", input.page));
         let page = call
             .repo()?
-            .wiki_page(&input.page)
-            .map_err(Stop::internal)?
+            .wiki_page(&input.page)?
             .ok_or_else(|| no_page(call, &input.page))?;
         let (text, first, last, total) =
             workspace::lines_from(&page.text, input.from.unwrap_or(1).max(1) as usize);
-        let sent_by = match super::served::server(call)? {
-            Some(server) => {
-                let said = super::served::receipts(&server, std::slice::from_ref(&page.hash))?;
-                call.read(format!("{server}'s receipt for the version"));
-                said.into_iter()
-                    .next()
-                    .and_then(|r| r.sender().map(str::to_string))
-            }
-            None => page.sent_by,
-        };
+        let receipts = super::served::receipts(call)?;
+        let sent_by = receipts.sender(&page.hash).map_err(super::served::stop)?;
+        if let Some(server) = receipts.asked() {
+            call.read(format!("{}'s receipt for the version", server.url()));
+        }
         Ok(Output {
             page: input.page,
             version: page.hash,

@@ -1,4 +1,4 @@
-//! The agents people use, run as the README shows them: the real Claude
+//! The agents people use, run as docs/agents.md shows them: the real Claude
 //! Code and the real Codex CLI started by the node from the pages `ocx
 //! runner` writes, each talking to the tests' scripted model server on
 //! 127.0.0.1 (only the model is scripted). A record's first delivery, a
@@ -809,7 +809,8 @@ fn runner_writes_the_shipped_pages_and_says_what_is_left() {
         "{claude:#}"
     );
     let repo = ocx::fossil::Repository::open(&site.node.repo.file).unwrap();
-    let page = ocx::node::runner::page(&repo, "claude")
+    let page = ocx::node::Receipts::served(&repo)
+        .runner_page(&repo, "claude")
         .unwrap()
         .expect("the page counts");
     assert_eq!(page.input, ocx::node::runner::InputMode::ClaudeStreamJson);
@@ -818,23 +819,24 @@ fn runner_writes_the_shipped_pages_and_says_what_is_left() {
         Some(".claude/.credentials.json")
     );
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/agents.md")).unwrap();
     let shown = readme
         .split("`sandbox/claude` as `ocx runner --name claude` writes it:")
         .nth(1)
         .unwrap();
     let mut shown = ocx::node::runner::read_page(shown.as_bytes()).unwrap();
     shown.command[0] = page.command[0].clone();
-    assert_eq!(shown, page, "the README shows the page ocx runner writes");
+    assert_eq!(shown, page, "agents.md shows the page ocx runner writes");
     installed(Agent::Codex);
     site.json(&["runner", "--name", "codex"]);
-    let page = ocx::node::runner::page(&repo, "codex")
+    let page = ocx::node::Receipts::served(&repo)
+        .runner_page(&repo, "codex")
         .unwrap()
         .expect("the page counts");
     let shown = readme.split("and `sandbox/codex`:").nth(1).unwrap();
     let mut shown = ocx::node::runner::read_page(shown.as_bytes()).unwrap();
     shown.command[0] = page.command[0].clone();
-    assert_eq!(shown, page, "the README shows the page ocx runner writes");
+    assert_eq!(shown, page, "agents.md shows the page ocx runner writes");
 }
 
 #[test]

@@ -209,13 +209,9 @@ impl Node {
         let standing = ocx::protocol::found::record(&repo, r.rid, record)
             .unwrap()
             .unwrap();
-        let found = ocx::protocol::found::response(
-            &repo,
-            &standing.place,
-            record,
-            &self.repo().server_code(),
-        )
-        .unwrap()?;
+        let found = ocx::node::Receipts::served(&repo)
+            .response(&repo, &standing.place, record, &self.repo().server_code())
+            .unwrap()?;
         let ocx::protocol::kinds::Kind::Known(ocx::protocol::kinds::Message::Response(m)) =
             found.kind
         else {
@@ -678,7 +674,10 @@ fn a_non_administrators_future_dated_runner_page_is_ignored_and_an_administrator
         Some("mallory"),
         "Fossil shows mallory's version as the newest"
     );
-    let page = ocx::node::runner::page(&repo(), "echo").unwrap().unwrap();
+    let page = ocx::node::Receipts::served(&repo())
+        .runner_page(&repo(), "echo")
+        .unwrap()
+        .unwrap();
     assert_eq!(
         page.command,
         vec![
@@ -712,7 +711,10 @@ fn a_non_administrators_future_dated_runner_page_is_ignored_and_an_administrator
     }
     .compose();
     n.repo().import_as("admin", &[older]);
-    let page = ocx::node::runner::page(&repo(), "echo").unwrap().unwrap();
+    let page = ocx::node::Receipts::served(&repo())
+        .runner_page(&repo(), "echo")
+        .unwrap()
+        .unwrap();
     assert_eq!(
         page.env["OCX_TEST_LOG"],
         n.out.join("log2").display().to_string(),

@@ -704,7 +704,7 @@ fn fossils_own_user_editor_drops_r_when_an_administrator_saves_the_user() {
     assert!(own.contains('v') && own.contains('4'), "{own}");
     assert!(
         !own.contains('R'),
-        "Fossil 2.28's editor keeps only letters it defines; README says so: {own}"
+        "Fossil 2.28's editor keeps only letters it defines; docs/operating.md says so: {own}"
     );
 }
 

@@ -980,7 +980,7 @@ fn a_real_ollama_answers_a_post_when_one_is_named() {
 #[test]
 fn the_readmes_runner_pages_read_and_the_local_one_is_a_command_line_the_agent_takes() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/agents.md")).unwrap();
     let section = readme
         .split("## Agents as runners")
         .nth(1)

@@ -1326,3 +1326,43 @@ fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts(
         reason(&again)
     );
 }
+
+#[test]
+fn in_a_clone_of_a_repository_file_no_reader_of_senders_believes_the_clones_own_receipts() {
+    let repo = crate::support::Repo::new();
+    repo.user("carol", "v234");
+    let root = repo
+        .json(&[
+            "post",
+            "--user",
+            "carol",
+            "--title",
+            "Plans",
+            "--text",
+            "Carol plans.",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let file = dir.path().join("mine.fossil");
+    let (from, file) = (repo.file.to_str().unwrap(), file.to_str().unwrap());
+    crate::support::fossil_as("alice", dir.path(), &["clone", from, file]);
+    crate::support::fossil_as("alice", &work, &["open", file]);
+    // The clone's own receipt names whoever pulled: believed, carol's
+    // post would read as the puller's.
+    let mut c = std::process::Command::new(crate::support::ocx_bin());
+    c.args(["thread", "--of", &root, "--json"])
+        .current_dir(&work);
+    let read = crate::support::run(c, None);
+    assert_eq!(read.refused(), "server", "{}", read.stdout);
+    assert!(read.answer()["result"].is_null(), "no sender told");
+    assert!(
+        reason(&read).contains("no http or https server"),
+        "{}",
+        read.stdout
+    );
+}

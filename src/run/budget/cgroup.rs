@@ -1,5 +1,6 @@
 //! A run's cgroups, v2 or v1: where each controller is mounted, the run's directories made and limited, its use read, its processes killed.
 
+use crate::run::Unavailable;
 use std::ffi::CString;
 use std::fmt;
 use std::fs;
@@ -176,7 +177,7 @@ fn v2_controllers(root: &Path) -> Vec<String> {
 }
 
 /// The hierarchy root through which `controller` can be used on this host.
-pub(crate) fn locate(controller: Controller) -> Result<(CgroupVersion, PathBuf), String> {
+pub(crate) fn locate(controller: Controller) -> Result<(CgroupVersion, PathBuf), Unavailable> {
     let m = mounts();
     if let Some(v2) = &m.v2
         && v2_controllers(v2).iter().any(|c| c == controller.v2_name())
@@ -194,10 +195,10 @@ pub(crate) fn locate(controller: Controller) -> Result<(CgroupVersion, PathBuf),
     {
         return Ok((CgroupVersion::V2, v2));
     }
-    Err(format!(
+    Err(Unavailable(format!(
         "no mounted cgroup hierarchy offers the {} controller",
         controller.describe()
-    ))
+    )))
 }
 
 impl CgroupPlan {
@@ -213,7 +214,7 @@ impl CgroupPlan {
             if !asked {
                 return Ok(None);
             }
-            let (version, root) = locate(c).map_err(|reason| Unenforceable {
+            let (version, root) = locate(c).map_err(|Unavailable(reason)| Unenforceable {
                 field: c.field(),
                 reason,
             })?;
@@ -565,7 +566,7 @@ fn set_pids(dir: &Path, max: u64) -> Result<(), SandboxError> {
 }
 
 /// Tries, in a throwaway cgroup, what a run's cgroup for `controller` needs on this host.
-pub(crate) fn probe(controller: Controller, name: &str) -> Result<String, String> {
+pub(crate) fn probe(controller: Controller, name: &str) -> Result<String, Unavailable> {
     let (version, root) = locate(controller)?;
     let dir = root.join(PARENT).join(name);
     let how = format!("cgroup {version} at {}", root.display());
@@ -596,7 +597,7 @@ pub(crate) fn probe(controller: Controller, name: &str) -> Result<String, String
         }
     });
     let _ = fs::remove_dir(&dir);
-    result.map(|()| how).map_err(|e| e.to_string())
+    result.map(|()| how).map_err(|e| Unavailable(e.to_string()))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 
 #![allow(clippy::disallowed_methods)] // where a run's filesystem is made and mounted, as docs/architecture.md says
 
+use crate::run::Unavailable;
 use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -201,28 +202,28 @@ fn run(program: &Path, args: &[&str], paths: &[&Path]) -> Result<(), SandboxErro
     )))
 }
 
-fn found(candidates: &[&str], what: &str) -> Result<PathBuf, String> {
+fn found(candidates: &[&str], what: &str) -> Result<PathBuf, Unavailable> {
     candidates
         .iter()
         .map(Path::new)
         .find(|p| fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
         .map(Path::to_path_buf)
         .ok_or_else(|| {
-            format!(
+            Unavailable(format!(
                 "{what} is not installed (looked for {})",
                 candidates.join(", ")
-            )
+            ))
         })
 }
 
 /// `mkfs.ext4` and `mount`, by absolute path; the reason a run's filesystem cannot be made
 /// when one is missing or this process is not root.
-fn programs() -> Result<(PathBuf, PathBuf), String> {
+fn programs() -> Result<(PathBuf, PathBuf), Unavailable> {
     if !Uid::effective().is_root() {
-        return Err(format!(
+        return Err(Unavailable(format!(
             "a loop-mounted filesystem needs root, and this process runs as uid {}",
             Uid::effective()
-        ));
+        )));
     }
     Ok((
         found(&MKFS, "mkfs.ext4 (e2fsprogs)")?,
@@ -232,23 +233,23 @@ fn programs() -> Result<(PathBuf, PathBuf), String> {
 
 /// Whether this host can give a run a filesystem of its own now: root, `mkfs.ext4`, `mount`,
 /// and a loop device free (asked of `/dev/loop-control`); how, or why not.
-pub(crate) fn probe() -> Result<String, String> {
+pub(crate) fn probe() -> Result<String, Unavailable> {
     let (mkfs, mount) = programs()?;
     let control = "/dev/loop-control";
     let f = fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(control)
-        .map_err(|e| format!("no loop device can be had: {control}: {e}"))?;
+        .map_err(|e| Unavailable(format!("no loop device can be had: {control}: {e}")))?;
     const LOOP_CTL_GET_FREE: nix::libc::c_ulong = 0x4C82;
     // SAFETY: LOOP_CTL_GET_FREE takes no argument and only answers a number.
     let free =
         unsafe { nix::libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&f), LOOP_CTL_GET_FREE as _) };
     if free < 0 {
-        return Err(format!(
+        return Err(Unavailable(format!(
             "no loop device can be had: {control}: {}",
             io::Error::last_os_error()
-        ));
+        )));
     }
     Ok(format!(
         "a filesystem of its own: a sparse file formatted ext4 ({}) and loop-mounted ({})",

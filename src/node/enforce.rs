@@ -1,0 +1,158 @@
+//! Whether this node can hold what a record asks (C3, C6, C7): the
+//! runner's counting page, each restriction, each sandbox field and budget
+//! limit within the node's ceiling, and the host paths a sender without
+//! admin or setup may bind.
+
+use super::NodeError;
+use super::config::NodeConfig;
+use super::receipts::Receipts;
+use super::runner;
+use crate::fossil::Repository;
+use crate::protocol::kinds::{self, Problem, Record};
+use crate::run::{BudgetLimits, SandboxFields};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The restrictions (C6) this node holds runs to: a no-password run's
+/// tools run in its watcher, outside its sandbox, as its user; `push` and
+/// `save` hold it to its branch, `post` to its place.
+pub fn restrictions_enforced() -> Vec<String> {
+    ["no_password", "branch", "own_thread"]
+        .map(String::from)
+        .to_vec()
+}
+
+/// The sandbox fields and budget limits a record asks for.
+pub fn limits(record: &Record) -> (SandboxFields, BudgetLimits) {
+    let sandbox = SandboxFields {
+        network: record.sandbox.network,
+        read_only: record.sandbox.read_only.iter().map(PathBuf::from).collect(),
+        read_write: record
+            .sandbox
+            .read_write
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
+    };
+    let budget = BudgetLimits {
+        wall: Duration::from_secs(kinds::wall_seconds(&record.budget.wall).unwrap_or(1)),
+        cpu_seconds: record.budget.cpu,
+        memory_bytes: record.budget.memory.as_ref().and_then(kinds::memory_bytes),
+        processes: record.budget.processes,
+        disk_bytes: None,
+    };
+    (sandbox, budget)
+}
+
+/// Refuses, naming `sandbox.read_only` or `sandbox.read_write`, a host
+/// path that a record from a sender without admin or setup would bind
+/// and that `bindable` (the node's configuration's list, none unless set)
+/// does not hold: the path as the host resolves it, every link followed,
+/// must be a listed path (resolved alike) or under one. An
+/// administrator's record binds what it names.
+pub fn check_bindable(
+    record: &Record,
+    bindable: &[PathBuf],
+    sender_is_admin: bool,
+) -> Result<(), Problem> {
+    if sender_is_admin {
+        return Ok(());
+    }
+    let listed: Vec<PathBuf> = bindable
+        .iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+    for (name, paths) in [
+        ("read_only", &record.sandbox.read_only),
+        ("read_write", &record.sandbox.read_write),
+    ] {
+        for p in paths {
+            let shown = kinds::clip(p);
+            let reason = match Path::new(p).canonicalize() {
+                Err(_) => format!("{shown} is no path on this node's host"),
+                Ok(real) if listed.iter().any(|l| real.starts_with(l)) => continue,
+                Ok(real) if listed.is_empty() => format!(
+                    "{shown} ({}) is a host path, and this node lets a sender without admin or setup bind none (`bindable` in its node.json)",
+                    real.display()
+                ),
+                Ok(real) => format!(
+                    "{shown} ({}) is not among the host paths this node lets a sender without admin or setup bind: {}",
+                    real.display(),
+                    bindable
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            return Err(Problem::new(format!("sandbox.{name}"), reason));
+        }
+    }
+    Ok(())
+}
+
+/// Whether this node can hold everything `record` asks, naming the first
+/// field it cannot (C3, C6, C7): the runner, each restriction, each
+/// sandbox field and budget limit, each limit within the node's ceiling.
+pub fn check_enforceable(
+    repo: &Repository,
+    record: &Record,
+) -> Result<Result<(), Problem>, NodeError> {
+    let runner_found = record.runner == runner::COMMAND
+        || Receipts::served(repo)
+            .runner_page(repo, &record.runner)?
+            .is_some();
+    let ceiling = super::root_of(repo)?
+        .and_then(|root| NodeConfig::load(&root))
+        .map(|c| c.ceiling)
+        .unwrap_or_default();
+    Ok(enforceable(
+        record,
+        runner_found,
+        &restrictions_enforced(),
+        &ceiling,
+    ))
+}
+
+/// [`check_enforceable`] once the runner is looked for: whether its page
+/// counts (`runner_found`), the restrictions this node enforces and its
+/// ceiling.
+pub fn enforceable(
+    record: &Record,
+    runner_found: bool,
+    enforced: &[String],
+    ceiling: &crate::run::Ceiling,
+) -> Result<(), Problem> {
+    if !runner_found {
+        return Err(Problem {
+            field: "runner".into(),
+            reason: format!(
+                "this node offers no runner {:?} (no counting wiki page sandbox/{})",
+                record.runner, record.runner
+            ),
+        });
+    }
+    if let Some(r) = record
+        .restrict
+        .asked()
+        .into_iter()
+        .find(|r| !enforced.iter().any(|e| e == r))
+    {
+        return Err(Problem {
+            field: format!("restrict.{r}"),
+            reason: "this node does not enforce it".into(),
+        });
+    }
+    let (sandbox, budget) = limits(record);
+    let host = crate::run::preflight();
+    let held = ceiling
+        .hold(&budget, host.memory.available, host.processes.available)
+        .and_then(|budget| host.check(&sandbox, &budget));
+    if let Err(u) = held {
+        return Err(Problem {
+            field: u.field.to_string(),
+            reason: u.reason,
+        });
+    }
+    Ok(())
+}
