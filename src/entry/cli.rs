@@ -1,8 +1,8 @@
 //! The `ocx` command line: `ocx [GLOBAL] TOOL [--FIELD VALUE ...]`. Each
 //! tool's flags are derived from its Input's schema (no second definition);
 //! `--input JSON` (or `--input -` for stdin) gives the whole input at once.
-//! Exit 0 when the tool did its work, 1 when it stopped, 2 when the command
-//! line does not parse.
+//! Exit 0 when the tool did its work, 1 when it was refused, 3 when
+//! something beneath it failed, 2 when the command line does not parse.
 
 use crate::context::{Context, Who};
 use crate::fields::{Flag, Kind, flags_of, set, to_json};
@@ -38,23 +38,10 @@ pub fn main(args: Vec<OsString>) -> i32 {
     let command = command(&flags);
     let matches = match command.try_get_matches_from(args) {
         Ok(m) => m,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return code;
-        }
+        Err(e) => return super::usage(e),
     };
-    if let Some(addr) = matches.get_one::<OsString>("mcp_http") {
-        let token_file = matches.get_one::<OsString>("token_file").map(PathBuf::from);
-        return match (text_arg(&matches, "repository"), text_arg(&matches, "user")) {
-            (Ok(repository), Ok(user)) => {
-                super::mcp::serve_http(addr, repository.map(PathBuf::from), user, token_file)
-            }
-            (Err(stop), _) | (_, Err(stop)) => {
-                super::eprint(&format!("ocx: {}\n", stop.reason));
-                2
-            }
-        };
+    if let Some(code) = super::mcp::serve_http(&matches) {
+        return code;
     }
     let json = matches.get_flag("json");
     let (tool, sub) = match matches.subcommand() {
@@ -66,12 +53,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         .find(|(t, _)| t.name() == tool)
         .map(|(_, f)| f.clone())
         .unwrap_or_default();
-    let globals = (|| -> Result<(Option<PathBuf>, Option<String>), Stop> {
-        let repository = text_arg(&matches, "repository")?.map(PathBuf::from);
-        let user = text_arg(&matches, "user")?;
-        Ok((repository, user))
-    })();
-    let (repository, user, input) = match globals {
+    let (repository, user, input) = match acting(&matches) {
         Ok((r, u)) => (r, u, build_input(&matches, sub, &flags_of_tool)),
         Err(stop) => (None, None, Err(stop)),
     };
@@ -92,7 +74,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
 
 /// The exit status a tool's answer makes: 0 when it did what was asked,
 /// [`REFUSED`] when it was refused, [`FAILED`] when something beneath it
-/// failed (2 is clap's, for a command line it cannot read).
+/// failed ([`USAGE`](super::USAGE) is for a command line clap cannot read).
 pub fn exit_status(answer: &crate::answer::Answer) -> i32 {
     match &answer.stopped {
         None => 0,
@@ -107,15 +89,44 @@ pub const REFUSED: i32 = 1;
 /// The exit status of a failure.
 pub const FAILED: i32 = 3;
 
-fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
-    let global = |id: &'static str, long: &'static str, help: &'static str| {
+/// Adds `--repository/-R FILE` and `--user/-U LOGIN`, whom and where a
+/// call acts as, to `cmd`: every entry that calls tools takes them.
+pub fn acting_args(cmd: Command) -> Command {
+    let global = |id: &'static str, help: &'static str| {
         Arg::new(id)
-            .long(long)
+            .long(id)
             .global(true)
             .value_parser(OsStringValueParser::new())
             .help(help)
     };
-    let mut cmd = Command::new("ocx")
+    cmd.arg(
+        global(
+            "repository",
+            "The repository file (default: the checkout's)",
+        )
+        .short('R')
+        .value_name("FILE"),
+    )
+    .arg(
+        global(
+            "user",
+            "Act as this login (default: the repository's default user)",
+        )
+        .short('U')
+        .value_name("LOGIN"),
+    )
+}
+
+/// `--repository` and `--user` as [`acting_args`] read them, each refused
+/// naming it when it is not UTF-8.
+pub fn acting(m: &ArgMatches) -> Result<(Option<PathBuf>, Option<String>), Stop> {
+    let repository = text_arg(m, "repository")?.map(PathBuf::from);
+    let user = text_arg(m, "user")?;
+    Ok((repository, user))
+}
+
+fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
+    let cmd = Command::new("ocx")
         .about("OCX: people and AI agents working together on a Fossil repository")
         .after_help(
             "Also: ocx --mcp [--repository FILE] [--user LOGIN] (MCP over stdio), and \
@@ -125,30 +136,12 @@ fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
         .disable_help_subcommand(true)
         .disable_version_flag(true)
         .arg(
-            global(
-                "repository",
-                "repository",
-                "The repository file (default: the checkout's)",
-            )
-            .short('R')
-            .value_name("FILE"),
-        )
-        .arg(
-            global(
-                "user",
-                "user",
-                "Act as this login (default: the repository's default user)",
-            )
-            .short('U')
-            .value_name("LOGIN"),
-        )
-        .arg(
-            global(
-                "input",
-                "input",
-                "The tool's whole input as one JSON object, or - to read it from stdin",
-            )
-            .value_name("JSON"),
+            Arg::new("input")
+                .long("input")
+                .global(true)
+                .value_parser(OsStringValueParser::new())
+                .value_name("JSON")
+                .help("The tool's whole input as one JSON object, or - to read it from stdin"),
         )
         .arg(
             Arg::new("json")
@@ -163,22 +156,8 @@ fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
                 .global(true)
                 .action(ArgAction::SetTrue)
                 .help("Check everything and say what would be written, writing nothing"),
-        )
-        .arg(
-            Arg::new("mcp_http")
-                .long("mcp-http")
-                .value_name("127.0.0.1:PORT")
-                .value_parser(OsStringValueParser::new())
-                .help("Serve every tool over MCP's streamable HTTP, on loopback, to requests bearing its token"),
-        )
-        .arg(
-            Arg::new("token_file")
-                .long("token-file")
-                .value_name("FILE")
-                .requires("mcp_http")
-                .value_parser(OsStringValueParser::new())
-                .help("With --mcp-http: the file keeping its bearer token (made 0600 when missing)"),
         );
+    let mut cmd = super::mcp::http_args(acting_args(cmd));
     for (tool, fl) in flags {
         let mut sub = Command::new(tool.name()).about(tool.summary());
         for f in fl {

@@ -58,6 +58,18 @@ impl Reply {
     }
 }
 
+/// Why the export cannot be served from here: the page's configuration
+/// does not read, or no git program is there to serve it.
+#[derive(Debug, thiserror::Error)]
+pub enum Unserved {
+    /// The page's configuration (where `git` is) does not read.
+    #[error("{}", .0.reason)]
+    Config(crate::stop::Stop),
+    /// No git program to serve it.
+    #[error(transparent)]
+    Git(#[from] GitError),
+}
+
 /// Answers the request in the environment; always exits 0, since Fossil
 /// ignores the exit code and the reply says what went wrong.
 pub fn main() -> i32 {
@@ -65,8 +77,8 @@ pub fn main() -> i32 {
     let reply = std::panic::catch_unwind(|| {
         let request = Request::from_environment();
         let git = super::cgi::read_config()
-            .map_err(|s| s.reason)
-            .and_then(|c| Git::locate(c.git.as_deref()).map_err(|e| e.to_string()));
+            .map_err(Unserved::Config)
+            .and_then(|c| Ok(Git::locate(c.git.as_deref())?));
         // Standard input unbuffered, so no byte past the announced length is
         // taken from it: a buffered reader would fill its buffer past it.
         use std::os::fd::AsFd;
@@ -94,7 +106,7 @@ enum Asked {
 }
 
 /// The reply to `request`, its body on `body`, served with `git`.
-pub fn respond(request: &Request, body: &mut dyn Read, git: Result<Git, String>) -> Reply {
+pub fn respond(request: &Request, body: &mut dyn Read, git: Result<Git, Unserved>) -> Reply {
     let Some(repository) = request.repository.clone() else {
         return Reply::said(
             500,
@@ -161,7 +173,7 @@ pub fn respond(request: &Request, body: &mut dyn Read, git: Result<Git, String>)
     };
     let git = match git {
         Ok(g) => g,
-        Err(e) => return Reply::said(500, e),
+        Err(e) => return Reply::said(500, e.to_string()),
     };
     let git_dir = export.git_dir();
     match asked {

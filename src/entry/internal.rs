@@ -1,22 +1,92 @@
 //! The commands the node starts for itself, not tools: `ocx hook-poke
 //! ROOT` (what Fossil's after-receive hook runs), `ocx node-daemon --root
-//! ROOT` (the node's process) and `ocx watch --root ROOT --record HASH
-//! [--checkin HASH]` (a run's watcher).
+//! ROOT` (the node's process), `ocx watch --root ROOT --record HASH
+//! [--checkin HASH]` (a run's watcher) and `ocx demo-agent` (the demo
+//! runner's program). They have a clap parser of their own, reached only
+//! by their names, so `ocx --help` lists tools alone.
 
 #![allow(clippy::disallowed_methods)] // an entry point: it reads the run's variables and starts `ocx post`, as docs/architecture.md says
 
 use crate::node::inbox::Delivery;
+use clap::builder::{PathBufValueParser, StringValueParser};
+use clap::{Arg, ArgMatches, Command};
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::PathBuf;
 
+/// The internal commands' names, which no tool takes.
+const NAMES: &[&str] = &["hook-poke", "node-daemon", "watch", "demo-agent"];
+
+/// The internal commands' own command line, hidden from `ocx --help`: the
+/// node writes each of them itself (`node::hook_command`, `tools::node`,
+/// `node::spawn_watcher`).
+pub fn command() -> Command {
+    let root = |required: bool| {
+        Arg::new("root")
+            .long("root")
+            .value_name("ROOT")
+            .required(required)
+            .value_parser(PathBufValueParser::new())
+            .help("The node's directory")
+    };
+    let hash = |id: &'static str, required: bool, help: &'static str| {
+        Arg::new(id)
+            .long(id)
+            .value_name("HASH")
+            .required(required)
+            .value_parser(StringValueParser::new())
+            .help(help)
+    };
+    Command::new("ocx")
+        .about("The commands the node starts for itself")
+        .disable_version_flag(true)
+        .disable_help_subcommand(true)
+        .subcommand_required(true)
+        .subcommand(
+            Command::new("hook-poke")
+                .about("What Fossil's after-receive hook runs: wakes the node at ROOT")
+                .arg(
+                    Arg::new("root")
+                        .value_name("ROOT")
+                        .value_parser(PathBufValueParser::new())
+                        .help("The node's directory"),
+                ),
+        )
+        .subcommand(
+            Command::new("node-daemon")
+                .about("The node's process")
+                .arg(root(true)),
+        )
+        .subcommand(
+            Command::new("watch")
+                .about("A run's watcher")
+                .arg(root(true))
+                .arg(hash("record", true, "The record the run answers"))
+                .arg(hash(
+                    "checkin",
+                    false,
+                    "The check-in the run was started for",
+                )),
+        )
+        .subcommand(Command::new("demo-agent").about("The demo agent, a session runner's program"))
+}
+
 /// Runs an internal command when `args` names one; `None` otherwise.
 pub fn main(args: &[OsString]) -> Option<i32> {
     let word = args.get(1)?.to_str()?;
-    let value = |flag: &str| -> Option<PathBuf> {
-        let i = args.iter().position(|a| a == flag)?;
-        args.get(i + 1).map(PathBuf::from)
+    if !NAMES.contains(&word) {
+        return None;
+    }
+    let matches = match command().try_get_matches_from(args) {
+        Ok(m) => m,
+        Err(e) => return Some(super::usage(e)),
     };
+    let (word, m) = matches.subcommand()?;
+    Some(run(word, m))
+}
+
+fn run(word: &str, m: &ArgMatches) -> i32 {
+    let path = |id: &str| m.get_one::<PathBuf>(id).cloned().unwrap_or_default();
     match word {
         "hook-poke" => {
             // Fossil holds the repository until the hook has read its input,
@@ -25,32 +95,28 @@ pub fn main(args: &[OsString]) -> Option<i32> {
             let _ = std::io::stdin().read_to_end(&mut sink);
             // Where no node takes the poke, the hook keeps the git export
             // current itself, and C5 for the runs on agent machines.
-            if let Some(root) = args.get(2).map(PathBuf::from)
-                && !crate::node::poke(&root)
+            if let Some(root) = m.get_one::<PathBuf>("root")
+                && !crate::node::poke(root)
             {
-                crate::node::export_without_node(&root, &sink);
-                crate::node::keep_remote_without_node(&root, &sink);
+                crate::node::export_without_node(root, &sink);
+                crate::node::keep_remote_without_node(root, &sink);
             }
-            Some(0)
+            0
         }
-        "node-daemon" => {
-            let root = value("--root")?;
-            Some(match crate::node::daemon::run(&root) {
-                Ok(()) => 0,
-                Err(e) => {
-                    super::eprint(&format!("ocx node-daemon: {e}\n"));
-                    1
-                }
-            })
-        }
+        "node-daemon" => match crate::node::daemon::run(&path("root")) {
+            Ok(()) => 0,
+            Err(e) => {
+                super::eprint(&format!("ocx node-daemon: {e}\n"));
+                1
+            }
+        },
         "watch" => {
-            let root = value("--root")?;
-            let record = value("--record")?.to_str()?.to_string();
-            let checkin = value("--checkin").and_then(|c| c.to_str().map(str::to_string));
-            Some(super::watch::main(&root, &record, checkin.as_deref()))
+            let record = m.get_one::<String>("record").cloned().unwrap_or_default();
+            let checkin = m.get_one::<String>("checkin").map(String::as_str);
+            super::watch::main(&path("root"), &record, checkin)
         }
-        "demo-agent" => Some(demo_agent()),
-        _ => None,
+        "demo-agent" => demo_agent(),
+        _ => super::USAGE,
     }
 }
 

@@ -20,6 +20,16 @@ pub fn print(text: &str) {
     let _ = out.flush();
 }
 
+/// The exit status of a command line that does not parse.
+pub const USAGE: i32 = 2;
+
+/// Says what clap found wrong with a command line (or the help asked for)
+/// and answers the exit status: [`USAGE`], or 0 for `--help`.
+pub fn usage(e: clap::Error) -> i32 {
+    let _ = e.print();
+    if e.use_stderr() { USAGE } else { 0 }
+}
+
 /// Writes `text` to standard error, ignoring failure.
 pub fn eprint(text: &str) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());

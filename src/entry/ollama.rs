@@ -14,7 +14,7 @@
 mod chat;
 mod written;
 
-pub use chat::{Reply, read_reply};
+pub use chat::{NotChat, Reply, read_reply};
 pub use written::written_call;
 
 use crate::context::{Context, RUN_USER_VAR, Who};
@@ -22,7 +22,8 @@ use crate::fossil::kept::Kept;
 use crate::registry;
 use crate::run::link;
 use chat::{ChatError, Client};
-use serde_json::{Map, Value, json};
+use clap::{Arg, Command, value_parser};
+use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -44,14 +45,9 @@ pub fn offered() -> Vec<&'static str> {
     names
 }
 
-const USAGE: &str = "usage: ocx --mcp-ollama URL --model NAME --steps N --system TEXT [--context TOKENS] [--max-output BYTES]";
-
 /// Why the agent stopped, for the one line it says on standard error.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    /// The command line does not parse (exit 2).
-    #[error("{0}; {USAGE}")]
-    Usage(String),
     /// A line of standard input does not read as the run's line or a delivery.
     #[error("standard input: {0}")]
     Input(String),
@@ -63,7 +59,7 @@ pub enum AgentError {
     Status { status: u16, said: String },
     /// Ollama's answer is not a chat reply.
     #[error("Ollama's answer is not a chat reply: {0}")]
-    NotChat(String),
+    NotChat(#[from] chat::NotChat),
     /// The model still called tools when the step budget was spent.
     #[error(
         "the step budget is spent: the model still called tools after {0} requests for one line (--steps {0})"
@@ -87,16 +83,6 @@ pub enum AgentError {
     Post(String),
 }
 
-impl AgentError {
-    /// The exit code: 2 for a usage error, 1 for any other end.
-    pub fn code(&self) -> i32 {
-        match self {
-            AgentError::Usage(_) => 2,
-            _ => 1,
-        }
-    }
-}
-
 /// The command line's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -109,91 +95,118 @@ pub struct Settings {
     pub max_output: u64,
 }
 
+/// Why a URL is not Ollama's base URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    /// The text does not parse as a URL.
+    #[error("it is not a URL: {0}")]
+    NotUrl(#[from] url::ParseError),
+    /// Neither http nor https.
+    #[error("the scheme {0} is not http or https")]
+    Scheme(String),
+    /// No host to ask.
+    #[error("it names no host")]
+    NoHost,
+    /// A login or password in the URL.
+    #[error("it holds a login: a command line holds no secret")]
+    Login,
+    /// A query or a fragment, which the endpoint's path would not take.
+    #[error("it holds a query or a fragment")]
+    Query,
+}
+
+/// `ocx --mcp-ollama`'s command line: the base URL and each setting,
+/// `--NAME VALUE` once each, in any order.
+pub fn command() -> Command {
+    let positive = |id: &'static str, name: &'static str, help: &'static str| {
+        Arg::new(id)
+            .long(id)
+            .value_name(name)
+            .value_parser(value_parser!(u64).range(1..))
+            .help(help)
+    };
+    Command::new("ocx")
+        .no_binary_name(true)
+        .about("OCX's own agent for local models, run as a session's command: it reads the run's lines on stdin")
+        .disable_version_flag(true)
+        .arg(
+            Arg::new("mcp-ollama")
+                .long("mcp-ollama")
+                .value_name("URL")
+                .required(true)
+                .value_parser(endpoint)
+                .help("Ollama's base URL: http or https, with a host and no login, query or fragment"),
+        )
+        .arg(
+            Arg::new("model")
+                .long("model")
+                .value_name("NAME")
+                .required(true)
+                .allow_hyphen_values(true)
+                .value_parser(|m: &str| match m.trim() {
+                    "" => Err("it is empty"),
+                    _ => Ok(m.to_string()),
+                })
+                .help("The model to ask"),
+        )
+        .arg(
+            Arg::new("steps")
+                .long("steps")
+                .value_name("N")
+                .required(true)
+                .value_parser(value_parser!(u32).range(1..))
+                .help("The most requests for one line before the run stops"),
+        )
+        .arg(
+            Arg::new("system")
+                .long("system")
+                .value_name("TEXT")
+                .required(true)
+                .allow_hyphen_values(true)
+                .help("The system prompt"),
+        )
+        .arg(
+            positive("context", "TOKENS", "The model's context, in tokens")
+                .default_value(DEFAULT_CONTEXT.to_string()),
+        )
+        .arg(
+            positive("max-output", "BYTES", "The transcript's bound on standard output")
+                .default_value(DEFAULT_MAX_OUTPUT.to_string()),
+        )
+}
+
 /// Reads the command line after the program's name (`--mcp-ollama URL`
-/// then each setting `--NAME VALUE` once, in any order).
-pub fn settings(args: &[OsString]) -> Result<Settings, AgentError> {
-    let usage = |s: String| AgentError::Usage(s);
-    let text = |v: Option<&OsString>, flag: &str| -> Result<String, AgentError> {
-        let v = v.ok_or_else(|| usage(format!("{flag} needs a value")))?;
-        v.to_str()
-            .map(str::to_string)
-            .ok_or_else(|| usage(format!("{flag} is not UTF-8")))
-    };
-    let mut it = args.iter();
-    if it.next().and_then(|a| a.to_str()) != Some("--mcp-ollama") {
-        return Err(usage("the first argument is not --mcp-ollama".into()));
-    }
-    let url = text(it.next(), "--mcp-ollama")?;
-    let endpoint = endpoint(&url).map_err(|why| usage(format!("--mcp-ollama {url:?}: {why}")))?;
-    let mut seen: Map<String, Value> = Map::new();
-    while let Some(flag) = it.next() {
-        let flag = flag
-            .to_str()
-            .ok_or_else(|| usage("an argument is not UTF-8".into()))?;
-        if !matches!(
-            flag,
-            "--model" | "--steps" | "--system" | "--context" | "--max-output"
-        ) {
-            return Err(usage(format!("unexpected argument {flag:?}")));
-        }
-        let value = text(it.next(), flag)?;
-        if seen
-            .insert(flag.to_string(), Value::String(value))
-            .is_some()
-        {
-            return Err(usage(format!("{flag} is given twice")));
-        }
-    }
-    let get = |flag: &str| seen.get(flag).and_then(Value::as_str).map(str::to_string);
-    let required = |flag: &str| get(flag).ok_or_else(|| usage(format!("{flag} is missing")));
-    let number = |flag: &str, default: u64| -> Result<u64, AgentError> {
-        match get(flag) {
-            None => Ok(default),
-            Some(v) => v
-                .parse::<u64>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| usage(format!("{flag} {v:?} is not a positive whole number"))),
-        }
-    };
-    let model = required("--model")?;
-    if model.trim().is_empty() {
-        return Err(usage("--model is empty".into()));
-    }
-    let steps = required("--steps")?;
-    let steps = steps
-        .parse::<u32>()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| usage(format!("--steps {steps:?} is not a positive whole number")))?;
+/// and each setting); clap's refusal, naming the flag, when it does not
+/// parse.
+pub fn settings(args: &[OsString]) -> Result<Settings, clap::Error> {
+    let m = command().try_get_matches_from(args)?;
+    let text = |id: &str| m.get_one::<String>(id).cloned().unwrap_or_default();
+    let number = |id: &str| m.get_one::<u64>(id).copied().unwrap_or_default();
     Ok(Settings {
-        endpoint,
-        model,
-        steps,
-        system: required("--system")?,
-        context: number("--context", DEFAULT_CONTEXT)?,
-        max_output: number("--max-output", DEFAULT_MAX_OUTPUT)?,
+        endpoint: text("mcp-ollama"),
+        model: text("model"),
+        steps: m.get_one::<u32>("steps").copied().unwrap_or_default(),
+        system: text("system"),
+        context: number("context"),
+        max_output: number("max-output"),
     })
 }
 
 /// The chat endpoint under `url`: http or https, with a host, and no
 /// login, query or fragment (a password is never put on a command line).
-fn endpoint(url: &str) -> Result<String, String> {
-    let parsed = url::Url::parse(url).map_err(|e| e.to_string())?;
+fn endpoint(url: &str) -> Result<String, EndpointError> {
+    let parsed = url::Url::parse(url)?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!(
-            "the scheme {} is not http or https",
-            parsed.scheme()
-        ));
+        return Err(EndpointError::Scheme(parsed.scheme().to_string()));
     }
     if parsed.host_str().is_none_or(str::is_empty) {
-        return Err("it names no host".into());
+        return Err(EndpointError::NoHost);
     }
     if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err("it holds a login: a command line holds no secret".into());
+        return Err(EndpointError::Login);
     }
     if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err("it holds a query or a fragment".into());
+        return Err(EndpointError::Query);
     }
     let base = parsed.as_str().trim_end_matches('/');
     Ok(format!("{base}/api/chat"))
@@ -201,17 +214,18 @@ fn endpoint(url: &str) -> Result<String, String> {
 
 /// `ocx --mcp-ollama ...`: `args` is the command line after the program's
 /// name; answers the exit code (0 when the input ended, 1 on any other
-/// end, said on standard error, 2 on a usage error).
+/// end, said on standard error, 2 when the command line does not parse).
 pub fn main(args: &[OsString]) -> i32 {
-    let outcome = settings(args).and_then(|s| {
-        let stdin = std::io::stdin();
-        Agent::new(s).run(stdin.lock())
-    });
-    match outcome {
+    let s = match settings(args) {
+        Ok(s) => s,
+        Err(e) => return super::usage(e),
+    };
+    let stdin = std::io::stdin();
+    match Agent::new(s).run(stdin.lock()) {
         Ok(()) => 0,
         Err(e) => {
             super::eprint(&format!("ocx --mcp-ollama: {e}\n"));
-            e.code()
+            1
         }
     }
 }
@@ -383,7 +397,7 @@ impl Agent {
                 said: chat::said(&reply),
             });
         }
-        let read = read_reply(&received).map_err(AgentError::NotChat)?;
+        let read = read_reply(&received)?;
         if self.calibration.is_none()
             && let Some(count) = read.prompt_eval_count.filter(|c| *c > 0)
         {
@@ -697,8 +711,11 @@ mod tests {
         bad.push(v);
         for a in bad {
             let e = settings(&args(&a)).unwrap_err();
-            assert_eq!(e.code(), 2, "{a:?}: {e}");
-            assert!(e.to_string().contains("usage: ocx --mcp-ollama"), "{e}");
+            assert!(e.use_stderr(), "{a:?}: {e}");
+            assert!(
+                e.to_string().contains("'--"),
+                "names the flag at fault: {e}"
+            );
         }
     }
 

@@ -3,10 +3,11 @@
 //! which holds all the run may write (`run::Disk`), prepares the run's
 //! workspace there (a clone of the served repository over HTTP as the
 //! run's user, and a checkout), starts the program confined by the
-//! sandbox within the budget, gives it
+//! sandbox within the budget in a home of its own ([`home`]), gives it
 //! `Record HASH: OBJECTIVE` and then each delivery from its inbox one line
-//! at a time, and answers the record when the run ends. For a `command`
-//! record it runs the program once on one check-in and adds a `ci` verdict.
+//! at a time (or drives an agent's session, [`agent`]), and answers the
+//! record when the run ends. For a `command` record it runs the program
+//! once on one check-in and adds a `ci` verdict ([`command`]).
 //!
 //! Run as root, it leases the run a host uid of its own from the node's
 //! range and makes everything of the run its owner's alone (umask 077): the
@@ -16,15 +17,15 @@
 #![allow(clippy::disallowed_methods)] // an entry point: it reads the watcher's own HOME, as docs/architecture.md says
 
 use crate::context::{BRANCH_VAR, MCP_SOCKET_VAR, RECORD_VAR, RUN_USER_VAR};
-use crate::fossil::artifact::{self, TagChange};
-use crate::fossil::store::{self, Batch};
+use crate::fossil::artifact;
 use crate::node::config::NodeConfig;
 use crate::node::inbox::escape;
 use crate::node::runner::InputMode;
 use crate::node::{self, respond};
 use crate::protocol::found::{self, StandingRecord};
-use crate::protocol::verdict;
-use crate::run::{BudgetLimits, Forbidden, Program};
+use crate::run::{
+    BudgetLimits, Disk, Ended, Forbidden, Plan, Program, Running, SandboxError, SandboxFields,
+};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -32,6 +33,63 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub mod agent;
+mod command;
+mod home;
+
+use home::{FreshHome, agents_md, fresh_home, repository_word};
+
+/// What ends a watcher before its record is answered, said in its log;
+/// or, as the answer's note, what kept the run from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// Something the watcher cannot go on without.
+    #[error("{0}")]
+    Cannot(&'static str),
+    /// A field of the record, its runner's page or the node's ceiling that
+    /// the run cannot be given.
+    #[error("{field}: {reason}")]
+    Field { field: String, reason: String },
+    /// A file or directory of the run.
+    #[error("{what}: {source}")]
+    File {
+        what: String,
+        source: std::io::Error,
+    },
+    /// The served repository or its `fossil`.
+    #[error(transparent)]
+    Fossil(#[from] crate::fossil::FossilError),
+    /// The node, answering or reading its record.
+    #[error(transparent)]
+    Node(#[from] node::NodeError),
+    /// The run's uid, leased from the node's range.
+    #[error(transparent)]
+    Uids(#[from] crate::run::uids::UidError),
+    /// The sandbox or the run's own filesystem, the field at fault first.
+    #[error("{}", named(.0))]
+    Sandbox(#[from] SandboxError),
+}
+
+impl From<crate::stop::Stop> for WatchError {
+    fn from(s: crate::stop::Stop) -> WatchError {
+        field(s.field.unwrap_or_default(), s.reason)
+    }
+}
+
+/// A refusal of `name`, a field the run cannot be given, saying why.
+fn field(name: impl Into<String>, reason: impl std::fmt::Display) -> WatchError {
+    WatchError::Field {
+        field: name.into(),
+        reason: reason.to_string(),
+    }
+}
+
+/// What turns an error of the run's file `what` into a [`WatchError`].
+fn file(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> WatchError {
+    move |source| WatchError::File {
+        what: what.to_string(),
+        source,
+    }
+}
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -55,24 +113,23 @@ pub fn main(root: &Path, record: &str, checkin: Option<&str>) -> i32 {
     }
 }
 
-fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), String> {
+fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), WatchError> {
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     if let Some(c) = checkin {
-        crate::stop::full_hash("checkin", c).map_err(|s| format!("checkin: {}", s.reason))?;
+        crate::stop::full_hash("checkin", c)?;
     }
-    let (cfg, fossil, repo) = respond::open(root).ok_or("no node configuration under the root")?;
+    let (cfg, fossil, repo) =
+        respond::open(root).ok_or(WatchError::Cannot("no node configuration under the root"))?;
     let receipt = repo
-        .receipt(hash)
-        .map_err(|e| e.to_string())?
-        .ok_or("the record is not in the repository")?;
-    let standing = found::record(&repo, receipt.rid, hash)
-        .map_err(|e| e.to_string())?
-        .ok_or("the artifact holds no record")?;
+        .receipt(hash)?
+        .ok_or(WatchError::Cannot("the record is not in the repository"))?;
+    let standing = found::record(&repo, receipt.rid, hash)?
+        .ok_or(WatchError::Cannot("the artifact holds no record"))?;
     let dir = NodeConfig::run_dir(root, hash);
     match checkin {
-        Some(c) => command_run(&cfg, &fossil, &repo, &standing, &dir, c),
+        Some(c) => command::run(&cfg, &fossil, &repo, &standing, &dir, c),
         None => {
-            let receipts = node::Receipts::of_node(&cfg, &repo).map_err(|e| e.to_string())?;
+            let receipts = node::Receipts::of_node(&cfg, &repo)?;
             session(root, &cfg, &fossil, &repo, &receipts, &standing, &dir)
         }
     }
@@ -80,9 +137,9 @@ fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), String> {
 
 /// Says this process watches the run in `dir` (its `watcher.pid`, which
 /// `ocx node stop` and a stop signal) and takes SIGTERM as the word to end it.
-fn watching(dir: &Path) -> Result<(), String> {
+fn watching(dir: &Path) -> Result<(), WatchError> {
     std::fs::write(dir.join("watcher.pid"), std::process::id().to_string())
-        .map_err(|e| e.to_string())?;
+        .map_err(file("watcher.pid"))?;
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         let _ = nix::sys::signal::signal(
@@ -93,53 +150,102 @@ fn watching(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Waits for `running` to end, killing it when SIGTERM comes; answers how
-/// it ended and whether it was killed so.
-fn until_ended_or_stopped(
-    running: crate::run::Running,
-) -> Result<(crate::run::Ended, bool), crate::run::SandboxError> {
+/// Why a run's program was killed before it ended by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Killed {
+    /// A stop: SIGTERM to the watcher.
+    Stopped,
+    /// The run can no longer be held to its record, as `broken` said.
+    Broken(String),
+}
+
+/// Waits for `running` to end, killing it when SIGTERM comes or when
+/// `broken` (asked every 250 ms) says why the run can no longer go on;
+/// answers how it ended and why it was killed, if it was.
+fn until_ended(
+    running: Running,
+    mut broken: impl FnMut() -> Option<String>,
+) -> (Result<Ended, SandboxError>, Option<Killed>) {
     let killer = running.killer();
-    let mut stopped = false;
-    while !running.is_finished() {
+    let mut killed = None;
+    let mut checked = Instant::now();
+    while killed.is_none() && !running.is_finished() {
         if STOP.load(Ordering::SeqCst) {
-            stopped = true;
-            killer.kill();
-            break;
+            killed = Some(Killed::Stopped);
+        } else if checked.elapsed() > Duration::from_millis(250) {
+            checked = Instant::now();
+            killed = broken().map(Killed::Broken);
         }
-        std::thread::sleep(Duration::from_millis(50));
+        match killed {
+            Some(_) => killer.kill(),
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
     }
-    Ok((running.wait()?, stopped))
+    (running.wait(), killed)
 }
 
 fn url_with(cfg: &NodeConfig, user: &str, password: &str) -> String {
     crate::fossil::remote::with_login(&cfg.url, user, password)
 }
 
-fn forbidden(cfg: &NodeConfig, root: &Path) -> Forbidden {
-    let mut paths = vec![cfg.repository.clone(), root.to_path_buf()];
-    if let Some(home) = std::env::var_os("HOME") {
-        let home = PathBuf::from(home);
-        if home.is_absolute() && home != Path::new("/") {
-            paths.push(home);
+/// Where a run's program runs: on the run's own filesystem, as the run's
+/// leased uid when it has one, and out of sight of the node's repository,
+/// its root and the watcher's own home.
+struct Site<'a> {
+    disk: &'a Disk,
+    lease: Option<&'a RunLease>,
+    forbidden: Forbidden,
+}
+
+impl<'a> Site<'a> {
+    fn of(cfg: &NodeConfig, root: &Path, disk: &'a Disk, lease: Option<&'a RunLease>) -> Site<'a> {
+        let mut paths = vec![cfg.repository.clone(), root.to_path_buf()];
+        if let Some(home) = std::env::var_os("HOME") {
+            let home = PathBuf::from(home);
+            if home.is_absolute() && home != Path::new("/") {
+                paths.push(home);
+            }
+        }
+        Site {
+            disk,
+            lease,
+            forbidden: Forbidden { paths },
         }
     }
-    Forbidden { paths }
+
+    /// `program` planned to run at this site in `ws`, named `name`,
+    /// confined by `sandbox` within `budget`.
+    fn plan(
+        &self,
+        name: &str,
+        ws: &Path,
+        sandbox: &SandboxFields,
+        budget: &BudgetLimits,
+        program: &Program,
+    ) -> Result<Plan, SandboxError> {
+        let mut plan = crate::run::plan(name, ws, sandbox, budget, program, &self.forbidden)?;
+        plan.on_disk(self.disk);
+        if let Some(l) = self.lease {
+            plan.run_as(l.lease.account.clone());
+        }
+        Ok(plan)
+    }
 }
 
 /// The run's own host uid, leased from the node's range when the watcher
 /// runs as root (else none: the run runs as the node's account); the run's
 /// directory then lets that uid's group pass through it, and nothing more.
-fn lease(root: &Path, dir: &Path) -> Result<Option<RunLease>, String> {
+fn lease(root: &Path, dir: &Path) -> Result<Option<RunLease>, WatchError> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
-    let lease = crate::run::uids::lease(root).map_err(|e| e.to_string())?;
+    let lease = crate::run::uids::lease(root)?;
     let gid = nix::unistd::Gid::from_raw(lease.account.gid);
     let held = RunLease {
         lease,
         dir: dir.to_path_buf(),
     };
-    nix::unistd::chown(dir, None, Some(gid)).map_err(|e| format!("the run's directory: {e}"))?;
+    nix::unistd::chown(dir, None, Some(gid)).map_err(|e| file("the run's directory")(e.into()))?;
     set_mode(dir, 0o710)?;
     Ok(Some(held))
 }
@@ -158,14 +264,14 @@ impl Drop for RunLease {
     }
 }
 
-fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
+fn set_mode(path: &Path, mode: u32) -> Result<(), WatchError> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(file(path.display()))
 }
 
 /// The run's output log, its owner's alone.
-fn private_log(path: &Path, append: bool) -> Result<std::fs::File, String> {
+fn private_log(path: &Path, append: bool) -> Result<std::fs::File, WatchError> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -174,7 +280,7 @@ fn private_log(path: &Path, append: bool) -> Result<std::fs::File, String> {
         .truncate(!append)
         .mode(0o600)
         .open(path)
-        .map_err(|e| e.to_string())?;
+        .map_err(file(path.display()))?;
     set_mode(path, 0o600)?;
     Ok(f)
 }
@@ -188,25 +294,21 @@ fn workspace(
     ws: &Path,
     user: &str,
     version: Option<&str>,
-) -> Result<(), String> {
-    let password = std::fs::read_to_string(dir.join("password"))
-        .map_err(|e| format!("the run's password: {e}"))?;
+) -> Result<(), WatchError> {
+    let password =
+        std::fs::read_to_string(dir.join("password")).map_err(file("the run's password"))?;
     let _ = std::fs::remove_dir_all(ws);
-    std::fs::create_dir_all(ws).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(ws).map_err(file(ws.display()))?;
     set_mode(ws, 0o700)?;
     let clone = ws.join(".clone.fossil");
-    fossil
-        .clone_open(
-            &url_with(cfg, user, password.trim()),
-            &clone,
-            ws,
-            version,
-            true,
-        )
-        .map_err(|e| e.to_string())?;
-    fossil
-        .user_default(&clone, user)
-        .map_err(|e| e.to_string())?;
+    fossil.clone_open(
+        &url_with(cfg, user, password.trim()),
+        &clone,
+        ws,
+        version,
+        true,
+    )?;
+    fossil.user_default(&clone, user)?;
     set_mode(&clone, 0o600)
 }
 
@@ -218,18 +320,17 @@ fn session(
     receipts: &node::Receipts,
     r: &StandingRecord,
     dir: &Path,
-) -> Result<(), String> {
-    let Some(_lock) = node::lock(&dir.join("lock"), false).map_err(|e| e.to_string())? else {
-        return Err("another watcher holds this run".into());
+) -> Result<(), WatchError> {
+    let Some(_lock) = node::lock(&dir.join("lock"), false).map_err(file("the run's lock"))? else {
+        return Err(WatchError::Cannot("another watcher holds this run"));
     };
     watching(dir)?;
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let inbox = dir.to_path_buf();
     std::thread::spawn(move || node::read_deliveries(&inbox, |line| tx.send(line).is_ok()));
     let started = Instant::now();
-    let answer = |outcome: &str, note: &str| -> Result<(), String> {
-        node::answer(root, cfg, fossil, repo, receipts, r, outcome, note, true)
-            .map_err(|e| e.to_string())?;
+    let answer = |outcome: &str, note: &str| -> Result<(), WatchError> {
+        node::answer(root, cfg, fossil, repo, receipts, r, outcome, note, true)?;
         say(&format!("answered {outcome}: {note}"));
         let _ = node::poke(root);
         Ok(())
@@ -253,11 +354,11 @@ fn session(
     let (mut sandbox, budget) = node::limits(&r.record);
     let budget = match held(cfg, &budget) {
         Ok(b) => b,
-        Err(e) => return answer("unenforced", &e),
+        Err(e) => return answer("unenforced", &e.to_string()),
     };
     let disk = match on_disk(dir, &budget) {
         Ok(d) => d,
-        Err(e) => return answer("unenforced", &e),
+        Err(e) => return answer("unenforced", &e.to_string()),
     };
     let ws = disk.path().join("ws");
     let no_password = r.record.restrict.no_password == Some(true);
@@ -296,7 +397,7 @@ fn session(
     let home = FreshHome(disk.path().join("home"));
     let given = match fresh_home(root, &home.0, &page) {
         Ok(g) => g,
-        Err(e) => return answer("unenforced", &e),
+        Err(e) => return answer("unenforced", &e.to_string()),
     };
     if page.input == InputMode::ClaudeStreamJson
         && let Err(e) = repository_word(&home.0, &ws)
@@ -378,32 +479,20 @@ fn session(
         home: Some(home.0.clone()),
     };
     let run_name = format!("run-{}", &r.hash[..16]);
-    let mut plan = match crate::run::plan(
-        &run_name,
-        &ws,
-        &sandbox,
-        &budget,
-        &program,
-        &forbidden(cfg, root),
-    ) {
+    let site = Site::of(cfg, root, &disk, lease.as_ref());
+    let mut plan = match site.plan(&run_name, &ws, &sandbox, &budget, &program) {
         Ok(p) => p,
-        Err(e) => {
-            return answer("unenforced", &named(&e));
-        }
+        Err(e) => return answer("unenforced", &named(&e)),
     };
     let homes = disk.path().join("homes");
     plan.copy_homes(&homes);
-    plan.on_disk(&disk);
-    if let Some(l) = &lease {
-        plan.run_as(l.lease.account.clone());
-    }
     let out = private_log(&dir.join("output.log"), true)?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let err = out.try_clone().map_err(file("output.log"))?;
     let agent = page.input.is_agent();
     let stdout = if agent {
         Stdio::piped()
     } else {
-        Stdio::from(out.try_clone().map_err(|e| e.to_string())?)
+        Stdio::from(out.try_clone().map_err(file("output.log"))?)
     };
     let mut running = match crate::run::spawn(&plan, Stdio::piped(), stdout, Stdio::from(err)) {
         Ok(r) => r,
@@ -414,7 +503,9 @@ fn session(
         }
     };
     say(&format!("started {run_name} as {}", r.record.user));
-    let mut stdin = running.stdin().ok_or("the program has no stdin")?;
+    let mut stdin = running
+        .stdin()
+        .ok_or(WatchError::Cannot("the program has no stdin"))?;
     let mode = page.input;
     let first = crate::node::inbox::Delivery::Record {
         record: r.hash.clone(),
@@ -425,7 +516,9 @@ fn session(
     if agent {
         let log: agent::Log = std::sync::Arc::new(std::sync::Mutex::new(out));
         let stdin = std::sync::Arc::new(std::sync::Mutex::new(stdin));
-        let stdout = running.stdout().ok_or("the program has no stdout")?;
+        let stdout = running
+            .stdout()
+            .ok_or(WatchError::Cannot("the program has no stdout"))?;
         let (etx, erx) = std::sync::mpsc::channel();
         {
             let (log, stdin) = (log.clone(), stdin.clone());
@@ -465,27 +558,14 @@ fn session(
             }
         });
     }
-    let killer = running.killer();
-    let mut stopped = false;
-    let mut unenforced: Option<String> = None;
-    let mut checked = Instant::now();
-    while !running.is_finished() {
-        if STOP.load(Ordering::SeqCst) {
-            stopped = true;
-            killer.kill();
-            break;
-        }
-        if no_password && checked.elapsed() > Duration::from_millis(250) {
-            checked = Instant::now();
-            if let Some(why) = no_password_broken(&socket) {
-                unenforced = Some(why);
-                killer.kill();
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let ended = running.wait().map_err(|e| e.to_string());
+    let (ended, killed) = until_ended(running, || {
+        no_password.then(|| no_password_broken(&socket)).flatten()
+    });
+    let stopped = killed == Some(Killed::Stopped);
+    let unenforced = match killed {
+        Some(Killed::Broken(why)) => Some(why),
+        _ => None,
+    };
     let _ = std::fs::remove_dir_all(&homes);
     drop(home);
     let disk_bytes = disk.bytes();
@@ -533,16 +613,6 @@ fn session(
     }
 }
 
-/// The run's own home: removed when dropped, however the run's start or
-/// end goes, so nothing of it (its credentials among it) outlives the run.
-struct FreshHome(PathBuf);
-
-impl Drop for FreshHome {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The run as its tools act for it on the served repository: its user
 /// within its record's restrictions.
 fn run_scope(root: &Path, r: &StandingRecord) -> crate::context::RunScope {
@@ -555,120 +625,23 @@ fn run_scope(root: &Path, r: &StandingRecord) -> crate::context::RunScope {
     }
 }
 
-/// The most of `AGENTS.md` given to Codex as the repository's word.
-const AGENTS_MD_MAX: usize = 64 << 10;
-
-/// What the repository says to its agent: `AGENTS.md` of the newest
-/// check-in on the branch a checkout opens (what the workspace holds),
-/// read from the served repository, never from the workspace.
-fn agents_md(repo: &crate::fossil::Repository) -> Option<String> {
-    let branch = repo.main_branch().ok()?;
-    let tip = repo.branch_tip(&branch).ok()??;
-    let bytes = repo.file_at(tip, "AGENTS.md").ok()??;
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(AGENTS_MD_MAX)]).into_owned();
-    Some(format!(
-        "What this repository says to its agent (its AGENTS.md):\n\n{text}"
-    ))
-}
-
-/// Lets Claude Code read what the repository says to its agent
-/// (`CLAUDE.md` in the checkout), which `--setting-sources user` would
-/// leave out with the checkout's settings: the run's own memory file in
-/// its home imports it by path, read inside the sandbox, never here.
-fn repository_word(home: &Path, ws: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let dir = home.join(".claude");
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)?;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(dir.join("CLAUDE.md"))?;
-    writeln!(f, "\n@{}/CLAUDE.md", ws.display())
-}
-
-/// Makes the run's own home at `home`, fresh: what the page's named homes
-/// hold (the node's directories `homes/NAME` under its root), then each
-/// credential the page names written where it says, its owner's alone.
-/// Answers the variables the credentials are given as; a note naming the
-/// field when one cannot be given.
-fn fresh_home(
-    root: &Path,
-    home: &Path,
-    page: &crate::node::runner::RunnerPage,
-) -> Result<std::collections::BTreeMap<String, String>, String> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let _ = std::fs::remove_dir_all(home);
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(home)
-        .map_err(|e| format!("program.home: {}: {e}", home.display()))?;
-    for (i, name) in page.homes.iter().enumerate() {
-        if name.starts_with('/') {
-            continue;
-        }
-        let from = root.join("homes").join(name);
-        if !from.is_dir() {
-            return Err(format!(
-                "homes[{i}]: the node keeps no home {name:?} (a directory homes/{name} under its root)"
-            ));
-        }
-        crate::run::sandbox::copy_contents(&from, home)
-            .map_err(|e| format!("homes[{i}]: {name:?} could not be copied: {e}"))?;
-    }
-    let given = crate::node::credentials::give(root, &page.credentials)
-        .map_err(|e| format!("credentials: {e}"))?;
-    let mut env = std::collections::BTreeMap::new();
-    for g in given {
-        match g {
-            crate::node::credentials::Given::Env(name, value) => {
-                env.insert(name, value);
-            }
-            crate::node::credentials::Given::File(rel, bytes) => {
-                let path = home.join(&rel);
-                if let Some(parent) = path.parent() {
-                    std::fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(0o700)
-                        .create(parent)
-                        .map_err(|e| format!("credentials: {rel}: {e}"))?;
-                }
-                let _ = std::fs::remove_file(&path);
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-                    .open(&path)
-                    .and_then(|mut f| f.write_all(&bytes))
-                    .map_err(|e| format!("credentials: {rel}: {e}"))?;
-            }
-        }
-    }
-    Ok(env)
-}
-
 /// `budget` held to the node's ceiling on memory and processes, where this
 /// host holds them, and on disk; a note naming the field when it asks for more.
-fn held(cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, String> {
+fn held(cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, WatchError> {
     let (memory, processes) = crate::run::Ceiling::held_here();
     cfg.ceiling
         .hold(budget, memory, processes)
-        .map_err(|u| format!("{}: {}", u.field, u.reason))
+        .map_err(|u| field(u.field, u.reason))
 }
 
 /// The run's own filesystem in its directory `dir`, of its disk budget's size, which
 /// everything it may write goes in; a note naming `budget.disk` when it cannot be made.
-fn on_disk(dir: &Path, budget: &BudgetLimits) -> Result<crate::run::Disk, String> {
+fn on_disk(dir: &Path, budget: &BudgetLimits) -> Result<Disk, WatchError> {
     let bytes = budget
         .disk_bytes
-        .ok_or("budget.disk: the run was given no disk budget")?;
+        .ok_or_else(|| field("budget.disk", "the run was given no disk budget"))?;
     let started = Instant::now();
-    let disk = crate::run::Disk::make(dir, bytes).map_err(|e| named(&e))?;
+    let disk = Disk::make(dir, bytes)?;
     say(&format!(
         "the run's filesystem of {} made in {} ms",
         size(bytes),
@@ -713,18 +686,16 @@ fn prepare_without_password(
     cfg: &NodeConfig,
     ws: &Path,
     user: &str,
-) -> Result<(), String> {
+) -> Result<(), WatchError> {
     let _ = std::fs::remove_dir_all(ws);
-    std::fs::create_dir_all(ws.join(".ocx")).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(ws.join(".ocx")).map_err(file(ws.display()))?;
     let clone = ws.join(".clone.fossil");
-    fossil
-        .clone_open_anonymous(&cfg.url, &clone, ws, user)
-        .map_err(|e| e.to_string())?;
-    fossil.autosync_off(&clone).map_err(|e| e.to_string())
+    fossil.clone_open_anonymous(&cfg.url, &clone, ws, user)?;
+    Ok(fossil.autosync_off(&clone)?)
 }
 
 /// A sandbox error as a response's note: the field at fault first.
-fn named(e: &crate::run::SandboxError) -> String {
+fn named(e: &SandboxError) -> String {
     let text = e.to_string();
     match e.field() {
         Some(f) if !text.starts_with(f) => format!("{f}: {text}"),
@@ -735,145 +706,4 @@ fn named(e: &crate::run::SandboxError) -> String {
 fn feed(stdin: &mut std::process::ChildStdin, line: &str) -> std::io::Result<()> {
     stdin.write_all(format!("{line}\n").as_bytes())?;
     stdin.flush()
-}
-
-fn command_run(
-    cfg: &NodeConfig,
-    fossil: &crate::fossil::Fossil,
-    repo: &crate::fossil::Repository,
-    r: &StandingRecord,
-    dir: &Path,
-    checkin: &str,
-) -> Result<(), String> {
-    let _lock = node::lock(&dir.join("command.lock"), true).map_err(|e| e.to_string())?;
-    let _watching = node::lock(&dir.join("lock"), true).map_err(|e| e.to_string())?;
-    watching(dir)?;
-    let root = dir
-        .parent()
-        .and_then(Path::parent)
-        .ok_or("the run's directory")?;
-    let lease = lease(root, dir)?;
-    let (sandbox, budget) = node::limits(&r.record);
-    let (budget, disk) = match held(cfg, &budget)
-        .and_then(|budget| on_disk(dir, &budget).map(|disk| (budget, disk)))
-    {
-        Ok(held) => held,
-        Err(e) => {
-            ci_verdict(
-                fossil,
-                repo,
-                r,
-                checkin,
-                false,
-                &format!("could not run: {e}"),
-            )?;
-            drop(lease);
-            let _ = node::poke(root);
-            return Ok(());
-        }
-    };
-    let ws = disk.path().join(format!("ci-{}", &checkin[..16]));
-    workspace(fossil, cfg, dir, &ws, &r.record.user, Some(checkin))?;
-    let program = Program {
-        command: r.record.command.clone().unwrap_or_default(),
-        env: Default::default(),
-        homes: Vec::new(),
-        home: None,
-    };
-    let log_path = dir.join(format!("ci-{}.log", &checkin[..16]));
-    let started = Instant::now();
-    let run_name = format!("ci-{}-{}", &r.hash[..10], &checkin[..10]);
-    let planned = crate::run::plan(
-        &run_name,
-        &ws,
-        &sandbox,
-        &budget,
-        &program,
-        &forbidden(cfg, root),
-    )
-    .map_err(|e| e.to_string());
-    let (pass, reason) = match planned {
-        Err(e) => (false, format!("could not run: {e}")),
-        Ok(mut plan) => {
-            plan.on_disk(&disk);
-            if let Some(l) = &lease {
-                plan.run_as(l.lease.account.clone());
-            }
-            let out = private_log(&log_path, false)?;
-            let err = out.try_clone().map_err(|e| e.to_string())?;
-            match crate::run::spawn(&plan, Stdio::null(), Stdio::from(out), Stdio::from(err))
-                .and_then(until_ended_or_stopped)
-            {
-                Err(e) => (false, format!("could not run: {e}")),
-                Ok((_, true)) if dir.join(node::ENDED_BY_NODE).exists() => {
-                    let secs = started.elapsed().as_secs();
-                    let note = format!(
-                        "ended by its node (ocx node stop --runs) after {secs} seconds, while it ran on check-in {}",
-                        &checkin[..10]
-                    );
-                    respond::respond(fossil, repo, r, &cfg.login, "stopped", &note, true)
-                        .map_err(|e| e.to_string())?;
-                    say(&format!("answered stopped: {note}"));
-                    drop(disk);
-                    drop(lease);
-                    let _ = node::poke(root);
-                    return Ok(());
-                }
-                Ok((ended, _)) => {
-                    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-                    let last = text
-                        .lines()
-                        .rev()
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or("")
-                        .trim();
-                    let last: String = last.chars().filter(|c| !c.is_control()).take(300).collect();
-                    let pass = ended.code == Some(0) && ended.limit.is_none();
-                    let reason = match (ended.limit, last.is_empty()) {
-                        (Some(l), _) => format!("{l} limit reached"),
-                        (None, false) => last,
-                        (None, true) => format!("exit {}", ended.code.unwrap_or(-1)),
-                    };
-                    (pass, reason)
-                }
-            }
-        }
-    };
-    ci_verdict(fossil, repo, r, checkin, pass, &reason)?;
-    drop(disk);
-    drop(lease);
-    let _ = node::poke(root);
-    Ok(())
-}
-
-/// Adds the `ci` verdict of a command run on `checkin`, as the record's user.
-fn ci_verdict(
-    fossil: &crate::fossil::Fossil,
-    repo: &crate::fossil::Repository,
-    r: &StandingRecord,
-    checkin: &str,
-    pass: bool,
-    reason: &str,
-) -> Result<(), String> {
-    let reason = reason.replace("(against", "(against:");
-    let value = verdict::format(pass, &reason, &r.hash);
-    let bytes = artifact::control(
-        &artifact::now(),
-        &r.record.user,
-        &[TagChange {
-            op: '+',
-            name: "ci".into(),
-            target: checkin.to_string(),
-            value: Some(value.clone()),
-        }],
-    );
-    let mut batch = Batch::default();
-    batch.add(
-        "ci verdict",
-        bytes,
-        repo.hash_policy().map_err(|e| e.to_string())?,
-    );
-    store::store(fossil, repo, &r.record.user, &batch, true).map_err(|e| e.to_string())?;
-    say(&format!("ci verdict on {}: {value}", &checkin[..10]));
-    Ok(())
 }

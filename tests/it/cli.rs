@@ -48,6 +48,42 @@ fn a_command_line_that_does_not_parse_exits_2() {
 }
 
 #[test]
+fn every_entrys_bad_command_line_is_refused_naming_the_flag_and_exits_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--mcp", "--bogus"], "'--bogus'"),
+        (
+            &["--mcp", "--connect", "/nowhere", "--user", "a"],
+            "'--user <LOGIN>'",
+        ),
+        (&["--mcp", "--token-file", "t.json"], "--mcp-http"),
+        (
+            &[
+                "--mcp-ollama",
+                "http://127.0.0.1:9",
+                "--model",
+                "m",
+                "--steps",
+                "0",
+                "--system",
+                "s",
+            ],
+            "'--steps <N>'",
+        ),
+        (&["watch", "--root", "/nowhere"], "--record <HASH>"),
+        (&["node-daemon"], "--root <ROOT>"),
+        (&["hook-poke", "/nowhere", "extra"], "'extra'"),
+    ];
+    for (args, names) in cases {
+        let mut c = Command::new(ocx_bin());
+        c.args(*args);
+        let out = run(c, None);
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        assert!(out.stderr.contains(names), "{args:?}: {}", out.stderr);
+        assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    }
+}
+
+#[test]
 fn text_that_is_not_utf8_on_the_command_line_is_refused_naming_it() {
     use std::os::unix::ffi::OsStringExt;
     let r = Repo::new();

@@ -883,12 +883,19 @@ fn any_other_command_line_is_a_usage_error_and_an_unreachable_ollama_is_said() {
     );
     assert_eq!(bad.code, 2, "{bad:?}");
     assert!(
-        bad.stderr.contains("--mcp-ollama \"file:///tmp/x\""),
+        bad.stderr
+            .contains("invalid value 'file:///tmp/x' for '--mcp-ollama <URL>'"),
         "{bad:?}"
     );
     let missing = run(&["--mcp-ollama", "http://127.0.0.1:9", "--model", "m"], b"");
     assert_eq!(missing.code, 2);
-    assert!(missing.stderr.contains("--steps is missing"), "{missing:?}");
+    assert!(
+        missing
+            .stderr
+            .contains("required arguments were not provided")
+            && missing.stderr.contains("--steps <N>"),
+        "{missing:?}"
+    );
     let closed = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);

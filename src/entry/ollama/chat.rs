@@ -15,6 +15,38 @@ pub enum ChatError {
     TooLong(u64),
 }
 
+/// Why a reply is not Ollama's chat reply, naming what in it is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotChat {
+    /// Not an object at all.
+    #[error("the body is not a JSON object")]
+    NotObject,
+    /// Ollama's own error, its first line.
+    #[error("it holds an error: {0}")]
+    Said(String),
+    /// No `message` object.
+    #[error("it holds no message object")]
+    NoMessage,
+    /// A `message.role` other than the assistant's.
+    #[error("message.role is {0:?}, not \"assistant\"")]
+    Role(String),
+    /// No `message.role`.
+    #[error("message.role is missing")]
+    NoRole,
+    /// A `message.content` that is no string.
+    #[error("message.content is not a string")]
+    Content,
+    /// A `message.tool_calls` that is no list.
+    #[error("message.tool_calls is not a list")]
+    Calls,
+    /// A call without its function.
+    #[error("message.tool_calls[{0}] holds no function object")]
+    Function(usize),
+    /// A call's function without a name.
+    #[error("message.tool_calls[{0}].function.name is not a string")]
+    Name(usize),
+}
+
 /// Ollama's chat endpoint and the HTTP agent that reaches it.
 pub struct Client {
     agent: ureq::Agent,
@@ -85,24 +117,24 @@ pub struct Reply {
 /// `tool_calls` (when given) a list of `{function: {name, arguments}}`;
 /// anything else is refused saying what is wrong. Total: any value gets a
 /// reading or a reason.
-pub fn read_reply(reply: &Value) -> Result<Reply, String> {
-    let top = reply.as_object().ok_or("the body is not a JSON object")?;
+pub fn read_reply(reply: &Value) -> Result<Reply, NotChat> {
+    let top = reply.as_object().ok_or(NotChat::NotObject)?;
     if let Some(error) = top.get("error") {
-        return Err(format!("it holds an error: {}", one_line(&text_of(error))));
+        return Err(NotChat::Said(one_line(&text_of(error))));
     }
     let message = top
         .get("message")
         .and_then(Value::as_object)
-        .ok_or("it holds no message object")?;
+        .ok_or(NotChat::NoMessage)?;
     match message.get("role").and_then(Value::as_str) {
         Some("assistant") => {}
-        Some(other) => return Err(format!("message.role is {other:?}, not \"assistant\"")),
-        None => return Err("message.role is missing".into()),
+        Some(other) => return Err(NotChat::Role(other.to_string())),
+        None => return Err(NotChat::NoRole),
     }
     let content = match message.get("content") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err("message.content is not a string".into()),
+        Some(_) => return Err(NotChat::Content),
     };
     let calls = match message.get("tool_calls") {
         None | Some(Value::Null) => Vec::new(),
@@ -111,7 +143,7 @@ pub fn read_reply(reply: &Value) -> Result<Reply, String> {
             .enumerate()
             .map(|(i, item)| native_call(i, item))
             .collect::<Result<_, _>>()?,
-        Some(_) => return Err("message.tool_calls is not a list".into()),
+        Some(_) => return Err(NotChat::Calls),
     };
     let prompt_eval_count = top.get("prompt_eval_count").and_then(Value::as_u64);
     Ok(Reply {
@@ -122,15 +154,16 @@ pub fn read_reply(reply: &Value) -> Result<Reply, String> {
     })
 }
 
-fn native_call(i: usize, item: &Value) -> Result<NativeCall, String> {
+/// The `i`th of `message.tool_calls`.
+fn native_call(i: usize, item: &Value) -> Result<NativeCall, NotChat> {
     let function = item
         .get("function")
         .and_then(Value::as_object)
-        .ok_or_else(|| format!("message.tool_calls[{i}] holds no function object"))?;
+        .ok_or(NotChat::Function(i))?;
     let name = function
         .get("name")
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("message.tool_calls[{i}].function.name is not a string"))?;
+        .ok_or(NotChat::Name(i))?;
     let arguments = match function.get("arguments") {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(v) => v.clone(),
@@ -207,7 +240,7 @@ mod tests {
             ),
         ] {
             let e = read_reply(&v).unwrap_err();
-            assert!(e.contains(why), "{v}: {e}");
+            assert!(e.to_string().contains(why), "{v}: {e}");
         }
     }
 }

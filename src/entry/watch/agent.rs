@@ -22,6 +22,30 @@ use std::time::{Duration, Instant};
 /// is kept in the log cut, and read as no event.
 const LINE_MAX: usize = 16 << 20;
 
+/// Why the watcher could not start the agent's session or say something
+/// as the run.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The run's words are the agent machine's to say, never its watcher's.
+    #[error("on an agent machine the watcher posts nothing as the run")]
+    OnMachine,
+    /// The post was refused: the field at fault, when it names one, and why.
+    #[error("{}{reason}", field.as_ref().map(|f| format!("{f}: ")).unwrap_or_default())]
+    Refused {
+        field: Option<String>,
+        reason: String,
+    },
+    /// The agent's standard input could not be written.
+    #[error(transparent)]
+    Write(#[from] std::io::Error),
+    /// The agent's output ended first.
+    #[error("the agent ended before it answered")]
+    Gone,
+    /// Codex answered a request with an error.
+    #[error("{method}: {said}")]
+    Codex { method: &'static str, said: String },
+}
+
 /// What the watcher learns from the agent's output.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
@@ -355,9 +379,9 @@ impl Speaker {
 
     /// Posts `text` as the run's user, a reply to `to`; answers the post's
     /// hash, or why not.
-    pub fn say(&self, to: &str, text: &str) -> Result<String, String> {
+    pub fn say(&self, to: &str, text: &str) -> Result<String, SessionError> {
         if self.on_machine {
-            return Err("on an agent machine the watcher posts nothing as the run".into());
+            return Err(SessionError::OnMachine);
         }
         let cx = crate::context::Context::new(
             Some(self.repository.clone()),
@@ -367,10 +391,16 @@ impl Speaker {
         let answer = crate::registry::call("post", Ok(json!({"to": to, "text": text})), &cx, false);
         match (answer.ok, &answer.result) {
             (true, Some(r)) => Ok(r["hash"].as_str().unwrap_or("").to_string()),
-            _ => Err(answer
-                .stopped
-                .map(|s| format!("{}: {}", s.field.unwrap_or_default(), s.reason))
-                .unwrap_or_else(|| "the post was refused".into())),
+            _ => Err(match answer.stopped {
+                Some(s) => SessionError::Refused {
+                    field: s.field,
+                    reason: s.reason,
+                },
+                None => SessionError::Refused {
+                    field: None,
+                    reason: "the post was refused".into(),
+                },
+            }),
         }
     }
 
@@ -426,7 +456,7 @@ pub fn drive(
         match codex_handshake(&d, &stdin, &events) {
             Ok(t) => thread = Some(t),
             Err(why) => {
-                d.speaker.keep_error(&why);
+                d.speaker.keep_error(&why.to_string());
                 let _ = d
                     .speaker
                     .say(&d.record, &format!("The agent could not start: {why}"));
@@ -580,26 +610,29 @@ fn codex_handshake(
     d: &Driving,
     stdin: &Arc<Mutex<ChildStdin>>,
     events: &Receiver<Event>,
-) -> Result<String, String> {
-    let gone = || "the agent ended before it answered".to_string();
+) -> Result<String, SessionError> {
     write_json(
         stdin,
         &json!({"id": 1, "method": "initialize", "params": {"clientInfo":
             {"name": "ocx", "title": "OCX", "version": env!("CARGO_PKG_VERSION")},
             "capabilities": null}}),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     loop {
-        match events.recv().map_err(|_| gone())? {
+        match events.recv().map_err(|_| SessionError::Gone)? {
             Event::Answer { id: 1, error: None } => break,
             Event::Answer {
                 id: 1,
                 error: Some(e),
-            } => return Err(format!("initialize: {e}")),
+            } => {
+                return Err(SessionError::Codex {
+                    method: "initialize",
+                    said: e,
+                });
+            }
             _ => {}
         }
     }
-    write_json(stdin, &json!({"method": "initialized"})).map_err(|e| e.to_string())?;
+    write_json(stdin, &json!({"method": "initialized"}))?;
     let mut config = serde_json::Map::new();
     if let Some(servers) = d.servers.as_object() {
         for (name, server) in servers {
@@ -623,16 +656,15 @@ fn codex_handshake(
     write_json(
         stdin,
         &json!({"id": 2, "method": "thread/start", "params": params}),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     loop {
-        match events.recv().map_err(|_| gone())? {
+        match events.recv().map_err(|_| SessionError::Gone)? {
             Event::Thread(t) => return Ok(t),
             Event::Answer { id: 2, error } => {
-                return Err(format!(
-                    "thread/start: {}",
-                    error.unwrap_or_else(|| "answered no thread".into())
-                ));
+                return Err(SessionError::Codex {
+                    method: "thread/start",
+                    said: error.unwrap_or_else(|| "answered no thread".into()),
+                });
             }
             _ => {}
         }
