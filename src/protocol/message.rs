@@ -6,8 +6,9 @@
 
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 use serde::Serialize;
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+use std::cell::RefCell;
 use std::fmt;
 
 /// The protocol version this reader knows.
@@ -41,10 +42,9 @@ pub fn read(text: &[u8]) -> Reading {
     for block in json_blocks(text) {
         let value = match parse_unique(&block) {
             Ok(v) => v,
-            Err(e) if e.starts_with("duplicate key ") && block.contains("\"ocx\"") => {
-                let key = e.trim_start_matches("duplicate key ");
+            Err(Unparsed::Twice(key)) if block.contains("\"ocx\"") => {
                 return Reading::Refused {
-                    field: super::kinds::clip(key.split(" at line ").next().unwrap_or(key)),
+                    field: super::kinds::clip(&key),
                     reason: "a name is given twice".into(),
                 };
             }
@@ -144,26 +144,42 @@ fn nul_in(v: &Value, path: &str) -> Option<String> {
     }
 }
 
-/// Parses JSON refusing an object that names a key twice, which readers
-/// would otherwise disagree on.
-fn parse_unique(text: &str) -> Result<Value, String> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let v = <Unique as de::Deserialize>::deserialize(&mut de).map_err(|e| e.to_string())?;
-    de.end().map_err(|e| e.to_string())?;
-    Ok(v.0)
+/// Why a block is not one JSON value every reader reads alike.
+enum Unparsed {
+    /// An object names this key twice.
+    Twice(String),
+    /// It is not JSON.
+    Invalid,
 }
 
-struct Unique(Value);
-
-impl<'de> de::Deserialize<'de> for Unique {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(UniqueVisitor).map(Unique)
+/// Parses JSON refusing an object that names a key twice, which readers
+/// would otherwise disagree on.
+fn parse_unique(text: &str) -> Result<Value, Unparsed> {
+    let twice = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let parsed = Unique(&twice)
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
+    match (parsed, twice.into_inner()) {
+        (_, Some(key)) => Err(Unparsed::Twice(key)),
+        (Ok(v), None) => Ok(v),
+        (Err(_), None) => Err(Unparsed::Invalid),
     }
 }
 
-struct UniqueVisitor;
+/// A JSON value read as `serde_json` reads one, but for a key given twice
+/// in an object, which it keeps in its cell and refuses.
+#[derive(Clone, Copy)]
+struct Unique<'a>(&'a RefCell<Option<String>>);
 
-impl<'de> Visitor<'de> for UniqueVisitor {
+impl<'de> DeserializeSeed<'de> for Unique<'_> {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Unique<'_> {
     type Value = Value;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("JSON")
@@ -193,7 +209,7 @@ impl<'de> Visitor<'de> for UniqueVisitor {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut out = Vec::new();
-        while let Some(Unique(v)) = seq.next_element()? {
+        while let Some(v) = seq.next_element_seed(self)? {
             out.push(v);
         }
         Ok(Value::Array(out))
@@ -201,10 +217,12 @@ impl<'de> Visitor<'de> for UniqueVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
         while let Some(k) = map.next_key::<String>()? {
-            let Unique(v) = map.next_value()?;
-            if out.insert(k.clone(), v).is_some() {
-                return Err(de::Error::custom(format!("duplicate key {k}")));
+            let v = map.next_value_seed(self)?;
+            if out.contains_key(&k) {
+                *self.0.borrow_mut() = Some(k);
+                return Err(de::Error::custom("a key given twice"));
             }
+            out.insert(k, v);
         }
         Ok(Value::Object(out))
     }
