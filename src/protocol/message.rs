@@ -227,3 +227,36 @@ impl<'de> Visitor<'de> for Unique<'_> {
         Ok(Value::Object(out))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused_field(text: &str) -> Option<String> {
+        match read(text.as_bytes()) {
+            Reading::Refused { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_name_given_twice_is_refused_naming_it_at_any_depth() {
+        let top = "```json\n{\"ocx\": 1, \"kind\": \"stop\", \"kind\": \"record\"}\n```\n";
+        assert_eq!(refused_field(top).as_deref(), Some("kind"));
+        let inner = "```json\n{\"ocx\": 1, \"budget\": {\"wall\": 1, \"wall\": 9}}\n```\n";
+        assert_eq!(refused_field(inner).as_deref(), Some("wall"));
+        let listed = "```json\n{\"ocx\": 1, \"on\": [{\"a\": 1, \"a\": 2}]}\n```\n";
+        assert_eq!(refused_field(listed).as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn a_block_not_ocxs_with_a_name_twice_is_passed_over() {
+        let text = "```json\n{\"a\": 1, \"a\": 2}\n```\n\n```json\n{\"ocx\": 1, \"kind\": \"stop\"}\n```\n";
+        assert!(matches!(read(text.as_bytes()), Reading::Message { .. }));
+        let broken = "```json\n{\"ocx\": 1, \"kind\": \n```\n";
+        assert!(matches!(
+            read(broken.as_bytes()),
+            Reading::NotAMessage { .. }
+        ));
+    }
+}
