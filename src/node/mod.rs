@@ -8,6 +8,7 @@ pub mod config;
 pub mod credentials;
 pub mod daemon;
 pub mod inbox;
+pub mod log;
 pub mod machine;
 pub mod remote;
 pub mod respond;
@@ -343,7 +344,7 @@ pub fn keep_remote_without_node(root: &Path, input: &[u8]) {
     };
     let hashes = crate::fossil::export::hook_input_hashes(input);
     let held_here = wake::State::load(root).held();
-    daemon::log(root, &remote::keep(&fossil, &repo, &hashes, &held_here));
+    log::write(root, &remote::keep(&fossil, &repo, &hashes, &held_here));
 }
 
 /// Pokes the node `repo` belongs to, if it is one: a write on the node
