@@ -231,7 +231,7 @@ impl Site {
             "output.log:\n{}\nwatch.log:\n{}\nnode.log:\n{}",
             read(&dir.join("output.log")),
             read(&dir.join("watch.log")),
-            read(&self.root().join("node.log"))
+            crate::support::node_log_text(&self.root())
         )
     }
 

@@ -161,7 +161,7 @@ impl Host {
             assert!(
                 Instant::now() < until,
                 "no {prefix:?} in the run's log: {log}\nnode: {}\nwatcher: {}",
-                std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default(),
+                crate::support::node_log_text(&self.root()),
                 std::fs::read_to_string(self.run_dir(record).join("watch.log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(25));
@@ -217,7 +217,7 @@ impl Host {
         }
         panic!(
             "no response to {record}: {}",
-            std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default()
+            crate::support::node_log_text(&self.root())
         );
     }
 

@@ -7,7 +7,7 @@
 //! run's user), and exits when told to.
 
 use crate::cgi::Ext;
-use crate::support::{Repo, fossil_as, kill_from, ocx_bin, run};
+use crate::support::{self, Repo, fossil_as, kill_from, ocx_bin, run};
 use serde_json::{Value, json};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -348,8 +348,9 @@ impl Machine {
         ocx::node::config::default_root(&self.clone)
     }
 
+    /// The machine's node's log as written, for a failing test to show.
     pub(crate) fn node_log(&self) -> String {
-        std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default()
+        crate::support::node_log_text(&self.root())
     }
 }
 
@@ -434,7 +435,12 @@ fn a_run_on_an_agent_machine_hears_a_pushed_post_answers_it_as_its_user_and_is_a
     });
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(site.responses(&record).len(), 1, "never answered twice");
-    assert!(!m.node_log().contains("failed"), "{}", m.node_log());
+    assert_eq!(
+        support::logged(&m.root(), |e| e["done"] == "failed"),
+        0,
+        "{}",
+        m.node_log()
+    );
 }
 
 #[test]
@@ -545,7 +551,7 @@ fn three_machines_take_only_their_records_and_a_stop_a_killed_machine_and_a_rest
         );
         for (j, r) in records.iter().enumerate() {
             assert_eq!(
-                m.node_log().contains(&format!("opened {}", &r[..10])),
+                support::logged(&m.root(), |e| support::is(e, "opened", r)) > 0,
                 i == j,
                 "machine {i} and record {j}:\n{}",
                 m.node_log()
@@ -634,14 +640,7 @@ fn a_machine_believes_the_servers_receipts_not_its_clone_a_record_from_pat_and_a
     ])
     .current_dir(pat.path());
     let from_pat = run(c, None).ok()["record"].as_str().unwrap().to_string();
-    until("the machine ignores pat's record", 60, || {
-        m.node_log()
-            .contains(&format!(
-                "ignored record {}: its sender may not send one",
-                &from_pat[..10]
-            ))
-            .then_some(())
-    });
+    support::until_logged(&m.root(), 60, |e| support::is(e, "ignored", &from_pat));
     assert_eq!(site.caps("echo-pat"), None, "no run login made");
     assert!(!site.log().contains("Run as pat wishes"), "no run started");
 

@@ -497,3 +497,57 @@ pub fn said(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// The events of the node's log under `root`, oldest first: each line's
+/// object (a line that holds none, as the daemon's own stderr writes, is
+/// left out).
+pub fn node_log(root: &Path) -> Vec<Value> {
+    std::fs::read_to_string(root.join("node.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(Value::is_object)
+        .collect()
+}
+
+/// The node's log under `root` as written, for a failing test to show.
+pub fn node_log_text(root: &Path) -> String {
+    std::fs::read_to_string(root.join("node.log")).unwrap_or_default()
+}
+
+/// How many events of the node's log under `root` `matches` holds of.
+pub fn logged(root: &Path, matches: impl Fn(&Value) -> bool) -> usize {
+    node_log(root).iter().filter(|e| matches(e)).count()
+}
+
+/// Waits up to `within` until the node's log under `root` holds an event
+/// `matches` holds of; the first such event, or None.
+pub fn logged_within(
+    root: &Path,
+    within: Duration,
+    matches: impl Fn(&Value) -> bool,
+) -> Option<Value> {
+    let until = Instant::now() + within;
+    loop {
+        if let Some(e) = node_log(root).into_iter().find(|e| matches(e)) {
+            return Some(e);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Waits up to `secs` seconds until the node's log under `root` holds an
+/// event `matches` holds of (as `is(e, "opened", &record)`); that event.
+/// Panics, showing the log, when none comes.
+pub fn until_logged(root: &Path, secs: u64, matches: impl Fn(&Value) -> bool) -> Value {
+    logged_within(root, Duration::from_secs(secs), matches)
+        .unwrap_or_else(|| panic!("no such event in the node's log:\n{}", node_log_text(root)))
+}
+
+/// Whether event `e` is `done` about record `record`.
+pub fn is(e: &Value, done: &str, record: &str) -> bool {
+    e["done"] == done && e["record"] == record
+}
