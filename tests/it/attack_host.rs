@@ -9,7 +9,7 @@
 use crate::support::{Repo, serve};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -66,32 +66,14 @@ impl Host {
     pub(super) fn unstarted(configure: impl FnOnce(&mut Value)) -> Host {
         let repo = Repo::new();
         repo.user("maint", "a");
-        let dir = repo.dir.path().to_path_buf();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let prog = dir.join("prog");
-        let out = dir.join("out");
-        let home = dir.join("home");
-        for d in [&prog, &out, &home] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let (runner, out) = crate::support::runner_script(&repo, RUNNER);
+        let home = repo.dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
         std::fs::write(home.join("settings.json"), "original").unwrap();
-        let runner = prog.join("runner.py");
-        std::fs::write(&runner, RUNNER).unwrap();
-        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
         for (name, homes) in [("attack", json!([])), ("homed", json!([home]))] {
             let block = json!({"command": [runner], "env": {"OCX_TEST_OUT": out},
                 "homes": homes, "input": "lines"});
-            let page = dir.join(format!("{name}.md"));
-            std::fs::write(&page, format!("# A runner\n\n```json\n{block}\n```\n")).unwrap();
-            repo.fossil(&[
-                "wiki",
-                "create",
-                &format!("sandbox/{name}"),
-                page.to_str().unwrap(),
-                "--mimetype",
-                "text/x-markdown",
-            ]);
+            crate::support::runner_page(&repo, name, &block);
         }
         let (server, port) = serve(&repo.file);
         repo.json(&[

@@ -38,26 +38,7 @@ impl Node {
         repo.user("maint", "a")
             .user("rita", "gio")
             .user("mallory", "giok3");
-        let dir = repo.dir.path();
-        let out = dir.join("out");
-        std::fs::create_dir_all(&out).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
-        std::fs::create_dir_all(dir.join("prog")).unwrap();
-        let runner = dir.join("prog").join("runner.py");
-        std::fs::write(&runner, RUNNER).unwrap();
-        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let page = dir.join("page.md");
-        std::fs::write(&page, page_text(&runner, &out.join("log"))).unwrap();
-        repo.fossil(&[
-            "wiki",
-            "create",
-            "sandbox/echo",
-            page.to_str().unwrap(),
-            "--mimetype",
-            "text/x-markdown",
-        ]);
+        let out = support::echo_runner(&repo, RUNNER, json!({}));
         Node {
             node: ServedNode::start(repo),
             out,
@@ -228,8 +209,7 @@ impl Node {
 }
 
 fn page_text(runner: &Path, log: &Path) -> String {
-    let block = json!({"command": [runner], "env": {"OCX_TEST_LOG": log}, "input": "lines"});
-    format!("# The echo runner\n\n```json\n{block}\n```\n")
+    support::echo_page(runner, &json!({ "OCX_TEST_LOG": log }))
 }
 
 fn record_text(node: &str, user: &str, out: &Path) -> String {

@@ -52,28 +52,7 @@ impl Site {
     pub(crate) fn new() -> Site {
         let repo = Repo::new();
         repo.user("pat", "v4");
-        let dir = repo.dir.path();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let (prog, out) = (dir.join("prog"), dir.join("out"));
-        std::fs::create_dir_all(&prog).unwrap();
-        std::fs::create_dir_all(&out).unwrap();
-        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let runner = prog.join("runner.py");
-        std::fs::write(&runner, RUNNER).unwrap();
-        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let block = json!({"command": [runner], "env": {
-            "OCX_TEST_LOG": out.join("log"), "OCX_TEST_BIN": ocx_bin()}, "input": "lines"});
-        let page = dir.join("page.md");
-        std::fs::write(&page, format!("# echo\n\n```json\n{block}\n```\n")).unwrap();
-        repo.fossil(&[
-            "wiki",
-            "create",
-            "sandbox/echo",
-            page.to_str().unwrap(),
-            "--mimetype",
-            "text/x-markdown",
-        ]);
+        let out = support::echo_runner(&repo, RUNNER, json!({ "OCX_TEST_BIN": ocx_bin() }));
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

@@ -33,32 +33,7 @@ impl Served {
     pub fn new() -> Served {
         let repo = Repo::new();
         repo.user("pat", "v4").user("maint", "a");
-        let dir = repo.dir.path();
-        let prog = dir.join("prog");
-        let out = dir.join("out");
-        std::fs::create_dir_all(&prog).unwrap();
-        std::fs::create_dir_all(&out).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let runner = prog.join("runner.py");
-        std::fs::write(&runner, RUNNER).unwrap();
-        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let page = dir.join("page.md");
-        let block = json!({"command": [runner], "env": {"OCX_TEST_LOG": out.join("log")}, "input": "lines"});
-        std::fs::write(
-            &page,
-            format!("# The echo runner\n\n```json\n{block}\n```\n"),
-        )
-        .unwrap();
-        repo.fossil(&[
-            "wiki",
-            "create",
-            "sandbox/echo",
-            page.to_str().unwrap(),
-            "--mimetype",
-            "text/x-markdown",
-        ]);
+        let out = crate::support::echo_runner(&repo, RUNNER, json!({}));
         Served {
             node: ServedNode::start(repo),
             out,

@@ -551,3 +551,63 @@ pub fn until_logged(root: &Path, secs: u64, matches: impl Fn(&Value) -> bool) ->
 pub fn is(e: &Value, done: &str, record: &str) -> bool {
     e["done"] == done && e["record"] == record
 }
+
+/// The page of the runner `echo` running `runner`, with the environment
+/// `env` (an object).
+pub fn echo_page(runner: &Path, env: &Value) -> String {
+    runner_page_text(&serde_json::json!({"command": [runner], "env": env, "input": "lines"}))
+}
+
+/// A runner's page holding `block`, its definition.
+pub fn runner_page_text(block: &Value) -> String {
+    format!("# A runner\n\n```json\n{block}\n```\n")
+}
+
+/// Writes the Python `script` to `prog/runner.py` beside `repo`, and
+/// makes `out` there, where any run's account may write; the repository's
+/// directory is opened for reading, so a run's account reaches the
+/// script. The script's path and `out`.
+pub fn runner_script(repo: &Repo, script: &str) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = repo.dir.path();
+    let (prog, out) = (dir.join("prog"), dir.join("out"));
+    std::fs::create_dir_all(&prog).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let runner = prog.join("runner.py");
+    std::fs::write(&runner, script).unwrap();
+    std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (runner, out)
+}
+
+/// Defines the runner `name` in `repo` as `block`, its page written by admin.
+pub fn runner_page(repo: &Repo, name: &str, block: &Value) {
+    let page = repo.dir.path().join(format!("{name}.md"));
+    std::fs::write(&page, runner_page_text(block)).unwrap();
+    repo.fossil(&[
+        "wiki",
+        "create",
+        &format!("sandbox/{name}"),
+        page.to_str().unwrap(),
+        "--mimetype",
+        "text/x-markdown",
+    ]);
+}
+
+/// Defines the runner `echo` in `repo`: the Python `script`
+/// ([`runner_script`]) run with `OCX_TEST_LOG` naming `out/log` and the
+/// variables of `env` (an object) too; `out`.
+pub fn echo_runner(repo: &Repo, script: &str, env: Value) -> PathBuf {
+    let (runner, out) = runner_script(repo, script);
+    let mut vars = serde_json::json!({ "OCX_TEST_LOG": out.join("log") });
+    if let (Some(all), Some(more)) = (vars.as_object_mut(), env.as_object()) {
+        all.extend(more.clone());
+    }
+    runner_page(
+        repo,
+        "echo",
+        &serde_json::json!({"command": [runner], "env": vars, "input": "lines"}),
+    );
+    out
+}
