@@ -429,10 +429,7 @@ fn server_on(file: &Path, port: u16) -> Child {
         .process_group(0)
         .spawn()
         .unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::listening(port);
     child
 }
 

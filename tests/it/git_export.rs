@@ -7,7 +7,7 @@
 use crate::support::{Repo, Run, fossil, ocx_bin};
 use serde_json::Value;
 use std::io::{Read, Seek, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -117,11 +117,7 @@ impl Server {
             repo.fossil(&["settings", "backoffice-disable", "1"]);
         }
         let ext = ext();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::support::free_port();
         let child = Command::new(fossil())
             .args([
                 "server",
@@ -140,14 +136,10 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "fossil server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        assert!(
+            crate::support::listening(port),
+            "fossil server did not start"
+        );
         Server {
             child,
             port,

@@ -9,7 +9,6 @@
 use crate::cgi::Ext;
 use crate::support::{self, Repo, fossil_as, kill_from, ocx_bin, run};
 use serde_json::{Value, json};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -53,11 +52,7 @@ impl Site {
         let repo = Repo::new();
         repo.user("pat", "v4");
         let out = support::echo_runner(&repo, RUNNER, json!({ "OCX_TEST_BIN": ocx_bin() }));
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = support::free_port();
         let mut site = Site {
             repo,
             ext: Ext::new(),
@@ -110,11 +105,7 @@ impl Site {
             .spawn()
             .unwrap();
         self.server = Some(child);
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(10), "no server");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        assert!(support::listening(self.port), "no server");
     }
 
     /// Stops `fossil server` (the served node goes on).

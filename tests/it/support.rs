@@ -356,11 +356,7 @@ fn launch(file: &Path, page: bool) -> (std::process::Child, u16) {
     if page {
         site_as_a_node_keeps_it(file);
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut c = Command::new(fossil());
     c.args(["server", "--port", &port.to_string(), "--localhost"]);
     if page {
@@ -373,12 +369,7 @@ fn launch(file: &Path, page: bool) -> (std::process::Child, u16) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
-        && std::time::Instant::now() < until
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    listening(port);
     (server, port)
 }
 
@@ -610,4 +601,26 @@ pub fn echo_runner(repo: &Repo, script: &str, env: Value) -> PathBuf {
         &serde_json::json!({"command": [runner], "env": vars, "input": "lines"}),
     );
     out
+}
+
+/// A port of 127.0.0.1 free now, for a server to listen on.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits up to ten seconds until something listens on `port` of
+/// 127.0.0.1; answers whether it did.
+pub fn listening(port: u16) -> bool {
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
 }
