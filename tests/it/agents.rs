@@ -215,7 +215,7 @@ impl Site {
 
     /// The node's root.
     pub fn root(&self) -> PathBuf {
-        ocx::node::config::default_root(&self.node.repo.file.canonicalize().unwrap())
+        self.node.repo.node_root()
     }
 
     /// The run's directory of `record`.

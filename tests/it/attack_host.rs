@@ -97,7 +97,7 @@ impl Host {
     }
 
     pub(super) fn root(&self) -> PathBuf {
-        ocx::node::config::default_root(&self.repo.file.canonicalize().unwrap())
+        self.repo.node_root()
     }
 
     pub(super) fn run_dir(&self, record: &str) -> PathBuf {

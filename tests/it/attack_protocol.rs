@@ -50,7 +50,7 @@ impl Node {
     }
 
     fn root(&self) -> PathBuf {
-        ocx::node::config::default_root(&self.repo().file.canonicalize().unwrap())
+        self.repo().node_root()
     }
 
     fn url(&self) -> String {

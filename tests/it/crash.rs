@@ -620,7 +620,7 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
         .output()
         .unwrap();
     assert!(integrity.status.success(), "{integrity:?}");
-    let root = ocx::node::config::default_root(&served.file.canonicalize().unwrap());
+    let root = served.node_root();
     crate::support::handled_all(&served.file, &root, Duration::from_secs(60)).unwrap();
     let repo = ocx::fossil::Repository::open(&served.file).unwrap();
     for r in &records {

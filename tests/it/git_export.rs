@@ -385,7 +385,7 @@ fn a_checkin_pushed_to_fossil_is_in_the_next_fetch_through_the_node() {
     let cloned = clone(work.path(), &server.url("/ext/git/repo.git"), &[]).unwrap();
     push_checkin(&repo, &server, "c.txt", "pushed through the node", &|| {});
     let seen = fetched_within(&cloned, "pushed through the node", Duration::from_secs(30));
-    let root = repo.dir.path().join("repo.fossil.ocx-node");
+    let root = repo.node_root();
     let log = crate::support::node_log_text(&root);
     let exported = crate::support::logged(&root, |e| e["done"] == "exported" && e["count"] == 1);
     let _ = repo.json(&["node", "stop"]);

@@ -157,7 +157,7 @@ impl Served {
     }
 
     pub fn root(&self) -> PathBuf {
-        ocx::node::config::default_root(&self.node.repo.file.canonicalize().unwrap())
+        self.node.repo.node_root()
     }
 
     /// The node's log as written, for a failing test to show.

@@ -132,11 +132,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         .to_string();
     let all = results(&out);
     let password = std::fs::read_to_string(
-        ocx::node::config::NodeConfig::run_dir(
-            &ocx::node::config::default_root(&s.repo.file.canonicalize().unwrap()),
-            &record,
-        )
-        .join("password"),
+        ocx::node::config::NodeConfig::run_dir(&s.repo.node_root(), &record).join("password"),
     )
     .unwrap();
     let seen = std::fs::read(out.join("seen.bin")).unwrap();
@@ -226,7 +222,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         local.iter().any(|t| t == "ocx_test") && local.iter().any(|t| t == "ocx_save"),
         "the run's own ocx --mcp offers the workspace tools: {local:?}"
     );
-    let root = ocx::node::config::default_root(&s.repo.file.canonicalize().unwrap());
+    let root = s.repo.node_root();
     let clone =
         ocx::node::config::NodeConfig::run_dir(&root, &record).join("disk/ws/.clone.fossil");
     assert!(

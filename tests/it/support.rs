@@ -298,6 +298,11 @@ impl Repo {
         .unwrap()
     }
 
+    /// The root of the node this repository is (or would be).
+    pub fn node_root(&self) -> PathBuf {
+        ocx::node::config::default_root(&self.file.canonicalize().unwrap())
+    }
+
     /// The server-code.
     pub fn server_code(&self) -> String {
         ocx::fossil::Repository::open(&self.file)
