@@ -281,13 +281,13 @@ pub fn last(root: &Path, n: usize) -> std::io::Result<Vec<Logged>> {
     Ok(lines[from..].iter().map(|l| Logged::of(l)).collect())
 }
 
-/// The time now, as an event holds it (RFC 3339, UTC, to the millisecond).
+/// The time now, as an event holds it: RFC 3339 in UTC, always to the
+/// millisecond, so every event's time is as long as every other's.
 fn now() -> String {
-    let t = time::OffsetDateTime::now_utc();
-    let t = t
-        .replace_nanosecond(t.millisecond() as u32 * 1_000_000)
-        .unwrap_or(t);
-    t.format(&time::format_description::well_known::Rfc3339)
+    time::OffsetDateTime::now_utc()
+        .format(time::macros::format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+        ))
         .unwrap_or_default()
 }
 
@@ -340,6 +340,17 @@ mod tests {
         assert!(!line.contains('\n') && !line.contains('\u{202e}'), "{line}");
         assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), e);
         assert!(!e.line().contains('\n') && !e.line().contains('\u{202e}'));
+    }
+
+    #[test]
+    fn an_events_time_is_rfc_3339_in_utc_to_the_millisecond() {
+        let t = now();
+        assert_eq!(t.len(), 24, "{t}");
+        assert_eq!(
+            (&t[4..5], &t[10..11], &t[19..20], &t[23..]),
+            ("-", "T", ".", "Z"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -947,9 +947,9 @@ fn hostile_posts_by_anyone_leave_the_node_acting_on_the_next_good_record() {
     );
     for e in &events {
         assert!(
-            e["time"]
-                .as_str()
-                .is_some_and(|t| t.len() > 20 && t.as_bytes()[..4].iter().all(u8::is_ascii_digit))
+            e["time"].as_str().is_some_and(|t| t.len() == 24
+                && t.ends_with('Z')
+                && t.as_bytes()[..4].iter().all(u8::is_ascii_digit))
                 && e["done"].is_string(),
             "each event is the node's own: {e}"
         );
