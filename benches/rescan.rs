@@ -74,7 +74,7 @@ fn main() {
     }
     store::store(&fossil, &repo, "admin", &batch, true).unwrap();
     let answered = wake::wake(&root, &ocx::fossil::kept::Kept::new()).unwrap();
-    let refused = answered.iter().filter(|l| l.starts_with("refused")).count();
+    let refused = answered.iter().filter(|e| e.done == "refused").count();
     assert_eq!(refused, RECORDS, "{answered:#?}");
     let artifacts = repo.all_hashes().unwrap().len();
     println!("repository: {artifacts} artifacts, {RECORDS} records answered");
@@ -86,7 +86,7 @@ fn main() {
     assert!(
         rescan
             .iter()
-            .all(|l| !l.starts_with("refused") && !l.starts_with("opened")),
+            .all(|e| e.done != "refused" && e.done != "opened"),
         "acted twice: {rescan:#?}"
     );
     assert_eq!(repo.all_hashes().unwrap().len(), artifacts);

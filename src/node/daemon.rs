@@ -10,66 +10,22 @@
 //! It opens the repository and learns `fossil` once, for every wake.
 
 use super::config::NodeConfig;
+use super::log::{self, Done, Event};
 use super::wake::{self, State};
 use super::{NodeError, machine};
 use crate::fossil::kept::Kept;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
-
-/// Whether the node runs in the foreground, its log lines also on stderr.
-static FOREGROUND: AtomicBool = AtomicBool::new(false);
-
-/// Appends `lines` to the node's log, each stamped and made one line (and
-/// to stderr as well when the node runs in the foreground).
-pub(crate) fn log(root: &Path, lines: &[String]) {
-    if lines.is_empty() {
-        return;
-    }
-    if FOREGROUND.load(Ordering::Relaxed) {
-        let mut err = std::io::stderr().lock();
-        for l in lines {
-            let _ = writeln!(err, "{} {}", crate::fossil::artifact::now(), one_line(l));
-        }
-    }
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(root.join("node.log"))
-    {
-        for l in lines {
-            let _ = writeln!(f, "{} {}", crate::fossil::artifact::now(), one_line(l));
-        }
-    }
-}
-
-/// A log line as written: each control character (and each bidirectional
-/// override) escaped, so no text a poster wrote starts a line of its own
-/// or hides what follows.
-fn one_line(line: &str) -> String {
-    line.chars()
-        .map(|c| {
-            if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
 
 /// Answers `lost` for each open session whose watcher is gone (C3, C4),
 /// first clearing each run's filesystem a gone watcher left; answers what
-/// it did.
-pub fn sweep_lost(root: &Path) -> Result<Vec<String>, NodeError> {
+/// it did, an event each.
+pub fn sweep_lost(root: &Path) -> Result<Vec<Event>, NodeError> {
     sweep_lost_keeping(root, &Kept::new())
 }
 
 /// [`sweep_lost`] with the repository and `fossil` the node keeps.
-fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<String>, NodeError> {
+fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<Event>, NodeError> {
     let _lock = super::lock(&root.join("wake.lock"), true)?;
     let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
     let fossil = kept
@@ -117,12 +73,12 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<String>, Node
                 "the node lost the run's watcher",
                 true,
             )?;
-            done.push(format!("answered {} lost", &hash[..10]));
+            done.push(Event::new(Done::Lost, "the node lost the run's watcher").record(&hash));
         }
         state.open.remove(&hash);
     }
     state.save(root)?;
-    log(root, &done);
+    log::write(root, &done);
     Ok(done)
 }
 
@@ -155,10 +111,10 @@ pub fn claim_uids(
 /// lines on stderr too (for systemd and the like); a fatal error is
 /// logged and answered.
 pub fn run_foreground(root: &Path) -> Result<(), NodeError> {
-    FOREGROUND.store(true, Ordering::Relaxed);
+    log::to_stderr_too();
     let ran = run(root);
     if let Err(e) = &ran {
-        log(root, &[format!("the node stopped: {e}")]);
+        log::write(root, &[Event::new(Done::NodeStopped, e.to_string())]);
     }
     ran
 }
@@ -200,15 +156,29 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
         });
     }
     let kept = Kept::new();
-    log(
-        root,
-        &sweep_lost_keeping(root, &kept).unwrap_or_else(|e| vec![format!("sweep failed: {e}")]),
-    );
+    if let Err(e) = sweep_lost_keeping(root, &kept) {
+        log::write(
+            root,
+            &[Event::new(
+                Done::Failed,
+                format!("the sweep for lost runs failed: {e}"),
+            )],
+        );
+    }
     loop {
         match std::panic::catch_unwind(|| wake::wake(root, &kept)) {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => log(root, &[format!("wake failed: {e}")]),
-            Err(_) => log(root, &["wake failed: the node panicked".to_string()]),
+            Ok(Err(e)) => log::write(
+                root,
+                &[Event::new(Done::Failed, format!("the wake failed: {e}"))],
+            ),
+            Err(_) => log::write(
+                root,
+                &[Event::new(
+                    Done::Failed,
+                    "the wake failed: the node panicked",
+                )],
+            ),
         }
         if rx.recv().is_err() {
             return Ok(());

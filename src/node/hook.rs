@@ -5,7 +5,7 @@
 //! the node's repository), with what the hook does where no node took one.
 
 use super::config::NodeConfig;
-use super::{daemon, remote, respond, wake};
+use super::{remote, respond, wake};
 use crate::fossil::{FossilError, Repository};
 use std::path::{Path, PathBuf};
 
@@ -99,7 +99,7 @@ pub fn keep_remote_without_node(root: &Path, input: &[u8]) {
     };
     let hashes = crate::fossil::export::hook_input_hashes(input);
     let held_here = wake::State::load(root).held();
-    daemon::log(root, &remote::keep(&fossil, &repo, &hashes, &held_here));
+    super::log::write(root, &remote::keep(&fossil, &repo, &hashes, &held_here));
 }
 
 /// Pokes the node `repo` belongs to, if it is one: a write on the node

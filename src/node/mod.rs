@@ -13,6 +13,7 @@ pub mod daemon;
 pub mod enforce;
 pub mod hook;
 pub mod inbox;
+pub mod log;
 pub mod machine;
 pub mod page;
 pub mod receipts;

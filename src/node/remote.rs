@@ -9,6 +9,7 @@
 //! row. Done by the served node at each wake, and by the hook where no
 //! node takes its poke; each step may be done again without harm.
 
+use super::log::{Done, Event};
 use super::receipts::Receipts;
 use super::wake::{RUN_CAPABILITIES, beyond_sender, may_send_requests};
 use super::{NodeError, run_user};
@@ -45,10 +46,15 @@ pub fn keep(
     repo: &Repository,
     hashes: &[String],
     held_here: &[(String, String)],
-) -> Vec<String> {
+) -> Vec<Event> {
     let own = match repo.server_code() {
         Ok(own) => own,
-        Err(e) => return vec![format!("could not keep remote runs: {e}")],
+        Err(e) => {
+            return vec![Event::new(
+                Done::Failed,
+                format!("could not keep remote runs: {e}"),
+            )];
+        }
     };
     let mut report = open_all(fossil, repo, &own, hashes, held_here);
     report.extend(withdraw(fossil, repo));
@@ -66,13 +72,17 @@ pub fn open_all(
     own: &str,
     hashes: &[String],
     held_here: &[(String, String)],
-) -> Vec<String> {
+) -> Vec<Event> {
     let mut report = Vec::new();
     for hash in hashes {
         match open(fossil, repo, hash, own, held_here) {
-            Ok(Some(line)) => report.push(line),
+            Ok(Some(event)) => report.push(event.arrival(hash).record(hash)),
             Ok(None) => {}
-            Err(e) => report.push(format!("could not keep {hash}'s remote run: {e}")),
+            Err(e) => report.push(
+                Event::new(Done::Failed, format!("could not keep its remote run: {e}"))
+                    .arrival(hash)
+                    .record(hash),
+            ),
         }
     }
     report
@@ -81,16 +91,23 @@ pub fn open_all(
 /// Withdraws the run's login of each kept remote run whose response
 /// counts, and forgets every password an earlier release kept in the rows
 /// of remote runs and logins' keys; a line each for what it did.
-pub fn withdraw(fossil: &Fossil, repo: &Repository) -> Vec<String> {
+pub fn withdraw(fossil: &Fossil, repo: &Repository) -> Vec<Event> {
     let mut report = match crate::fossil::repo::forget_kept_passwords(fossil, repo) {
         Ok(0) => Vec::new(),
-        Ok(n) => vec![format!("forgot the passwords {n} rows kept")],
-        Err(e) => vec![format!("could not forget the passwords rows keep: {e}")],
+        Ok(n) => vec![
+            Event::new(Done::ForgotPasswords, format!("{n} rows kept passwords")).count(n as u64),
+        ],
+        Err(e) => vec![Event::new(
+            Done::Failed,
+            format!("could not forget the passwords rows keep: {e}"),
+        )],
     };
-    report.extend(
-        withdraw_answered(fossil, repo)
-            .unwrap_or_else(|e| vec![format!("could not withdraw remote runs: {e}")]),
-    );
+    report.extend(withdraw_answered(fossil, repo).unwrap_or_else(|e| {
+        vec![Event::new(
+            Done::Failed,
+            format!("could not withdraw remote runs: {e}"),
+        )]
+    }));
     report
 }
 
@@ -130,11 +147,10 @@ fn open(
     hash: &str,
     own: &str,
     held_here: &[(String, String)],
-) -> Result<Option<String>, NodeError> {
+) -> Result<Option<Event>, NodeError> {
     let Some((r, machine)) = remote_record(repo, hash, own)? else {
         return Ok(None);
     };
-    let short = short(hash);
     if repo.remote_run(hash)?.is_some()
         || r.problem.is_some()
         || Receipts::served(repo)
@@ -144,20 +160,21 @@ fn open(
         return Ok(None);
     }
     if !may_send_requests(repo, r.said.from.as_deref())? {
-        return Ok(Some(format!(
-            "made no login for {short}: its sender may not send a record"
+        return Ok(Some(Event::new(
+            Done::MadeNoLogin,
+            "its sender may not send a record",
         )));
     }
     if let Some(reason) = beyond_sender(repo, &r)? {
-        return Ok(Some(format!("made no login for {short}: {reason}")));
+        return Ok(Some(Event::new(Done::MadeNoLogin, reason)));
     }
     let user = r.record.user.clone();
     let standing = match run_user::check(repo, &user, Some(&machine), true)? {
         Ok(s) => s,
         Err(p) => {
-            return Ok(Some(format!(
-                "made no login for {short}: {}: {}",
-                p.field, p.reason
+            return Ok(Some(Event::new(
+                Done::MadeNoLogin,
+                format!("{}: {}", p.field, p.reason),
             )));
         }
     };
@@ -167,17 +184,17 @@ fn open(
     };
     if let Err(p) = run_user::check_sender_names_new(repo, &user, standing, sender_is_admin, hash)?
     {
-        return Ok(Some(format!(
-            "made no login for {short}: {}: {}",
-            p.field, p.reason
+        return Ok(Some(Event::new(
+            Done::MadeNoLogin,
+            format!("{}: {}", p.field, p.reason),
         )));
     }
     let mut held = held(repo)?;
     held.extend_from_slice(held_here);
     if let Some(other) = run_user::held_by_another(&held, &user, hash) {
-        return Ok(Some(format!(
-            "made no login for {short}: {user} has another open record ({})",
-            self::short(other)
+        return Ok(Some(Event::new(
+            Done::MadeNoLogin,
+            format!("{user} has another open record ({})", short(other)),
         )));
     }
     let password = super::random_password();
@@ -202,9 +219,9 @@ fn open(
         &remote_run_row(hash),
         &serde_json::to_string(&kept).unwrap_or_default(),
     )?;
-    Ok(Some(format!(
-        "made {user} for {short} on the agent machine {machine}"
-    )))
+    Ok(Some(
+        Event::new(Done::MadeLogin, format!("for the agent machine {machine}")).login(&user),
+    ))
 }
 
 /// The run logins the served side holds for agent machines' open
@@ -223,7 +240,7 @@ pub fn held(repo: &Repository) -> Result<Vec<(String, String)>, NodeError> {
 /// Withdraws the run's login of each kept remote run whose record's
 /// response counts (sent by the machine's login, or an administrator's
 /// `lost` past the run's wall), and forgets its row.
-fn withdraw_answered(fossil: &Fossil, repo: &Repository) -> Result<Vec<String>, NodeError> {
+fn withdraw_answered(fossil: &Fossil, repo: &Repository) -> Result<Vec<Event>, NodeError> {
     let mut report = Vec::new();
     for (hash, text) in repo.remote_runs()? {
         let Some(receipt) = repo.receipt(&hash)? else {
@@ -248,7 +265,11 @@ fn withdraw_answered(fossil: &Fossil, repo: &Repository) -> Result<Vec<String>, 
             fossil.user_capabilities(repo.path(), user, "")?;
         }
         fossil.config_delete(repo.path(), &remote_run_row(&hash))?;
-        report.push(format!("withdrew {user}: {} was answered", short(&hash)));
+        report.push(
+            Event::new(Done::Withdrew, "its record was answered")
+                .record(&hash)
+                .login(user),
+        );
     }
     Ok(report)
 }

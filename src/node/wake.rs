@@ -8,6 +8,7 @@
 
 use super::config::NodeConfig;
 use super::inbox::Delivery;
+use super::log::{self, Done, Event};
 use super::receipts::Receipts;
 use super::spool::{
     await_reader, claim_checkin_run, deliver, prepare_run_dir, signal_watcher, watcher_alive,
@@ -105,8 +106,8 @@ impl State {
     }
 }
 
-/// What a wake did, a line each, for the node's log and for tests.
-pub type Report = Vec<String>;
+/// What a wake did, an event each, for the node's log.
+pub type Report = Vec<Event>;
 
 /// One wake: acts on every arrival since the last, in order, with the
 /// repository and `fossil` the node keeps (its configuration read anew).
@@ -126,8 +127,9 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     if receipts.asked().is_none() {
         match super::site::keep_policy(&fossil, &repo) {
             Ok(line) => report.extend(line),
-            Err(e) => report.push(format!(
-                "could not keep the site's Content-Security-Policy: {e}"
+            Err(e) => report.push(Event::new(
+                Done::Failed,
+                format!("could not keep the site's Content-Security-Policy: {e}"),
             )),
         }
     }
@@ -138,7 +140,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             a.sender = r.sender().map(str::to_string);
         }
     }
-    super::daemon::log(root, &report);
+    log::write(root, &report);
     let logged_first = report.len();
     let mut node = Node {
         root,
@@ -170,7 +172,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             let held_here = node.state.held();
             let lines =
                 super::remote::open_all(&fossil, &repo, &cfg.server_code, &remote, &held_here);
-            super::daemon::log(root, &lines);
+            log::write(root, &lines);
             node.report.extend(lines);
             logged = node.report.len();
         }
@@ -186,7 +188,7 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
             node.state.last_rid = node.state.last_rid.max(a.rid);
             node.state.phantoms.retain(|p| *p != a.rid);
             if node.report.len() > logged || node.state.open.len() != open {
-                super::daemon::log(root, &node.report[logged..]);
+                log::write(root, &node.report[logged..]);
                 logged = node.report.len();
                 node.state.save(root)?;
             }
@@ -199,8 +201,12 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     let over = node.state.phantoms.len().saturating_sub(PHANTOMS_KEPT);
     node.state.phantoms.drain(..over);
     if node.away {
-        super::daemon::log(root, &node.report[logged..]);
-        let away = node.report.last().cloned().unwrap_or_default();
+        log::write(root, &node.report[logged..]);
+        let away = node
+            .report
+            .last()
+            .map(|e| e.why.clone())
+            .unwrap_or_default();
         state.save(root)?;
         return Err(NodeError::Away(away));
     }
@@ -216,12 +222,12 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         let withdrawn = super::remote::withdraw(&fossil, &repo);
         node.report.extend(withdrawn);
     }
-    super::daemon::log(root, &report[logged..]);
+    log::write(root, &report[logged..]);
     state.save(root)?;
     if let (Some(export), true) = (export, changes_export) {
-        let line = export_line(export.keep_current(&fossil, &cfg.repository, Wait::No));
-        super::daemon::log(root, std::slice::from_ref(&line));
-        report.push(line);
+        let event = export_event(export.keep_current(&fossil, &cfg.repository, Wait::No));
+        log::write(root, std::slice::from_ref(&event));
+        report.push(event);
     }
     Ok(report)
 }
@@ -293,19 +299,25 @@ fn adds_to_export(repo: &Repository, a: &Arrival) -> bool {
     }
 }
 
-/// The log's line for one keeping of the export.
-fn export_line(kept: Result<Option<LastRun>, crate::git::GitError>) -> String {
+/// The log's event for one keeping of the export.
+fn export_event(kept: Result<Option<LastRun>, crate::git::GitError>) -> Event {
     match kept {
         Ok(Some(LastRun {
             failure: Some(f), ..
-        })) => format!("the git export failed: {f}"),
-        Ok(Some(run)) => format!(
-            "exported {} check-ins to git in {} runs",
-            run.added.iter().sum::<u64>(),
-            run.runs
+        })) => Event::new(Done::Failed, format!("the git export failed: {f}")),
+        Ok(Some(run)) => {
+            let added = run.added.iter().sum::<u64>();
+            Event::new(
+                Done::Exported,
+                format!("{added} check-ins to git in {} runs", run.runs),
+            )
+            .count(added)
+        }
+        Ok(None) => Event::new(
+            Done::ExportHeld,
+            "another run of the git export holds it, and exports again",
         ),
-        Ok(None) => "the git export is held by another run, which exports again".into(),
-        Err(e) => format!("the git export failed: {e}"),
+        Err(e) => Event::new(Done::Failed, format!("the git export failed: {e}")),
     }
 }
 
@@ -417,16 +429,23 @@ impl Node<'_> {
                 match acted {
                     Ok(Ok(())) => return,
                     Ok(Err(NodeError::Page(e))) => {
-                        self.report
-                            .push(format!("held back {} for a later wake: {e}", a.hash));
+                        self.report.push(
+                            Event::new(Done::HeldBack, format!("for a later wake: {e}"))
+                                .arrival(&a.hash),
+                        );
                         self.away = true;
                         return;
                     }
                     Ok(Err(NodeError::Fossil(e))) if e.is_busy() => {
-                        self.report.push(format!(
-                            "held back {} for a later wake: another writer holds the repository: {e}",
-                            a.hash
-                        ));
+                        self.report.push(
+                            Event::new(
+                                Done::HeldBack,
+                                format!(
+                                    "for a later wake: another writer holds the repository: {e}"
+                                ),
+                            )
+                            .arrival(&a.hash),
+                        );
                         self.away = true;
                         return;
                     }
@@ -437,20 +456,25 @@ impl Node<'_> {
         };
         let reason = crate::protocol::kinds::clip(&reason);
         self.report
-            .push(format!("failed on arrival {}: {reason}", a.hash));
+            .push(Event::new(Done::Failed, reason.clone()).arrival(&a.hash));
         let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.refuse_failed(a, &reason)
         }));
         match refused {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => self
-                .report
-                .push(format!("could not refuse arrival {}: {e}", a.hash)),
-            Err(panic) => self.report.push(format!(
-                "could not refuse arrival {}: the node panicked: {}",
-                a.hash,
-                panic_text(panic.as_ref())
-            )),
+            Ok(Err(e)) => self.report.push(
+                Event::new(Done::Failed, format!("could not refuse it: {e}")).arrival(&a.hash),
+            ),
+            Err(panic) => self.report.push(
+                Event::new(
+                    Done::Failed,
+                    format!(
+                        "could not refuse it: the node panicked: {}",
+                        panic_text(panic.as_ref())
+                    ),
+                )
+                .arrival(&a.hash),
+            ),
         }
     }
 
@@ -476,8 +500,11 @@ impl Node<'_> {
                 .any(|(_, u)| u == user);
         let note = format!("record: the node could not act on it: {reason}");
         self.answer(&r, "refused", &note, opened || granted)?;
-        self.report
-            .push(format!("refused {}: {note}", &r.hash[..10]));
+        self.report.push(
+            Event::new(Done::Refused, note)
+                .arrival(&a.hash)
+                .record(&r.hash),
+        );
         Ok(())
     }
 
@@ -551,7 +578,7 @@ impl Node<'_> {
                     text: text.to_string(),
                 },
             };
-            self.give(&hash, &delivery.line());
+            self.give(&hash, &a.hash, &delivery.line());
         }
         Ok(())
     }
@@ -569,28 +596,26 @@ impl Node<'_> {
                     branch: branch.to_string(),
                     by: sender.clone(),
                 };
-                self.give(&hash, &delivery.line());
+                self.give(&hash, &a.hash, &delivery.line());
             } else if claim_checkin_run(self.root, &hash, &a.hash)? {
                 super::spawn::spawn_watcher(self.root, self.cfg, &hash, Some(&a.hash))?;
-                self.report
-                    .push(format!("ran {} on check-in {}", &hash[..10], &a.hash[..10]));
+                self.report.push(
+                    Event::new(Done::Ran, format!("on check-in {}", &a.hash[..10]))
+                        .arrival(&a.hash)
+                        .record(&hash),
+                );
             }
         }
         Ok(())
     }
 
-    fn give(&mut self, record: &str, line: &str) {
+    fn give(&mut self, record: &str, arrival: &str, line: &str) {
         let dir = NodeConfig::run_dir(self.root, record);
-        match deliver(&dir, line) {
-            Ok(()) => self.report.push(format!(
-                "gave {}: {}",
-                &record[..10],
-                line.lines().next().unwrap_or("")
-            )),
-            Err(e) => self
-                .report
-                .push(format!("could not give {}: {e}", &record[..10])),
-        }
+        let event = match deliver(&dir, line) {
+            Ok(()) => Event::new(Done::Delivered, line.lines().next().unwrap_or("")),
+            Err(e) => Event::new(Done::Failed, format!("could not deliver it: {e}")),
+        };
+        self.report.push(event.arrival(arrival).record(record));
     }
 
     fn message(&mut self, a: &Arrival, kind: Kind) -> Result<(), NodeError> {
@@ -598,10 +623,13 @@ impl Node<'_> {
             Kind::Known(m) | Kind::Refused(m, _) => m.clone(),
             Kind::Other => return Ok(()),
             Kind::Malformed(p) => {
-                self.report.push(format!(
-                    "ignored message {}: {}: {}",
-                    a.hash, p.field, p.reason
-                ));
+                self.report.push(
+                    Event::new(
+                        Done::Ignored,
+                        format!("a malformed message: {}: {}", p.field, p.reason),
+                    )
+                    .arrival(&a.hash),
+                );
                 return Ok(());
             }
         };
@@ -611,10 +639,11 @@ impl Node<'_> {
         match message {
             Message::Record(_) => {
                 if !self.may_send_requests(a.sender.as_deref())? {
-                    self.report.push(format!(
-                        "ignored record {}: its sender may not send one",
-                        &a.hash[..10]
-                    ));
+                    self.report.push(
+                        Event::new(Done::Ignored, "its sender may not send a record")
+                            .arrival(&a.hash)
+                            .record(&a.hash),
+                    );
                     return Ok(());
                 }
                 let Some(standing) = self.standing(&a.hash)? else {
@@ -630,10 +659,11 @@ impl Node<'_> {
             }
             Message::Stop(s) => {
                 if !self.may_stop(a.sender.as_deref(), &s.stops)? {
-                    self.report.push(format!(
-                        "ignored stop {}: its sender may not send one",
-                        &a.hash[..10]
-                    ));
+                    self.report.push(
+                        Event::new(Done::Ignored, "its sender may not send this stop")
+                            .arrival(&a.hash)
+                            .record(&s.stops),
+                    );
                     return Ok(());
                 }
                 self.stop(&s.stops)
@@ -641,6 +671,12 @@ impl Node<'_> {
             Message::Response(r) => {
                 if a.sender.as_deref() == Some(self.cfg.login.as_str()) {
                     self.state.open.remove(&r.answers);
+                    self.report.push(
+                        Event::new(Done::Answered, r.note.clone())
+                            .arrival(&a.hash)
+                            .record(&r.answers)
+                            .outcome(&r.outcome),
+                    );
                 }
                 Ok(())
             }
@@ -651,7 +687,7 @@ impl Node<'_> {
         let note = format!("{field}: {reason}");
         self.answer(r, "refused", &note, false)?;
         self.report
-            .push(format!("refused {}: {note}", &r.hash[..10]));
+            .push(Event::new(Done::Refused, note).record(&r.hash));
         Ok(())
     }
 
@@ -665,7 +701,7 @@ impl Node<'_> {
         }
         self.state.open.insert(r.hash.clone(), open_run(r));
         self.report
-            .push(format!("found {} still running", &r.hash[..10]));
+            .push(Event::new(Done::FoundRunning, "its watcher holds it still").record(&r.hash));
         true
     }
 
@@ -795,8 +831,14 @@ impl Node<'_> {
             super::spawn::spawn_watcher(self.root, self.cfg, &r.hash, None)?;
             await_reader(&dir);
         }
-        self.report
-            .push(format!("opened {} as {user}", &r.hash[..10]));
+        self.report.push(
+            Event::new(
+                Done::Opened,
+                format!("sent by {}", r.said.from.as_deref().unwrap_or("nobody")),
+            )
+            .record(&r.hash)
+            .login(user),
+        );
         Ok(())
     }
 
@@ -807,14 +849,18 @@ impl Node<'_> {
         let dir = NodeConfig::run_dir(self.root, record);
         if open.session && watcher_alive(&dir) {
             signal_watcher(&dir);
-            self.report.push(format!("stopping {}", &record[..10]));
+            self.report.push(
+                Event::new(Done::Stopping, "a stop arrived; its watcher ends the run")
+                    .record(record),
+            );
             return Ok(());
         }
         if let Some(r) = self.standing(record)? {
             self.answer(&r, "stopped", "stopped by a stop", true)?;
         }
         self.state.open.remove(record);
-        self.report.push(format!("stopped {}", &record[..10]));
+        self.report
+            .push(Event::new(Done::Stopped, "stopped by a stop").record(record));
         Ok(())
     }
 }

@@ -1,7 +1,8 @@
 //! `node`: starts the node's process for this repository (answering
 //! `lost` for each open session whose watcher is gone), detached or in the
 //! foreground (for systemd and the like), or stops it, saying which runs
-//! still go (runs outlive their node) or ending them too. A node started as
+//! still go (runs outlive their node) or ending them too, or shows the
+//! last events of its log, a line each. A node started as
 //! root is refused when another node of the host holds host uids
 //! overlapping its `run_uids`.
 
@@ -22,6 +23,8 @@ pub enum NodeAction {
     Start,
     /// Stop the node's process (runs go on; their watchers answer them).
     Stop,
+    /// Show the last events of the node's log, a line each (`--json`: the events themselves).
+    Log,
 }
 
 /// Input of `node`.
@@ -36,7 +39,13 @@ pub struct Input {
     /// With stop: end every run still going too, each answered `stopped` with a note saying its node ended it.
     #[serde(default)]
     pub runs: bool,
+    /// With log: how many of the last events to show (20 unless given).
+    #[serde(default)]
+    pub last: Option<usize>,
 }
+
+/// How many events `node log` shows unless told.
+const LAST: usize = 20;
 
 /// What `node` did.
 #[derive(Serialize, JsonSchema)]
@@ -55,6 +64,10 @@ pub struct Output {
     /// page, runs that hold their password cannot learn who sent what.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// With log: the log's last lines, oldest first: each an event, or
+    /// the text of a line that holds none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<Vec<node::log::Logged>>,
 }
 
 /// The `node` tool.
@@ -64,10 +77,16 @@ impl Tool for NodeTool {
     type Input = Input;
     type Output = Output;
     const NAME: &'static str = "node";
-    const SUMMARY: &'static str =
-        "Start the node's process (answering `lost` for runs whose watcher is gone), or stop it.";
+    const SUMMARY: &'static str = "Start the node's process (answering `lost` for runs whose watcher is gone), stop it, or show its log's last events.";
     const NEEDS: Needs = Needs::Any("as");
     const WRITES: bool = true;
+
+    fn text(output: &Output) -> String {
+        match &output.log {
+            Some(lines) => lines.iter().map(|l| l.line() + "\n").collect(),
+            None => crate::answer::value_text(&serde_json::to_value(output).unwrap_or_default()),
+        }
+    }
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let repo = call.repo()?;
@@ -93,9 +112,29 @@ impl Tool for NodeTool {
         if input.runs && input.action != NodeAction::Stop {
             return Err(Stop::field("runs", "is for stop only").next("ocx node stop --runs"));
         }
+        if input.last.is_some() && input.action != NodeAction::Log {
+            return Err(Stop::field("last", "is for log only").next("ocx node log --last 50"));
+        }
         let running =
             |root: &std::path::Path| matches!(node::lock(&root.join("node.lock"), false), Ok(None));
         match input.action {
+            NodeAction::Log => {
+                let log = node::log::last(&root, input.last.unwrap_or(LAST)).map_err(|e| {
+                    Stop::failed(format!(
+                        "cannot read {}: {e}",
+                        node::log::file(&root).display()
+                    ))
+                })?;
+                Ok(Output {
+                    root: root.display().to_string(),
+                    lost: Vec::new(),
+                    running: running(&root),
+                    runs: Vec::new(),
+                    ended: Vec::new(),
+                    warning: None,
+                    log: Some(log),
+                })
+            }
             NodeAction::Stop => {
                 if !call.dry_run
                     && let Some(pid) = std::fs::read_to_string(root.join("node.pid"))
@@ -139,6 +178,7 @@ impl Tool for NodeTool {
                         .collect(),
                     ended,
                     warning: None,
+                    log: None,
                 })
             }
             NodeAction::Start if input.foreground && !call.dry_run => {
@@ -150,8 +190,7 @@ impl Tool for NodeTool {
                     .next("stop it first: ocx node stop"));
                 }
                 node::daemon::run_foreground(&root).map_err(|e| {
-                    Stop::new(format!("the node stopped: {e}"))
-                        .next(format!("see {}", root.join("node.log").display()))
+                    Stop::new(format!("the node stopped: {e}")).next("see its log: ocx node log")
                 })?;
                 Ok(Output {
                     root: root.display().to_string(),
@@ -160,6 +199,7 @@ impl Tool for NodeTool {
                     runs: Vec::new(),
                     ended: Vec::new(),
                     warning: None,
+                    log: None,
                 })
             }
             NodeAction::Start => {
@@ -179,16 +219,18 @@ impl Tool for NodeTool {
                         runs: Vec::new(),
                         ended: Vec::new(),
                         warning: super::served::page_warning(&cfg.url),
+                        log: None,
                     });
                 }
                 let lost =
                     node::daemon::sweep_lost(&root).map_err(|e| Stop::failed(e.to_string()))?;
-                for l in &lost {
+                for e in &lost {
                     call.log(Op::Fossil {
-                        operation: l.clone(),
+                        operation: e.line(),
                         done: true,
                     });
                 }
+                let lost = lost.into_iter().filter_map(|e| e.record).collect();
                 if !running(&root) {
                     drop(
                         node::daemon::claim_uids(&root, &cfg)
@@ -203,7 +245,7 @@ impl Tool for NodeTool {
                         .create(true)
                         .append(true)
                         .mode(0o600)
-                        .open(root.join("node.log"))
+                        .open(node::log::file(&root))
                         .map_err(|e| Stop::failed(e.to_string()))?;
                     let args = ["node-daemon".into(), "--root".into(), root.clone().into()];
                     crate::node::spawn_own(&cfg.ocx, &args, log)
@@ -226,6 +268,7 @@ impl Tool for NodeTool {
                     runs: Vec::new(),
                     ended: Vec::new(),
                     warning: super::served::page_warning(&cfg.url),
+                    log: None,
                 })
             }
         }

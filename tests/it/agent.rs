@@ -6,10 +6,8 @@
 
 use crate::support::{Repo, Run, fossil, ocx_bin, run};
 use serde_json::Value;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 /// `fossil server` on 127.0.0.1 for one repository.
 struct Served {
@@ -25,28 +23,8 @@ impl Drop for Served {
 }
 
 fn serve(repo: &Repo) -> Served {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = Command::new(fossil())
-        .args(["server", "--port", &port.to_string(), "--localhost"])
-        .arg(&repo.file)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Served { child, port };
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("fossil server did not start");
+    let (child, port) = crate::support::serve_without_page(&repo.file);
+    Served { child, port }
 }
 
 /// A clone of the served repository as `login`, opened in a directory of

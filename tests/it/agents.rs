@@ -215,7 +215,7 @@ impl Site {
 
     /// The node's root.
     pub fn root(&self) -> PathBuf {
-        ocx::node::config::default_root(&self.node.repo.file.canonicalize().unwrap())
+        self.node.repo.node_root()
     }
 
     /// The run's directory of `record`.
@@ -231,7 +231,7 @@ impl Site {
             "output.log:\n{}\nwatch.log:\n{}\nnode.log:\n{}",
             read(&dir.join("output.log")),
             read(&dir.join("watch.log")),
-            read(&self.root().join("node.log"))
+            crate::support::node_log_text(&self.root())
         )
     }
 

@@ -9,7 +9,7 @@
 use crate::support::{Repo, serve};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -66,32 +66,14 @@ impl Host {
     pub(super) fn unstarted(configure: impl FnOnce(&mut Value)) -> Host {
         let repo = Repo::new();
         repo.user("maint", "a");
-        let dir = repo.dir.path().to_path_buf();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let prog = dir.join("prog");
-        let out = dir.join("out");
-        let home = dir.join("home");
-        for d in [&prog, &out, &home] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let (runner, out) = crate::support::runner_script(&repo, RUNNER);
+        let home = repo.dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
         std::fs::write(home.join("settings.json"), "original").unwrap();
-        let runner = prog.join("runner.py");
-        std::fs::write(&runner, RUNNER).unwrap();
-        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
         for (name, homes) in [("attack", json!([])), ("homed", json!([home]))] {
             let block = json!({"command": [runner], "env": {"OCX_TEST_OUT": out},
                 "homes": homes, "input": "lines"});
-            let page = dir.join(format!("{name}.md"));
-            std::fs::write(&page, format!("# A runner\n\n```json\n{block}\n```\n")).unwrap();
-            repo.fossil(&[
-                "wiki",
-                "create",
-                &format!("sandbox/{name}"),
-                page.to_str().unwrap(),
-                "--mimetype",
-                "text/x-markdown",
-            ]);
+            crate::support::runner_page(&repo, name, &block);
         }
         let (server, port) = serve(&repo.file);
         repo.json(&[
@@ -115,7 +97,7 @@ impl Host {
     }
 
     pub(super) fn root(&self) -> PathBuf {
-        ocx::node::config::default_root(&self.repo.file.canonicalize().unwrap())
+        self.repo.node_root()
     }
 
     pub(super) fn run_dir(&self, record: &str) -> PathBuf {
@@ -161,7 +143,7 @@ impl Host {
             assert!(
                 Instant::now() < until,
                 "no {prefix:?} in the run's log: {log}\nnode: {}\nwatcher: {}",
-                std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default(),
+                crate::support::node_log_text(&self.root()),
                 std::fs::read_to_string(self.run_dir(record).join("watch.log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(25));
@@ -217,7 +199,7 @@ impl Host {
         }
         panic!(
             "no response to {record}: {}",
-            std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default()
+            crate::support::node_log_text(&self.root())
         );
     }
 

@@ -9,7 +9,7 @@ use crate::support::{self, Repo, ServedNode};
 use ocx::fossil::artifact::WikiPage;
 use ocx::fossil::store::{self, Batch};
 use ocx::place::{self, Place, Where};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,26 +38,7 @@ impl Node {
         repo.user("maint", "a")
             .user("rita", "gio")
             .user("mallory", "giok3");
-        let dir = repo.dir.path();
-        let out = dir.join("out");
-        std::fs::create_dir_all(&out).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
-        std::fs::create_dir_all(dir.join("prog")).unwrap();
-        let runner = dir.join("prog").join("runner.py");
-        std::fs::write(&runner, RUNNER).unwrap();
-        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let page = dir.join("page.md");
-        std::fs::write(&page, page_text(&runner, &out.join("log"))).unwrap();
-        repo.fossil(&[
-            "wiki",
-            "create",
-            "sandbox/echo",
-            page.to_str().unwrap(),
-            "--mimetype",
-            "text/x-markdown",
-        ]);
+        let out = support::echo_runner(&repo, RUNNER, json!({}));
         Node {
             node: ServedNode::start(repo),
             out,
@@ -69,7 +50,7 @@ impl Node {
     }
 
     fn root(&self) -> PathBuf {
-        ocx::node::config::default_root(&self.repo().file.canonicalize().unwrap())
+        self.repo().node_root()
     }
 
     fn url(&self) -> String {
@@ -109,19 +90,13 @@ impl Node {
     }
 
     fn node_log(&self) -> String {
-        std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default()
+        support::node_log_text(&self.root())
     }
 
-    /// Waits until the node's log says `needle`; answers whether it did.
-    fn node_says(&self, needle: &str) -> bool {
-        let until = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < until {
-            if self.node_log().contains(needle) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        false
+    /// Waits until the node's log holds an event `matches` holds of;
+    /// answers whether it did.
+    fn node_logs(&self, matches: impl Fn(&Value) -> bool) -> bool {
+        support::logged_within(&self.root(), Duration::from_secs(30), matches).is_some()
     }
 
     /// Waits until the node has handled every artifact the repository holds.
@@ -230,8 +205,7 @@ impl Node {
 }
 
 fn page_text(runner: &Path, log: &Path) -> String {
-    let block = json!({"command": [runner], "env": {"OCX_TEST_LOG": log}, "input": "lines"});
-    format!("# The echo runner\n\n```json\n{block}\n```\n")
+    support::echo_page(runner, &json!({ "OCX_TEST_LOG": log }))
 }
 
 fn record_text(node: &str, user: &str, out: &Path) -> String {
@@ -749,10 +723,7 @@ fn a_record_whose_u_card_names_the_admin_sent_by_a_login_without_standing_is_not
     n.settled();
     assert_eq!(n.repo().sender(&record).as_deref(), Some("mallory"));
     assert!(
-        n.node_says(&format!(
-            "ignored record {}: its sender may not send one",
-            &record[..10]
-        )),
+        n.node_logs(|e| support::is(e, "ignored", &record) && e["arrival"] == record),
         "{}",
         n.node_log()
     );
@@ -808,7 +779,11 @@ fn a_stop_sent_by_a_non_administrator_is_ignored_and_the_run_goes_on() {
     let stop = json!({"ocx": 1, "kind": "stop", "node": n.repo().server_code(), "stops": record});
     mallory.send(&reply_batch(&mallory, &record, "admin", stop, "stop"));
     n.settled();
-    assert!(n.node_says("ignored stop"), "{}", n.node_log());
+    assert!(
+        n.node_logs(|e| support::is(e, "ignored", &record) && e["arrival"] != record),
+        "{}",
+        n.node_log()
+    );
     n.repo()
         .json(&["post", "--to", &record, "--text", "still there?"])
         .ok();

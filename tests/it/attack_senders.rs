@@ -8,7 +8,7 @@
 
 use crate::machines::{Machine, Site, until};
 use crate::node::{Served, record_by_hand};
-use crate::support::Repo;
+use crate::support::{self, Repo};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -62,11 +62,7 @@ fn a_sender_holding_r_takes_over_no_login_another_record_holds_on_the_node_or_a_
     let here = site.repo.server_code();
     sender_of_runs(&site.repo, "mallory");
     let on_m1 = site.record(&m1.code, "victim-far");
-    until("the run on the first machine", 90, || {
-        m1.node_log()
-            .contains(&format!("opened {}", &on_m1[..10]))
-            .then_some(())
-    });
+    support::until_logged(&m1.root(), 90, |e| support::is(e, "opened", &on_m1));
     let on_node = site.record(&here, "victim-near");
     until("the run on the node", 90, || {
         (site.caps("victim-near").as_deref() == Some("gijor234")).then_some(())
@@ -172,11 +168,7 @@ fn a_sender_holding_r_names_only_a_new_login() {
         "mallory",
         &record(&node, "mallory-run-1", &[], &[&s.out]),
     );
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !s.node_log().contains(&format!("opened {}", &fresh[..10])) {
-        assert!(std::time::Instant::now() < until, "{}", s.node_log());
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    support::until_logged(&s.root(), 60, |e| support::is(e, "opened", &fresh));
     s.node
         .repo
         .json(&["stop", "--record", &fresh, "--user", "mallory"])
@@ -257,12 +249,8 @@ fn a_sender_holding_r_binds_no_host_path_the_node_does_not_list() {
         "admin",
         &record(&node, "admin-binds", &[&secret], &[&s.out]),
     );
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     for hash in [&allowed, &by_admin] {
-        while !s.node_log().contains(&format!("opened {}", &hash[..10])) {
-            assert!(std::time::Instant::now() < until, "{}", s.node_log());
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        support::until_logged(&s.root(), 60, |e| support::is(e, "opened", hash));
         s.node.repo.json(&["stop", "--record", hash]).ok();
     }
 }

@@ -4,10 +4,9 @@
 use crate::support::{Repo, fossil};
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// A directory Fossil serves as its extroot: `ocx-cgi` linked to the
 /// binary, and the page's configuration naming the tests' fossil.
@@ -844,11 +843,7 @@ impl Server {
     ) -> Server {
         repo.fossil(&["settings", "backoffice-disable", "1"]);
         crate::support::site_as_a_node_keeps_it(&repo.file);
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::support::free_port();
         let mut c = Command::new(fossil());
         c.args([
             command,
@@ -873,14 +868,10 @@ impl Server {
             .spawn()
             .unwrap();
         let server = Server { child, port };
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "fossil server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        assert!(
+            crate::support::listening(port),
+            "fossil server did not start"
+        );
         server
     }
 

@@ -3,6 +3,7 @@
 //! ended, and processes killed by signal at the worst moments.
 
 use crate::node::{Served, forged_record};
+use crate::support;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -69,7 +70,12 @@ fn a_foreground_node_acts_logs_on_stderr_and_ends_on_a_term_leaving_its_runs() {
     let opened = format!("opened {}", &record[..10]);
     let stderr = std::fs::read_to_string(&err).unwrap();
     assert!(stderr.contains(&opened), "stderr: {stderr}");
-    assert!(s.node_log().contains(&opened));
+    assert_eq!(
+        support::logged(&s.root(), |e| support::is(e, "opened", &record)),
+        1,
+        "{}",
+        s.node_log()
+    );
 
     let stopped = s.node.repo.json(&["node", "stop"]).ok();
     let status = ended(&mut node, Duration::from_secs(10)).expect("the node ended");
@@ -139,8 +145,13 @@ fn a_foreground_node_that_cannot_serve_exits_non_zero_saying_why() {
     let status = ended(&mut node, Duration::from_secs(20)).expect("the node ended");
     assert_eq!(status.code(), Some(1), "{status:?}");
     let stderr = std::fs::read_to_string(&err).unwrap();
-    assert!(stderr.contains("the node stopped"), "stderr: {stderr}");
-    assert!(s.node_log().contains("the node stopped"));
+    assert!(stderr.contains("node stopped"), "stderr: {stderr}");
+    assert_eq!(
+        support::logged(&s.root(), |e| e["done"] == "node stopped"),
+        1,
+        "{}",
+        s.node_log()
+    );
     std::fs::remove_dir_all(&socket).unwrap();
 }
 
@@ -182,11 +193,15 @@ fn a_half_written_state_never_opens_a_running_record_twice_nor_answers_one_twice
     );
     let log = s.node_log();
     assert_eq!(
-        log.matches(&format!("opened {}", &record[..10])).count(),
+        support::logged(&s.root(), |e| support::is(e, "opened", &record)),
         1,
         "{log}"
     );
-    assert!(log.contains(&format!("found {} still running", &record[..10])));
+    assert_eq!(
+        support::logged(&s.root(), |e| support::is(e, "found running", &record)),
+        1,
+        "{log}"
+    );
     assert_eq!(
         posts(&s, &refused),
         2,
@@ -248,11 +263,12 @@ fn a_node_killed_mid_wake_answers_every_record_exactly_once_after_start() {
         .collect();
     s.node.repo.json(&["node", "start"]).ok();
     let until = Instant::now() + Duration::from_secs(30);
-    while !s.node_log().contains("refused") && Instant::now() < until {
+    let refused = |e: &serde_json::Value| e["done"] == "refused";
+    while support::logged(&s.root(), refused) == 0 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(5));
     }
     crate::support::kill_from(&s.root().join("node.pid"));
-    let answered = s.node_log().matches("refused").count();
+    let answered = support::logged(&s.root(), refused);
     assert!(answered < records.len(), "killed mid-wake: {answered}");
     while !node_free(&s.root()) {
         std::thread::sleep(Duration::from_millis(25));
@@ -373,12 +389,12 @@ fn killed_making_a_run_user_opens_once(after: bool) {
     let lines = s.lines(1);
     assert!(lines[0].starts_with("Record "), "{lines:?}");
     s.settled();
-    let log = s.node_log();
     assert_eq!(
-        log.matches(&format!("opened {} as {user}", &record[..10]))
-            .count(),
+        support::logged(&s.root(), |e| support::is(e, "opened", &record)
+            && e["login"] == user),
         1,
-        "{log}"
+        "{}",
+        s.node_log()
     );
     assert!(s.response_now(&record).is_none(), "running, not refused");
     assert_eq!(
@@ -413,10 +429,7 @@ fn server_on(file: &Path, port: u16) -> Child {
         .process_group(0)
         .spawn()
         .unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::listening(port);
     child
 }
 
@@ -607,7 +620,7 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
         .output()
         .unwrap();
     assert!(integrity.status.success(), "{integrity:?}");
-    let root = ocx::node::config::default_root(&served.file.canonicalize().unwrap());
+    let root = served.node_root();
     crate::support::handled_all(&served.file, &root, Duration::from_secs(60)).unwrap();
     let repo = ocx::fossil::Repository::open(&served.file).unwrap();
     for r in &records {
@@ -619,7 +632,7 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
             posts.len(),
             2,
             "{r} answered once: {thread:#}\nthe node's log:\n{}",
-            std::fs::read_to_string(root.join("node.log")).unwrap_or_default()
+            support::node_log_text(&root)
         );
     }
 }

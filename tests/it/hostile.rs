@@ -12,7 +12,7 @@
 //! server`, then acts on the next good record at once.
 
 use crate::node::Served;
-use crate::support::Repo;
+use crate::support::{self, Repo};
 use md5::{Digest, Md5};
 use ocx::context::{Context, Who};
 use ocx::entry::cgi::{self, Request};
@@ -924,12 +924,11 @@ fn hostile_posts_by_anyone_leave_the_node_acting_on_the_next_good_record() {
     );
     let record = s.record(&[]);
     let arrived = Instant::now();
-    let opened = format!("opened {}", &record[..10]);
-    while !s.node_log().contains(&opened) && arrived.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let opened = support::logged_within(&s.root(), Duration::from_secs(20), |e| {
+        support::is(e, "opened", &record)
+    });
     let took = arrived.elapsed();
-    assert!(s.node_log().contains(&opened), "{}", s.node_log());
+    assert!(opened.is_some(), "{}", s.node_log());
     assert!(
         took < Duration::from_secs(1),
         "the good record was acted on {took:?} after its arrival"
@@ -940,19 +939,32 @@ fn hostile_posts_by_anyone_leave_the_node_acting_on_the_next_good_record() {
     );
 
     let log = s.node_log();
-    assert!(!log.contains("failed on arrival"), "{log}");
-    for line in log.lines() {
+    let events = support::node_log(&s.root());
+    assert_eq!(
+        events.len(),
+        log.lines().count(),
+        "each line of the log is one event: {log}"
+    );
+    for e in &events {
         assert!(
-            line.len() > 24
-                && line.as_bytes()[..4].iter().all(u8::is_ascii_digit)
-                && &line[23..24] == " ",
-            "each line of the log is the node's own: {line:?}"
-        );
-        assert!(
-            !line.starts_with("2026-01-01T00:00:00.000 opened"),
-            "no line is forged: {line:?}"
+            e["time"].as_str().is_some_and(|t| t.len() == 24
+                && t.ends_with('Z')
+                && t.as_bytes()[..4].iter().all(u8::is_ascii_digit))
+                && e["done"].is_string(),
+            "each event is the node's own: {e}"
         );
     }
+    assert_eq!(
+        support::logged(&s.root(), |e| e["done"] == "failed"
+            && e["arrival"].is_string()),
+        0,
+        "{log}"
+    );
+    assert_eq!(
+        support::logged(&s.root(), |e| e["done"] == "opened"),
+        1,
+        "no run opened but the good record's, no event forged: {log}"
+    );
     let repo = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
     for (login, name, hash) in &sent {
         let rid = repo.receipt(hash).unwrap().unwrap().rid;
@@ -978,13 +990,15 @@ fn hostile_posts_by_anyone_leave_the_node_acting_on_the_next_good_record() {
         }
         if reading(&cases.iter().find(|c| &c.0 == name).unwrap().1).starts_with("malformed ") {
             assert!(
-                log.contains(&format!("ignored message {hash}: ")),
-                "{name} has its line: {log}"
+                events.iter().any(|e| e["done"] == "ignored"
+                    && e["arrival"] == hash.as_str()
+                    && e["record"].is_null()),
+                "{name} has its event: {log}"
             );
         }
         if login == "pat" && for_node {
             assert!(
-                log.contains(&format!("ignored record {}", &hash[..10])),
+                events.iter().any(|e| support::is(e, "ignored", hash)),
                 "{name}: {log}"
             );
         }
@@ -994,7 +1008,10 @@ fn hostile_posts_by_anyone_leave_the_node_acting_on_the_next_good_record() {
         .find(|(l, n, _)| l == "admin" && n == "record-wall-multibyte")
         .unwrap();
     assert!(
-        log.contains(&format!("refused {}: budget.wall: ", &wall.2[..10])),
+        events.iter().any(|e| support::is(e, "refused", &wall.2)
+            && e["why"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("budget.wall: "))),
         "{log}"
     );
 
@@ -1056,16 +1073,13 @@ fn an_arrival_the_node_fails_on_is_logged_refused_and_passed() {
         note.starts_with("record: the node could not act on it: "),
         "{note}"
     );
-    let line = format!("failed on arrival {failing}: ");
-    let until = std::time::Instant::now() + Duration::from_secs(10);
-    let mut log = s.node_log();
-    while !log.contains(&line) && std::time::Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-        log = s.node_log();
-    }
+    let failed = support::logged_within(&s.root(), Duration::from_secs(10), |e| {
+        e["done"] == "failed" && e["arrival"] == failing
+    });
     assert!(
-        log.contains(&line),
-        "the wake writes its log as it ends: {log}"
+        failed.is_some(),
+        "the wake writes its log as it ends: {}",
+        s.node_log()
     );
     assert_eq!(
         s.caps_become(&crate::node::user_of(&s, &failing), "")

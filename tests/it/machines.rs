@@ -7,9 +7,8 @@
 //! run's user), and exits when told to.
 
 use crate::cgi::Ext;
-use crate::support::{Repo, fossil_as, kill_from, ocx_bin, run};
+use crate::support::{self, Repo, fossil_as, kill_from, ocx_bin, run};
 use serde_json::{Value, json};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -52,33 +51,8 @@ impl Site {
     pub(crate) fn new() -> Site {
         let repo = Repo::new();
         repo.user("pat", "v4");
-        let dir = repo.dir.path();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let (prog, out) = (dir.join("prog"), dir.join("out"));
-        std::fs::create_dir_all(&prog).unwrap();
-        std::fs::create_dir_all(&out).unwrap();
-        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let runner = prog.join("runner.py");
-        std::fs::write(&runner, RUNNER).unwrap();
-        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let block = json!({"command": [runner], "env": {
-            "OCX_TEST_LOG": out.join("log"), "OCX_TEST_BIN": ocx_bin()}, "input": "lines"});
-        let page = dir.join("page.md");
-        std::fs::write(&page, format!("# echo\n\n```json\n{block}\n```\n")).unwrap();
-        repo.fossil(&[
-            "wiki",
-            "create",
-            "sandbox/echo",
-            page.to_str().unwrap(),
-            "--mimetype",
-            "text/x-markdown",
-        ]);
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let out = support::echo_runner(&repo, RUNNER, json!({ "OCX_TEST_BIN": ocx_bin() }));
+        let port = support::free_port();
         let mut site = Site {
             repo,
             ext: Ext::new(),
@@ -131,11 +105,7 @@ impl Site {
             .spawn()
             .unwrap();
         self.server = Some(child);
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(10), "no server");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        assert!(support::listening(self.port), "no server");
     }
 
     /// Stops `fossil server` (the served node goes on).
@@ -348,8 +318,9 @@ impl Machine {
         ocx::node::config::default_root(&self.clone)
     }
 
+    /// The machine's node's log as written, for a failing test to show.
     pub(crate) fn node_log(&self) -> String {
-        std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default()
+        crate::support::node_log_text(&self.root())
     }
 }
 
@@ -434,7 +405,12 @@ fn a_run_on_an_agent_machine_hears_a_pushed_post_answers_it_as_its_user_and_is_a
     });
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(site.responses(&record).len(), 1, "never answered twice");
-    assert!(!m.node_log().contains("failed"), "{}", m.node_log());
+    assert_eq!(
+        support::logged(&m.root(), |e| e["done"] == "failed"),
+        0,
+        "{}",
+        m.node_log()
+    );
 }
 
 #[test]
@@ -545,7 +521,7 @@ fn three_machines_take_only_their_records_and_a_stop_a_killed_machine_and_a_rest
         );
         for (j, r) in records.iter().enumerate() {
             assert_eq!(
-                m.node_log().contains(&format!("opened {}", &r[..10])),
+                support::logged(&m.root(), |e| support::is(e, "opened", r)) > 0,
                 i == j,
                 "machine {i} and record {j}:\n{}",
                 m.node_log()
@@ -634,14 +610,7 @@ fn a_machine_believes_the_servers_receipts_not_its_clone_a_record_from_pat_and_a
     ])
     .current_dir(pat.path());
     let from_pat = run(c, None).ok()["record"].as_str().unwrap().to_string();
-    until("the machine ignores pat's record", 60, || {
-        m.node_log()
-            .contains(&format!(
-                "ignored record {}: its sender may not send one",
-                &from_pat[..10]
-            ))
-            .then_some(())
-    });
+    support::until_logged(&m.root(), 60, |e| support::is(e, "ignored", &from_pat));
     assert_eq!(site.caps("echo-pat"), None, "no run login made");
     assert!(!site.log().contains("Run as pat wishes"), "no run started");
 

@@ -33,32 +33,7 @@ impl Served {
     pub fn new() -> Served {
         let repo = Repo::new();
         repo.user("pat", "v4").user("maint", "a");
-        let dir = repo.dir.path();
-        let prog = dir.join("prog");
-        let out = dir.join("out");
-        std::fs::create_dir_all(&prog).unwrap();
-        std::fs::create_dir_all(&out).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let runner = prog.join("runner.py");
-        std::fs::write(&runner, RUNNER).unwrap();
-        std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let page = dir.join("page.md");
-        let block = json!({"command": [runner], "env": {"OCX_TEST_LOG": out.join("log")}, "input": "lines"});
-        std::fs::write(
-            &page,
-            format!("# The echo runner\n\n```json\n{block}\n```\n"),
-        )
-        .unwrap();
-        repo.fossil(&[
-            "wiki",
-            "create",
-            "sandbox/echo",
-            page.to_str().unwrap(),
-            "--mimetype",
-            "text/x-markdown",
-        ]);
+        let out = crate::support::echo_runner(&repo, RUNNER, json!({}));
         Served {
             node: ServedNode::start(repo),
             out,
@@ -182,11 +157,12 @@ impl Served {
     }
 
     pub fn root(&self) -> PathBuf {
-        ocx::node::config::default_root(&self.node.repo.file.canonicalize().unwrap())
+        self.node.repo.node_root()
     }
 
+    /// The node's log as written, for a failing test to show.
     pub fn node_log(&self) -> String {
-        std::fs::read_to_string(self.root().join("node.log")).unwrap_or_default()
+        crate::support::node_log_text(&self.root())
     }
 
     /// Lists `paths` in the node's `node.json` as host paths a sender
@@ -405,10 +381,7 @@ fn records_the_node_must_not_act_on_are_ignored_or_refused() {
     }
     assert_eq!(s.log(), "", "no run started");
     assert!(
-        s.node_log().contains(&format!(
-            "ignored record {}: its sender may not send one",
-            &from_pat[..10]
-        )),
+        crate::support::logged(&s.root(), |e| crate::support::is(e, "ignored", &from_pat)) > 0,
         "{}",
         s.node_log()
     );
@@ -663,4 +636,61 @@ fn a_record_whose_row_was_a_phantom_the_node_passed_is_answered_when_it_arrives(
     assert_eq!(outcome, "refused", "{note}");
     assert!(note.starts_with("budget.gpus"), "{note}");
     s.node.repo.json(&["stop", "--record", &after]).ok();
+}
+
+#[test]
+fn node_log_shows_a_runs_events_a_line_each_and_a_line_that_is_no_event_as_written() {
+    use crate::support::{is, until_logged};
+    use std::io::Write;
+    let s = Served::new();
+    let record = s.record(&[]);
+    s.lines(1);
+    s.node.repo.json(&["stop", "--record", &record]).ok();
+    let answered = until_logged(&s.root(), 60, |e| is(e, "answered", &record));
+    assert_eq!(answered["outcome"], "stopped", "{answered}");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(s.root().join("node.log"))
+        .unwrap()
+        .write_all(b"an earlier release's line {\"done\n")
+        .unwrap();
+
+    let shown = s.node.repo.ocx(&["node", "log", "--last", "200"]);
+    assert_eq!(shown.code, 0, "{}{}", shown.stdout, shown.stderr);
+    let lines: Vec<&str> = shown.stdout.lines().collect();
+    let short = &record[..10];
+    for done in ["opened", "answered"] {
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&format!(" {done} {short}")))
+            .unwrap_or_else(|| panic!("no {done} line: {}", shown.stdout));
+        assert!(
+            line.as_bytes()[..4].iter().all(u8::is_ascii_digit),
+            "each line starts with its time: {line}"
+        );
+    }
+    assert_eq!(
+        lines.last().copied(),
+        Some("an earlier release's line {\"done"),
+        "{}",
+        shown.stdout
+    );
+
+    let log = s.node.repo.json(&["node", "log", "--last", "200"]).ok()["log"].clone();
+    let log = log.as_array().unwrap();
+    assert!(
+        log.iter()
+            .any(|e| is(e, "opened", &record) && e["login"].is_string())
+    );
+    assert!(log.iter().any(|e| is(e, "answered", &record)));
+    assert_eq!(
+        log.last().unwrap(),
+        &json!("an earlier release's line {\"done")
+    );
+    let last = s.node.repo.json(&["node", "log", "--last", "1"]).ok();
+    assert_eq!(last["log"].as_array().unwrap().len(), 1, "{last:#}");
+    assert_eq!(
+        s.node.repo.json(&["node", "stop", "--last", "1"]).refused(),
+        "last"
+    );
 }

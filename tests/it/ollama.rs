@@ -457,7 +457,7 @@ fn response(s: &ServedNode, record: &str) -> Option<Value> {
 }
 
 fn output_log(s: &ServedNode, record: &str) -> String {
-    let root = ocx::node::config::default_root(&s.repo.file.canonicalize().unwrap());
+    let root = s.repo.node_root();
     let path: PathBuf = ocx::node::config::NodeConfig::run_dir(&root, record).join("output.log");
     std::fs::read_to_string(path).unwrap_or_default()
 }

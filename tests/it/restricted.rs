@@ -79,21 +79,10 @@ fn step<'a>(all: &'a [Value], name: &str) -> &'a Value {
 fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_thread() {
     let repo = Repo::new();
     repo.user("stone", "a").user("reviewer", "v4");
-    let dir = repo.dir.path().to_path_buf();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let prog = dir.join("prog");
-    let out = dir.join("out");
-    std::fs::create_dir_all(&prog).unwrap();
-    std::fs::create_dir_all(&out).unwrap();
-    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let runner = prog.join("runner.py");
-    std::fs::write(
-        &runner,
-        format!("{}{RUNNER}", crate::support::PY_RUNNER_PRELUDE),
-    )
-    .unwrap();
-    std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (runner, out) = crate::support::runner_script(
+        &repo,
+        &format!("{}{RUNNER}", crate::support::PY_RUNNER_PRELUDE),
+    );
     let other = repo
         .json(&[
             "post",
@@ -106,18 +95,9 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         .as_str()
         .unwrap()
         .to_string();
-    let page = dir.join("page.md");
     let block = json!({"command": [runner], "input": "lines",
         "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil(), "OCX_TEST_OTHER": other}});
-    std::fs::write(&page, format!("```json\n{block}\n```\n")).unwrap();
-    repo.fossil(&[
-        "wiki",
-        "create",
-        "sandbox/fixer",
-        page.to_str().unwrap(),
-        "--mimetype",
-        "text/x-markdown",
-    ]);
+    crate::support::runner_page(&repo, "fixer", &block);
     repo.commit_as("admin", "README", "start\n", None);
     let s = ServedNode::start(repo);
     let status = s.repo.json(&["status"]).ok();
@@ -152,11 +132,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         .to_string();
     let all = results(&out);
     let password = std::fs::read_to_string(
-        ocx::node::config::NodeConfig::run_dir(
-            &ocx::node::config::default_root(&s.repo.file.canonicalize().unwrap()),
-            &record,
-        )
-        .join("password"),
+        ocx::node::config::NodeConfig::run_dir(&s.repo.node_root(), &record).join("password"),
     )
     .unwrap();
     let seen = std::fs::read(out.join("seen.bin")).unwrap();
@@ -246,7 +222,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         local.iter().any(|t| t == "ocx_test") && local.iter().any(|t| t == "ocx_save"),
         "the run's own ocx --mcp offers the workspace tools: {local:?}"
     );
-    let root = ocx::node::config::default_root(&s.repo.file.canonicalize().unwrap());
+    let root = s.repo.node_root();
     let clone =
         ocx::node::config::NodeConfig::run_dir(&root, &record).join("disk/ws/.clone.fossil");
     assert!(

@@ -298,6 +298,11 @@ impl Repo {
         .unwrap()
     }
 
+    /// The root of the node this repository is (or would be).
+    pub fn node_root(&self) -> PathBuf {
+        ocx::node::config::default_root(&self.file.canonicalize().unwrap())
+    }
+
     /// The server-code.
     pub fn server_code(&self) -> String {
         ocx::fossil::Repository::open(&self.file)
@@ -356,11 +361,7 @@ fn launch(file: &Path, page: bool) -> (std::process::Child, u16) {
     if page {
         site_as_a_node_keeps_it(file);
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut c = Command::new(fossil());
     c.args(["server", "--port", &port.to_string(), "--localhost"]);
     if page {
@@ -373,12 +374,7 @@ fn launch(file: &Path, page: bool) -> (std::process::Child, u16) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
-        && std::time::Instant::now() < until
-    {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    listening(port);
     (server, port)
 }
 
@@ -496,4 +492,140 @@ pub fn said(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// The events of the node's log under `root`, oldest first: each line's
+/// object (a line that holds none, as the daemon's own stderr writes, is
+/// left out).
+pub fn node_log(root: &Path) -> Vec<Value> {
+    std::fs::read_to_string(root.join("node.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(Value::is_object)
+        .collect()
+}
+
+/// The node's log under `root` as written, for a failing test to show.
+pub fn node_log_text(root: &Path) -> String {
+    std::fs::read_to_string(root.join("node.log")).unwrap_or_default()
+}
+
+/// How many events of the node's log under `root` `matches` holds of.
+pub fn logged(root: &Path, matches: impl Fn(&Value) -> bool) -> usize {
+    node_log(root).iter().filter(|e| matches(e)).count()
+}
+
+/// Waits up to `within` until the node's log under `root` holds an event
+/// `matches` holds of; the first such event, or None.
+pub fn logged_within(
+    root: &Path,
+    within: Duration,
+    matches: impl Fn(&Value) -> bool,
+) -> Option<Value> {
+    let until = Instant::now() + within;
+    loop {
+        if let Some(e) = node_log(root).into_iter().find(|e| matches(e)) {
+            return Some(e);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Waits up to `secs` seconds until the node's log under `root` holds an
+/// event `matches` holds of (as `is(e, "opened", &record)`); that event.
+/// Panics, showing the log, when none comes.
+pub fn until_logged(root: &Path, secs: u64, matches: impl Fn(&Value) -> bool) -> Value {
+    logged_within(root, Duration::from_secs(secs), matches)
+        .unwrap_or_else(|| panic!("no such event in the node's log:\n{}", node_log_text(root)))
+}
+
+/// Whether event `e` is `done` about record `record`.
+pub fn is(e: &Value, done: &str, record: &str) -> bool {
+    e["done"] == done && e["record"] == record
+}
+
+/// The page of the runner `echo` running `runner`, with the environment
+/// `env` (an object).
+pub fn echo_page(runner: &Path, env: &Value) -> String {
+    runner_page_text(&serde_json::json!({"command": [runner], "env": env, "input": "lines"}))
+}
+
+/// A runner's page holding `block`, its definition.
+pub fn runner_page_text(block: &Value) -> String {
+    format!("# A runner\n\n```json\n{block}\n```\n")
+}
+
+/// Writes the Python `script` to `prog/runner.py` beside `repo`, and
+/// makes `out` there, where any run's account may write; the repository's
+/// directory is opened for reading, so a run's account reaches the
+/// script. The script's path and `out`.
+pub fn runner_script(repo: &Repo, script: &str) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = repo.dir.path();
+    let (prog, out) = (dir.join("prog"), dir.join("out"));
+    std::fs::create_dir_all(&prog).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let runner = prog.join("runner.py");
+    std::fs::write(&runner, script).unwrap();
+    std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (runner, out)
+}
+
+/// Defines the runner `name` in `repo` as `block`, its page written by admin.
+pub fn runner_page(repo: &Repo, name: &str, block: &Value) {
+    let page = repo.dir.path().join(format!("{name}.md"));
+    std::fs::write(&page, runner_page_text(block)).unwrap();
+    repo.fossil(&[
+        "wiki",
+        "create",
+        &format!("sandbox/{name}"),
+        page.to_str().unwrap(),
+        "--mimetype",
+        "text/x-markdown",
+    ]);
+}
+
+/// Defines the runner `echo` in `repo`: the Python `script`
+/// ([`runner_script`]) run with `OCX_TEST_LOG` naming `out/log` and the
+/// variables of `env` (an object) too; `out`.
+pub fn echo_runner(repo: &Repo, script: &str, env: Value) -> PathBuf {
+    let (runner, out) = runner_script(repo, script);
+    let mut vars = serde_json::json!({ "OCX_TEST_LOG": out.join("log") });
+    if let (Some(all), Some(more)) = (vars.as_object_mut(), env.as_object()) {
+        all.extend(more.clone());
+    }
+    runner_page(
+        repo,
+        "echo",
+        &serde_json::json!({"command": [runner], "env": vars, "input": "lines"}),
+    );
+    out
+}
+
+/// A port of 127.0.0.1 free now, for a server to listen on.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits up to ten seconds until something listens on `port` of
+/// 127.0.0.1; answers whether it did.
+pub fn listening(port: u16) -> bool {
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
 }

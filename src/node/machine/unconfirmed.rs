@@ -144,7 +144,7 @@ pub fn push_unconfirmed(
     cfg: &NodeConfig,
     fossil: &Fossil,
     server: &Server,
-) -> Vec<String> {
+) -> Vec<crate::node::log::Event> {
     let Ok(entries) = std::fs::read_dir(unconfirmed_dir(root)) else {
         return Vec::new();
     };
@@ -160,10 +160,13 @@ pub fn push_unconfirmed(
             continue;
         };
         if push_and_confirm(root, cfg, fossil, server, &kept.record, &kept.response) {
-            done.push(format!(
-                "the server confirmed the response to {}",
-                kept.record.chars().take(10).collect::<String>()
-            ));
+            done.push(
+                crate::node::log::Event::new(
+                    crate::node::log::Done::Confirmed,
+                    "the server holds the response pushed to it",
+                )
+                .record(&kept.record),
+            );
         }
     }
     done
