@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::io::{Read, Seek, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Why `run` was refused: the field at fault and the reason, as one line.
@@ -103,46 +103,29 @@ fn ext() -> tempfile::TempDir {
 /// stopped when dropped. With `backoffice`, the server runs its hooks
 /// after each reply (never queueing one behind a held lease).
 struct Server {
-    child: Child,
+    _served: crate::cgi::Server,
     port: u16,
-    _ext: tempfile::TempDir,
+    _ext: crate::cgi::Ext,
 }
 
 impl Server {
     fn start(repo: &Repo, backoffice: bool) -> Server {
+        let ext = crate::cgi::Ext { dir: ext() };
+        let served = crate::cgi::Server::launch(
+            repo,
+            &ext,
+            "server",
+            repo.dir.path(),
+            true,
+            &[("USER", "admin")],
+        );
         if backoffice {
             repo.fossil(&["settings", "backoffice-disable", "0"]);
             repo.fossil(&["settings", "backoffice-nodelay", "1"]);
-        } else {
-            repo.fossil(&["settings", "backoffice-disable", "1"]);
         }
-        let ext = ext();
-        let port = crate::support::free_port();
-        let child = Command::new(fossil())
-            .args([
-                "server",
-                "--port",
-                &port.to_string(),
-                "--localhost",
-                "--nojail",
-            ])
-            .arg("--extroot")
-            .arg(ext.path())
-            .arg(&repo.file)
-            .current_dir(repo.dir.path())
-            .env("USER", "admin")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        assert!(
-            crate::support::listening(port),
-            "fossil server did not start"
-        );
         Server {
-            child,
-            port,
+            port: served.port,
+            _served: served,
             _ext: ext,
         }
     }
@@ -201,13 +184,6 @@ impl Server {
             .next()
             .unwrap()
             .to_string()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
