@@ -31,9 +31,13 @@ const GLOBALS: &[&str] = &[
 
 /// Runs the command line; answers the exit code.
 pub fn main(args: Vec<OsString>) -> i32 {
-    let flags: Vec<(&dyn Entry, Vec<Flag>)> = TOOLS
+    let named = named_tool(&args);
+    let flags: Vec<(&dyn Entry, Option<Vec<Flag>>)> = TOOLS
         .iter()
-        .map(|t| (*t, flags_of(t.input_schema(), GLOBALS)))
+        .map(|t| {
+            let wanted = named.is_some_and(|n| n == t.name());
+            (*t, wanted.then(|| flags_of(t.input_schema(), GLOBALS)))
+        })
         .collect();
     let command = command(&flags);
     let matches = match command.try_get_matches_from(args) {
@@ -51,7 +55,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
     let flags_of_tool = flags
         .iter()
         .find(|(t, _)| t.name() == tool)
-        .map(|(_, f)| f.clone())
+        .and_then(|(_, f)| f.clone())
         .unwrap_or_default();
     let (repository, user, input) = match acting(&matches) {
         Ok((r, u)) => (r, u, build_input(&matches, sub, &flags_of_tool)),
@@ -125,7 +129,37 @@ pub fn acting(m: &ArgMatches) -> Result<(Option<PathBuf>, Option<String>), Stop>
     Ok((repository, user))
 }
 
-fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
+/// The tool the command line names: its first word that is no global
+/// option's and no global option's value. Only that tool's flags are
+/// made, so a call pays for one tool's schema, not every tool's.
+fn named_tool(args: &[OsString]) -> Option<&str> {
+    const TAKE_A_VALUE: &[&str] = &[
+        "--repository",
+        "-R",
+        "--user",
+        "-U",
+        "--input",
+        "--mcp-http",
+        "--token-file",
+    ];
+    let mut words = args.iter().skip(1).map(|a| a.to_str());
+    while let Some(word) = words.next() {
+        let word = word?;
+        if word == "--" {
+            return words.next().flatten();
+        }
+        if TAKE_A_VALUE.contains(&word) {
+            words.next();
+        } else if !word.starts_with('-') {
+            return Some(word);
+        }
+    }
+    None
+}
+
+/// The command line's parser: every tool a subcommand, with its flags
+/// where they were made (`None`: the tool is only named and summarized).
+fn command(flags: &[(&dyn Entry, Option<Vec<Flag>>)]) -> Command {
     let cmd = Command::new("ocx")
         .about("OCX: people and AI agents working together on a Fossil repository")
         .after_help(
@@ -134,7 +168,7 @@ fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
              [--max-output BYTES] (OCX's agent for local models, a runner's command).",
         )
         .disable_help_subcommand(true)
-        .disable_version_flag(true)
+        .version(env!("CARGO_PKG_VERSION"))
         .arg(
             Arg::new("input")
                 .long("input")
@@ -160,7 +194,7 @@ fn command(flags: &[(&dyn Entry, Vec<Flag>)]) -> Command {
     let mut cmd = super::mcp::http_args(acting_args(cmd));
     for (tool, fl) in flags {
         let mut sub = Command::new(tool.name()).about(tool.summary());
-        for f in fl {
+        for f in fl.iter().flatten() {
             let id = f.id();
             let long = f.name();
             let mut arg = Arg::new(id.clone())
@@ -278,10 +312,34 @@ mod tests {
 
     #[test]
     fn every_tools_flags_build_a_valid_command_line() {
-        let flags: Vec<(&dyn Entry, Vec<Flag>)> = TOOLS
+        let flags: Vec<(&dyn Entry, Option<Vec<Flag>>)> = TOOLS
             .iter()
-            .map(|t| (*t, flags_of(t.input_schema(), GLOBALS)))
+            .map(|t| (*t, Some(flags_of(t.input_schema(), GLOBALS))))
             .collect();
         command(&flags).debug_assert();
+    }
+
+    #[test]
+    fn the_tool_named_is_found_past_the_global_options_and_their_values() {
+        let args = |a: &[&str]| -> Vec<OsString> { a.iter().map(OsString::from).collect() };
+        let named = |a: &[&str]| named_tool(&args(a)).map(str::to_string);
+        assert_eq!(
+            named(&["ocx", "post", "--to", "x"]).as_deref(),
+            Some("post")
+        );
+        assert_eq!(
+            named(&["ocx", "-R", "list", "--user", "post", "thread"]).as_deref(),
+            Some("thread")
+        );
+        assert_eq!(
+            named(&["ocx", "--json", "--dry-run", "stop"]).as_deref(),
+            Some("stop")
+        );
+        assert_eq!(
+            named(&["ocx", "--repository=r.fossil", "list"]).as_deref(),
+            Some("list")
+        );
+        assert_eq!(named(&["ocx", "--help"]), None);
+        assert_eq!(named(&["ocx"]), None);
     }
 }

@@ -48,6 +48,36 @@ fn a_command_line_that_does_not_parse_exits_2() {
 }
 
 #[test]
+fn version_says_the_version_and_each_tools_help_its_own_flags() {
+    let version = run(
+        {
+            let mut c = Command::new(ocx_bin());
+            c.arg("--version");
+            c
+        },
+        None,
+    );
+    assert_eq!(version.code, 0, "{}", version.stderr);
+    assert_eq!(
+        version.stdout.trim(),
+        format!("ocx {}", env!("CARGO_PKG_VERSION"))
+    );
+    let r = Repo::new();
+    let post = r.ocx(&["-R", "x.fossil", "--user", "list", "post", "--help"]);
+    assert_eq!(post.code, 0, "{}", post.stderr);
+    assert!(post.stdout.contains("--title"), "{}", post.stdout);
+    let all = r.ocx(&["--help"]);
+    assert_eq!(all.code, 0);
+    assert!(
+        all.stdout.contains("post") && !all.stdout.contains("--title"),
+        "the whole command's help names the tools, not their flags: {}",
+        all.stdout
+    );
+    let wrong = r.ocx(&["post", "--of", "x"]);
+    assert_eq!(wrong.code, 2, "a flag of another tool is still refused");
+}
+
+#[test]
 fn every_entrys_bad_command_line_is_refused_naming_the_flag_and_exits_2() {
     let cases: &[(&[&str], &str)] = &[
         (&["--mcp", "--bogus"], "'--bogus'"),
