@@ -76,8 +76,12 @@ pub struct Context {
     repo: OnceCell<Result<Held, Stop>>,
     caller: OnceCell<Result<Caller, Stop>>,
     fossil: OnceCell<Result<Fossil, Stop>>,
+    locate: Option<Locate>,
     checkout: OnceCell<Option<checkout::Checkout>>,
 }
+
+/// How a context finds its `fossil` program when it first needs it.
+type Locate = Box<dyn Fn() -> Result<Fossil, Stop> + Send + Sync>;
 
 impl Context {
     /// A context for a call made at `cwd`.
@@ -90,14 +94,20 @@ impl Context {
             repo: OnceCell::new(),
             caller: OnceCell::new(),
             fossil: OnceCell::new(),
+            locate: None,
             checkout: OnceCell::new(),
         }
     }
 
-    /// The same context with the `fossil` program already chosen (the web
-    /// page chooses it from its own configuration, not the environment).
-    pub fn with_fossil(self, fossil: Result<Fossil, Stop>) -> Context {
-        let _ = self.fossil.set(fossil);
+    /// The same context finding its `fossil` program by `locate`, the first
+    /// time a call needs it (the web page finds it from its own
+    /// configuration, not the environment), so a call that never starts
+    /// Fossil never asks the program its version.
+    pub fn with_fossil(
+        mut self,
+        locate: impl Fn() -> Result<Fossil, Stop> + Send + Sync + 'static,
+    ) -> Context {
+        self.locate = Some(Box::new(locate));
         self
     }
 
@@ -185,6 +195,9 @@ impl Context {
     pub fn fossil(&self) -> Result<&Fossil, Stop> {
         self.fossil
             .get_or_init(|| {
+                if let Some(locate) = &self.locate {
+                    return locate();
+                }
                 let found = match &self.kept {
                     Some(kept) => kept.fossil(),
                     None => Fossil::locate(),

@@ -91,9 +91,8 @@ pub fn main() -> i32 {
     std::panic::set_hook(Box::new(|_| {}));
     let response = std::panic::catch_unwind(|| {
         let request = Request::from_environment();
-        let fossil = configured_fossil();
         let mut stdin = std::io::stdin().lock();
-        respond(&request, &mut stdin, fossil)
+        respond(&request, &mut stdin, configured_fossil)
     })
     .unwrap_or_else(|_| Response {
         status: 500,
@@ -143,9 +142,13 @@ fn configured_fossil() -> Result<Fossil, Stop> {
     })
 }
 
-/// The response to `request` with its body on `body`; `fossil` is the
-/// program any write is stored with.
-pub fn respond(request: &Request, body: &mut dyn Read, fossil: Result<Fossil, Stop>) -> Response {
+/// The response to `request` with its body on `body`; `fossil` finds the
+/// program any write is stored with, when a call first needs it.
+pub fn respond(
+    request: &Request,
+    body: &mut dyn Read,
+    fossil: impl Fn() -> Result<Fossil, Stop> + Send + Sync + 'static,
+) -> Response {
     let json = request.wants_json();
     let Some(repository) = request.repository.clone() else {
         let stop = Stop::field("repository", "Fossil named no repository").next(

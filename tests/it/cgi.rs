@@ -1051,3 +1051,50 @@ fn in_chromium_a_person_signs_in_and_replies_through_the_form() {
         "the thread's first post and the reply, nothing else"
     );
 }
+
+#[test]
+fn a_page_that_starts_no_fossil_never_asks_fossil_its_version() {
+    use std::os::unix::fs::PermissionsExt;
+    let (ext, repo) = (Ext::new(), repo());
+    let asked = ext.dir.path().join("asked");
+    let wrapper = ext.dir.path().join("fossil-counted");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            asked.display(),
+            fossil().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = serde_json::json!({ "fossil": wrapper });
+    std::fs::write(ext.dir.path().join(".ocx-cgi.json"), config.to_string()).unwrap();
+    let ran = || std::fs::read_to_string(&asked).unwrap_or_default();
+    for (path, query) in [("/list", "json"), ("/help", "json&tool=post")] {
+        let page = cgi(
+            &ext,
+            &repo,
+            &[("PATH_INFO", path), ("QUERY_STRING", query)],
+            b"",
+        );
+        assert_eq!(page.status, 200, "{path}: {}", page.body);
+        assert_eq!(ran(), "", "{path} started fossil");
+    }
+    let page = cgi(
+        &ext,
+        &repo,
+        &[
+            ("FOSSIL_USER", "alice"),
+            ("PATH_INFO", "/status"),
+            ("QUERY_STRING", "json"),
+        ],
+        b"",
+    );
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        ran().contains("version"),
+        "status, which reports fossil, finds it through the configured program: {:?}",
+        ran()
+    );
+}

@@ -276,7 +276,7 @@ fn context(repo: &Repo) -> Context {
             user: Some("admin".into()),
         },
     )
-    .with_fossil(Err(Stop::new("no fossil in these tests")))
+    .with_fossil(|| Err(Stop::new("no fossil in these tests")))
 }
 
 fn corpus(node: &str) -> Vec<(String, Vec<u8>)> {
@@ -347,11 +347,9 @@ fn web_request(repo: &Repo, path: &str, content_type: &str, body: &[u8]) -> cgi:
         query: "json".into(),
         ..Request::default()
     };
-    cgi::respond(
-        &request,
-        &mut &body[..],
-        Err(Stop::new("no fossil in these tests")),
-    )
+    cgi::respond(&request, &mut &body[..], || {
+        Err(Stop::new("no fossil in these tests"))
+    })
 }
 
 #[test]
@@ -745,11 +743,9 @@ fn the_web_pages_request_of_any_text_is_answered() {
                     referer: Some(query),
                     ..Request::default()
                 };
-                let page = cgi::respond(
-                    &request,
-                    &mut &body[..],
-                    Err(Stop::new("no fossil in these tests")),
-                );
+                let page = cgi::respond(&request, &mut &body[..], || {
+                    Err(Stop::new("no fossil in these tests"))
+                });
                 prop_assert!((200..500).contains(&page.status), "{}", page.status);
                 let answer: Value = serde_json::from_str(&page.body).expect("a JSON answer");
                 if answer["ok"] == false && page.status == 400 {
