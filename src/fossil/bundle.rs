@@ -15,6 +15,10 @@ pub fn write(
     let fail = |e: rusqlite::Error| FossilError::Bundle(e.to_string());
     let _ = std::fs::remove_file(path);
     let mut db = Connection::open(path).map_err(fail)?;
+    // A bundle is a file of the moment, read once by `fossil bundle import`
+    // and removed: it needs no journal and no sync to survive a crash.
+    db.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+        .map_err(fail)?;
     let tx = db.transaction().map_err(fail)?;
     tx.execute_batch(
         "CREATE TABLE bconfig(bcname TEXT, bcvalue ANY);
