@@ -1,0 +1,160 @@
+//! Benchmark of what a person waits for at a prompt, each beside its
+//! anchor in the same run: `ocx --version`, `ocx --help` and `ocx list`
+//! beside `fossil version`; `ocx post` of one reply beside `fossil bundle
+//! import` of a bundle holding the same one reply. Each is a whole
+//! process, timed from its start to its exit; the medians of
+//! [`SAMPLES`], and the ratio to the anchor (the goals: at most 1.1× for
+//! the first three, 1.5× for `post`).
+//!
+//! Run: `cargo bench --bench startup`.
+
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)] // a test or a benchmark is its own program, starting others and printing as it must
+
+mod common;
+
+use common::ms;
+use ocx::fossil::artifact::{ForumPost, HashPolicy};
+use ocx::fossil::{Fossil, Repository, bundle};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SAMPLES: usize = 51;
+
+fn main() {
+    let fossil = Fossil::locate().expect("fossil: run scripts/setup.sh");
+    let ocx = common::release_ocx();
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("small.fossil");
+    quiet(
+        Command::new(fossil.path())
+            .args(["new", "--admin-user", "admin"])
+            .arg(&repo),
+    );
+    let first = post(&ocx, &repo, None, "the thread's first post");
+
+    let version = median(|_| {
+        quiet(Command::new(fossil.path()).arg("version"));
+    });
+    let rows = [
+        (
+            "ocx --version",
+            median(|_| quiet(Command::new(&ocx).arg("--version"))),
+        ),
+        (
+            "ocx --help",
+            median(|_| quiet(Command::new(&ocx).arg("--help"))),
+        ),
+        (
+            "ocx list",
+            median(|_| quiet(Command::new(&ocx).current_dir(dir.path()).arg("list"))),
+        ),
+    ];
+    println!("{:<16} {:>9}  anchor", "", "median");
+    println!("{:<16} {:>6.2} ms", "fossil version", ms(version));
+    for (what, took) in rows {
+        println!(
+            "{what:<16} {:>6.2} ms  {:.2}x fossil version (goal: at most 1.1x)",
+            ms(took),
+            ratio(took, version)
+        );
+    }
+
+    let project = Repository::open(&repo).unwrap().project_code().unwrap();
+    let import = median(|i| {
+        let date = format!("2026-01-01T00:00:{:02}.{:03}", i % 60, i);
+        let text = format!("imported reply {i}");
+        let reply = ForumPost {
+            date: &date,
+            reply: Some((&first, &first)),
+            title: None,
+            mimetype: "text/x-markdown",
+            user: "admin",
+            text: &text,
+        }
+        .compose();
+        let file = dir.path().join(format!("reply-{i}.bundle"));
+        bundle::write(&file, &project, &[(HashPolicy::Sha3.name(&reply), reply)]).unwrap();
+        let t = Instant::now();
+        quiet(
+            Command::new(fossil.path())
+                .args(["bundle", "import"])
+                .arg(&file)
+                .args(["--publish", "--user", "admin", "-R"])
+                .arg(&repo),
+        );
+        t.elapsed()
+    });
+    let posted = median(|i| {
+        let t = Instant::now();
+        post(&ocx, &repo, Some(&first), &format!("posted reply {i}"));
+        t.elapsed()
+    });
+    println!("{:<16} {:>6.2} ms", "bundle import", ms(import));
+    println!(
+        "{:<16} {:>6.2} ms  {:.2}x bundle import of one reply (goal: at most 1.5x)",
+        "ocx post",
+        ms(posted),
+        ratio(posted, import)
+    );
+}
+
+/// `ocx post` as `admin`, a reply to `to` or a new thread; its hash.
+fn post(ocx: &Path, repo: &Path, to: Option<&str>, text: &str) -> String {
+    let mut c = Command::new(ocx);
+    c.args(["post", "--json", "--user", "admin", "--repository"])
+        .arg(repo)
+        .args(["--text", text]);
+    match to {
+        Some(h) => c.args(["--to", h]),
+        None => c.args(["--title", "Startup"]),
+    };
+    let out = c.stderr(Stdio::null()).output().unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["ok"], true, "{answer}");
+    answer["result"]["hash"].as_str().unwrap().to_string()
+}
+
+/// Runs `c` to its end, its output discarded; refuses a failure.
+fn quiet(c: &mut Command) {
+    let status = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{c:?} failed");
+}
+
+/// The median of [`SAMPLES`] timings: `f` given the sample's number, timed
+/// whole where it answers `()`, or answering its own time.
+fn median<T: Timed>(mut f: impl FnMut(usize) -> T) -> Duration {
+    let mut all: Vec<Duration> = (0..SAMPLES)
+        .map(|i| {
+            let t = Instant::now();
+            f(i).took(t)
+        })
+        .collect();
+    all.sort();
+    all[SAMPLES / 2]
+}
+
+/// What a sample answers: nothing (timed whole) or its own time.
+trait Timed {
+    fn took(self, started: Instant) -> Duration;
+}
+
+impl Timed for () {
+    fn took(self, started: Instant) -> Duration {
+        started.elapsed()
+    }
+}
+
+impl Timed for Duration {
+    fn took(self, _: Instant) -> Duration {
+        self
+    }
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
+}
