@@ -11,8 +11,24 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// One GET of `path` with `cookie`; the status and the whole answer.
+/// One GET of `path` with `cookie`; the status and the whole answer. A
+/// connection the server closed before a byte of answer is tried again, a
+/// few times: `fossil server` listens with a backlog of ten, so under a
+/// burst of hundreds some connections are dropped before it accepts them,
+/// which is Fossil's queue, not OCX's answer.
 fn get(port: u16, path: &str, cookie: &str) -> (u16, String) {
+    let mut answer = get_once(port, path, cookie);
+    for _ in 0..5 {
+        if answer.0 != 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        answer = get_once(port, path, cookie);
+    }
+    answer
+}
+
+fn get_once(port: u16, path: &str, cookie: &str) -> (u16, String) {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
         return (0, "no connection".into());
     };
