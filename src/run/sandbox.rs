@@ -222,7 +222,7 @@ fn join_cgroups(files: &[CString]) -> io::Result<()> {
 const TICK: Duration = Duration::from_millis(50);
 
 /// The longest a limit that tells no one goes unread while the run's processes stay as they are.
-const SLOWEST: Duration = Duration::from_secs(2);
+const SLOWEST: Duration = Duration::from_secs(10);
 
 /// The least time between two reads of a run's CPU time as it nears its budget.
 const CPU_LEAST: Duration = Duration::from_millis(10);
