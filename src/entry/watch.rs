@@ -27,9 +27,11 @@ use crate::run::{
     BudgetLimits, Disk, Ended, Forbidden, Plan, Program, Running, SandboxError, SandboxFields,
 };
 use std::io::Write;
+use std::os::fd::{AsFd, IntoRawFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 pub mod agent;
@@ -93,8 +95,19 @@ fn file(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> WatchErr
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
+/// The pipe's end SIGTERM's handler writes to, so a watcher waiting on its run is woken.
+static STOP_WRITE: AtomicI32 = AtomicI32::new(-1);
+
+/// The pipe's end a watcher waits on for a stop.
+static STOP_READ: OnceLock<std::fs::File> = OnceLock::new();
+
 extern "C" fn on_term(_: nix::libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
+    let fd = STOP_WRITE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: write(2) is async-signal-safe; the buffer is a static byte.
+        let _ = unsafe { nix::libc::write(fd, b"!".as_ptr().cast(), 1) };
+    }
 }
 
 /// A run's line for a person reading the watcher's log.
@@ -140,7 +153,13 @@ fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), WatchErro
 fn watching(dir: &Path) -> Result<(), WatchError> {
     std::fs::write(dir.join("watcher.pid"), std::process::id().to_string())
         .map_err(file("watcher.pid"))?;
-    // SAFETY: the handler only stores to an atomic.
+    let (read, write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+            .map_err(|e| file("the watcher's stop pipe")(e.into()))?;
+    if STOP_READ.set(read.into()).is_ok() {
+        STOP_WRITE.store(write.into_raw_fd(), Ordering::SeqCst);
+    }
+    // SAFETY: the handler only stores to atomics and writes a byte to a pipe.
     unsafe {
         let _ = nix::sys::signal::signal(
             nix::sys::signal::Signal::SIGTERM,
@@ -159,26 +178,79 @@ enum Killed {
     Broken(String),
 }
 
+/// What changes in a no-password run's tool socket's directory that may have taken it away.
+const SOCKET_CHANGES: nix::sys::inotify::AddWatchFlags =
+    nix::sys::inotify::AddWatchFlags::from_bits_truncate(
+        nix::libc::IN_DELETE
+            | nix::libc::IN_DELETE_SELF
+            | nix::libc::IN_MOVE
+            | nix::libc::IN_MOVE_SELF
+            | nix::libc::IN_CREATE
+            | nix::libc::IN_ATTRIB,
+    );
+
 /// Waits for `running` to end, killing it when SIGTERM comes or when
-/// `broken` (asked every 250 ms) says why the run can no longer go on;
-/// answers how it ended and why it was killed, if it was.
+/// `broken`, asked as the directory `watched` changes, says why the run can
+/// no longer go on; answers how it ended and why it was killed, if it was.
+/// Woken only by these (where inotify cannot watch `watched`, `broken` is
+/// asked every 250 ms instead).
 fn until_ended(
     running: Running,
+    watched: Option<&Path>,
     mut broken: impl FnMut() -> Option<String>,
 ) -> (Result<Ended, SandboxError>, Option<Killed>) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use nix::sys::inotify::{InitFlags, Inotify};
+    let notify = watched.and_then(|dir| {
+        let i = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
+        i.add_watch(dir, SOCKET_CHANGES).ok()?;
+        Some(i)
+    });
+    let stop = STOP_READ.get();
+    let timeout = match (watched, &notify, stop) {
+        (_, _, None) => PollTimeout::from(50u8),
+        (Some(_), None, _) => PollTimeout::from(250u8),
+        _ => PollTimeout::NONE,
+    };
     let killer = running.killer();
     let mut killed = None;
-    let mut checked = Instant::now();
-    while killed.is_none() && !running.is_finished() {
+    loop {
         if STOP.load(Ordering::SeqCst) {
             killed = Some(Killed::Stopped);
-        } else if checked.elapsed() > Duration::from_millis(250) {
-            checked = Instant::now();
-            killed = broken().map(Killed::Broken);
         }
-        match killed {
-            Some(_) => killer.kill(),
-            None => std::thread::sleep(Duration::from_millis(50)),
+        if killed.is_some() {
+            killer.kill();
+            break;
+        }
+        let mut fds = vec![PollFd::new(running.ended(), PollFlags::POLLIN)];
+        if let Some(s) = stop {
+            fds.push(PollFd::new(s.as_fd(), PollFlags::POLLIN));
+        }
+        if let Some(i) = &notify {
+            fds.push(PollFd::new(i.as_fd(), PollFlags::POLLIN));
+        }
+        let woke = match poll(&mut fds, timeout) {
+            Ok(n) => n,
+            Err(nix::Error::EINTR) => continue,
+            Err(_) => 0,
+        };
+        let ready = |p: &PollFd| p.revents().is_some_and(|r| !r.is_empty());
+        if ready(&fds[0]) {
+            break;
+        }
+        let changed = notify.as_ref().is_some_and(|i| {
+            fds.last().is_some_and(ready) && {
+                while i.read_events().is_ok_and(|e| !e.is_empty()) {}
+                true
+            }
+        });
+        drop(fds);
+        if let (true, Some(i), Some(dir)) = (changed, &notify, watched) {
+            // The directory may be a new one by the name: watch that one too.
+            let _ = i.add_watch(dir, SOCKET_CHANGES);
+        }
+        if watched.is_some() && (changed || (woke == 0 && notify.is_none())) {
+            killed = broken().map(Killed::Broken);
         }
     }
     (running.wait(), killed)
@@ -558,7 +630,8 @@ fn session(
             }
         });
     }
-    let (ended, killed) = until_ended(running, || {
+    let watched = socket.parent().filter(|_| no_password);
+    let (ended, killed) = until_ended(running, watched, || {
         no_password.then(|| no_password_broken(&socket)).flatten()
     });
     let stopped = killed == Some(Killed::Stopped);

@@ -11,7 +11,7 @@ use super::preflight::Unenforceable;
 mod cgroup;
 pub mod disk;
 
-pub(crate) use cgroup::{Cgroup, Controller, probe};
+pub(crate) use cgroup::{Cgroup, Controller, Notice, probe};
 pub use cgroup::{CgroupPlan, CgroupSlot, CgroupVersion};
 pub use disk::{Disk, DiskUse};
 

@@ -26,6 +26,7 @@ use super::account::{Need, RunAccount, account_can, become_account, hand_over};
 use super::budget::{Cgroup, Limit, disk};
 
 mod plan;
+mod waking;
 
 pub(crate) use plan::find_bwrap;
 use plan::path_err;
@@ -58,6 +59,7 @@ struct Shared {
     reaped: Mutex<bool>,
     stopped: AtomicBool,
     cgroup: Option<Arc<Cgroup>>,
+    waker: waking::Waker,
 }
 
 impl Shared {
@@ -116,6 +118,7 @@ impl Killer {
     pub fn kill(&self) {
         self.shared.stopped.store(true, Ordering::SeqCst);
         self.shared.kill_all();
+        self.shared.waker.wake();
     }
 }
 
@@ -128,6 +131,7 @@ pub struct Running {
     stderr: Option<ChildStderr>,
     killer: Killer,
     supervisor: Option<JoinHandle<Result<Ended, SandboxError>>>,
+    ended: fs::File,
 }
 
 impl Running {
@@ -159,6 +163,12 @@ impl Running {
     /// Ends every process of the run.
     pub fn kill(&self) {
         self.killer.kill();
+    }
+
+    /// Hung up (`POLLHUP` to `poll`) once the run has ended and its cgroup is gone, so a
+    /// caller waiting on more than the run is woken by its end.
+    pub fn ended(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.ended)
     }
 
     /// Whether the run has ended and its cgroup is gone, so `wait` returns at once.
@@ -207,7 +217,15 @@ fn join_cgroups(files: &[CString]) -> io::Result<()> {
     Ok(())
 }
 
+/// How often a run's use is read when something it holds cannot wake its supervisor here,
+/// and at the most while it writes its filesystem.
 const TICK: Duration = Duration::from_millis(50);
+
+/// The longest a limit that tells no one goes unread while the run's processes stay as they are.
+const SLOWEST: Duration = Duration::from_secs(10);
+
+/// The least time between two reads of a run's CPU time as it nears its budget.
+const CPU_LEAST: Duration = Duration::from_millis(10);
 
 fn supervise(
     plan: Plan,
@@ -244,6 +262,16 @@ fn supervise(
             });
         }
     }
+    let (waker, woken) = match waking::pipe() {
+        Ok(p) => p,
+        Err(e) => {
+            if let Some(cg) = &cgroup {
+                cg.remove();
+            }
+            let _ = started.send(Err(SandboxError::Spawn(e)));
+            return Err(SandboxError::Supervisor("no pipe to wake it".into()));
+        }
+    };
     let start = Instant::now();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -260,7 +288,9 @@ fn supervise(
         reaped: Mutex::new(false),
         stopped: AtomicBool::new(false),
         cgroup: cgroup.clone(),
+        waker,
     });
+    let sources = waking::Sources::of(shared.pid, woken, cgroup.as_deref(), plan.disk.as_deref());
     let _ = started.send(Ok(Started {
         shared: shared.clone(),
         stdin: child.stdin.take(),
@@ -269,8 +299,13 @@ fn supervise(
     }));
     drop(child);
 
+    let cores = waking::cores();
     let mut limit = None;
-    let mut tick = Duration::from_millis(5);
+    // A second read of the run's use soon after a notice or a write: a limit the kernel
+    // tells of before it counts it, and a filesystem written fast, read once a tick.
+    let mut again: Option<Instant> = None;
+    // How often a limit that tells no one is read, and what the run's processes were then.
+    let (mut read_every, mut seen) = (TICK, None);
     let status = loop {
         match shared.try_reap() {
             Ok(Some(done)) => break done,
@@ -299,9 +334,35 @@ fn supervise(
         if limit.is_some() || stopped {
             shared.kill_all();
         }
-        let left = plan.wall.saturating_sub(start.elapsed());
-        thread::sleep(tick.min(left.max(Duration::from_millis(1))));
-        tick = (tick * 2).min(TICK);
+        let now = Instant::now();
+        if again.is_some_and(|at| at <= now) {
+            again = None;
+        }
+        let mut next = plan.wall.saturating_sub(start.elapsed());
+        if let Some(left) = cgroup.as_deref().and_then(Cgroup::cpu_left) {
+            next = next.min((left / cores).max(CPU_LEAST) + Duration::from_millis(1));
+        }
+        if sources.tick || limit.is_some() || stopped {
+            next = next.min(TICK);
+        }
+        if let (true, Some(cg)) = (sources.unnoticed, &cgroup) {
+            let now_seen = cg.processes_now();
+            read_every = if now_seen == seen {
+                (read_every * 2).min(SLOWEST)
+            } else {
+                TICK
+            };
+            seen = now_seen;
+            next = next.min(read_every);
+        }
+        if let Some(at) = again {
+            next = next.min(at - now);
+        }
+        let woke = sources.wait(next.max(Duration::from_millis(1)), again.is_none());
+        if (woke.notice || woke.disk) && again.is_none() {
+            again = Some(Instant::now() + TICK);
+            read_every = TICK;
+        }
     };
     let elapsed = start.elapsed();
     let stopped = shared.stopped.load(Ordering::SeqCst);
@@ -394,9 +455,13 @@ pub fn spawn(
         .map(Arc::new);
     let (tx, rx) = mpsc::channel();
     let owned = plan.clone();
+    let (done, ended) = waking::pipe().map_err(SandboxError::Spawn)?;
     let handle = thread::Builder::new()
         .name(format!("ocx-run-{}", plan.run_name))
-        .spawn(move || supervise(owned, cgroup, [stdin, stdout, stderr], tx))
+        .spawn(move || {
+            let _done = done;
+            supervise(owned, cgroup, [stdin, stdout, stderr], tx)
+        })
         .map_err(SandboxError::Spawn)?;
     match rx.recv() {
         Ok(Ok(s)) => Ok(Running {
@@ -406,6 +471,7 @@ pub fn spawn(
             stderr: s.stderr,
             killer: Killer { shared: s.shared },
             supervisor: Some(handle),
+            ended,
         }),
         Ok(Err(e)) => {
             let _ = handle.join();

@@ -76,7 +76,7 @@ pub(super) fn run(
             let err = out.try_clone().map_err(file(log_path.display()))?;
             match crate::run::spawn(&plan, Stdio::null(), Stdio::from(out), Stdio::from(err))
                 .and_then(|running| {
-                    let (ended, killed) = until_ended(running, || None);
+                    let (ended, killed) = until_ended(running, None, || None);
                     Ok((ended?, killed.is_some()))
                 }) {
                 Err(e) => (false, format!("could not run: {e}")),

@@ -5,6 +5,7 @@ use std::ffi::CString;
 use std::fmt;
 use std::fs;
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -408,6 +409,12 @@ impl Cgroup {
         }
     }
 
+    /// CPU time the run may still use before its budget is over, when it holds one.
+    pub(crate) fn cpu_left(&self) -> Option<Duration> {
+        let max = Duration::from_secs(self.plan.cpu_seconds?);
+        Some(max.saturating_sub(self.cpu_used()?))
+    }
+
     /// Whether the memory limit made the kernel kill a process of the run.
     pub(crate) fn memory_hit(&self) -> bool {
         let Some(slot) = &self.plan.memory else {
@@ -449,6 +456,37 @@ impl Cgroup {
         } else {
             None
         }
+    }
+
+    /// What tells of each limit the kernel holds the run to (memory, processes) as it is
+    /// reached, to be polled rather than read on a clock: a v2 `memory.events` or
+    /// `pids.events` open for `POLLPRI`, a v1 memory controller's OOM eventfd; and whether
+    /// every limit the run holds has one (a v1 `pids.events` tells no one: it must be read).
+    pub(crate) fn notices(&self) -> (Vec<Notice>, bool) {
+        let mut notices = Vec::new();
+        let mut every = true;
+        if let Some(slot) = &self.plan.memory {
+            let notice = match slot.version {
+                CgroupVersion::V2 => Notice::file(&slot.dir.join("memory.events")),
+                CgroupVersion::V1 => Notice::oom_v1(&slot.dir),
+            };
+            every &= notice.is_some();
+            notices.extend(notice);
+        }
+        if let Some(slot) = &self.plan.pids {
+            let notice = match slot.version {
+                CgroupVersion::V2 => Notice::file(&slot.dir.join("pids.events")),
+                CgroupVersion::V1 => None,
+            };
+            every &= notice.is_some();
+            notices.extend(notice);
+        }
+        (notices, every)
+    }
+
+    /// How many processes the run has now, when it holds a process limit.
+    pub(crate) fn processes_now(&self) -> Option<u64> {
+        read_number(&self.plan.pids.as_ref()?.dir.join("pids.current"))
     }
 
     fn members(&self) -> Vec<i32> {
@@ -533,6 +571,77 @@ impl Drop for Cgroup {
             self.kill_all();
             self.remove();
         }
+    }
+}
+
+/// A file descriptor the kernel makes ready when a cgroup's limit is reached: an events file
+/// (ready with `POLLPRI` when it changes, reset by reading it) or an eventfd (ready to read).
+#[derive(Debug)]
+pub(crate) struct Notice {
+    fd: fs::File,
+    /// Whether it is an events file (else an eventfd).
+    file: bool,
+    /// The v1 `memory.oom_control` the eventfd listens to, held open while it does.
+    _control: Option<fs::File>,
+}
+
+impl Notice {
+    fn file(path: &Path) -> Option<Notice> {
+        let f = fs::File::open(path).ok()?;
+        let notice = Notice {
+            fd: f,
+            file: true,
+            _control: None,
+        };
+        notice.clear();
+        Some(notice)
+    }
+
+    fn oom_v1(dir: &Path) -> Option<Notice> {
+        let control = fs::File::open(dir.join("memory.oom_control")).ok()?;
+        // SAFETY: eventfd takes no pointer; a negative answer is an error.
+        let raw =
+            unsafe { nix::libc::eventfd(0, nix::libc::EFD_CLOEXEC | nix::libc::EFD_NONBLOCK) };
+        if raw < 0 {
+            return None;
+        }
+        // SAFETY: `raw` is a new descriptor this alone owns.
+        let fd = fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) });
+        let line = format!("{} {}", fd.as_raw_fd(), control.as_raw_fd());
+        fs::write(dir.join("cgroup.event_control"), line).ok()?;
+        Some(Notice {
+            fd,
+            file: false,
+            _control: Some(control),
+        })
+    }
+
+    /// What `poll` waits for on it.
+    pub(crate) fn events(&self) -> nix::poll::PollFlags {
+        use nix::poll::PollFlags;
+        if self.file {
+            PollFlags::POLLPRI
+        } else {
+            PollFlags::POLLIN
+        }
+    }
+
+    /// Reads what made it ready, so it waits for the next change.
+    pub(crate) fn clear(&self) {
+        use std::io::Read;
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 512];
+        let _ = if self.file {
+            self.fd.read_at(&mut buf, 0)
+        } else {
+            (&self.fd).read(&mut buf)
+        };
+    }
+}
+
+impl AsFd for Notice {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 
