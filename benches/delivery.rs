@@ -11,7 +11,7 @@ mod common;
 
 use common::{now_ns, read_at, stat};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const PUSHES: usize = 50;
@@ -26,49 +26,15 @@ fn main() {
     let dir = place.tmp.path();
     let (out, runner) = (&place.out, &place.runner);
     let repo = dir.join("served.fossil");
-    let f = |args: &[&str]| {
-        let o = Command::new(&fossil)
-            .args(args)
-            .env("USER", "admin")
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let f = |args: &[&str]| common::fossil_as_admin(&fossil, dir, args);
     let r = repo.to_str().unwrap();
     f(&["new", "--admin-user", "admin", r]);
     f(&["user", "default", "admin", "-R", r]);
     f(&["user", "new", "pat", "x", "patpw", "-R", r]);
     f(&["user", "capabilities", "pat", "v4", "-R", r]);
-    let page = dir.join("page.md");
     let block = serde_json::json!({"command": [runner], "env": {"OCX_BENCH_LOG": out.join("log")}, "input": "lines"});
-    std::fs::write(&page, format!("```json\n{block}\n```\n")).unwrap();
-    f(&[
-        "wiki",
-        "create",
-        "sandbox/bench",
-        page.to_str().unwrap(),
-        "--mimetype",
-        "text/x-markdown",
-        "-R",
-        r,
-    ]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = Command::new(&fossil)
-        .args(["server", "--port", &port.to_string(), "--localhost", r])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    common::bench_runner_page(&fossil, dir, r, &block);
+    let (server, port) = common::serve(&fossil, r);
     let mut guard = Guard {
         ocx: ocx.clone(),
         repo: repo.clone(),

@@ -74,6 +74,65 @@ for line in sys.stdin:
         f.write("%d %s" % (time.time_ns(), line))
 "#;
 
+/// `fossil ARGS` as `admin` in `dir`, refused when it fails; what it printed.
+pub fn fossil_as_admin(fossil: &Path, dir: &Path, args: &[&str]) -> String {
+    let o = Command::new(fossil)
+        .args(args)
+        .env("USER", "admin")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Writes the runner page `sandbox/bench` of `repo`, its JSON `block`, as
+/// `admin` (the page a benchmark's records name as their runner).
+pub fn bench_runner_page(fossil: &Path, dir: &Path, repo: &str, block: &serde_json::Value) {
+    let page = dir.join("page.md");
+    std::fs::write(&page, format!("```json\n{block}\n```\n")).unwrap();
+    fossil_as_admin(
+        fossil,
+        dir,
+        &[
+            "wiki",
+            "create",
+            "sandbox/bench",
+            page.to_str().unwrap(),
+            "--mimetype",
+            "text/x-markdown",
+            "-R",
+            repo,
+        ],
+    );
+}
+
+/// A free loopback port, as the kernel gives one.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `fossil server` of `repo` (Fossil's own pages alone) on a free loopback
+/// port; the server and its port.
+pub fn serve(fossil: &Path, repo: &str) -> (std::process::Child, u16) {
+    let port = free_port();
+    let server = Command::new(fossil)
+        .args(["server", "--port", &port.to_string(), "--localhost", repo])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    (server, port)
+}
+
 /// `fossil server` of `repo` on a free loopback port, serving OCX's page
 /// from the extroot `dir/ext` (`ocx` linked there as `ocx-cgi`, told which
 /// `fossil` to run), once it answers; the server and its port.
@@ -91,11 +150,7 @@ pub fn serve_with_page(
         serde_json::json!({ "fossil": fossil }).to_string(),
     )
     .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let server = Command::new(fossil)
         .args([
             "server",
