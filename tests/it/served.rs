@@ -908,21 +908,7 @@ fn in_a_clone_of_a_server_serving_no_page_every_reader_of_senders_refuses_naming
     let site = Site::without_page();
     site.repo.user("carol", "v234i");
     site.repo.fossil(&["user", "capabilities", "nobody", "go"]);
-    let root = site
-        .repo
-        .json(&[
-            "post",
-            "--user",
-            "carol",
-            "--title",
-            "Plans",
-            "--text",
-            "Carol plans.",
-        ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let root = carols_thread(&site.repo);
     let checkin = site.repo.commit_as("carol", "c.txt", "carol's", None);
     site.repo
         .json(&[
@@ -1331,20 +1317,7 @@ fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts(
 fn in_a_clone_of_a_repository_file_no_reader_of_senders_believes_the_clones_own_receipts() {
     let repo = crate::support::Repo::new();
     repo.user("carol", "v234");
-    let root = repo
-        .json(&[
-            "post",
-            "--user",
-            "carol",
-            "--title",
-            "Plans",
-            "--text",
-            "Carol plans.",
-        ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let root = carols_thread(&repo);
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
@@ -1365,4 +1338,21 @@ fn in_a_clone_of_a_repository_file_no_reader_of_senders_believes_the_clones_own_
         "{}",
         read.stdout
     );
+}
+
+/// Carol's thread "Plans", posted in `repo`; its first post's hash.
+fn carols_thread(repo: &crate::support::Repo) -> String {
+    repo.json(&[
+        "post",
+        "--user",
+        "carol",
+        "--title",
+        "Plans",
+        "--text",
+        "Carol plans.",
+    ])
+    .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
