@@ -262,12 +262,14 @@ pub fn last(root: &Path, n: usize) -> std::io::Result<Vec<Logged>> {
     };
     let mut end = f.seek(SeekFrom::End(0))?;
     let mut tail: Vec<u8> = Vec::new();
+    let mut newlines = 0;
     const BLOCK: u64 = 64 * 1024;
-    while end > 0 && tail.iter().filter(|b| **b == b'\n').count() <= n {
+    while end > 0 && newlines <= n {
         let start = end.saturating_sub(BLOCK);
         let mut block = vec![0; usize::try_from(end - start).unwrap_or(0)];
         f.seek(SeekFrom::Start(start))?;
         f.read_exact(&mut block)?;
+        newlines += block.iter().filter(|b| **b == b'\n').count();
         block.extend_from_slice(&tail);
         tail = block;
         end = start;
