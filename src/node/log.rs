@@ -228,6 +228,7 @@ pub fn write(root: &Path, events: &[Event]) {
         return;
     }
     let time = now();
+    let foreground = FOREGROUND.load(Ordering::Relaxed);
     let mut text = String::new();
     let mut shown = String::new();
     for e in events {
@@ -235,10 +236,12 @@ pub fn write(root: &Path, events: &[Event]) {
         e.time.clone_from(&time);
         text.push_str(&json_line(&e));
         text.push('\n');
-        shown.push_str(&e.line());
-        shown.push('\n');
+        if foreground {
+            shown.push_str(&e.line());
+            shown.push('\n');
+        }
     }
-    if FOREGROUND.load(Ordering::Relaxed) {
+    if foreground {
         let _ = std::io::stderr().lock().write_all(shown.as_bytes());
     }
     if let Ok(mut f) = std::fs::OpenOptions::new()
