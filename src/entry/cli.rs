@@ -144,7 +144,7 @@ fn named_tool(args: &[OsString]) -> Option<&str> {
     ];
     let mut words = args.iter().skip(1).map(|a| a.to_str());
     while let Some(word) = words.next() {
-        let word = word?;
+        let Some(word) = word else { continue };
         if word == "--" {
             return words.next().flatten();
         }
