@@ -502,13 +502,28 @@ pub fn drive(
         let mut interrupted = false;
         let mut words = String::new();
         let (ok, said) = loop {
-            let event = match events.recv_timeout(Duration::from_secs(1)) {
+            // Only a refused turn has a deadline; otherwise the session
+            // sleeps until the agent says something.
+            let deadline = match (&refused, &turn_id, &thread, interrupted) {
+                (Some((since, _)), Some(_), Some(_), false) => {
+                    Some(REFUSED_TURN_MAX.saturating_sub(since.elapsed()))
+                }
+                _ => None,
+            };
+            let event = match deadline.map_or_else(
+                || {
+                    events
+                        .recv()
+                        .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected)
+                },
+                |left| events.recv_timeout(left),
+            ) {
                 Ok(e) => e,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                     if let (Some((since, _)), Some(t), Some(th), false) =
                         (&refused, &turn_id, &thread, interrupted)
-                        && since.elapsed() > REFUSED_TURN_MAX
+                        && since.elapsed() >= REFUSED_TURN_MAX
                     {
                         interrupted = true;
                         say_log("the turn was refused for three minutes: interrupted");
