@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{ChildStdin, ChildStdout};
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -502,7 +502,8 @@ pub fn drive(
         let mut interrupted = false;
         let mut words = String::new();
         let (ok, said) = loop {
-            // Only a refused turn has a deadline; otherwise the session
+            // Only a turn refused and not yet interrupted has a deadline,
+            // the time left of the three minutes; otherwise the session
             // sleeps until the agent says something.
             let deadline = match (&refused, &turn_id, &thread, interrupted) {
                 (Some((since, _)), Some(_), Some(_), false) => {
@@ -510,21 +511,15 @@ pub fn drive(
                 }
                 _ => None,
             };
-            let event = match deadline.map_or_else(
-                || {
-                    events
-                        .recv()
-                        .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected)
-                },
-                |left| events.recv_timeout(left),
-            ) {
+            let next = match deadline {
+                Some(left) => events.recv_timeout(left),
+                None => events.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            let event = match next {
                 Ok(e) => e,
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    if let (Some((since, _)), Some(t), Some(th), false) =
-                        (&refused, &turn_id, &thread, interrupted)
-                        && since.elapsed() >= REFUSED_TURN_MAX
-                    {
+                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => {
+                    if let (Some(t), Some(th)) = (&turn_id, &thread) {
                         interrupted = true;
                         say_log("the turn was refused for three minutes: interrupted");
                         let _ = write_json(
