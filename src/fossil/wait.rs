@@ -28,6 +28,22 @@ impl Repository {
             })?)
     }
 
+    /// The hashes of the artifacts received after receipt `after` among
+    /// the repository's newest `rows` rows, oldest first, phantoms left
+    /// out: what a caller who heard `after` last is about to pull, as far
+    /// as the newest rows tell (a phantom filled since keeps its older row).
+    pub fn received_lately(&self, after: i64, rows: usize) -> Result<Vec<String>, FossilError> {
+        let mut q = self.db.prepare_cached(
+            "SELECT uuid FROM blob \
+             WHERE rid > (SELECT coalesce(max(rid),0) FROM blob) - ?2 AND rcvid > ?1 AND size >= 0 \
+             ORDER BY rid",
+        )?;
+        let hashes = q
+            .query_map(rusqlite::params![after, rows as i64], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(hashes)
+    }
+
     /// Waits until the repository holds a receipt numbered above `after`,
     /// or `within` has passed; answers the newest receipt's number then
     /// (above `after` only when one came).
@@ -54,15 +70,20 @@ impl Repository {
 /// A channel that hears each change of the repository file.
 fn watch(repo: &Repository) -> Result<mpsc::Receiver<()>, FossilError> {
     let (tx, rx) = mpsc::channel();
-    on_change(repo.path(), tx)?;
+    on_change(repo.path(), tx, ())?;
     Ok(rx)
 }
 
-/// Sends on `tx` at each change of the repository file `path` (written,
-/// closed after writing, or its attributes changed), from a thread that
-/// lives until `tx`'s receiver is gone or the process ends. The one
-/// inotify watch OCX keeps: the node's daemon and the page's long-poll.
-pub fn on_change(path: &std::path::Path, tx: mpsc::Sender<()>) -> Result<(), FossilError> {
+/// Sends `what` on `tx` at each change of the repository file `path`
+/// (written, closed after writing, or its attributes changed), from a
+/// thread that lives until `tx`'s receiver is gone or the process ends.
+/// The one inotify watch OCX keeps: the node's daemon and the page's
+/// long-poll.
+pub fn on_change<T: Clone + Send + 'static>(
+    path: &std::path::Path,
+    tx: mpsc::Sender<T>,
+    what: T,
+) -> Result<(), FossilError> {
     let failed = |e: nix::Error| FossilError::Query(format!("cannot watch the repository: {e}"));
     let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(failed)?;
     inotify
@@ -73,7 +94,7 @@ pub fn on_change(path: &std::path::Path, tx: mpsc::Sender<()>) -> Result<(), Fos
         .map_err(failed)?;
     std::thread::spawn(move || {
         while inotify.read_events().is_ok() {
-            if tx.send(()).is_err() {
+            if tx.send(what.clone()).is_err() {
                 break;
             }
         }

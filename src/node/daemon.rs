@@ -11,10 +11,12 @@
 
 use super::config::NodeConfig;
 use super::log::{self, Done, Event};
+use super::receipts::Server;
 use super::wake::{self, State};
 use super::{NodeError, machine};
 use crate::fossil::kept::Kept;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 
 /// Answers `lost` for each open session whose watcher is gone (C3, C4),
@@ -107,6 +109,21 @@ pub fn claim_uids(
     Ok(Some(crate::run::uids::claim(root, cfg.run_uids)?))
 }
 
+/// What woke the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Woken {
+    /// A poke: the hook, OCX's own write, or the machine's listener once
+    /// it pulled. Each tells of a write already done.
+    Poked,
+    /// A change of the repository file, perhaps one of several writes of
+    /// one commit under way.
+    Changed,
+}
+
+/// How long a change of the repository file waits for the rest of its
+/// writes before the node wakes, so one commit wakes it once.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// Runs the node at `root` in this process until it is killed, its log
 /// lines on stderr too (for systemd and the like); a fatal error is
 /// logged and answered.
@@ -129,7 +146,7 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
     let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
     let _claim = claim_uids(root, &cfg)?;
     std::fs::write(root.join("node.pid"), std::process::id().to_string())?;
-    let (tx, rx) = mpsc::channel::<()>();
+    let (tx, rx) = mpsc::channel::<Woken>();
     let socket_path = NodeConfig::socket(root);
     let _ = std::fs::remove_file(&socket_path);
     let socket = std::os::unix::net::UnixDatagram::bind(&socket_path)?;
@@ -142,19 +159,27 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
     std::thread::spawn(move || {
         let mut buf = [0u8; 64];
         while socket.recv(&mut buf).is_ok() {
-            if socket_poked.send(()).is_err() {
+            if socket_poked.send(Woken::Poked).is_err() {
                 break;
             }
         }
     });
-    crate::fossil::wait::on_change(&cfg.repository, tx)?;
-    if cfg.machine.is_some() {
-        let server = super::receipts::Server::of(&cfg)?.ok_or(NodeError::NotANode)?;
-        let (root, cfg, woken) = (root.to_path_buf(), cfg.clone(), poked.clone());
-        std::thread::spawn(move || {
-            machine::listen(&root, &cfg, &server, || woken.send(()).is_ok())
-        });
-    }
+    crate::fossil::wait::on_change(&cfg.repository, tx, Woken::Changed)?;
+    let pulling = Arc::new(AtomicBool::new(false));
+    let server = match &cfg.machine {
+        Some(_) => {
+            let server = Arc::new(Server::of(&cfg)?.ok_or(NodeError::NotANode)?);
+            let (root, cfg, woken) = (root.to_path_buf(), cfg.clone(), poked.clone());
+            let (listening, pulls) = (server.clone(), pulling.clone());
+            std::thread::spawn(move || {
+                machine::listen(&root, &cfg, &listening, &pulls, || {
+                    woken.send(Woken::Poked).is_ok()
+                })
+            });
+            Some(server)
+        }
+        None => None,
+    };
     let kept = Kept::new();
     if let Err(e) = sweep_lost_keeping(root, &kept) {
         log::write(
@@ -166,7 +191,11 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
         );
     }
     loop {
-        match std::panic::catch_unwind(|| wake::wake(root, &kept)) {
+        // A wake that panics leaves the server's receipts half told; the
+        // next wake forgets them before it asks.
+        let waking =
+            std::panic::AssertUnwindSafe(|| wake::wake_asking(root, &kept, server.as_deref()));
+        match std::panic::catch_unwind(waking) {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => log::write(
                 root,
@@ -180,10 +209,19 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
                 )],
             ),
         }
-        if rx.recv().is_err() {
-            return Ok(());
+        loop {
+            let Ok(woken) = rx.recv() else {
+                return Ok(());
+            };
+            if woken == Woken::Changed {
+                std::thread::sleep(GATHER);
+            }
+            while rx.try_recv().is_ok() {}
+            // What the listener's pull writes wakes the node once, when the
+            // pull is done.
+            if !pulling.load(Ordering::Acquire) {
+                break;
+            }
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-        while rx.try_recv().is_ok() {}
     }
 }

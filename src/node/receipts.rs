@@ -98,12 +98,16 @@ struct CapabilitiesOf {
 
 /// The served repository's server, asked over HTTP through OCX's page:
 /// unsigned for a person's clone, signed in as an agent machine's login.
-/// What it says is kept for as long as it lives (a receipt never changes
-/// once the artifact is received).
+/// What it says is kept until [`Server::forget`]: a receipt never changes
+/// once the artifact is received, but what its sender may do does, so a
+/// node that keeps its server between wakes forgets it at each.
 pub struct Server {
     page: Page,
     kept: Mutex<HashMap<String, Received>>,
     capabilities: Mutex<HashMap<String, Option<Capabilities>>>,
+    /// What its `wait` told last, for the next wake to believe rather
+    /// than ask ([`Server::told`]).
+    told: Mutex<Option<Vec<Received>>>,
 }
 
 impl Server {
@@ -113,6 +117,7 @@ impl Server {
             page,
             kept: Mutex::new(HashMap::new()),
             capabilities: Mutex::new(HashMap::new()),
+            told: Mutex::new(None),
         }
     }
 
@@ -125,6 +130,52 @@ impl Server {
         let (login, password) = super::machine::read_credentials(&m.credentials)?;
         let page = Page::signed_in(&cfg.url, &login, &password, Duration::from_secs(75));
         Ok(Some(Server::new(page)))
+    }
+
+    /// Forgets every receipt and capability it was told, keeping its page
+    /// (and the login cookie it holds), so what is asked next is asked anew.
+    pub fn forget(&self) {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.capabilities
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Keeps `received`, the receipts its `wait` answered with just now,
+    /// for the next wake to believe without asking: what came, from whom,
+    /// and what they may do now. One that names no artifact by a full
+    /// hash is passed over. What a wake under way holds is left as it is.
+    pub fn told(&self, received: Vec<Received>) {
+        let received = received
+            .into_iter()
+            .filter(|r| crate::stop::full_hash("received", &r.hash).is_ok())
+            .collect();
+        *self.told.lock().unwrap_or_else(|e| e.into_inner()) = Some(received);
+    }
+
+    /// Readies it for a wake: it forgets what it was told before, keeping
+    /// only what its `wait` told since the last wake.
+    fn ready_for_wake(&self) {
+        self.forget();
+        let told = self.told.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(told) = told {
+            self.keep(told);
+        }
+    }
+
+    /// Keeps what the server said of these receipts, and of their senders.
+    fn keep(&self, said: impl IntoIterator<Item = Received>) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let mut caps = self.capabilities.lock().unwrap_or_else(|e| e.into_inner());
+        for r in said {
+            if let (Some(u), Some(c)) = (&r.user, &r.capabilities) {
+                caps.insert(u.clone(), Some(Capabilities::exact(c)));
+            }
+            if r.received {
+                kept.insert(r.hash.clone(), r);
+            }
+        }
     }
 
     /// Its page.
@@ -150,6 +201,7 @@ impl Server {
             asked.dedup();
             asked
         };
+        let mut answered = HashMap::new();
         for chunk in asked.chunks(AT_ONCE) {
             let got: Answered = self.page.call("receipt", &json!({ "artifacts": chunk }))?;
             let said = got.artifacts;
@@ -159,22 +211,16 @@ impl Server {
                     why: "its receipt answered for other artifacts than those asked, or in another order".into(),
                 });
             }
-            let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-            let mut caps = self.capabilities.lock().unwrap_or_else(|e| e.into_inner());
-            for r in said {
-                if let (Some(u), Some(c)) = (&r.user, &r.capabilities) {
-                    caps.insert(u.clone(), Some(Capabilities::exact(c)));
-                }
-                if r.received {
-                    kept.insert(r.hash.clone(), r);
-                }
-            }
+            answered.extend(said.iter().map(|r| (r.hash.clone(), r.clone())));
+            self.keep(said);
         }
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         Ok(hashes
             .iter()
             .map(|h| {
-                kept.get(h)
+                answered
+                    .get(h)
+                    .or_else(|| kept.get(h))
                     .cloned()
                     .unwrap_or_else(|| Received::unreceived(h))
             })
@@ -217,8 +263,10 @@ impl Server {
 enum From<'a> {
     /// The served repository itself.
     Served(&'a Repository),
-    /// Its server, over HTTP.
+    /// Its server, over HTTP, made for these receipts.
     Server(Box<Server>),
+    /// Its server, over HTTP, kept by whoever lent it (the node's daemon).
+    Lent(&'a Server),
 }
 
 /// Who received what, and what they may do: the served repository's own
@@ -252,6 +300,26 @@ impl<'a> Receipts<'a> {
             Some(s) => Receipts::server(s),
             None => Receipts::served(repo),
         })
+    }
+
+    /// [`Receipts::of_node`], asking `kept` (the node's daemon's
+    /// [`Server::of`], signed in once for its life) when it is given, and
+    /// forgetting what `kept` was told before its last `wait` answered:
+    /// each wake learns anew what a sender may do.
+    pub fn of_node_keeping(
+        cfg: &NodeConfig,
+        repo: &'a Repository,
+        kept: Option<&'a Server>,
+    ) -> Result<Receipts<'a>, NodeError> {
+        match (kept, &cfg.machine) {
+            (Some(s), Some(_)) => {
+                s.ready_for_wake();
+                Ok(Receipts {
+                    from: From::Lent(s),
+                })
+            }
+            _ => Receipts::of_node(cfg, repo),
+        }
     }
 
     /// The receipts a reader of `repo` believes: its own when it is the
@@ -288,14 +356,16 @@ impl<'a> Receipts<'a> {
         match &self.from {
             From::Served(_) => None,
             From::Server(s) => Some(s),
+            From::Lent(s) => Some(s),
         }
     }
 
     /// The receipts of `hashes`, in the order asked.
     pub fn received(&self, hashes: &[String]) -> Result<Vec<Received>, NodeError> {
         let repo = match &self.from {
-            From::Server(s) => return Ok(s.received(hashes)?),
             From::Served(repo) => *repo,
+            From::Server(s) => return Ok(s.received(hashes)?),
+            From::Lent(s) => return Ok(s.received(hashes)?),
         };
         let own_node = found::node_login(&repo.server_code()?);
         let mut out = Vec::with_capacity(hashes.len());
@@ -350,6 +420,7 @@ impl<'a> Receipts<'a> {
         Ok(match &self.from {
             From::Served(repo) => repo.capabilities(login)?,
             From::Server(s) => s.capabilities(login)?,
+            From::Lent(s) => s.capabilities(login)?,
         })
     }
 
@@ -362,15 +433,39 @@ impl<'a> Receipts<'a> {
         record: &str,
         node: &str,
     ) -> Result<Option<Found>, NodeError> {
-        let here = found::at(repo, place)?;
-        let hashes: Vec<String> = here
-            .iter()
-            .filter(|f| f.said.hash == record || answers(f, record))
-            .map(|f| f.said.hash.clone())
-            .collect();
+        Ok(self
+            .responses(repo, &[(place, record, node)])?
+            .pop()
+            .flatten())
+    }
+
+    /// [`Receipts::response`] of each record of `asked` (its place, its
+    /// hash, its node), the receipts of all their places asked at once.
+    pub fn responses(
+        &self,
+        repo: &Repository,
+        asked: &[(&Place, &str, &str)],
+    ) -> Result<Vec<Option<Found>>, NodeError> {
+        let mut places = Vec::with_capacity(asked.len());
+        let mut hashes = Vec::new();
+        for (place, record, _) in asked {
+            let here = found::at(repo, place)?;
+            hashes.extend(
+                here.iter()
+                    .filter(|f| f.said.hash == *record || answers(f, record))
+                    .map(|f| f.said.hash.clone()),
+            );
+            places.push(here);
+        }
         let got = self.by_hash(&hashes)?;
-        let here = in_received_order(&got, here, |f| &mut f.said);
-        Ok(response_of(&got, record, node, here))
+        Ok(asked
+            .iter()
+            .zip(places)
+            .map(|((_, record, node), here)| {
+                let here = in_received_order(&got, here, |f| &mut f.said);
+                response_of(&got, record, node, here)
+            })
+            .collect())
     }
 
     /// Record `r`, read in `repo`, as these receipts say it was received:

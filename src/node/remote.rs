@@ -36,6 +36,18 @@ impl RemoteRun {
             .remote_run(record)?
             .and_then(|t| serde_json::from_str(&t).ok()))
     }
+
+    /// The records whose runs agent machine `machine` (its node login)
+    /// holds, by full hash.
+    pub fn records_of(repo: &Repository, machine: &str) -> Result<Vec<String>, NodeError> {
+        Ok(repo
+            .remote_runs()?
+            .into_iter()
+            .filter_map(|(_, t)| serde_json::from_str::<RemoteRun>(&t).ok())
+            .filter(|r| r.machine == machine)
+            .map(|r| r.record)
+            .collect())
+    }
 }
 
 /// Keeps C5 for the remote runs: makes the run's login for each record

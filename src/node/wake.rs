@@ -9,7 +9,7 @@
 use super::config::NodeConfig;
 use super::inbox::Delivery;
 use super::log::{self, Done, Event};
-use super::receipts::Receipts;
+use super::receipts::{Receipts, Server};
 use super::spool::{
     await_reader, claim_checkin_run, deliver, prepare_run_dir, signal_watcher, watcher_alive,
 };
@@ -114,12 +114,22 @@ pub type Report = Vec<Event>;
 /// What it does for each arrival reaches the node's log before the arrival
 /// is counted handled, so a node killed mid-wake loses no line of what it did.
 pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
+    wake_asking(root, kept, None)
+}
+
+/// [`wake`] on an agent machine asking `server`, the server the node's
+/// daemon keeps signed in for its life, rather than signing in anew.
+pub fn wake_asking(
+    root: &Path,
+    kept: &Arc<Kept>,
+    server: Option<&Server>,
+) -> Result<Report, NodeError> {
     let _lock = super::lock(&root.join("wake.lock"), true)?;
     let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
     let fossil = kept.fossil_at(&cfg.fossil)?;
     let repo = kept.repository(&cfg.repository)?;
     let mut state = State::load(root);
-    let receipts = Receipts::of_node(&cfg, &repo)?;
+    let receipts = Receipts::of_node_keeping(&cfg, &repo, server)?;
     let mut arrivals = repo.filled_phantoms(&state.phantoms)?;
     arrivals.extend(repo.arrivals_after(state.last_rid)?);
     let passed_from = state.last_rid;
@@ -135,7 +145,13 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
     }
     if let Some(s) = receipts.asked() {
         report.extend(machine::push_unconfirmed(root, &cfg, &fossil, s));
-        let hashes: Vec<String> = arrivals.iter().map(|a| a.hash.clone()).collect();
+        // The open records' receipts are asked with the arrivals': any of
+        // them may hear an arrival, and each is read again at the end.
+        let hashes: Vec<String> = arrivals
+            .iter()
+            .map(|a| a.hash.clone())
+            .chain(state.open.keys().cloned())
+            .collect();
         for (a, r) in arrivals.iter_mut().zip(s.received(&hashes)?) {
             a.sender = r.sender().map(str::to_string);
         }
@@ -211,11 +227,19 @@ pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
         return Err(NodeError::Away(away));
     }
     let open: Vec<String> = node.state.open.keys().cloned().collect();
+    let mut standing = Vec::with_capacity(open.len());
     for hash in open {
-        if let Some(r) = node.standing(&hash)?
-            && node.answered(&r.place, &hash)?
-        {
-            node.state.open.remove(&hash);
+        if let Some(r) = node.standing(&hash)? {
+            standing.push((hash, r));
+        }
+    }
+    let asked: Vec<(&Place, &str, &str)> = standing
+        .iter()
+        .map(|(hash, r)| (&r.place, hash.as_str(), cfg.server_code.as_str()))
+        .collect();
+    for ((hash, _), response) in standing.iter().zip(receipts.responses(&repo, &asked)?) {
+        if response.is_some() {
+            node.state.open.remove(hash);
         }
     }
     if receipts.asked().is_none() {

@@ -127,13 +127,18 @@ impl Site {
     /// A record for the echo runner on the machine `code`, run as `user`,
     /// hearing pat; its hash.
     pub(crate) fn record(&self, code: &str, user: &str) -> String {
+        self.record_for(code, user, "echo")
+    }
+
+    /// [`Site::record`] for the runner `runner`.
+    pub(crate) fn record_for(&self, code: &str, user: &str, runner: &str) -> String {
         let out = self.out.to_str().unwrap().to_string();
         let bin = ocx_bin().parent().unwrap().to_str().unwrap().to_string();
         self.repo
             .json(&[
                 "create",
                 "--runner",
-                "echo",
+                runner,
                 "--objective",
                 "Echo what you hear",
                 "--wall",
@@ -673,4 +678,46 @@ fn a_machine_believes_the_servers_receipts_not_its_clone_a_record_from_pat_and_a
         ("refused", m.login.as_str())
     );
     assert_eq!(site.caps("pat").as_deref(), Some("v4"));
+}
+
+#[test]
+fn an_administrator_demoted_while_a_machine_runs_no_longer_defines_its_runners_there() {
+    let site = Site::new();
+    let m = Machine::enroll_checked(&site);
+    site.repo.user("boss", "s");
+    let page = site.repo.dir.path().join("boss.md");
+    std::fs::write(&page, site.repo.fossil(&["wiki", "export", "sandbox/echo"])).unwrap();
+    site.repo.fossil(&[
+        "wiki",
+        "create",
+        "sandbox/boss",
+        page.to_str().unwrap(),
+        "--mimetype",
+        "text/x-markdown",
+        "--user",
+        "boss",
+    ]);
+    let first = site.record_for(&m.code, "echo-boss1", "boss");
+    site.line(&format!("Record {first}"));
+
+    // The machine's node goes on, keeping its server signed in; what
+    // boss may do is asked again at its next wake, not remembered.
+    site.repo.fossil(&["user", "capabilities", "boss", "v4"]);
+    let second = site.record_for(&m.code, "echo-boss2", "boss");
+    let (outcome, from) = answered_once(&site, &second);
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        ("refused", m.login.as_str()),
+        "{}",
+        m.node_log()
+    );
+    assert_eq!(
+        site.caps("echo-boss2").unwrap_or_default(),
+        "",
+        "its run login may do nothing"
+    );
+    assert!(
+        !site.log().contains(&format!("Record {second}")),
+        "no run started"
+    );
 }

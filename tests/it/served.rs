@@ -108,6 +108,56 @@ fn wait_answers_when_a_receipt_arrives_and_a_cli_write_goes_through_meanwhile() 
     );
 }
 
+#[test]
+fn wait_tells_who_sent_what_arrived_and_never_a_held_posts_hash() {
+    let site = Site::new();
+    site.repo.user("newbie", "o3");
+    thread(&site.repo);
+    let m = last_receipt(&site.repo);
+    let held = site
+        .repo
+        .json(&[
+            "post", "--user", "newbie", "--title", "Hi", "--text", "Held.",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let public = thread(&site.repo);
+    let cookie = site.server.login("pat");
+    let (status, answer) = site.get(&format!("/ext/ocx-cgi/wait?after={m}"), Some(&cookie));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["last"].as_i64(), Some(last_receipt(&site.repo)));
+    let told = answer["received"].as_array().unwrap();
+    let said = told
+        .iter()
+        .find(|r| r["hash"] == public.as_str())
+        .unwrap_or_else(|| panic!("the new post told: {answer}"));
+    assert_eq!(said["received"], true);
+    assert_eq!(said["user"], "alice", "its sender by the receipt");
+    assert!(
+        said["capabilities"].as_str().unwrap().contains('4'),
+        "{said}"
+    );
+    assert!(
+        !answer.to_string().contains(&held),
+        "a post held for moderation is not told: {answer}"
+    );
+    assert!(
+        told.iter().all(|r| r["rcvid"].as_i64().unwrap() > m),
+        "only what came after receipt {m}: {answer}"
+    );
+    let (_, quiet) = site.get(
+        &format!("/ext/ocx-cgi/wait?after={}&within=1", answer["last"]),
+        Some(&cookie),
+    );
+    assert_eq!(
+        quiet["received"],
+        serde_json::json!([]),
+        "nothing new: {quiet}"
+    );
+}
+
 /// One GET of `path` on `port` with `cookie`: status and JSON body.
 pub fn request(port: u16, path: &str, cookie: &str) -> (u16, Value) {
     use std::io::{Read, Write};

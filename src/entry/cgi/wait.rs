@@ -1,7 +1,9 @@
 //! `/ext/ocx-cgi/wait?after=N`: the long-poll an agent machine keeps open.
-//! It answers `{"last": M}`, M the newest receipt the repository holds, as
-//! soon as M > N, or after about 50 s (`within` seconds, 1 to 50, when
-//! given) with M <= N; only to a viewer signed in who may read (o). At
+//! It answers `{"last": M, "received": [...]}`, M the newest receipt the
+//! repository holds, as soon as M > N, with the receipts of what came
+//! after N (as `receipt` says them), or after about 50 s (`within`
+//! seconds, 1 to 50, when given) with M <= N and none; only to a viewer
+//! signed in who may read (o). At
 //! most [`PER_LOGIN`] waits of one login and [`IN_ALL`] in all are open at
 //! once, counted across the server's processes by slots of a lock file
 //! beside the repository; the rest are answered 429 with a `Retry-After`.
@@ -9,6 +11,8 @@
 use super::{Request, Response, refusal};
 use crate::context::Context;
 use crate::lock::{self, Slot};
+use crate::node::receipts::{AT_ONCE, Receipts, Received};
+use crate::node::remote::RemoteRun;
 use crate::stop::Stop;
 use sha2::Digest;
 use std::path::{Path, PathBuf};
@@ -117,14 +121,42 @@ pub(super) fn wait(request: &Request, cx: &Context) -> Response {
         repo.wait_for_receipt_after(asked.after, Duration::from_secs(asked.within))
             .map_err(|e| Stop::field("repository", e.to_string()))
     });
-    match last {
-        Ok(last) => Response {
+    let answer = last.and_then(|last| {
+        let received = match last > asked.after {
+            true => cx
+                .repo()
+                .and_then(|repo| received_lately(repo, asked.after, &login))?,
+            false => Vec::new(),
+        };
+        Ok(serde_json::json!({ "last": last, "received": received }))
+    });
+    match answer {
+        Ok(answer) => Response {
             status: 200,
             content_type: "application/json",
-            body: format!("{}\n", serde_json::json!({ "last": last })),
+            body: format!("{answer}\n"),
         },
         Err(stop) => refusal(request, true, 500, Some(cx), stop),
     }
+}
+
+/// The receipts of what arrived after receipt `after` (among the
+/// repository's newest [`AT_ONCE`] rows) and of the records whose runs
+/// `login`'s agent machine holds, as `receipt` would say them, so the
+/// machine that waited asks nothing more at the wake that follows its
+/// pull; a private artifact (an unmoderated post) is left out, its hash
+/// unsaid.
+fn received_lately(
+    repo: &crate::fossil::Repository,
+    after: i64,
+    login: &str,
+) -> Result<Vec<Received>, Stop> {
+    let mut hashes = repo.received_lately(after, AT_ONCE)?;
+    hashes.extend(RemoteRun::records_of(repo, login).map_err(Stop::internal)?);
+    let received = Receipts::served(repo)
+        .received(&hashes)
+        .map_err(Stop::internal)?;
+    Ok(received.into_iter().filter(|r| !r.private).collect())
 }
 
 /// The query's `after` (required, a receipt number) and `within`

@@ -6,23 +6,32 @@
 use crate::fossil::Fossil;
 use crate::node::config::NodeConfig;
 use crate::node::page::PageError;
-use crate::node::receipts::Server;
+use crate::node::receipts::{Received, Server};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// What the page's `wait` answers.
 #[derive(Deserialize)]
 struct Waited {
     last: i64,
+    /// The receipts of what came after `after` (none from a page older
+    /// than this answer).
+    #[serde(default)]
+    received: Vec<Received>,
 }
 
 /// The long-poll: the highest receipt the server holds, answered as soon
-/// as it is past `after` or after `within` seconds.
+/// as it is past `after` or after `within` seconds; the receipts it told
+/// of what came are kept by `server` for the wake that follows.
 fn wait(server: &Server, after: i64, within: u64) -> Result<i64, PageError> {
     let waited: Waited = server
         .page()
         .get(&format!("wait?after={after}&within={within}"))?;
+    if waited.last > after {
+        server.told(waited.received);
+    }
     Ok(waited.last)
 }
 
@@ -63,7 +72,15 @@ impl Heard {
 /// `wait`, pulls when it answers something new and sends `wake`; when the
 /// wait is refused or the server is away, pulls once a minute (trying
 /// the wait again each time) and keeps waking for unconfirmed responses.
-pub fn listen(root: &Path, cfg: &NodeConfig, server: &Server, wake: impl Fn() -> bool) {
+/// `pulling` is set while a pull is under way, so the node passes over
+/// the changes the pull itself writes.
+pub fn listen(
+    root: &Path,
+    cfg: &NodeConfig,
+    server: &Server,
+    pulling: &AtomicBool,
+    wake: impl Fn() -> bool,
+) {
     let Ok(fossil) = Fossil::at(&cfg.fossil) else {
         return;
     };
@@ -78,7 +95,7 @@ pub fn listen(root: &Path, cfg: &NodeConfig, server: &Server, wake: impl Fn() ->
                 heard.polling = false;
                 if after.is_none_or(|a| last > a) {
                     heard.last_wake = Some(crate::fossil::artifact::now());
-                    pull(&fossil, cfg, &mut heard, root);
+                    pull(&fossil, cfg, &mut heard, root, pulling);
                     pulled_at = Some(std::time::Instant::now());
                     after = Some(last);
                     if !wake() {
@@ -94,7 +111,7 @@ pub fn listen(root: &Path, cfg: &NodeConfig, server: &Server, wake: impl Fn() ->
                 heard.last_failure = Some(e.to_string());
                 heard.save(root);
                 if pulled_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
-                    pull(&fossil, cfg, &mut heard, root);
+                    pull(&fossil, cfg, &mut heard, root, pulling);
                     pulled_at = Some(std::time::Instant::now());
                     if !wake() {
                         return;
@@ -109,8 +126,11 @@ pub fn listen(root: &Path, cfg: &NodeConfig, server: &Server, wake: impl Fn() ->
     }
 }
 
-fn pull(fossil: &Fossil, cfg: &NodeConfig, heard: &mut Heard, root: &Path) {
-    match fossil.pull_server(&cfg.repository) {
+fn pull(fossil: &Fossil, cfg: &NodeConfig, heard: &mut Heard, root: &Path, pulling: &AtomicBool) {
+    pulling.store(true, Ordering::Release);
+    let pulled = fossil.pull_server(&cfg.repository);
+    pulling.store(false, Ordering::Release);
+    match pulled {
         Ok(()) => heard.last_pull = Some(crate::fossil::artifact::now()),
         Err(e) => heard.last_failure = Some(format!("pull: {e}")),
     }
