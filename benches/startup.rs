@@ -1,13 +1,16 @@
 //! Benchmark of what a person waits for at a prompt, each beside its
 //! anchor in the same run: `ocx --version`, `ocx --help` and `ocx list`
 //! beside `fossil version`; `ocx post` of one reply beside `fossil bundle
-//! import` of a bundle holding the same one reply. Each is a whole
-//! process, timed from its start to its exit; the medians of
-//! [`SAMPLES`], and the ratio to the anchor (the goals: at most 1.1× for
-//! the first three, 1.5× for `post`). Last, the size of the program as
-//! the release profile builds it, beside Fossil's (the goal: 25 MB).
+//! import` of a bundle holding the same one reply, and beside the same
+//! reply posted through Fossil's own forum form (`/forume2`) by `curl`,
+//! signed in, to `fossil server` on 127.0.0.1. Each is a whole process,
+//! timed from its start to its exit; the medians of [`SAMPLES`], and the
+//! ratio to the anchor (the goals: at most 1.1× for the first three, 1.5×
+//! the import and 1.2× the form for `post`). Last, the size of the
+//! program as the release profile builds it, beside Fossil's (the goal:
+//! 25 MB).
 //!
-//! Run: `cargo bench --bench startup`.
+//! Run: `cargo bench --bench startup` (with `curl` installed).
 
 #![allow(clippy::disallowed_methods, clippy::disallowed_macros)] // a test or a benchmark is its own program, starting others and printing as it must
 
@@ -91,12 +94,24 @@ fn main() {
         post(&ocx, &repo, Some(&first), &format!("posted reply {i}"));
         t.elapsed()
     });
+    let form = web_form(fossil.path(), &repo, &first);
     println!("{:<16} {:>6.2} ms", "bundle import", ms(import));
+    println!(
+        "{:<16} {:>6.2} ms  curl posting the reply through Fossil's forum form",
+        "fossil web form",
+        ms(form)
+    );
     println!(
         "{:<16} {:>6.2} ms  {:.2}x bundle import of one reply (goal: at most 1.5x)",
         "ocx post",
         ms(posted),
         ratio(posted, import)
+    );
+    println!(
+        "{:<16} {:>9}  {:.2}x Fossil's web form (goal: at most 1.2x)",
+        "",
+        "",
+        ratio(posted, form)
     );
 
     let size = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / 1e6;
@@ -106,6 +121,92 @@ fn main() {
         "ocx program",
         size(&ocx)
     );
+}
+
+/// The median time of `curl` posting a reply to `to` through Fossil's own
+/// forum form, as `admin` signed in, to `fossil server` of `repo`: the
+/// reply form's fields (`fpid`, `reply`, `content`, `mimetype`, `submit`
+/// and the sign-in's `csrf`), its Referer the form's page, each answered
+/// by the redirect to the new post.
+fn web_form(fossil: &Path, repo: &Path, to: &str) -> Duration {
+    quiet(
+        Command::new(fossil)
+            .args(["user", "password", "admin", "bench-pw", "-R"])
+            .arg(repo),
+    );
+    let (mut server, port) = common::serve(fossil, repo.to_str().unwrap());
+    let base = format!("http://127.0.0.1:{port}");
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let headers = curl(&[
+        "-o",
+        "/dev/null",
+        "-D",
+        "-",
+        "-d",
+        "u=admin&p=bench-pw&in=1",
+        &format!("{base}/login"),
+    ]);
+    let cookie = headers
+        .lines()
+        .find_map(|l| l.strip_prefix("Set-Cookie: "))
+        .and_then(|c| c.split(';').next())
+        .expect("fossil's sign-in sets a cookie")
+        .to_string();
+    let form = curl(&["-b", &cookie, &format!("{base}/forume2?fpid={to}&reply=1")]);
+    let csrf = form
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the reply form holds its csrf")
+        .to_string();
+    let referer = format!("Referer: {base}/forume2");
+    let took = median(|i| {
+        let answer = curl(&[
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{redirect_url}",
+            "-b",
+            &cookie,
+            "-H",
+            &referer,
+            "--data-urlencode",
+            &format!("fpid={to}"),
+            "-d",
+            "reply=1",
+            "--data-urlencode",
+            "mimetype=text/x-markdown",
+            "--data-urlencode",
+            &format!("content=web reply {i}"),
+            "-d",
+            "submit=Submit",
+            "--data-urlencode",
+            &format!("csrf={csrf}"),
+            &format!("{base}/forume2"),
+        ]);
+        assert!(
+            answer.starts_with("302 ") && answer.contains("/forumpost/"),
+            "the form stored no reply: {answer}"
+        );
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    took
+}
+
+/// `curl -s ARGS`, refused when it fails; what it printed.
+fn curl(args: &[&str]) -> String {
+    let out = Command::new("curl")
+        .arg("-s")
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .expect("curl: install it to measure Fossil's web form");
+    assert!(out.status.success(), "curl {args:?} failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `ocx post` as `admin`, a reply to `to` or a new thread; its hash.
