@@ -7,7 +7,8 @@
 # tests/browser/node_modules) for the web page's browser test, and the
 # real agents the runner tests start: Claude Code and the Codex CLI from
 # the npm registry at pinned versions (their native programs ship in the
-# packages). Safe to run again: each step is skipped when already done.
+# packages), and curl, which the startup benchmark posts Fossil's own forum
+# form with. Safe to run again: each step is skipped when already done.
 set -euo pipefail
 
 FOSSIL_FLOOR="2.23"
@@ -83,7 +84,7 @@ ensure_agents() {
   npm install -g --no-audit --no-fund --silent "${want[@]}" >/dev/null
 }
 
-apt_install bubblewrap ca-certificates python3
+apt_install bubblewrap ca-certificates python3 curl
 # git serves and makes the git export (git upload-pack, fossil git export);
 # e2fsprogs' chattr makes an export immutable in its tests.
 if [ ! -x /usr/local/bin/git ] && [ ! -x /usr/bin/git ]; then apt_install git; fi

@@ -2,8 +2,8 @@
 //! calls: each repository opened once, and the `fossil` program found and
 //! asked its version once. Each is learned again when its file is
 //! replaced: a repository renamed over (another file: a connection would
-//! go on reading the old one), a program upgraded (another file, size or
-//! modification time). Nothing about a caller is kept.
+//! go on reading the old one), a program upgraded (another file, size,
+//! modification or change time). Nothing about a caller is kept.
 
 use super::{Fossil, FossilError, Repository};
 use std::ops::Deref;
@@ -35,24 +35,29 @@ struct Learned {
     fossil: Fossil,
 }
 
-/// A file as it stands: its device and inode, and for a program also its
-/// size and modification time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileId {
+/// A file as it stands, its links followed: its device and inode, and for
+/// a program also its size and its modification and change times (the
+/// change time moves on any write or `touch`, and no caller can set it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileId {
     dev: u64,
     ino: u64,
     size: u64,
     mtime: (i64, i64),
+    ctime: (i64, i64),
 }
 
 impl FileId {
-    fn of(path: &Path) -> Option<FileId> {
+    /// The file at `path` as it stands now; `None` when it is not there.
+    pub(super) fn of(path: &Path) -> Option<FileId> {
         let m = std::fs::metadata(path).ok()?;
         Some(FileId {
             dev: m.dev(),
             ino: m.ino(),
             size: m.size(),
             mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
         })
     }
 

@@ -4,7 +4,8 @@
 //! This file finds the program and runs it; each subject's commands are a
 //! file below it: `sql` (statements on standard input), `users`,
 //! `transfer` (clones, sync, remotes, bundles), `hooks`, `checkout`,
-//! `unversioned` and `git`.
+//! `unversioned` and `git`; `versions` keeps what each program answered
+//! `fossil version`, so a later process finding it unchanged asks no more.
 
 #![allow(clippy::disallowed_methods)] // the one place fossil is started, and where it finds its HOME, as docs/architecture.md says
 
@@ -15,8 +16,10 @@ mod sql;
 mod transfer;
 mod unversioned;
 mod users;
+mod versions;
 
 use super::FossilError;
+use super::kept::FileId;
 use super::output::{parse_version, sync_failure, version_at_least};
 use super::remote::redact_password;
 use std::ffi::OsStr;
@@ -140,15 +143,39 @@ impl Fossil {
     }
 
     fn with_home(path: &Path, home: Home) -> Result<Fossil, FossilError> {
-        let out = command(path, &home)
-            .arg("version")
-            .output()
-            .map_err(|_| FossilError::NoProgram)?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let version = parse_version(&text).ok_or(FossilError::NoProgram)?;
-        if !version_at_least(&version, FLOOR) {
-            return Err(FossilError::NoProgram);
-        }
+        let cache = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from);
+        let kept = versions::file_for(&home, cache);
+        Fossil::asked(path, home, kept.as_deref())
+    }
+
+    /// The program at `path`, its version the one `kept` holds for its file
+    /// as it stands, else asked (and kept there when its file did not
+    /// change while it answered).
+    fn asked(path: &Path, home: Home, kept: Option<&Path>) -> Result<Fossil, FossilError> {
+        let before = FileId::of(path);
+        let known = kept
+            .zip(before)
+            .and_then(|(file, id)| versions::known(file, path, id));
+        let version = match known {
+            Some(version) => version,
+            None => {
+                let out = command(path, &home)
+                    .arg("version")
+                    .output()
+                    .map_err(|_| FossilError::NoProgram)?;
+                let text = String::from_utf8_lossy(&out.stdout);
+                let version = parse_version(&text).ok_or(FossilError::NoProgram)?;
+                if !version_at_least(&version, FLOOR) {
+                    return Err(FossilError::NoProgram);
+                }
+                if let (Some(file), Some(id)) = (kept, before)
+                    && FileId::of(path) == Some(id)
+                {
+                    versions::remember(file, path, id, &version);
+                }
+                version
+            }
+        };
         Ok(Fossil {
             path: path.to_path_buf(),
             version,

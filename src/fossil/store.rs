@@ -1,6 +1,7 @@
 //! Storing what OCX composes: artifacts checked to parse, written into one
-//! bundle, and stored by one `fossil bundle import` as the sender, so
-//! Fossil records the sender in `rcvfrom`. All of a batch is stored, or none.
+//! bundle (in memory when the batch is small), and stored by one `fossil
+//! bundle import` as the sender, so Fossil records the sender in
+//! `rcvfrom`. All of a batch is stored, or none.
 
 use super::artifact::{self, HashPolicy};
 use super::{Fossil, FossilError, Repository};
@@ -65,10 +66,8 @@ pub fn store_checked(
     items: &[(String, Vec<u8>)],
     publish: bool,
 ) -> Result<(), FossilError> {
-    let dir = tempfile::Builder::new()
-        .prefix("ocx-bundle-")
-        .tempdir()
-        .map_err(|e| FossilError::Bundle(e.to_string()))?;
+    let size: usize = items.iter().map(|(_, b)| b.len()).sum();
+    let dir = bundle_dir(size).map_err(|e| FossilError::Bundle(e.to_string()))?;
     let path = dir.path().join("write.bundle");
     let project = repo.project_code()?;
     super::bundle::write(&path, &project, items)?;
@@ -93,4 +92,40 @@ pub fn store_checked(
         }
     }
     Ok(())
+}
+
+/// Where a batch's bundle is written, removed when dropped: a directory of
+/// its own in memory (`/dev/shm`, when it is a tmpfs one may write) for a
+/// batch of at most [`IN_MEMORY_MAX`] bytes, else in the temporary
+/// directory. A file on a disk's filesystem costs its journal's metadata
+/// writes, a few ms when the disk is busy, for a file read once.
+fn bundle_dir(size: usize) -> std::io::Result<tempfile::TempDir> {
+    let mut dir = tempfile::Builder::new();
+    dir.prefix("ocx-bundle-");
+    let shm = std::path::Path::new("/dev/shm");
+    let in_memory = size <= IN_MEMORY_MAX
+        && nix::sys::statfs::statfs(shm)
+            .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
+    match in_memory.then(|| dir.tempdir_in(shm)) {
+        Some(Ok(d)) => Ok(d),
+        _ => dir.tempdir(),
+    }
+}
+
+/// The largest batch whose bundle is written in memory, in bytes.
+const IN_MEMORY_MAX: usize = 1 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_batchs_bundle_is_written_in_memory_and_a_large_ones_in_the_temporary_directory() {
+        let tmpfs = nix::sys::statfs::statfs("/dev/shm")
+            .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC);
+        let small = bundle_dir(100).unwrap();
+        assert_eq!(small.path().starts_with("/dev/shm"), tmpfs, "{small:?}");
+        let large = bundle_dir(IN_MEMORY_MAX + 1).unwrap();
+        assert!(large.path().starts_with(std::env::temp_dir()), "{large:?}");
+    }
 }

@@ -383,3 +383,38 @@ fn a_post_in_a_clones_checkout_is_pushed_and_its_server_names_the_caller() {
         "the served repository received it from alice"
     );
 }
+
+#[test]
+fn a_post_keeps_fossils_version_for_the_next_and_a_corrupt_file_of_it_is_written_anew() {
+    use std::os::unix::fs::PermissionsExt;
+    let r = forum();
+    let home = tempfile::tempdir().unwrap();
+    let post = |text: &str| {
+        let mut c = std::process::Command::new(crate::support::ocx_bin());
+        c.args(["post", "--json", "--user", "alice", "--title", "Plans"])
+            .args(["--text", text, "--repository"])
+            .arg(&r.file)
+            .env("HOME", home.path())
+            .env_remove("XDG_CACHE_HOME");
+        crate::support::run(c, None).ok()
+    };
+    let fossil = ocx::fossil::Fossil::locate().unwrap();
+    let kept = home.path().join(".cache/ocx/fossil-versions.json");
+    let names_the_program = || {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&kept).unwrap()).unwrap();
+        assert_eq!(
+            v["programs"][0]["path"],
+            fossil.path().to_str().unwrap(),
+            "{v}"
+        );
+        assert_eq!(v["programs"][0]["version"], fossil.version(), "{v}");
+    };
+    post("Let us plan.");
+    names_the_program();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&kept), 0o600);
+    assert_eq!(mode(kept.parent().unwrap()), 0o700);
+    std::fs::write(&kept, b"{\"programs\": [{\"path\": 7").unwrap();
+    post("Let us plan again.");
+    names_the_program();
+}
