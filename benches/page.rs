@@ -8,7 +8,9 @@
 //! beside the anchor, Fossil's own `/forumthread` of the same posts on
 //! the same server. Each is printed with its ratio to the anchor (the
 //! goal: at most 1.5x) and, on the large repository, to the small one's
-//! figure (the goal: at most 1.2x).
+//! figure (the goal: at most 1.2x). Beside them, the floor: a shell script
+//! under `/ext` printing one paragraph, what Fossil's running any program
+//! there costs before the program does anything.
 //!
 //! Run: `cargo bench --bench page` (builds the release binary first).
 
@@ -38,6 +40,17 @@ struct Measure {
     /// What its body must hold, so a refusal is not timed as a page.
     holds: &'static str,
 }
+
+/// A page under `/ext` that does nothing, a shell script printing one
+/// paragraph: what any program Fossil serves there costs, OCX's or not.
+const FLOOR: Measure = Measure {
+    name: "/ext floor (sh)",
+    path: |_| "/ext/floor".into(),
+    holds: "floor",
+};
+
+/// The floor's program.
+const FLOOR_SCRIPT: &str = "#!/bin/sh\nprintf 'Status: 200 OK\\r\\nContent-Type: text/html\\r\\n\\r\\n<div class=\"fossil-doc\" data-title=\"floor\"><p>floor</p></div>'\n";
 
 const ANCHOR: Measure = Measure {
     name: "fossil /forumthread",
@@ -159,7 +172,8 @@ fn post(ocx: &Path, repo: &Path, to: Option<&str>, text: &str) -> String {
 }
 
 /// Serves `repo` with the page, signs `ann` in, and prints each measure's
-/// median beside the anchor's; the medians, the anchor's first. The
+/// median beside the anchor's; the medians, the anchor's first, then the
+/// floor's. The
 /// samples go round: the anchor, then each measure, [`SAMPLES`] times, so
 /// what else the machine does weighs on each alike.
 fn measure_repository(
@@ -171,8 +185,11 @@ fn measure_repository(
 ) -> Vec<(&'static str, Duration)> {
     let ext_dir = tempfile::tempdir().unwrap();
     let (mut server, port) = common::serve_with_page(fossil.path(), ocx, ext_dir.path(), repo);
+    let floor = ext_dir.path().join("ext/floor");
+    std::fs::write(&floor, FLOOR_SCRIPT).unwrap();
+    std::fs::set_permissions(&floor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let cookie = sign_in(port, "ann", "pw");
-    let all: Vec<&Measure> = std::iter::once(&ANCHOR).chain(&MEASURES).collect();
+    let all: Vec<&Measure> = [&ANCHOR, &FLOOR].into_iter().chain(&MEASURES).collect();
     for m in &all {
         for h in posts.iter().take(3) {
             get(port, &cookie, &(m.path)(h), m.holds);
@@ -199,10 +216,16 @@ fn measure_repository(
             (m.name, t[SAMPLES / 2])
         })
         .collect();
-    let anchor = figures[0].1;
+    let (anchor, floor) = (figures[0].1, figures[1].1);
     println!("{title}, median of {SAMPLES} requests, signed in:");
     println!("  {:<20} {:>6.2} ms", ANCHOR.name, ms(anchor));
-    for (name, took) in &figures[1..] {
+    println!(
+        "  {:<20} {:>6.2} ms  {:.2}x /forumthread (any page under /ext, doing nothing)",
+        FLOOR.name,
+        ms(floor),
+        ratio(floor, anchor)
+    );
+    for (name, took) in &figures[2..] {
         println!(
             "  {name:<20} {:>6.2} ms  {:.2}x /forumthread (goal: at most {GOAL_ANCHOR}x)",
             ms(*took),
