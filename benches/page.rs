@@ -184,7 +184,8 @@ fn measure_repository(
     posts: &[String],
 ) -> Vec<(&'static str, Duration)> {
     let ext_dir = tempfile::tempdir().unwrap();
-    let (mut server, port) = common::serve_with_page(fossil.path(), ocx, ext_dir.path(), repo);
+    let (server, port) = common::serve_with_page(fossil.path(), ocx, ext_dir.path(), repo);
+    let _server = Stopped(server);
     let floor = ext_dir.path().join("ext/floor");
     std::fs::write(&floor, FLOOR_SCRIPT).unwrap();
     std::fs::set_permissions(&floor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -206,8 +207,6 @@ fn measure_repository(
             assert!(body.contains(m.holds), "{path}: {body}");
         }
     }
-    let _ = server.kill();
-    let _ = server.wait();
     let figures: Vec<(&'static str, Duration)> = all
         .iter()
         .zip(&mut times)
@@ -233,6 +232,16 @@ fn measure_repository(
         );
     }
     figures
+}
+
+/// A server stopped when dropped, a failed sample's panic included.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Signs `login` in through Fossil's own form; the `Cookie` header's value.
