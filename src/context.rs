@@ -111,6 +111,14 @@ impl Context {
         self
     }
 
+    /// The same context with its repository already opened, from the file
+    /// it names (`--repository`, or the checkout's), so a process that
+    /// opened it first to learn who is asking does not open it again.
+    pub fn with_repository(self, repo: Repository) -> Context {
+        let _ = self.repo.set(Ok(Held::from(repo)));
+        self
+    }
+
     /// The same context taking its repository and `fossil` from what a
     /// long-lived process keeps, rather than opening and asking anew.
     pub fn keeping(mut self, kept: Arc<Kept>) -> Context {

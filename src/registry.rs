@@ -70,10 +70,15 @@ impl<T: Tool> Entry for Def<T> {
             .map(|_| ())
             .map_err(refusal)
     }
-    fn invoke(&self, input: Value, call: &mut Call) -> Result<(Value, String), Stop> {
+    fn invoke(
+        &self,
+        input: Value,
+        call: &mut Call,
+        with_text: bool,
+    ) -> Result<(Value, Option<String>), Stop> {
         let typed: T::Input = serde_path_to_error::deserialize(input).map_err(refusal)?;
         let out = T::run(typed, call)?;
-        let text = T::text(&out);
+        let text = with_text.then(|| T::text(&out));
         let value =
             serde_json::to_value(&out).map_err(|e| Stop::new(format!("internal error: {e}")))?;
         Ok((value, text))
@@ -186,7 +191,7 @@ pub fn find(name: &str) -> Option<&'static dyn Entry> {
 /// Calls tool `name` with `input` as the caller `cx` names; `dry_run` from
 /// the entry point (`--dry-run`), or `"dry_run": true` in the input.
 pub fn call(name: &str, input: Result<Value, Stop>, cx: &Context, dry_run: bool) -> Answer {
-    call_with_text(name, input, cx, dry_run).0
+    answer(name, input, cx, dry_run, false).0
 }
 
 /// Like [`call`], also giving the result's text for a person.
@@ -196,6 +201,18 @@ pub fn call_with_text(
     cx: &Context,
     dry_run: bool,
 ) -> (Answer, Option<String>) {
+    answer(name, input, cx, dry_run, true)
+}
+
+/// The call, and the result's text when `with_text` asks for it (a tool's
+/// text is made for a person, and only an entry showing it pays for it).
+fn answer(
+    name: &str,
+    input: Result<Value, Stop>,
+    cx: &Context,
+    dry_run: bool,
+    with_text: bool,
+) -> (Answer, Option<String>) {
     let started = Instant::now();
     let mut call = Call {
         cx,
@@ -203,10 +220,10 @@ pub fn call_with_text(
         log: Vec::new(),
         tools: TOOLS,
     };
-    let outcome = run(name, input, &mut call);
+    let outcome = run(name, input, &mut call, with_text);
     let took_ms = started.elapsed().as_millis() as u64;
     let (result, text, stopped) = match outcome {
-        Ok((value, text)) => (Some(value), Some(text), None),
+        Ok((value, text)) => (Some(value), text, None),
         Err(stop) => (None, None, Some(stop)),
     };
     let answer = Answer {
@@ -226,7 +243,12 @@ pub fn call_with_text(
     (answer, text)
 }
 
-fn run(name: &str, input: Result<Value, Stop>, call: &mut Call) -> Result<(Value, String), Stop> {
+fn run(
+    name: &str,
+    input: Result<Value, Stop>,
+    call: &mut Call,
+    with_text: bool,
+) -> Result<(Value, Option<String>), Stop> {
     let tool = find(name).ok_or_else(|| {
         Stop::field("tool", format!("there is no tool {name:?}"))
             .next("`ocx list` names every tool")
@@ -262,7 +284,7 @@ fn run(name: &str, input: Result<Value, Stop>, call: &mut Call) -> Result<(Value
             .next("ask an administrator for the capability, or act as a login that holds it"));
         }
     }
-    tool.invoke(input, call)
+    tool.invoke(input, call, with_text)
 }
 
 #[cfg(test)]

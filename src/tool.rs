@@ -108,8 +108,14 @@ pub trait Entry: Sync {
     fn output_schema(&self) -> &'static Value;
     /// Checks `input` against the tool's Input type, naming the field at fault.
     fn check(&self, input: &Value) -> Result<(), Stop>;
-    /// Deserializes `input` and runs the tool: the result and its text.
-    fn invoke(&self, input: Value, call: &mut Call) -> Result<(Value, String), Stop>;
+    /// Deserializes `input` and runs the tool: the result, and its text
+    /// when `with_text` asks for it.
+    fn invoke(
+        &self,
+        input: Value,
+        call: &mut Call,
+        with_text: bool,
+    ) -> Result<(Value, Option<String>), Stop>;
 }
 
 /// A tool call under way: where, whether a dry run, and the log so far.

@@ -157,14 +157,13 @@ pub fn respond(
         return refusal(request, json, 500, None, stop);
     };
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let viewer = Repository::open(&cwd.join(&repository))
-        .ok()
-        .and_then(|repo| request.prove_viewer(&repo));
+    let opened = Repository::open(&cwd.join(&repository)).ok();
+    let viewer = opened.as_ref().and_then(|repo| request.prove_viewer(repo));
     let request = &Request {
         user: viewer,
         ..request.clone()
     };
-    let cx = Context::new(
+    let mut cx = Context::new(
         Some(PathBuf::from(repository)),
         cwd,
         Who::Web {
@@ -172,6 +171,9 @@ pub fn respond(
         },
     )
     .with_fossil(fossil);
+    if let Some(repo) = opened {
+        cx = cx.with_repository(repo);
+    }
     let path = request.path_info.trim_matches('/');
     if path.is_empty() {
         if json {
@@ -295,7 +297,14 @@ pub fn respond(
             None
         };
     }
-    let (answer, text) = registry::call_with_text(tool.name(), input, &cx, notice.is_some());
+    let (answer, text) = if json {
+        (
+            registry::call(tool.name(), input, &cx, notice.is_some()),
+            None,
+        )
+    } else {
+        registry::call_with_text(tool.name(), input, &cx, notice.is_some())
+    };
     let lacks = lacks_capability(tool, &cx);
     let status = if bad_input {
         400

@@ -1,0 +1,289 @@
+//! Benchmark of OCX's page as a person's browser meets it: whole HTTP
+//! requests over loopback to `fossil server`, which runs `ocx-cgi` at
+//! `/ext/ocx-cgi`, signed in as `ann` with the login cookie Fossil's own
+//! sign-in gave. On a small repository (a few threads) and on the large
+//! one (100,000 posts, copied, since signing in writes to it), the
+//! medians of [`SAMPLES`] requests each of the console, `/tools`, a post's
+//! `thread` as HTML, the console, the list and `thread` with `?json`,
+//! beside the anchor, Fossil's own `/forumthread` of the same posts on
+//! the same server. Each is printed with its ratio to the anchor (the
+//! goal: at most 1.5x) and, on the large repository, to the small one's
+//! figure (the goal: at most 1.2x). Beside them, the floor: a shell script
+//! under `/ext` printing one paragraph, what Fossil's running any program
+//! there costs before the program does anything.
+//!
+//! Run: `cargo bench --bench page` (builds the release binary first).
+
+#![allow(clippy::disallowed_methods, clippy::disallowed_macros)] // a test or a benchmark is its own program, starting others and printing as it must
+
+mod common;
+
+use common::ms;
+use ocx::fossil::Fossil;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SAMPLES: usize = 41;
+/// The most a page may take, as a multiple of Fossil's `/forumthread`.
+const GOAL_ANCHOR: f64 = 1.5;
+/// The most a page may take on the large repository, as a multiple of the
+/// small one's.
+const GOAL_LARGE: f64 = 1.2;
+
+/// One thing measured: its name, and the path of sample `i` given the posts.
+struct Measure {
+    name: &'static str,
+    path: fn(&str) -> String,
+    /// What its body must hold, so a refusal is not timed as a page.
+    holds: &'static str,
+}
+
+/// A page under `/ext` that does nothing, a shell script printing one
+/// paragraph: what any program Fossil serves there costs, OCX's or not.
+const FLOOR: Measure = Measure {
+    name: "/ext floor (sh)",
+    path: |_| "/ext/floor".into(),
+    holds: "floor",
+};
+
+/// The floor's program.
+const FLOOR_SCRIPT: &str = "#!/bin/sh\nprintf 'Status: 200 OK\\r\\nContent-Type: text/html\\r\\n\\r\\n<div class=\"fossil-doc\" data-title=\"floor\"><p>floor</p></div>'\n";
+
+const ANCHOR: Measure = Measure {
+    name: "fossil /forumthread",
+    path: |h| format!("/forumthread/{h}"),
+    holds: "forum",
+};
+
+const MEASURES: [Measure; 6] = [
+    Measure {
+        name: "console",
+        path: |_| "/ext/ocx-cgi".into(),
+        holds: "OCX console",
+    },
+    Measure {
+        name: "/tools",
+        path: |_| "/ext/ocx-cgi/tools".into(),
+        holds: "id=\"tool-thread\"",
+    },
+    Measure {
+        name: "thread",
+        path: |h| format!("/ext/ocx-cgi/thread?of={h}"),
+        holds: "thread: the answer",
+    },
+    Measure {
+        name: "console ?json",
+        path: |_| "/ext/ocx-cgi/console?json".into(),
+        holds: "\"ok\": true",
+    },
+    Measure {
+        name: "list ?json",
+        path: |_| "/ext/ocx-cgi?json".into(),
+        holds: "\"ok\": true",
+    },
+    Measure {
+        name: "thread ?json",
+        path: |h| format!("/ext/ocx-cgi/thread?of={h}&json"),
+        holds: "\"ok\": true",
+    },
+];
+
+fn main() {
+    let fossil = Fossil::locate().expect("fossil: run scripts/setup.sh");
+    let ocx = common::release_ocx();
+    let dir = tempfile::tempdir().unwrap();
+
+    let small = dir.path().join("small.fossil");
+    let small_posts = make_small(&fossil, &ocx, dir.path(), &small);
+    let small_figures = measure_repository("small repository", &fossil, &ocx, &small, &small_posts);
+
+    let large = dir.path().join("large.fossil");
+    std::fs::copy(common::large_repository(&fossil), &large).unwrap();
+    let hashes = common::hashes(&large);
+    let large_posts: Vec<String> = (0..SAMPLES)
+        .map(|i| hashes[(i * 7919 * 13) % hashes.len()].clone())
+        .collect();
+    let large_figures = measure_repository("large repository", &fossil, &ocx, &large, &large_posts);
+
+    println!();
+    println!("large repository beside the small one (goal: at most {GOAL_LARGE}x):");
+    for ((name, s), (_, l)) in small_figures.iter().zip(&large_figures) {
+        println!(
+            "  {name:<20} {:>6.2} ms  {:>6.2} ms  {:.2}x",
+            ms(*s),
+            ms(*l),
+            ratio(*l, *s)
+        );
+    }
+}
+
+/// The small repository: `ann` (password `pw`, forum writer) and three
+/// threads of four posts each, posted with `ocx post`; the posts.
+fn make_small(fossil: &Fossil, ocx: &Path, dir: &Path, repo: &Path) -> Vec<String> {
+    let repo_s = repo.to_str().unwrap();
+    common::fossil_as_admin(
+        fossil.path(),
+        dir,
+        &["new", "--admin-user", "admin", repo_s],
+    );
+    common::fossil_as_admin(
+        fossil.path(),
+        dir,
+        &["user", "new", "ann", "x", "pw", "-R", repo_s],
+    );
+    common::fossil_as_admin(
+        fossil.path(),
+        dir,
+        &["user", "capabilities", "ann", "v4", "-R", repo_s],
+    );
+    let mut posts = Vec::new();
+    for t in 0..3 {
+        let root = post(ocx, repo, None, &format!("Opening post of thread {t}."));
+        posts.push(root.clone());
+        for i in 1..4 {
+            posts.push(post(
+                ocx,
+                repo,
+                Some(&root),
+                &format!("Reply {i} in thread {t}."),
+            ));
+        }
+    }
+    posts
+}
+
+/// `ocx post` as `ann`, a reply to `to` or a new thread; its hash.
+fn post(ocx: &Path, repo: &Path, to: Option<&str>, text: &str) -> String {
+    let mut c = Command::new(ocx);
+    c.args(["post", "--json", "--user", "ann", "--repository"])
+        .arg(repo)
+        .args(["--text", text]);
+    match to {
+        Some(h) => c.args(["--to", h]),
+        None => c.args(["--title", "Page"]),
+    };
+    let out = c.stderr(Stdio::null()).output().unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["ok"], true, "{answer}");
+    answer["result"]["hash"].as_str().unwrap().to_string()
+}
+
+/// Serves `repo` with the page, signs `ann` in, and prints each measure's
+/// median beside the anchor's; the medians, the anchor's first, then the
+/// floor's. The
+/// samples go round: the anchor, then each measure, [`SAMPLES`] times, so
+/// what else the machine does weighs on each alike.
+fn measure_repository(
+    title: &str,
+    fossil: &Fossil,
+    ocx: &Path,
+    repo: &Path,
+    posts: &[String],
+) -> Vec<(&'static str, Duration)> {
+    let ext_dir = tempfile::tempdir().unwrap();
+    let (server, port) = common::serve_with_page(fossil.path(), ocx, ext_dir.path(), repo);
+    let _server = Stopped(server);
+    let floor = ext_dir.path().join("ext/floor");
+    std::fs::write(&floor, FLOOR_SCRIPT).unwrap();
+    std::fs::set_permissions(&floor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let cookie = sign_in(port, "ann", "pw");
+    let all: Vec<&Measure> = [&ANCHOR, &FLOOR].into_iter().chain(&MEASURES).collect();
+    for m in &all {
+        for h in posts.iter().take(3) {
+            get(port, &cookie, &(m.path)(h), m.holds);
+        }
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); all.len()];
+    for i in 0..SAMPLES {
+        let post = &posts[i % posts.len()];
+        for (m, t) in all.iter().zip(&mut times) {
+            let path = (m.path)(post);
+            let started = Instant::now();
+            let body = get(port, &cookie, &path, "");
+            t.push(started.elapsed());
+            assert!(body.contains(m.holds), "{path}: {body}");
+        }
+    }
+    let figures: Vec<(&'static str, Duration)> = all
+        .iter()
+        .zip(&mut times)
+        .map(|(m, t)| {
+            t.sort();
+            (m.name, t[SAMPLES / 2])
+        })
+        .collect();
+    let (anchor, floor) = (figures[0].1, figures[1].1);
+    println!("{title}, median of {SAMPLES} requests, signed in:");
+    println!("  {:<20} {:>6.2} ms", ANCHOR.name, ms(anchor));
+    println!(
+        "  {:<20} {:>6.2} ms  {:.2}x /forumthread (any page under /ext, doing nothing)",
+        FLOOR.name,
+        ms(floor),
+        ratio(floor, anchor)
+    );
+    for (name, took) in &figures[2..] {
+        println!(
+            "  {name:<20} {:>6.2} ms  {:.2}x /forumthread (goal: at most {GOAL_ANCHOR}x)",
+            ms(*took),
+            ratio(*took, anchor)
+        );
+    }
+    figures
+}
+
+/// A server stopped when dropped, a failed sample's panic included.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Signs `login` in through Fossil's own form; the `Cookie` header's value.
+fn sign_in(port: u16, login: &str, password: &str) -> String {
+    let body = format!("u={login}&p={password}");
+    let head = exchange(
+        port,
+        &format!(
+            "POST /login HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    head.lines()
+        .find_map(|l| l.strip_prefix("Set-Cookie: "))
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_else(|| panic!("{login} did not sign in: {head}"))
+        .to_string()
+}
+
+/// A GET of `path` with `cookie`, refused unless it answers 200 holding
+/// `holds`; the body.
+fn get(port: u16, cookie: &str, path: &str, holds: &str) -> String {
+    let text = exchange(
+        port,
+        &format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n\r\n"),
+    );
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    assert_eq!(head.split(' ').nth(1), Some("200"), "{path}: {head}");
+    assert!(body.contains(holds), "{path}: {body}");
+    body.to_string()
+}
+
+/// One request written whole, and everything the server answered.
+fn exchange(port: u16, request: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
+}
