@@ -1,10 +1,11 @@
 //! Who received what, and what that login may do: asked of the served
 //! repository itself (its own `rcvfrom` receipts and user table) or of its
 //! server over HTTP (OCX's page's `receipt`, [`AT_ONCE`] artifacts at a
-//! time, each received one asked once). The rule "believe the served
-//! repository's receipt" lives here once: a clone's own receipts name
-//! whoever pulled, so a reader in a clone, and an agent machine's node,
-//! reach only the server's ([`Receipts::of`], [`Receipts::of_node`]).
+//! time, each received one asked once while it is kept). The rule
+//! "believe the served repository's receipt" lives here once: a clone's
+//! own receipts name whoever pulled, so a reader in a clone, and an agent
+//! machine's node, reach only the server's ([`Receipts::of`],
+//! [`Receipts::of_node`]).
 
 use super::NodeError;
 use super::config::NodeConfig;
@@ -24,6 +25,11 @@ use std::time::Duration;
 
 /// At most this many artifacts are asked of a server at once.
 pub const AT_ONCE: usize = 64;
+
+/// At most this many receipts a server told of are kept: past it, those
+/// kept are forgotten and asked again when needed, so a wake reading every
+/// artifact again holds no more than a few batches' worth.
+const KEPT_AT_MOST: usize = 4096;
 
 /// One artifact's receipt: whether it was received, from which login, and
 /// what that login may do there.
@@ -98,8 +104,8 @@ struct CapabilitiesOf {
 
 /// The served repository's server, asked over HTTP through OCX's page:
 /// unsigned for a person's clone, signed in as an agent machine's login.
-/// What it says is kept for as long as it lives (a receipt never changes
-/// once the artifact is received).
+/// What it says is kept for as long as it lives, [`KEPT_AT_MOST`]
+/// receipts at most (a receipt never changes once the artifact is received).
 pub struct Server {
     page: Page,
     kept: Mutex<HashMap<String, Received>>,
@@ -139,13 +145,18 @@ impl Server {
 
     /// The receipts of `hashes`, in the order asked.
     pub fn received(&self, hashes: &[String]) -> Result<Vec<Received>, PageError> {
+        let mut known: HashMap<String, Received> = HashMap::new();
         let asked: Vec<String> = {
             let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-            let mut asked: Vec<String> = hashes
-                .iter()
-                .filter(|h| !kept.contains_key(*h))
-                .cloned()
-                .collect();
+            let mut asked = Vec::new();
+            for h in hashes {
+                match kept.get(h) {
+                    Some(r) => {
+                        known.insert(h.clone(), r.clone());
+                    }
+                    None => asked.push(h.clone()),
+                }
+            }
             asked.sort();
             asked.dedup();
             asked
@@ -160,21 +171,25 @@ impl Server {
                 });
             }
             let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+            if kept.len() + said.len() > KEPT_AT_MOST {
+                kept.clear();
+            }
             let mut caps = self.capabilities.lock().unwrap_or_else(|e| e.into_inner());
             for r in said {
                 if let (Some(u), Some(c)) = (&r.user, &r.capabilities) {
                     caps.insert(u.clone(), Some(Capabilities::exact(c)));
                 }
                 if r.received {
-                    kept.insert(r.hash.clone(), r);
+                    kept.insert(r.hash.clone(), r.clone());
+                    known.insert(r.hash.clone(), r);
                 }
             }
         }
-        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         Ok(hashes
             .iter()
             .map(|h| {
-                kept.get(h)
+                known
+                    .get(h)
                     .cloned()
                     .unwrap_or_else(|| Received::unreceived(h))
             })
