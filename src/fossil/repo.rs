@@ -18,7 +18,7 @@ mod refs;
 mod threads;
 mod wiki;
 
-pub use arrivals::{Arrival, ArrivalKind};
+pub use arrivals::{Arrival, ArrivalKind, Arrivals};
 pub use checkins::{CheckIn, TagChanges, TagSet};
 pub use logins::{
     LOGIN_KEY_PREFIX, LOGINS_THREAD_ROW, REMOTE_RUN_PREFIX, forget_kept_passwords, login_key_row,
@@ -57,8 +57,8 @@ pub struct Receipt {
     pub private: bool,
 }
 
-/// The queries run for every call of the reading tools, by name, so a
-/// test can hold their query plans to indexed searches.
+/// The queries run for every call of the reading tools and every wake of
+/// the node, by name, so a test can hold their query plans to indexed searches.
 pub const HOT_QUERIES: &[(&str, &str)] = &[
     ("resolve", SQL_RESOLVE),
     ("receipt", SQL_RECEIPT),
@@ -69,6 +69,8 @@ pub const HOT_QUERIES: &[(&str, &str)] = &[
     ("ticket_resolve", SQL_TICKET_RESOLVE),
     ("content", SQL_CONTENT),
     ("capabilities", SQL_CAPABILITIES),
+    ("arrivals_same_receipt", arrivals::SQL_SAME_RECEIPT),
+    ("arrivals_later_receipts", arrivals::SQL_LATER_RECEIPTS),
 ];
 
 const SQL_RESOLVE: &str = "SELECT b.rid, b.uuid FROM blob b WHERE b.uuid>=?1 AND b.uuid<?2

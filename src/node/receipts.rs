@@ -1,10 +1,11 @@
 //! Who received what, and what that login may do: asked of the served
 //! repository itself (its own `rcvfrom` receipts and user table) or of its
 //! server over HTTP (OCX's page's `receipt`, [`AT_ONCE`] artifacts at a
-//! time, each received one asked once). The rule "believe the served
-//! repository's receipt" lives here once: a clone's own receipts name
-//! whoever pulled, so a reader in a clone, and an agent machine's node,
-//! reach only the server's ([`Receipts::of`], [`Receipts::of_node`]).
+//! time, each received one asked once while it is kept). The rule
+//! "believe the served repository's receipt" lives here once: a clone's
+//! own receipts name whoever pulled, so a reader in a clone, and an agent
+//! machine's node, reach only the server's ([`Receipts::of`],
+//! [`Receipts::of_node`]).
 
 use super::NodeError;
 use super::config::NodeConfig;
@@ -24,6 +25,11 @@ use std::time::Duration;
 
 /// At most this many artifacts are asked of a server at once.
 pub const AT_ONCE: usize = 64;
+
+/// At most this many receipts a server told of are kept: past it, those
+/// kept are forgotten and asked again when needed, so a wake reading every
+/// artifact again holds no more than a few batches' worth.
+const KEPT_AT_MOST: usize = 4096;
 
 /// One artifact's receipt: whether it was received, from which login, and
 /// what that login may do there.
@@ -100,7 +106,8 @@ struct CapabilitiesOf {
 /// unsigned for a person's clone, signed in as an agent machine's login.
 /// What it says is kept until [`Server::forget`]: a receipt never changes
 /// once the artifact is received, but what its sender may do does, so a
-/// node that keeps its server between wakes forgets it at each.
+/// node that keeps its server between wakes forgets it at each; it keeps
+/// [`KEPT_AT_MOST`] receipts at most.
 pub struct Server {
     page: Page,
     kept: Mutex<HashMap<String, Received>>,
@@ -165,8 +172,12 @@ impl Server {
     }
 
     /// Keeps what the server said of these receipts, and of their senders.
-    fn keep(&self, said: impl IntoIterator<Item = Received>) {
+    /// Past [`KEPT_AT_MOST`], those kept before are forgotten.
+    fn keep(&self, said: Vec<Received>) {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() + said.len() > KEPT_AT_MOST {
+            kept.clear();
+        }
         let mut caps = self.capabilities.lock().unwrap_or_else(|e| e.into_inner());
         for r in said {
             if let (Some(u), Some(c)) = (&r.user, &r.capabilities) {
@@ -190,18 +201,22 @@ impl Server {
 
     /// The receipts of `hashes`, in the order asked.
     pub fn received(&self, hashes: &[String]) -> Result<Vec<Received>, PageError> {
+        let mut known: HashMap<String, Received> = HashMap::new();
         let asked: Vec<String> = {
             let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-            let mut asked: Vec<String> = hashes
-                .iter()
-                .filter(|h| !kept.contains_key(*h))
-                .cloned()
-                .collect();
+            let mut asked = Vec::new();
+            for h in hashes {
+                match kept.get(h) {
+                    Some(r) => {
+                        known.insert(h.clone(), r.clone());
+                    }
+                    None => asked.push(h.clone()),
+                }
+            }
             asked.sort();
             asked.dedup();
             asked
         };
-        let mut answered = HashMap::new();
         for chunk in asked.chunks(AT_ONCE) {
             let got: Answered = self.page.call("receipt", &json!({ "artifacts": chunk }))?;
             let said = got.artifacts;
@@ -211,16 +226,18 @@ impl Server {
                     why: "its receipt answered for other artifacts than those asked, or in another order".into(),
                 });
             }
-            answered.extend(said.iter().map(|r| (r.hash.clone(), r.clone())));
+            known.extend(
+                said.iter()
+                    .filter(|r| r.received)
+                    .map(|r| (r.hash.clone(), r.clone())),
+            );
             self.keep(said);
         }
-        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         Ok(hashes
             .iter()
             .map(|h| {
-                answered
+                known
                     .get(h)
-                    .or_else(|| kept.get(h))
                     .cloned()
                     .unwrap_or_else(|| Received::unreceived(h))
             })

@@ -15,7 +15,7 @@ use super::spool::{
 };
 use super::{NodeError, enforce, machine, run_user, runner};
 use crate::fossil::kept::Kept;
-use crate::fossil::repo::{Arrival, ArrivalKind};
+use crate::fossil::repo::{Arrival, ArrivalKind, Arrivals};
 use crate::fossil::{Fossil, Repository};
 use crate::git::{LastRun, export::Wait};
 use crate::place::Place;
@@ -130,8 +130,8 @@ pub fn wake_asking(
     let repo = kept.repository(&cfg.repository)?;
     let mut state = State::load(root);
     let receipts = Receipts::of_node_keeping(&cfg, &repo, server)?;
-    let mut arrivals = repo.filled_phantoms(&state.phantoms)?;
-    arrivals.extend(repo.arrivals_after(state.last_rid)?);
+    let filled = with_senders(&receipts, repo.filled_phantoms(&state.phantoms)?)?;
+    let mut arrivals = repo.arrivals_after(state.last_rid)?;
     let passed_from = state.last_rid;
     let mut report = Report::new();
     if receipts.asked().is_none() {
@@ -145,16 +145,10 @@ pub fn wake_asking(
     }
     if let Some(s) = receipts.asked() {
         report.extend(machine::push_unconfirmed(root, &cfg, &fossil, s));
-        // The open records' receipts are asked with the arrivals': any of
-        // them may hear an arrival, and each is read again at the end.
-        let hashes: Vec<String> = arrivals
-            .iter()
-            .map(|a| a.hash.clone())
-            .chain(state.open.keys().cloned())
-            .collect();
-        for (a, r) in arrivals.iter_mut().zip(s.received(&hashes)?) {
-            a.sender = r.sender().map(str::to_string);
-        }
+        // The open records' receipts, asked at once: any of them may hear
+        // an arrival, and each is read again at the end.
+        let open: Vec<String> = state.open.keys().cloned().collect();
+        s.received(&open)?;
     }
     log::write(root, &report);
     let logged_first = report.len();
@@ -171,51 +165,37 @@ pub fn wake_asking(
     let mut logged = logged_first;
     let export = crate::git::Export::of(&repo).ok().flatten();
     let mut changes_export = false;
-    let mut rest = &arrivals[..];
-    while !rest.is_empty() && !node.away {
-        let held = repo.reading(|| read_some(&repo, rest))?;
-        let (now, later) = rest.split_at(held.len());
-        rest = later;
-        // Runs on agent machines first, before the last row handled moves
-        // past their records: a node killed meanwhile keeps them next wake.
-        let remote: Vec<String> = now
-            .iter()
-            .zip(&held)
-            .filter(|(_, h)| addressed_elsewhere(h, &cfg.server_code))
-            .map(|(a, _)| a.hash.clone())
-            .collect();
-        if !remote.is_empty() && receipts.asked().is_none() {
-            let held_here = node.state.held();
-            let lines =
-                super::remote::open_all(&fossil, &repo, &cfg.server_code, &remote, &held_here);
-            log::write(root, &lines);
-            node.report.extend(lines);
-            logged = node.report.len();
-        }
-        for (a, held) in now.iter().zip(held) {
-            let open = node.state.open.len();
-            if !a.private {
-                node.arrival_guarded(a, held);
-                changes_export = changes_export || (export.is_some() && adds_to_export(&repo, a));
-            }
-            if node.away {
-                break;
-            }
-            node.state.last_rid = node.state.last_rid.max(a.rid);
-            node.state.phantoms.retain(|p| *p != a.rid);
-            if node.report.len() > logged || node.state.open.len() != open {
-                log::write(root, &node.report[logged..]);
-                logged = node.report.len();
-                node.state.save(root)?;
+    // The phantoms filled first, then the rest a batch at a time; a batch
+    // that cannot be read or acted on ends the wake with what came before
+    // it counted handled.
+    let mut batch = filled;
+    let stopped = loop {
+        if batch.is_empty() {
+            match next_batch(&repo, &receipts, &mut arrivals) {
+                Ok(next) if next.is_empty() => break None,
+                Ok(next) => batch = next,
+                Err(e) => break Some(e),
             }
         }
-    }
+        if let Err(e) = node.batch(&batch, &mut logged, &mut changes_export, export.is_some()) {
+            break Some(e);
+        }
+        if node.away {
+            break None;
+        }
+        batch.clear();
+    };
     let passed = repo.phantoms_between(passed_from, node.state.last_rid)?;
     node.state.phantoms.extend(passed);
     node.state.phantoms.sort_unstable();
     node.state.phantoms.dedup();
     let over = node.state.phantoms.len().saturating_sub(PHANTOMS_KEPT);
     node.state.phantoms.drain(..over);
+    if let Some(e) = stopped {
+        log::write(root, &node.report[logged..]);
+        state.save(root)?;
+        return Err(e);
+    }
     if node.away {
         log::write(root, &node.report[logged..]);
         let away = node
@@ -254,6 +234,31 @@ pub fn wake_asking(
         report.push(event);
     }
     Ok(report)
+}
+
+/// The most arrivals held at once: a wake with no state reads every
+/// artifact again, a batch of these at a time.
+const ARRIVALS_AT_ONCE: usize = 1024;
+
+/// The next batch of `arrivals`, each with its sender as `receipts` says.
+fn next_batch(
+    repo: &Repository,
+    receipts: &Receipts,
+    arrivals: &mut Arrivals,
+) -> Result<Vec<Arrival>, NodeError> {
+    with_senders(receipts, arrivals.next(repo, ARRIVALS_AT_ONCE)?)
+}
+
+/// `batch`, each arrival's sender the server's receipt names on an agent
+/// machine (the repository's own receipts name whoever pulled).
+fn with_senders(receipts: &Receipts, mut batch: Vec<Arrival>) -> Result<Vec<Arrival>, NodeError> {
+    if let Some(s) = receipts.asked() {
+        let hashes: Vec<String> = batch.iter().map(|a| a.hash.clone()).collect();
+        for (a, r) in batch.iter_mut().zip(s.received(&hashes)?) {
+            a.sender = r.sender().map(str::to_string);
+        }
+    }
+    Ok(batch)
 }
 
 /// The most arrivals read in one read transaction, and the longest one
@@ -434,6 +439,66 @@ impl Node<'_> {
             && self
                 .standing(record)?
                 .is_some_and(|r| r.said.from.as_deref() == Some(s)))
+    }
+
+    /// Acts on each arrival of `batch` in order, reading them as many at
+    /// a time as one short read transaction allows, until the server
+    /// cannot be reached; `logged` is how much of the report is in the
+    /// log, and `changes_export` becomes true once one changes the git
+    /// export (when there is one, `exported`).
+    fn batch(
+        &mut self,
+        batch: &[Arrival],
+        logged: &mut usize,
+        changes_export: &mut bool,
+        exported: bool,
+    ) -> Result<(), NodeError> {
+        let (root, repo) = (self.root, self.repo);
+        let mut rest = batch;
+        while !rest.is_empty() && !self.away {
+            let held = repo.reading(|| read_some(repo, rest))?;
+            let (now, later) = rest.split_at(held.len());
+            rest = later;
+            // Runs on agent machines first, before the last row handled moves
+            // past their records: a node killed meanwhile keeps them next wake.
+            let remote: Vec<String> = now
+                .iter()
+                .zip(&held)
+                .filter(|(_, h)| addressed_elsewhere(h, &self.cfg.server_code))
+                .map(|(a, _)| a.hash.clone())
+                .collect();
+            if !remote.is_empty() && self.receipts.asked().is_none() {
+                let held_here = self.state.held();
+                let lines = super::remote::open_all(
+                    self.fossil,
+                    repo,
+                    &self.cfg.server_code,
+                    &remote,
+                    &held_here,
+                );
+                log::write(root, &lines);
+                self.report.extend(lines);
+                *logged = self.report.len();
+            }
+            for (a, held) in now.iter().zip(held) {
+                let open = self.state.open.len();
+                if !a.private {
+                    self.arrival_guarded(a, held);
+                    *changes_export = *changes_export || (exported && adds_to_export(repo, a));
+                }
+                if self.away {
+                    break;
+                }
+                self.state.last_rid = self.state.last_rid.max(a.rid);
+                self.state.phantoms.retain(|p| *p != a.rid);
+                if self.report.len() > *logged || self.state.open.len() != open {
+                    log::write(root, &self.report[*logged..]);
+                    *logged = self.report.len();
+                    self.state.save(root)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Acts on one arrival; a failure or a panic while doing so is the

@@ -694,3 +694,159 @@ fn node_log_shows_a_runs_events_a_line_each_and_a_line_that_is_no_event_as_writt
         "last"
     );
 }
+
+/// The rows after `after` as one read finds them in received order: by
+/// receipt (none first), then by row.
+fn received_order(file: &std::path::Path, after: i64) -> Vec<i64> {
+    let db = rusqlite::Connection::open(file).unwrap();
+    let mut st = db
+        .prepare("SELECT rid FROM blob WHERE rid>?1 AND size>=0 ORDER BY rcvid, rid")
+        .unwrap();
+    st.query_map([after], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// The rows of the arrivals after `after`, read `at_once` at a time.
+fn read_at_once(file: &std::path::Path, after: i64, at_once: usize) -> Vec<i64> {
+    let repo = ocx::fossil::Repository::open(file).unwrap();
+    let mut arrivals = repo.arrivals_after(after).unwrap();
+    let mut rows = Vec::new();
+    loop {
+        let batch = arrivals.next(&repo, at_once).unwrap();
+        assert!(batch.len() <= at_once, "{} read at once", batch.len());
+        if batch.is_empty() {
+            return rows;
+        }
+        rows.extend(batch.iter().map(|a| a.rid));
+        assert!(
+            rows.len() as i64 <= repo.last_rid().unwrap(),
+            "a row read twice: {rows:?}"
+        );
+    }
+}
+
+#[test]
+fn arrivals_read_a_few_at_a_time_are_each_read_once_in_received_order() {
+    let r = Repo::new();
+    let (late, late_batch) = compose_record(&r, "admin", &json!({"ocx": 1, "kind": "note"}));
+    let db = rusqlite::Connection::open(&r.file).unwrap();
+    db.execute(
+        "INSERT INTO blob(rcvid,size,uuid,content) VALUES(0,-1,?1,NULL)",
+        [&late],
+    )
+    .unwrap();
+    db.execute(
+        "INSERT INTO phantom(rid) SELECT rid FROM blob WHERE uuid=?1",
+        [&late],
+    )
+    .unwrap();
+    for i in 0..6 {
+        r.json(&["post", "--title", &format!("thread {i}"), "--text", "x"])
+            .ok();
+    }
+    let opened = ocx::fossil::Repository::open(&r.file).unwrap();
+    let fossil = ocx::fossil::Fossil::locate().unwrap();
+    store::store(&fossil, &opened, "admin", &late_batch, true).unwrap();
+    db.execute(
+        "UPDATE blob SET rcvid=NULL WHERE rid=(SELECT max(rid) FROM blob WHERE size>=0)",
+        [],
+    )
+    .unwrap();
+    let late_rid: i64 = db
+        .query_row("SELECT rid FROM blob WHERE uuid=?1", [&late], |r| r.get(0))
+        .unwrap();
+    let all = received_order(&r.file, 0);
+    let at = all.iter().position(|rid| *rid == late_rid).unwrap();
+    assert!(
+        all[..at].iter().any(|rid| *rid > late_rid) && all[0] == *all.iter().max().unwrap(),
+        "the filled phantom's row comes after higher ones, the row of no receipt first: {all:?}"
+    );
+    for after in [0, all[all.len() / 2]] {
+        let want = received_order(&r.file, after);
+        for at_once in [1, 2, 3, 1000] {
+            assert_eq!(
+                read_at_once(&r.file, after, at_once),
+                want,
+                "{at_once} at a time after row {after}"
+            );
+        }
+    }
+
+    let mut arrivals = opened.arrivals_after(0).unwrap();
+    let first = arrivals.next(&opened, 2).unwrap();
+    r.json(&["post", "--title", "stored meanwhile", "--text", "x"])
+        .ok();
+    let mut rows: Vec<i64> = first.iter().map(|a| a.rid).collect();
+    loop {
+        let batch = arrivals.next(&opened, 2).unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        rows.extend(batch.iter().map(|a| a.rid));
+    }
+    assert_eq!(
+        rows, all,
+        "what was stored after the reading began is the next reading's"
+    );
+}
+
+#[test]
+fn a_rescan_reading_more_than_a_batch_between_a_record_and_its_response_acts_on_nothing_twice() {
+    let s = Served::new();
+    let node = s.node.repo.server_code();
+    let record = json!({"ocx": 1, "kind": "record", "node": node, "user": "echo-0f0f0f",
+        "runner": "echo", "objective": "answered before many posts", "checkins": [],
+        "hears": [], "remote": false, "restrict": {}, "sandbox": {"network": false,
+        "read_only": [], "read_write": []}, "budget": {"wall": "1m", "gpus": 1}});
+    let (first, mut batch) = compose_record(&s.node.repo, "admin", &record);
+    let opened = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
+    let policy = opened.hash_policy().unwrap();
+    let date = ocx::fossil::artifact::now();
+    for i in 0..1500 {
+        let post = ocx::fossil::artifact::ForumPost {
+            date: &date,
+            reply: None,
+            title: Some(&format!("filler {i}")),
+            mimetype: "text/x-markdown",
+            user: "admin",
+            text: "filler",
+        }
+        .compose();
+        batch.add("forum post", post, policy);
+    }
+    let fossil = ocx::fossil::Fossil::locate().unwrap();
+    store::store(&fossil, &opened, "admin", &batch, true).unwrap();
+    ocx::node::poke_repository(&opened);
+    assert_eq!(s.response(&first).expect("answered").0, "refused");
+    let last = forged_record(&s, "admin", &node, json!({"wall": "1m", "gpus": 1}));
+    assert_eq!(s.response(&last).expect("answered").0, "refused");
+    s.settled();
+    let root = s.root();
+    let refused = |e: &serde_json::Value| e["done"] == "refused";
+    let before = crate::support::logged(&root, refused);
+
+    s.node.repo.json(&["node", "stop"]).ok();
+    std::fs::remove_file(root.join("state.json")).unwrap();
+    s.node.repo.json(&["node", "start"]).ok();
+    s.settled();
+    assert_eq!(
+        crate::support::logged(&root, refused),
+        before,
+        "read again with no state, a record is refused again: {}",
+        s.node_log()
+    );
+    for hash in [&first, &last] {
+        let thread = s.node.repo.json(&["thread", "--of", hash]).ok();
+        let responses = thread["posts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["text"].as_str().unwrap().contains(hash.as_str()))
+            .count();
+        assert_eq!(responses, 1, "{hash} answered once: {thread}");
+    }
+    let state = ocx::node::wake::State::load(&root);
+    assert_eq!(state.last_rid, opened.last_rid().unwrap());
+}

@@ -2,6 +2,24 @@
 
 use super::{FossilError, Repository};
 
+/// An arrivals statement: each row's number, hash, receipt, sender, event
+/// type, thread (`$root`, as the forum's table is there or not), branch
+/// and privacy, of the rows `$filter` holds.
+macro_rules! concat_arrivals {
+    ($root:literal, $filter:literal) => {
+        concat!(
+            "SELECT b.rid, b.uuid, b.rcvid, u.login, e.type, ",
+            $root,
+            ", (SELECT value FROM tagxref x WHERE x.rid=b.rid AND x.tagid=8 AND x.tagtype>0),
+                EXISTS(SELECT 1 FROM private p WHERE p.rid=b.rid)
+             FROM blob b LEFT JOIN event e ON e.objid=b.rid
+             LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
+             WHERE ",
+            $filter
+        )
+    };
+}
+
 /// What kind of thing arrived.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArrivalKind {
@@ -27,15 +45,112 @@ pub struct Arrival {
     pub private: bool,
 }
 
+/// The arrivals after a row, read a batch at a time ([`Arrivals::next`]):
+/// in received order (by receipt, those of none first, then by row), each
+/// once, up to the newest row there was when the reading began. Where it
+/// stands is the last arrival read, so a batch is one short indexed read
+/// however many came before it, and an artifact stored meanwhile is left
+/// for the next reading, but for a phantom filled meanwhile, read last.
+#[derive(Debug, Clone)]
+pub struct Arrivals {
+    after: i64,
+    upto: i64,
+    /// The least receipt among the arrivals after `after`, `None` when none has one.
+    first_receipt: Option<i64>,
+    /// The last arrival read: its receipt (`None` for none) and its row.
+    last: (Option<i64>, i64),
+}
+
+/// A batch's first statement: the rest of the last arrival's receipt.
+pub(super) const SQL_SAME_RECEIPT: &str = concat_arrivals!(
+    "(SELECT froot FROM forumpost f WHERE f.fpid=b.rid)",
+    "b.rcvid IS ?1 AND b.rid>?2 AND b.rid<=?3 AND b.size>=0 ORDER BY b.rid LIMIT ?4"
+);
+const SQL_SAME_RECEIPT_NO_FORUM: &str = concat_arrivals!(
+    "NULL",
+    "b.rcvid IS ?1 AND b.rid>?2 AND b.rid<=?3 AND b.size>=0 ORDER BY b.rid LIMIT ?4"
+);
+/// A batch's second statement: the receipts after it. The row's bounds
+/// are written `+b.rid`, so SQLite walks the receipt index in order rather
+/// than sorting every row after `?2`.
+pub(super) const SQL_LATER_RECEIPTS: &str = concat_arrivals!(
+    "(SELECT froot FROM forumpost f WHERE f.fpid=b.rid)",
+    "b.rcvid>?1 AND +b.rid>?2 AND +b.rid<=?3 AND b.size>=0 ORDER BY b.rcvid, b.rid LIMIT ?4"
+);
+const SQL_LATER_RECEIPTS_NO_FORUM: &str = concat_arrivals!(
+    "NULL",
+    "b.rcvid>?1 AND +b.rid>?2 AND +b.rid<=?3 AND b.size>=0 ORDER BY b.rcvid, b.rid LIMIT ?4"
+);
+const SQL_ONE: &str = concat_arrivals!(
+    "(SELECT froot FROM forumpost f WHERE f.fpid=b.rid)",
+    "b.rid=?1 AND b.size>=0"
+);
+const SQL_ONE_NO_FORUM: &str = concat_arrivals!("NULL", "b.rid=?1 AND b.size>=0");
+
+impl Arrivals {
+    /// The next arrivals, `at_most` of them at most; none once every
+    /// one is read. Fossil makes its forum table with the first post it
+    /// stores, so a batch read when there was no such table is read again
+    /// once one is there: a first post stored between the two statements
+    /// is never taken for something else.
+    pub fn next(&mut self, repo: &Repository, at_most: usize) -> Result<Vec<Arrival>, FossilError> {
+        let forum = repo.has_table("forumpost")?;
+        let mut read = self.reading(repo, at_most, forum)?;
+        if !forum && repo.has_table("forumpost")? {
+            read = self.reading(repo, at_most, true)?;
+        }
+        if let Some((receipt, a)) = read.last() {
+            self.last = (*receipt, a.rid);
+        }
+        Ok(read.into_iter().map(|(_, a)| a).collect())
+    }
+
+    /// [`Arrivals::next`], reading posts as posts when `forum` (the
+    /// forum's table is there); each arrival with its receipt as stored.
+    fn reading(
+        &self,
+        repo: &Repository,
+        at_most: usize,
+        forum: bool,
+    ) -> Result<Vec<(Option<i64>, Arrival)>, FossilError> {
+        let at_most = i64::try_from(at_most).unwrap_or(i64::MAX);
+        let (same, later) = if forum {
+            (SQL_SAME_RECEIPT, SQL_LATER_RECEIPTS)
+        } else {
+            (SQL_SAME_RECEIPT_NO_FORUM, SQL_LATER_RECEIPTS_NO_FORUM)
+        };
+        let (receipt, rid) = self.last;
+        let mut read =
+            repo.arrivals_read(same, rusqlite::params![receipt, rid, self.upto, at_most])?;
+        let left = at_most - read.len() as i64;
+        let past = receipt.or(self.first_receipt.map(|r| r.saturating_sub(1)));
+        if let (true, Some(past)) = (left > 0, past) {
+            read.extend(
+                repo.arrivals_read(later, rusqlite::params![past, self.after, self.upto, left])?,
+            );
+        }
+        Ok(read)
+    }
+}
+
 impl Repository {
-    /// Every artifact stored after row `after`, in received order: its kind
-    /// and its sender. New artifacts get new, higher rows, but for a
-    /// phantom filled later ([`Repository::filled_phantoms`]). Fossil
-    /// makes its forum table with the first post it stores, so a read that
-    /// found no such table is made again once one is there: a first post
-    /// stored between the two statements is never taken for something else.
-    pub fn arrivals_after(&self, after: i64) -> Result<Vec<Arrival>, FossilError> {
-        self.arrivals_where("b.rid>?1", after)
+    /// The artifacts stored after row `after`, to be read a batch at a
+    /// time in received order, with their kinds and senders. New artifacts
+    /// get new, higher rows, but for a phantom filled later
+    /// ([`Repository::filled_phantoms`]).
+    pub fn arrivals_after(&self, after: i64) -> Result<Arrivals, FossilError> {
+        let (upto, first_receipt) = self.db.query_row(
+            "SELECT (SELECT coalesce(max(rid),0) FROM blob),
+                    (SELECT min(+b.rcvid) FROM blob b WHERE b.rid>?1 AND b.size>=0)",
+            [after],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok(Arrivals {
+            after,
+            upto,
+            first_receipt,
+            last: (None, after),
+        })
     }
 
     /// The artifacts among `rows` that were phantoms (a row Fossil made for
@@ -44,7 +159,13 @@ impl Repository {
     pub fn filled_phantoms(&self, rows: &[i64]) -> Result<Vec<Arrival>, FossilError> {
         let mut filled = Vec::new();
         for rid in rows {
-            filled.extend(self.arrivals_where("b.rid=?1", *rid)?);
+            let forum = self.has_table("forumpost")?;
+            let mut read =
+                self.arrivals_read(if forum { SQL_ONE } else { SQL_ONE_NO_FORUM }, [*rid])?;
+            if !forum && self.has_table("forumpost")? {
+                read = self.arrivals_read(SQL_ONE, [*rid])?;
+            }
+            filled.extend(read.into_iter().map(|(_, a)| a));
         }
         Ok(filled)
     }
@@ -58,40 +179,15 @@ impl Repository {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The arrivals whose row `filter` (on `b`, with `?1` the value given)
-    /// holds, read again with the forum's table once it is there.
-    fn arrivals_where(&self, filter: &str, value: i64) -> Result<Vec<Arrival>, FossilError> {
-        let forum = self.has_table("forumpost")?;
-        let read = self.arrivals_reading(filter, value, forum)?;
-        if !forum && self.has_table("forumpost")? {
-            return self.arrivals_reading(filter, value, true);
-        }
-        Ok(read)
-    }
-
-    /// [`Repository::arrivals_where`], reading posts as posts when `forum`
-    /// (the forum's table is there).
-    fn arrivals_reading(
+    /// The arrivals an arrivals statement `sql` reads with `params`, each
+    /// with its receipt as stored.
+    fn arrivals_read(
         &self,
-        filter: &str,
-        value: i64,
-        forum: bool,
-    ) -> Result<Vec<Arrival>, FossilError> {
-        let sql = format!(
-            "SELECT b.rid, b.uuid, coalesce(b.rcvid,0), u.login, e.type, {},
-                    (SELECT value FROM tagxref x WHERE x.rid=b.rid AND x.tagid=8 AND x.tagtype>0),
-                    EXISTS(SELECT 1 FROM private p WHERE p.rid=b.rid)
-             FROM blob b LEFT JOIN event e ON e.objid=b.rid
-             LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
-             WHERE {filter} AND b.size>=0 ORDER BY b.rcvid, b.rid",
-            if forum {
-                "(SELECT froot FROM forumpost f WHERE f.fpid=b.rid)"
-            } else {
-                "NULL"
-            }
-        );
-        let mut st = self.db.prepare_cached(&sql)?;
-        let rows = st.query_map([value], |r| {
+        sql: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<(Option<i64>, Arrival)>, FossilError> {
+        let mut st = self.db.prepare_cached(sql)?;
+        let rows = st.query_map(params, |r| {
             let ty: Option<String> = r.get(4)?;
             let root: Option<i64> = r.get(5)?;
             let kind = match (ty.as_deref(), root) {
@@ -100,14 +196,18 @@ impl Repository {
                 (Some("t"), _) => ArrivalKind::TicketChange,
                 _ => ArrivalKind::Other,
             };
-            Ok(Arrival {
-                rid: r.get(0)?,
-                hash: r.get(1)?,
-                rcvid: r.get(2)?,
-                sender: r.get(3)?,
-                kind,
-                private: r.get(7)?,
-            })
+            let receipt: Option<i64> = r.get(2)?;
+            Ok((
+                receipt,
+                Arrival {
+                    rid: r.get(0)?,
+                    hash: r.get(1)?,
+                    rcvid: receipt.unwrap_or(0),
+                    sender: r.get(3)?,
+                    kind,
+                    private: r.get(7)?,
+                },
+            ))
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
