@@ -30,8 +30,8 @@ pub struct ToolSummary {
     pub needs: String,
     /// Whether it may change the repository.
     pub writes: bool,
-    /// The JSON schema of its input.
-    pub input: Value,
+    /// The JSON schema of its input (derived once a process, and lent).
+    pub input: &'static Value,
 }
 
 /// The `list` tool.
@@ -55,7 +55,7 @@ impl Tool for List {
                     summary: t.summary().into(),
                     needs: t.needs().describe(),
                     writes: t.writes(),
-                    input: t.input_schema().clone(),
+                    input: t.input_schema(),
                 })
                 .collect(),
         })
@@ -74,7 +74,7 @@ fn block(t: &ToolSummary) -> String {
     made.entry(t.name.clone())
         .or_insert_with(|| {
             let mut s = format!("{:<10} {}  (needs {})\n", t.name, t.summary, t.needs);
-            for (name, ty, doc) in fields(&t.input) {
+            for (name, ty, doc) in fields(t.input) {
                 s += &format!("    --{name:<18} {ty:<8} {doc}\n");
             }
             s
