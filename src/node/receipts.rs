@@ -104,7 +104,7 @@ struct CapabilitiesOf {
 
 /// The served repository's server, asked over HTTP through OCX's page:
 /// unsigned for a person's clone, signed in as an agent machine's login.
-/// What it says is kept until [`Server::forget`]: a receipt never changes
+/// What it says is kept until a wake forgets it: a receipt never changes
 /// once the artifact is received, but what its sender may do does, so a
 /// node that keeps its server between wakes forgets it at each; it keeps
 /// [`KEPT_AT_MOST`] receipts at most.
@@ -141,7 +141,7 @@ impl Server {
 
     /// Forgets every receipt and capability it was told, keeping its page
     /// (and the login cookie it holds), so what is asked next is asked anew.
-    pub fn forget(&self) {
+    fn forget(&self) {
         self.kept.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.capabilities
             .lock()

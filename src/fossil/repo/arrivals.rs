@@ -89,16 +89,9 @@ const SQL_ONE_NO_FORUM: &str = concat_arrivals!("NULL", "b.rid=?1 AND b.size>=0"
 
 impl Arrivals {
     /// The next arrivals, `at_most` of them at most; none once every
-    /// one is read. Fossil makes its forum table with the first post it
-    /// stores, so a batch read when there was no such table is read again
-    /// once one is there: a first post stored between the two statements
-    /// is never taken for something else.
+    /// one is read.
     pub fn next(&mut self, repo: &Repository, at_most: usize) -> Result<Vec<Arrival>, FossilError> {
-        let forum = repo.has_table("forumpost")?;
-        let mut read = self.reading(repo, at_most, forum)?;
-        if !forum && repo.has_table("forumpost")? {
-            read = self.reading(repo, at_most, true)?;
-        }
+        let read = repo.with_forum(|forum| self.reading(repo, at_most, forum))?;
         if let Some((receipt, a)) = read.last() {
             self.last = (*receipt, a.rid);
         }
@@ -159,15 +152,28 @@ impl Repository {
     pub fn filled_phantoms(&self, rows: &[i64]) -> Result<Vec<Arrival>, FossilError> {
         let mut filled = Vec::new();
         for rid in rows {
-            let forum = self.has_table("forumpost")?;
-            let mut read =
-                self.arrivals_read(if forum { SQL_ONE } else { SQL_ONE_NO_FORUM }, [*rid])?;
-            if !forum && self.has_table("forumpost")? {
-                read = self.arrivals_read(SQL_ONE, [*rid])?;
-            }
+            let read = self.with_forum(|forum| {
+                self.arrivals_read(if forum { SQL_ONE } else { SQL_ONE_NO_FORUM }, [*rid])
+            })?;
             filled.extend(read.into_iter().map(|(_, a)| a));
         }
         Ok(filled)
+    }
+
+    /// What `read` answers, told whether the forum's table is there, and
+    /// read again with it when it was not there and is now: Fossil makes
+    /// the table with the first post it stores, so a first post stored
+    /// while reading is never taken for something else.
+    fn with_forum<T>(
+        &self,
+        read: impl Fn(bool) -> Result<T, FossilError>,
+    ) -> Result<T, FossilError> {
+        let forum = self.has_table("forumpost")?;
+        let first = read(forum)?;
+        match !forum && self.has_table("forumpost")? {
+            true => read(true),
+            false => Ok(first),
+        }
     }
 
     /// The phantoms among the rows above `after` up to `upto`.
