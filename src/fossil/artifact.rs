@@ -34,6 +34,18 @@ impl HashPolicy {
     }
 }
 
+/// Whether `hash` names `bytes`: the SHA1 of them when it has 40 hex
+/// digits, their SHA3-256 when it has 64, in lower case as Fossil writes
+/// them; no other hash names anything.
+pub fn names(hash: &str, bytes: &[u8]) -> bool {
+    let policy = match hash.len() {
+        40 => HashPolicy::Sha1,
+        64 => HashPolicy::Sha3,
+        _ => return false,
+    };
+    policy.name(bytes) == hash
+}
+
 /// Encodes a card argument as Fossil does: backslash, space, newline, tab,
 /// CR, FF, VT and NUL escaped; everything else as it is.
 pub fn fossilize(s: &str) -> String {

@@ -6,6 +6,9 @@
 use super::artifact::{self, HashPolicy};
 use super::{Fossil, FossilError, Repository};
 
+/// Artifacts, each its full hash and its bytes.
+pub type Artifacts = Vec<(String, Vec<u8>)>;
+
 /// Artifacts to store together.
 #[derive(Debug, Default, Clone)]
 pub struct Batch {

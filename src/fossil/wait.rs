@@ -44,6 +44,45 @@ impl Repository {
         Ok(hashes)
     }
 
+    /// Every public artifact received after receipt `after`, each its full
+    /// hash and bytes, oldest first: all a clone that took everything up
+    /// to `after` lacks, read in one snapshot. `None` when there are more
+    /// than `most` of them or they hold more than `bytes` in all, so the
+    /// caller pulls instead. A phantom is not received; a private
+    /// artifact (an unmoderated post) is left out, as a pull leaves it.
+    pub fn arrived_after(
+        &self,
+        after: i64,
+        most: usize,
+        bytes: usize,
+    ) -> Result<Option<super::store::Artifacts>, FossilError> {
+        let snapshot = self.db.unchecked_transaction()?;
+        let rows: Vec<(i64, String, i64)> = {
+            let mut q = self.db.prepare_cached(
+                "SELECT rid, uuid, size FROM blob \
+                 WHERE rcvid > ?1 AND size >= 0 AND rid NOT IN private \
+                 ORDER BY rid LIMIT ?2",
+            )?;
+            q.query_map(rusqlite::params![after, most as i64 + 1], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?
+            .collect::<Result<_, _>>()?
+        };
+        let total: i64 = rows.iter().map(|r| r.2).sum();
+        if rows.len() > most || total > bytes as i64 {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for (rid, hash, _) in rows {
+            match self.content(rid)? {
+                Some(content) => out.push((hash, content)),
+                None => return Ok(None),
+            }
+        }
+        snapshot.commit()?;
+        Ok(Some(out))
+    }
+
     /// Waits until the repository holds a receipt numbered above `after`,
     /// or `within` has passed; answers the newest receipt's number then
     /// (above `after` only when one came).

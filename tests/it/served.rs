@@ -158,6 +158,88 @@ fn wait_tells_who_sent_what_arrived_and_never_a_held_posts_hash() {
     );
 }
 
+#[test]
+fn wait_carries_what_arrived_when_asked_whole_and_never_a_held_post() {
+    use base64::Engine;
+    use sha3::Digest;
+    let site = Site::new();
+    site.repo.user("newbie", "o3");
+    thread(&site.repo);
+    let m = last_receipt(&site.repo);
+    let held = site
+        .repo
+        .json(&[
+            "post", "--user", "newbie", "--title", "Hi", "--text", "Held.",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let public = thread(&site.repo);
+    let cookie = site.server.login("pat");
+    let (status, answer) = site.get(
+        &format!("/ext/ocx-cgi/wait?after={m}&artifacts=1"),
+        Some(&cookie),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let carried = answer["artifacts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"));
+    let post = carried
+        .iter()
+        .find(|a| a["hash"] == public.as_str())
+        .unwrap_or_else(|| panic!("the new post carried: {answer}"));
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(post["content"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        hex::encode(sha3::Sha3_256::digest(&bytes)),
+        public,
+        "its bytes, whole"
+    );
+    assert_eq!(
+        bytes,
+        site.repo.fossil(&["artifact", &public]).into_bytes(),
+        "as Fossil has it"
+    );
+    assert!(
+        !answer.to_string().contains(&held),
+        "a post held for moderation is neither carried nor told: {answer}"
+    );
+    let (_, plain) = site.get(&format!("/ext/ocx-cgi/wait?after={m}"), Some(&cookie));
+    assert!(
+        plain.get("artifacts").is_none(),
+        "carried only when asked: {plain}"
+    );
+
+    // More than one answer carries: none, and the machine pulls.
+    let big = site.repo.dir.path().join("big.md");
+    let text: String = (0..40_000).map(|i| format!("{i:07}\n")).collect();
+    std::fs::write(&big, text).unwrap();
+    let before = last_receipt(&site.repo);
+    site.repo.fossil(&[
+        "wiki",
+        "create",
+        "Big",
+        big.to_str().unwrap(),
+        "--mimetype",
+        "text/x-markdown",
+    ]);
+    let (status, answer) = site.get(
+        &format!("/ext/ocx-cgi/wait?after={before}&artifacts=1"),
+        Some(&cookie),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer["last"].as_i64() > Some(before), "{answer}");
+    assert_eq!(
+        answer["artifacts"],
+        Value::Null,
+        "too much to carry: {answer}"
+    );
+    let (_, bad) = site.get("/ext/ocx-cgi/wait?after=0&artifacts=all", Some(&cookie));
+    assert_eq!(bad["stopped"]["field"], "artifacts", "{bad}");
+}
+
 /// One GET of `path` on `port` with `cookie`: status and JSON body.
 pub fn request(port: u16, path: &str, cookie: &str) -> (u16, Value) {
     use std::io::{Read, Write};

@@ -3,7 +3,11 @@
 //! repository holds, as soon as M > N, with the receipts of what came
 //! after N (as `receipt` says them), or after about 50 s (`within`
 //! seconds, 1 to 50, when given) with M <= N and none; only to a viewer
-//! signed in who may read (o). At
+//! signed in who may read (o). Asked with `artifacts=1`, it also answers
+//! `artifacts`: every public artifact received after N, each its hash and
+//! its bytes in base64, when there are at most [`AT_ONCE`] holding at most
+//! [`ARTIFACTS_BYTES`] in all, so an agent machine takes them without a
+//! pull; `null` otherwise (the machine pulls). At
 //! most [`PER_LOGIN`] waits of one login and [`IN_ALL`] in all are open at
 //! once, counted across the server's processes by slots of a lock file
 //! beside the repository; the rest are answered 429 with a `Retry-After`.
@@ -20,6 +24,9 @@ use std::time::Duration;
 
 /// How long a wait lasts when nothing arrives, at most, in seconds.
 pub const LONGEST: u64 = 50;
+
+/// The most bytes the artifacts one wait answers may hold in all.
+pub const ARTIFACTS_BYTES: usize = 256 << 10;
 
 /// How many waits one login may hold open at once.
 pub const PER_LOGIN: u64 = 4;
@@ -67,6 +74,8 @@ pub fn open_waits(repository: &Path, login: Option<&str>) -> std::io::Result<u64
 struct Asked {
     after: i64,
     within: u64,
+    /// Whether the artifacts themselves are asked (`artifacts=1`).
+    artifacts: bool,
 }
 
 /// The answer to `GET wait`.
@@ -128,7 +137,14 @@ pub(super) fn wait(request: &Request, cx: &Context) -> Response {
                 .and_then(|repo| received_lately(repo, asked.after, &login))?,
             false => Vec::new(),
         };
-        Ok(serde_json::json!({ "last": last, "received": received }))
+        let mut answer = serde_json::json!({ "last": last, "received": received });
+        if asked.artifacts {
+            answer["artifacts"] = match last > asked.after {
+                true => cx.repo().and_then(|repo| arrived(repo, asked.after))?,
+                false => serde_json::json!([]),
+            };
+        }
+        Ok(answer)
     });
     match answer {
         Ok(answer) => Response {
@@ -159,12 +175,28 @@ fn received_lately(
     Ok(received.into_iter().filter(|r| !r.private).collect())
 }
 
-/// The query's `after` (required, a receipt number) and `within`
-/// (optional, 1 to [`LONGEST`] seconds); `json` is the page's own; any
-/// other field is refused, naming it.
+/// What arrived after receipt `after`, as the answer's `artifacts`:
+/// each `{hash, content}`, the bytes in base64; `null` when there is
+/// more than one answer should carry.
+fn arrived(repo: &crate::fossil::Repository, after: i64) -> Result<serde_json::Value, Stop> {
+    use base64::Engine;
+    let Some(arrived) = repo.arrived_after(after, AT_ONCE, ARTIFACTS_BYTES)? else {
+        return Ok(serde_json::Value::Null);
+    };
+    let engine = base64::engine::general_purpose::STANDARD;
+    Ok(arrived
+        .iter()
+        .map(|(hash, bytes)| serde_json::json!({ "hash": hash, "content": engine.encode(bytes) }))
+        .collect())
+}
+
+/// The query's `after` (required, a receipt number), `within` (optional,
+/// 1 to [`LONGEST`] seconds) and `artifacts` (optional, `1` to have them);
+/// `json` is the page's own; any other field is refused, naming it.
 fn parse(query: &str) -> Result<Asked, Stop> {
     let mut after = None;
     let mut within = LONGEST;
+    let mut artifacts = false;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         match name {
@@ -178,6 +210,16 @@ fn parse(query: &str) -> Result<Asked, Stop> {
                                 .next("give after=N, N the last receipt number you heard")
                         })?,
                 )
+            }
+            "artifacts" => {
+                artifacts = match value {
+                    "1" => true,
+                    "0" => false,
+                    _ => {
+                        return Err(Stop::field("artifacts", "is 1 or 0")
+                            .next("give artifacts=1 to have the artifacts themselves"));
+                    }
+                }
             }
             "within" => {
                 within = number(value)
@@ -204,7 +246,11 @@ fn parse(query: &str) -> Result<Asked, Stop> {
         Stop::field("after", "is missing")
             .next("give after=N, N the last receipt number you heard (0 at first)")
     })?;
-    Ok(Asked { after, within })
+    Ok(Asked {
+        after,
+        within,
+        artifacts,
+    })
 }
 
 /// Decimal digits alone, at most 18 of them.
@@ -225,15 +271,22 @@ mod tests {
             parse("after=7").unwrap(),
             Asked {
                 after: 7,
-                within: LONGEST
+                within: LONGEST,
+                artifacts: false
             }
         );
         assert_eq!(
             parse("json&after=0&within=2").unwrap(),
             Asked {
                 after: 0,
-                within: 2
+                within: 2,
+                artifacts: false
             }
+        );
+        assert!(parse("after=3&artifacts=1").unwrap().artifacts);
+        assert_eq!(
+            parse("after=3&artifacts=yes").unwrap_err().field.as_deref(),
+            Some("artifacts")
         );
         assert_eq!(parse("").unwrap_err().field.as_deref(), Some("after"));
         assert_eq!(

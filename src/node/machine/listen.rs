@@ -1,9 +1,13 @@
-//! The machine's listener: one long-poll open on the server's `wait`, a
-//! pull and a wake when it answers something new, and a pull once a
+//! The machine's listener: one long-poll open on the server's `wait`,
+//! asking for the artifacts themselves; when it answers something new,
+//! those artifacts stored in the clone (each checked against its hash),
+//! or a pull when it could not carry them all, and a wake; a pull once a
 //! minute while the wait is refused or the server is away; what it heard
 //! last is kept for `ocx status`.
 
-use crate::fossil::Fossil;
+use crate::fossil::artifact;
+use crate::fossil::store::Artifacts;
+use crate::fossil::{Fossil, Repository};
 use crate::node::config::NodeConfig;
 use crate::node::page::PageError;
 use crate::node::receipts::{Received, Server};
@@ -20,19 +24,46 @@ struct Waited {
     /// than this answer).
     #[serde(default)]
     received: Vec<Received>,
+    /// Every artifact that came after `after`, when the answer could carry
+    /// them all (none from an older page, or when they were too many).
+    #[serde(default)]
+    artifacts: Option<Vec<Carried>>,
+}
+
+/// An artifact as `wait` carries it.
+#[derive(Deserialize)]
+struct Carried {
+    hash: String,
+    /// Its bytes, in base64.
+    content: String,
 }
 
 /// The long-poll: the highest receipt the server holds, answered as soon
-/// as it is past `after` or after `within` seconds; the receipts it told
-/// of what came are kept by `server` for the wake that follows.
-fn wait(server: &Server, after: i64, within: u64) -> Result<i64, PageError> {
+/// as it is past `after` or after `within` seconds, with every artifact
+/// that came when the answer could carry them; the receipts it told of
+/// what came are kept by `server` for the wake that follows.
+fn wait(server: &Server, after: i64, within: u64) -> Result<(i64, Option<Artifacts>), PageError> {
     let waited: Waited = server
         .page()
-        .get(&format!("wait?after={after}&within={within}"))?;
+        .get(&format!("wait?after={after}&within={within}&artifacts=1"))?;
     if waited.last > after {
         server.told(waited.received);
     }
-    Ok(waited.last)
+    Ok((waited.last, waited.artifacts.and_then(checked)))
+}
+
+/// The artifacts carried, each its bytes decoded and named by its hash;
+/// `None` when any is not (the machine then pulls).
+fn checked(carried: Vec<Carried>) -> Option<Artifacts> {
+    use base64::Engine;
+    let engine = base64::engine::general_purpose::STANDARD;
+    carried
+        .into_iter()
+        .map(|c| {
+            let bytes = engine.decode(c.content.as_bytes()).ok()?;
+            artifact::names(&c.hash, &bytes).then_some((c.hash, bytes))
+        })
+        .collect()
 }
 
 /// What `ocx status` shows of an agent machine: its last wake and pull.
@@ -40,7 +71,8 @@ fn wait(server: &Server, after: i64, within: u64) -> Result<i64, PageError> {
 pub struct Heard {
     /// When the server's wait last answered something new (UTC).
     pub last_wake: Option<String>,
-    /// When the clone last pulled from the server (UTC).
+    /// When the clone last took what the server received (UTC): by a
+    /// pull, or the artifacts the server's wait carried.
     pub last_pull: Option<String>,
     /// Why the last wait or pull failed, when it did.
     pub last_failure: Option<String>,
@@ -59,21 +91,27 @@ impl Heard {
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
     }
+    /// Writes it unsynced: it is what `status` shows, written again at
+    /// the next wait, where a sync would put a disk flush beside every
+    /// delivery.
     fn save(&self, root: &Path) {
-        let _ = crate::node::write_whole(
+        let _ = crate::file::write_whole_unsynced(
             &Self::file(root),
             &root.join("heard.json.new"),
             &serde_json::to_vec_pretty(self).unwrap_or_default(),
+            0o600,
         );
     }
 }
 
 /// The machine's listener: keeps one long-poll open on the server's
-/// `wait`, pulls when it answers something new and sends `wake`; when the
+/// `wait`; when it answers something new, stores the artifacts it carried
+/// in the clone, or pulls when it carried none or they would not store,
+/// and sends `wake`; when the
 /// wait is refused or the server is away, pulls once a minute (trying
 /// the wait again each time) and keeps waking for unconfirmed responses.
-/// `pulling` is set while a pull is under way, so the node passes over
-/// the changes the pull itself writes.
+/// `pulling` is set while a pull or a store is under way, so the node
+/// passes over the changes they write.
 pub fn listen(
     root: &Path,
     cfg: &NodeConfig,
@@ -90,34 +128,40 @@ pub fn listen(
     let mut pulled_at: Option<std::time::Instant> = None;
     loop {
         match wait(server, after.unwrap_or(0), 50) {
-            Ok(last) => {
+            Ok((last, carried)) => {
                 failures = 0;
                 heard.polling = false;
                 if after.is_none_or(|a| last > a) {
                     heard.last_wake = Some(crate::fossil::artifact::now());
-                    pull(&fossil, cfg, &mut heard, root, pulling);
+                    let stored = after.is_some()
+                        && carried.is_some_and(|c| store(&fossil, cfg, &mut heard, &c, pulling));
+                    if !stored {
+                        pull(&fossil, cfg, &mut heard, pulling);
+                    }
                     pulled_at = Some(std::time::Instant::now());
                     after = Some(last);
                     if !wake() {
                         return;
                     }
+                    heard.save(root);
                 } else if super::any_unconfirmed(root) && !wake() {
                     return;
                 }
             }
             Err(e) => {
                 failures += 1;
+                after = None;
                 heard.polling = true;
                 heard.last_failure = Some(e.to_string());
                 heard.save(root);
                 if pulled_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
-                    pull(&fossil, cfg, &mut heard, root, pulling);
+                    pull(&fossil, cfg, &mut heard, pulling);
+                    heard.save(root);
                     pulled_at = Some(std::time::Instant::now());
                     if !wake() {
                         return;
                     }
                 }
-                after = None;
                 std::thread::sleep(
                     Duration::from_secs(1u64 << failures.min(6)).min(Duration::from_secs(60)),
                 );
@@ -126,13 +170,83 @@ pub fn listen(
     }
 }
 
-fn pull(fossil: &Fossil, cfg: &NodeConfig, heard: &mut Heard, root: &Path, pulling: &AtomicBool) {
+fn pull(fossil: &Fossil, cfg: &NodeConfig, heard: &mut Heard, pulling: &AtomicBool) {
     pulling.store(true, Ordering::Release);
     let pulled = fossil.pull_server(&cfg.repository);
     pulling.store(false, Ordering::Release);
     match pulled {
-        Ok(()) => heard.last_pull = Some(crate::fossil::artifact::now()),
+        Ok(()) => heard.last_pull = Some(artifact::now()),
         Err(e) => heard.last_failure = Some(format!("pull: {e}")),
     }
-    heard.save(root);
+}
+
+/// Stores in the clone the artifacts the server's wait carried, as a pull
+/// would have brought them, in one `fossil bundle import`; whether they
+/// are all there now. Nothing carried is nothing to store.
+fn store(
+    fossil: &Fossil,
+    cfg: &NodeConfig,
+    heard: &mut Heard,
+    carried: &[(String, Vec<u8>)],
+    pulling: &AtomicBool,
+) -> bool {
+    if carried.is_empty() {
+        return true;
+    }
+    pulling.store(true, Ordering::Release);
+    let stored = Repository::open(&cfg.repository).and_then(|clone| {
+        crate::fossil::store::store_checked(fossil, &clone, &cfg.login, carried, true)
+    });
+    pulling.store(false, Ordering::Release);
+    match stored {
+        Ok(()) => {
+            heard.last_pull = Some(artifact::now());
+            true
+        }
+        Err(e) => {
+            heard.last_failure = Some(format!("storing what the server's wait carried: {e}"));
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+
+    fn carried(hash: &str, bytes: &[u8]) -> Carried {
+        Carried {
+            hash: hash.to_string(),
+            content: base64::engine::general_purpose::STANDARD.encode(bytes),
+        }
+    }
+
+    #[test]
+    fn takes_only_artifacts_their_hashes_name() {
+        let post = b"D 2026-12-02T00:00:00\nU pat\n".to_vec();
+        let sha3 = artifact::HashPolicy::Sha3.name(&post);
+        let sha1 = artifact::HashPolicy::Sha1.name(&post);
+        assert_eq!(
+            checked(vec![carried(&sha3, &post), carried(&sha1, &post)]),
+            Some(vec![
+                (sha3.clone(), post.clone()),
+                (sha1.clone(), post.clone())
+            ])
+        );
+        let mut other = post.clone();
+        other.push(b'\n');
+        assert_eq!(
+            checked(vec![carried(&sha3, &post), carried(&sha1, &other)]),
+            None
+        );
+        assert_eq!(checked(vec![carried(&sha3.to_uppercase(), &post)]), None);
+        assert_eq!(checked(vec![carried(&sha3[..40], &post)]), None);
+        let bad = Carried {
+            hash: sha3,
+            content: "not base64!".into(),
+        };
+        assert_eq!(checked(vec![bad]), None);
+        assert_eq!(checked(Vec::new()), Some(Vec::new()));
+    }
 }
