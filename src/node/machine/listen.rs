@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// How often the machine pulls at least, while its server's wait answers
+/// (carrying what came) or is refused.
+const PULL_AT_LEAST: Duration = Duration::from_secs(60);
+
 /// What the page's `wait` answers.
 #[derive(Deserialize)]
 struct Waited {
@@ -107,9 +111,10 @@ impl Heard {
 /// The machine's listener: keeps one long-poll open on the server's
 /// `wait`; when it answers something new, stores the artifacts it carried
 /// in the clone, or pulls when it carried none or they would not store,
-/// and sends `wake`; when the
-/// wait is refused or the server is away, pulls once a minute (trying
-/// the wait again each time) and keeps waking for unconfirmed responses.
+/// and sends `wake`; pulls once a minute at least, for what no receipt
+/// tells; when the wait is refused or the server is away, pulls once a
+/// minute (trying the wait again each time) and keeps waking for
+/// unconfirmed responses.
 /// `pulling` is set while a pull or a store is under way, so the node
 /// passes over the changes they write.
 pub fn listen(
@@ -137,8 +142,8 @@ pub fn listen(
                         && carried.is_some_and(|c| store(&fossil, cfg, &mut heard, &c, pulling));
                     if !stored {
                         pull(&fossil, cfg, &mut heard, pulling);
+                        pulled_at = Some(std::time::Instant::now());
                     }
-                    pulled_at = Some(std::time::Instant::now());
                     after = Some(last);
                     if !wake() {
                         return;
@@ -147,6 +152,17 @@ pub fn listen(
                 } else if super::any_unconfirmed(root) && !wake() {
                     return;
                 }
+                // What no receipt tells, a post held for moderation and
+                // approved since (its receipt is the old one), only a
+                // pull brings.
+                if pulled_at.is_none_or(|t| t.elapsed() >= PULL_AT_LEAST) {
+                    pull(&fossil, cfg, &mut heard, pulling);
+                    pulled_at = Some(std::time::Instant::now());
+                    heard.save(root);
+                    if !wake() {
+                        return;
+                    }
+                }
             }
             Err(e) => {
                 failures += 1;
@@ -154,7 +170,7 @@ pub fn listen(
                 heard.polling = true;
                 heard.last_failure = Some(e.to_string());
                 heard.save(root);
-                if pulled_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+                if pulled_at.is_none_or(|t| t.elapsed() >= PULL_AT_LEAST) {
                     pull(&fossil, cfg, &mut heard, pulling);
                     heard.save(root);
                     pulled_at = Some(std::time::Instant::now());
