@@ -9,7 +9,7 @@ use crate::answer::{Answer, Stopped};
 use crate::context::Context;
 use crate::input::check_text;
 use crate::stop::{Stop, field_at_fault};
-use crate::tool::{Call, Entry, Needs, Tool};
+use crate::tool::{Call, Entry, Needs, Shown, Tool};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -74,13 +74,16 @@ impl<T: Tool> Entry for Def<T> {
         &self,
         input: Value,
         call: &mut Call,
-        with_text: bool,
-    ) -> Result<(Value, Option<String>), Stop> {
+        shown: Shown,
+    ) -> Result<(Option<Value>, Option<String>), Stop> {
         let typed: T::Input = serde_path_to_error::deserialize(input).map_err(refusal)?;
         let out = T::run(typed, call)?;
-        let text = with_text.then(|| T::text(&out));
-        let value =
-            serde_json::to_value(&out).map_err(|e| Stop::new(format!("internal error: {e}")))?;
+        let text = shown.text().then(|| T::text(&out));
+        let value = shown
+            .json()
+            .then(|| serde_json::to_value(&out))
+            .transpose()
+            .map_err(|e| Stop::new(format!("internal error: {e}")))?;
         Ok((value, text))
     }
 }
@@ -191,7 +194,7 @@ pub fn find(name: &str) -> Option<&'static dyn Entry> {
 /// Calls tool `name` with `input` as the caller `cx` names; `dry_run` from
 /// the entry point (`--dry-run`), or `"dry_run": true` in the input.
 pub fn call(name: &str, input: Result<Value, Stop>, cx: &Context, dry_run: bool) -> Answer {
-    answer(name, input, cx, dry_run, false).0
+    answer(name, input, cx, dry_run, Shown::Json).0
 }
 
 /// Like [`call`], also giving the result's text for a person.
@@ -201,17 +204,29 @@ pub fn call_with_text(
     cx: &Context,
     dry_run: bool,
 ) -> (Answer, Option<String>) {
-    answer(name, input, cx, dry_run, true)
+    answer(name, input, cx, dry_run, Shown::Both)
 }
 
-/// The call, and the result's text when `with_text` asks for it (a tool's
-/// text is made for a person, and only an entry showing it pays for it).
+/// Like [`call_with_text`] for an entry that shows a person the text
+/// alone: the answer's `result` is left out, never made into JSON.
+pub fn call_for_text(
+    name: &str,
+    input: Result<Value, Stop>,
+    cx: &Context,
+    dry_run: bool,
+) -> (Answer, Option<String>) {
+    answer(name, input, cx, dry_run, Shown::Text)
+}
+
+/// The call, its result made as JSON, as text, or both, as `shown` asks (a
+/// tool's text is made for a person, its JSON for a program, and only an
+/// entry showing one pays for it).
 fn answer(
     name: &str,
     input: Result<Value, Stop>,
     cx: &Context,
     dry_run: bool,
-    with_text: bool,
+    shown: Shown,
 ) -> (Answer, Option<String>) {
     let started = Instant::now();
     let mut call = Call {
@@ -220,10 +235,10 @@ fn answer(
         log: Vec::new(),
         tools: TOOLS,
     };
-    let outcome = run(name, input, &mut call, with_text);
+    let outcome = run(name, input, &mut call, shown);
     let took_ms = started.elapsed().as_millis() as u64;
     let (result, text, stopped) = match outcome {
-        Ok((value, text)) => (Some(value), text, None),
+        Ok((value, text)) => (value, text, None),
         Err(stop) => (None, None, Some(stop)),
     };
     let answer = Answer {
@@ -247,8 +262,8 @@ fn run(
     name: &str,
     input: Result<Value, Stop>,
     call: &mut Call,
-    with_text: bool,
-) -> Result<(Value, Option<String>), Stop> {
+    shown: Shown,
+) -> Result<(Option<Value>, Option<String>), Stop> {
     let tool = find(name).ok_or_else(|| {
         Stop::field("tool", format!("there is no tool {name:?}"))
             .next("`ocx list` names every tool")
@@ -284,7 +299,7 @@ fn run(
             .next("ask an administrator for the capability, or act as a login that holds it"));
         }
     }
-    tool.invoke(input, call, with_text)
+    tool.invoke(input, call, shown)
 }
 
 #[cfg(test)]
@@ -303,6 +318,33 @@ mod tests {
                 t.name()
             );
             assert!(seen.insert(t.name()), "{} twice", t.name());
+        }
+    }
+
+    /// `list`'s kept text is what every tool's schema makes now; when it is
+    /// not, the file is written anew from the schemas, for its author to
+    /// read and commit. Each tool's block is found in it by name.
+    #[test]
+    fn lists_kept_text_is_what_the_schemas_make() {
+        use crate::tools::list::{KEPT, block, kept_blocks};
+        let made: String = TOOLS.iter().map(|t| block(*t)).collect();
+        if made != KEPT {
+            let file = concat!(env!("CARGO_MANIFEST_DIR"), "/src/tools/list.txt");
+            std::fs::write(file, &made).unwrap();
+            panic!(
+                "src/tools/list.txt is not what the tools' schemas make; it is written anew \
+                 from them: read `git diff src/tools/list.txt`, commit it, and run the tests again"
+            );
+        }
+        let kept = kept_blocks();
+        for t in TOOLS {
+            let found = kept.iter().find(|(name, _)| *name == t.name());
+            assert_eq!(
+                found.map(|(_, b)| *b),
+                Some(block(*t).as_str()),
+                "{}",
+                t.name()
+            );
         }
     }
 }

@@ -108,14 +108,37 @@ pub trait Entry: Sync {
     fn output_schema(&self) -> &'static Value;
     /// Checks `input` against the tool's Input type, naming the field at fault.
     fn check(&self, input: &Value) -> Result<(), Stop>;
-    /// Deserializes `input` and runs the tool: the result, and its text
-    /// when `with_text` asks for it.
+    /// Deserializes `input` and runs the tool: the result as JSON and as
+    /// text, each only when `shown` asks for it.
     fn invoke(
         &self,
         input: Value,
         call: &mut Call,
-        with_text: bool,
-    ) -> Result<(Value, Option<String>), Stop>;
+        shown: Shown,
+    ) -> Result<(Option<Value>, Option<String>), Stop>;
+}
+
+/// What an entry point shows of a result: its JSON, its text for a person,
+/// or both. Each is made only where it is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// The JSON alone (`--json`, the page's `?json`).
+    Json,
+    /// The text alone (the command line, OCX's agent for local models).
+    Text,
+    /// Both (MCP, the page).
+    Both,
+}
+
+impl Shown {
+    /// Whether the JSON is shown.
+    pub fn json(self) -> bool {
+        self != Shown::Text
+    }
+    /// Whether the text is shown.
+    pub fn text(self) -> bool {
+        self != Shown::Json
+    }
 }
 
 /// A tool call under way: where, whether a dry run, and the log so far.

@@ -39,8 +39,12 @@ pub fn main(args: Vec<OsString>) -> i32 {
             (*t, wanted.then(|| flags_of(t.input_schema(), GLOBALS)))
         })
         .collect();
-    let command = command(&flags);
-    let matches = match command.try_get_matches_from(args) {
+    let mut command = command(&flags);
+    let parsed = command.try_get_matches_from_mut(args);
+    // Made once a process and needed no more: left to the process's end,
+    // not freed an argument at a time.
+    std::mem::forget(command);
+    let matches = match parsed {
         Ok(m) => m,
         Err(e) => return super::usage(e),
     };
@@ -64,16 +68,23 @@ pub fn main(args: Vec<OsString>) -> i32 {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let cx = Context::new(repository, cwd, Who::Local { user });
     let dry_run = matches.get_flag("dry_run");
-    let (answer, text) = registry::call_with_text(&tool, input, &cx, dry_run);
-    if json {
+    let answer = if json {
+        let answer = registry::call(&tool, input, &cx, dry_run);
         super::print(&format!(
             "{}\n",
             serde_json::to_string_pretty(&answer).unwrap_or_default()
         ));
+        answer
     } else {
+        let (answer, text) = registry::call_for_text(&tool, input, &cx, dry_run);
         super::print(&answer.to_text(text));
-    }
-    exit_status(&answer)
+        answer
+    };
+    let code = exit_status(&answer);
+    // The process ends now: its answer (a tree of values for `--json`) is
+    // left to the exit, not freed a value at a time.
+    std::mem::forget(answer);
+    code
 }
 
 /// The exit status a tool's answer makes: 0 when it did what was asked,

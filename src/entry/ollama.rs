@@ -502,7 +502,7 @@ impl Agent {
             },
         )
         .keeping(self.kept.clone());
-        let (answer, text) = registry::call_with_text(bare, Ok(arguments), &cx, false);
+        let (answer, text) = registry::call_for_text(bare, Ok(arguments), &cx, false);
         (answer.to_text(text), !answer.ok)
     }
 

@@ -1,12 +1,19 @@
 //! `list`: every tool, with its input schema. Writes nothing.
+//!
+//! Its text (each tool's name, summary, needs and flags) is what the tools'
+//! schemas make, kept in `list.txt` so that a plain `ocx list` derives no
+//! schema; a test of the registry makes it anew from every tool's schema and
+//! fails, writing it again, when the two differ.
 
 use crate::stop::Stop;
-use crate::tool::{Call, Needs, Tool};
+use crate::tool::{Call, Entry, Needs, Tool};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
-use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
+use std::borrow::Cow;
+
+/// The text every tool's [`block`] makes, kept; `list`'s text is made of it.
+pub const KEPT: &str = include_str!("list.txt");
 
 /// Input of `list`: nothing.
 #[derive(Deserialize, JsonSchema)]
@@ -23,15 +30,26 @@ pub struct Output {
 #[derive(Serialize, JsonSchema)]
 pub struct ToolSummary {
     /// Its name.
-    pub name: String,
+    pub name: &'static str,
     /// What it does.
-    pub summary: String,
+    pub summary: &'static str,
     /// The capabilities it needs ("nothing", or letters any one of which will do).
     pub needs: String,
     /// Whether it may change the repository.
     pub writes: bool,
-    /// The JSON schema of its input (derived once a process, and lent).
-    pub input: &'static Value,
+    /// The JSON schema of its input.
+    #[schemars(with = "Value")]
+    pub input: InputSchema,
+}
+
+/// A tool's input schema, derived (once a process) only when it is
+/// serialized: `list`'s text shows it as the kept flags.
+pub struct InputSchema(pub &'static dyn Entry);
+
+impl Serialize for InputSchema {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.input_schema().serialize(s)
+    }
 }
 
 /// The `list` tool.
@@ -51,35 +69,59 @@ impl Tool for List {
                 .tools
                 .iter()
                 .map(|t| ToolSummary {
-                    name: t.name().into(),
-                    summary: t.summary().into(),
+                    name: t.name(),
+                    summary: t.summary(),
                     needs: t.needs().describe(),
                     writes: t.writes(),
-                    input: t.input_schema(),
+                    input: InputSchema(*t),
                 })
                 .collect(),
         })
     }
 
     fn text(out: &Output) -> String {
-        out.tools.iter().map(block).collect()
+        let kept = kept_blocks();
+        out.tools
+            .iter()
+            .map(|t| match kept.iter().find(|(name, _)| *name == t.name) {
+                Some((_, block)) => Cow::Borrowed(*block),
+                None => Cow::Owned(block(t.input.0)),
+            })
+            .collect()
     }
 }
 
-/// One tool's lines of `list`'s text, made once per process for each tool:
-/// a tool's summary and schema never change while the program runs.
-fn block(t: &ToolSummary) -> String {
-    static MADE: Mutex<BTreeMap<String, String>> = Mutex::new(BTreeMap::new());
-    let mut made = MADE.lock().unwrap_or_else(PoisonError::into_inner);
-    made.entry(t.name.clone())
-        .or_insert_with(|| {
-            let mut s = format!("{:<10} {}  (needs {})\n", t.name, t.summary, t.needs);
-            for (name, ty, doc) in fields(t.input) {
-                s += &format!("    --{name:<18} {ty:<8} {doc}\n");
-            }
-            s
-        })
-        .clone()
+/// One tool's lines of `list`'s text: its name, summary and needs, then
+/// each field of its input as a flag.
+pub fn block(t: &dyn Entry) -> String {
+    let mut s = format!(
+        "{:<10} {}  (needs {})\n",
+        t.name(),
+        t.summary(),
+        t.needs().describe()
+    );
+    for (name, ty, doc) in fields(t.input_schema()) {
+        s += &format!("    --{name:<18} {ty:<8} {doc}\n");
+    }
+    s
+}
+
+/// Each tool's block of [`KEPT`] by its name: a block begins at a line
+/// that does not begin with a space, with the tool's name.
+pub fn kept_blocks() -> Vec<(&'static str, &'static str)> {
+    let mut blocks = Vec::new();
+    let mut rest = KEPT;
+    while !rest.is_empty() {
+        let end = rest
+            .match_indices('\n')
+            .map(|(i, _)| i + 1)
+            .find(|&i| !rest[i..].starts_with(' '))
+            .unwrap_or(rest.len());
+        let (block, after) = rest.split_at(end);
+        blocks.push((block.split(' ').next().unwrap_or(""), block));
+        rest = after;
+    }
+    blocks
 }
 
 /// Each field of an input schema as a flag: its name, kind and description
