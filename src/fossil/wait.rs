@@ -6,6 +6,7 @@
 
 use super::{FossilError, Repository};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use rusqlite::OptionalExtension;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -44,12 +45,17 @@ impl Repository {
         Ok(hashes)
     }
 
-    /// Every public artifact received after receipt `after`, each its full
-    /// hash and bytes, oldest first: all a clone that took everything up
-    /// to `after` lacks, read in one snapshot. `None` when there are more
-    /// than `most` of them or they hold more than `bytes` in all, so the
-    /// caller pulls instead. A phantom is not received; a private
-    /// artifact (an unmoderated post) is left out, as a pull leaves it.
+    /// Every public artifact received after receipt `after` among the
+    /// newest `most` rows, each its full hash and bytes, oldest first, read
+    /// in one snapshot: all a clone that took everything up to `after`
+    /// lacks, but for a phantom filled since (its row is old; the caller
+    /// knows it by a phantom of its own). `None` when the arrivals may go
+    /// past those rows (the row just below them is not an artifact received
+    /// by `after` at the latest: a burst, or a phantom or a private artifact
+    /// there) or hold more than `bytes` in all, so the caller pulls instead.
+    /// A phantom is not received; a private artifact (an unmoderated post)
+    /// or a shunned one is left out, as a pull leaves it. Rows are read by
+    /// their numbers alone: Fossil keeps no index of `blob.rcvid`.
     pub fn arrived_after(
         &self,
         after: i64,
@@ -57,19 +63,36 @@ impl Repository {
         bytes: usize,
     ) -> Result<Option<super::store::Artifacts>, FossilError> {
         let snapshot = self.db.unchecked_transaction()?;
+        let newest: i64 = self
+            .db
+            .query_row("SELECT coalesce(max(rid),0) FROM blob", [], |r| r.get(0))?;
+        let floor = newest - most as i64;
+        let below: Option<(i64, i64, bool)> = self
+            .db
+            .query_row(
+                "SELECT rcvid, size, rid IN private FROM blob WHERE rid<=?1 ORDER BY rid DESC LIMIT 1",
+                [floor],
+                |r| Ok((r.get::<_, Option<i64>>(0)?.unwrap_or(0), r.get(1)?, r.get(2)?)),
+            )
+            .optional()?;
+        if below
+            .is_some_and(|(rcvid, size, private)| rcvid < 1 || rcvid > after || size < 0 || private)
+        {
+            return Ok(None);
+        }
         let rows: Vec<(i64, String, i64)> = {
             let mut q = self.db.prepare_cached(
                 "SELECT rid, uuid, size FROM blob \
-                 WHERE rcvid > ?1 AND size >= 0 AND rid NOT IN private \
-                 ORDER BY rid LIMIT ?2",
+                 WHERE rid>?2 AND rcvid>?1 AND size>=0 AND rid NOT IN private \
+                 AND uuid NOT IN (SELECT uuid FROM shun) ORDER BY rid",
             )?;
-            q.query_map(rusqlite::params![after, most as i64 + 1], |r| {
+            q.query_map(rusqlite::params![after, floor], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?))
             })?
             .collect::<Result<_, _>>()?
         };
         let total: i64 = rows.iter().map(|r| r.2).sum();
-        if rows.len() > most || total > bytes as i64 {
+        if total > bytes as i64 {
             return Ok(None);
         }
         let mut out = Vec::with_capacity(rows.len());
@@ -81,6 +104,14 @@ impl Repository {
         }
         snapshot.commit()?;
         Ok(Some(out))
+    }
+
+    /// Whether the repository holds a phantom: an artifact it has heard
+    /// of and lacks.
+    pub fn has_phantoms(&self) -> Result<bool, FossilError> {
+        Ok(self
+            .db
+            .query_row("SELECT EXISTS(SELECT 1 FROM phantom)", [], |r| r.get(0))?)
     }
 
     /// Waits until the repository holds a receipt numbered above `after`,

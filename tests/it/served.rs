@@ -236,6 +236,37 @@ fn wait_carries_what_arrived_when_asked_whole_and_never_a_held_post() {
         Value::Null,
         "too much to carry: {answer}"
     );
+    // More rows than one answer reads: none either.
+    let before = last_receipt(&site.repo);
+    let page = site.repo.dir.path().join("page.md");
+    std::fs::write(&page, "a page\n").unwrap();
+    for i in 0..70 {
+        site.repo.fossil(&[
+            "wiki",
+            "create",
+            &format!("Page{i}"),
+            page.to_str().unwrap(),
+            "--mimetype",
+            "text/x-markdown",
+        ]);
+    }
+    let (_, burst) = site.get(
+        &format!("/ext/ocx-cgi/wait?after={before}&artifacts=1"),
+        Some(&cookie),
+    );
+    assert_eq!(burst["artifacts"], Value::Null, "too many rows: {burst}");
+    let (_, last) = site.get(
+        &format!(
+            "/ext/ocx-cgi/wait?after={}&artifacts=1",
+            last_receipt(&site.repo) - 1
+        ),
+        Some(&cookie),
+    );
+    assert_eq!(
+        last["artifacts"].as_array().map(Vec::len),
+        Some(1),
+        "the one page of the last receipt: {last}"
+    );
     let (_, bad) = site.get("/ext/ocx-cgi/wait?after=0&artifacts=all", Some(&cookie));
     assert_eq!(bad["stopped"]["field"], "artifacts", "{bad}");
 }

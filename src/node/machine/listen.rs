@@ -197,8 +197,9 @@ fn pull(fossil: &Fossil, cfg: &NodeConfig, heard: &mut Heard, pulling: &AtomicBo
 }
 
 /// Stores in the clone the artifacts the server's wait carried, as a pull
-/// would have brought them, in one `fossil bundle import`; whether they
-/// are all there now. Nothing carried is nothing to store.
+/// would have brought them, in one `fossil bundle import`; whether the
+/// clone now holds all the server received (not when it holds a phantom,
+/// which the server may have filled).
 fn store(
     fossil: &Fossil,
     cfg: &NodeConfig,
@@ -206,16 +207,22 @@ fn store(
     carried: &[(String, Vec<u8>)],
     pulling: &AtomicBool,
 ) -> bool {
-    if carried.is_empty() {
-        return true;
-    }
     pulling.store(true, Ordering::Release);
     let stored = Repository::open(&cfg.repository).and_then(|clone| {
-        crate::fossil::store::store_checked(fossil, &clone, &cfg.login, carried, true)
+        // A phantom of the clone may have been filled on the server, in
+        // its old row, which no wait carries: only a pull brings it.
+        if clone.has_phantoms()? {
+            return Ok(false);
+        }
+        if !carried.is_empty() {
+            crate::fossil::store::store_checked(fossil, &clone, &cfg.login, carried, true)?;
+        }
+        Ok(true)
     });
     pulling.store(false, Ordering::Release);
     match stored {
-        Ok(()) => {
+        Ok(false) => false,
+        Ok(true) => {
             heard.last_pull = Some(artifact::now());
             true
         }
