@@ -70,16 +70,17 @@ const SQL_SAME_RECEIPT_NO_FORUM: &str = concat_arrivals!(
     "NULL",
     "b.rcvid IS ?1 AND b.rid>?2 AND b.rid<=?3 AND b.size>=0 ORDER BY b.rid LIMIT ?4"
 );
-/// A batch's second statement: the receipts after it. The row's bounds
-/// are written `+b.rid`, so SQLite walks the receipt index in order rather
-/// than sorting every row after `?2`.
+/// A batch's second statement: the receipts after it, among the rows
+/// after `?2`. Fossil keeps no index of `blob.rcvid`, so the rows are found
+/// by their numbers and sorted: a wake reads the rows that came since, not
+/// the whole table.
 pub(super) const SQL_LATER_RECEIPTS: &str = concat_arrivals!(
     "(SELECT froot FROM forumpost f WHERE f.fpid=b.rid)",
-    "b.rcvid>?1 AND +b.rid>?2 AND +b.rid<=?3 AND b.size>=0 ORDER BY b.rcvid, b.rid LIMIT ?4"
+    "b.rcvid>?1 AND b.rid>?2 AND b.rid<=?3 AND b.size>=0 ORDER BY b.rcvid, b.rid LIMIT ?4"
 );
 const SQL_LATER_RECEIPTS_NO_FORUM: &str = concat_arrivals!(
     "NULL",
-    "b.rcvid>?1 AND +b.rid>?2 AND +b.rid<=?3 AND b.size>=0 ORDER BY b.rcvid, b.rid LIMIT ?4"
+    "b.rcvid>?1 AND b.rid>?2 AND b.rid<=?3 AND b.size>=0 ORDER BY b.rcvid, b.rid LIMIT ?4"
 );
 const SQL_ONE: &str = concat_arrivals!(
     "(SELECT froot FROM forumpost f WHERE f.fpid=b.rid)",
