@@ -32,19 +32,17 @@ const GLOBALS: &[&str] = &[
 /// Runs the command line; answers the exit code.
 pub fn main(args: Vec<OsString>) -> i32 {
     let named = named_tool(&args);
+    let known = named.filter(|n| TOOLS.iter().any(|t| t.name() == *n));
     let flags: Vec<(&dyn Entry, Option<Vec<Flag>>)> = TOOLS
         .iter()
+        .filter(|t| known.is_none_or(|n| n == t.name()))
         .map(|t| {
             let wanted = named.is_some_and(|n| n == t.name());
             (*t, wanted.then(|| flags_of(t.input_schema(), GLOBALS)))
         })
         .collect();
     let mut command = command(&flags);
-    let parsed = command.try_get_matches_from_mut(args);
-    // Made once a process and needed no more: left to the process's end,
-    // not freed an argument at a time.
-    std::mem::forget(command);
-    let matches = match parsed {
+    let matches = match command.try_get_matches_from_mut(args) {
         Ok(m) => m,
         Err(e) => return super::usage(e),
     };
@@ -81,9 +79,11 @@ pub fn main(args: Vec<OsString>) -> i32 {
         answer
     };
     let code = exit_status(&answer);
-    // The process ends now: its answer (a tree of values for `--json`) is
-    // left to the exit, not freed a value at a time.
-    std::mem::forget(answer);
+    // The process ends now: the parser, its matches, the context (its
+    // repository's connection, read only, holding no lock between
+    // statements) and the answer (a tree of values for `--json`) are left
+    // to the exit, not freed a piece at a time.
+    std::mem::forget((command, matches, cx, answer));
     code
 }
 
@@ -141,8 +141,11 @@ pub fn acting(m: &ArgMatches) -> Result<(Option<PathBuf>, Option<String>), Stop>
 }
 
 /// The tool the command line names: its first word that is no global
-/// option's and no global option's value. Only that tool's flags are
-/// made, so a call pays for one tool's schema, not every tool's.
+/// option's and no global option's value, unless the help or the version
+/// is asked for before it. Only that tool's flags are made, and when it is
+/// a tool, only its subcommand, so a call pays for one tool's schema and
+/// parser, not every tool's; otherwise every tool is named and summarized,
+/// as the help lists them and clap suggests one for a misspelled name.
 fn named_tool(args: &[OsString]) -> Option<&str> {
     const TAKE_A_VALUE: &[&str] = &[
         "--repository",
@@ -161,6 +164,8 @@ fn named_tool(args: &[OsString]) -> Option<&str> {
         }
         if TAKE_A_VALUE.contains(&word) {
             words.next();
+        } else if ["-h", "--help", "-V", "--version"].contains(&word) {
+            return None;
         } else if !word.starts_with('-') {
             return Some(word);
         }
@@ -351,6 +356,9 @@ mod tests {
             Some("list")
         );
         assert_eq!(named(&["ocx", "--help"]), None);
+        assert_eq!(named(&["ocx", "--help", "post"]), None);
+        assert_eq!(named(&["ocx", "-V", "post"]), None);
+        assert_eq!(named(&["ocx", "post", "--help"]).as_deref(), Some("post"));
         assert_eq!(named(&["ocx"]), None);
     }
 }

@@ -1,5 +1,6 @@
 //! Fossil bundles: the SQLite file `fossil bundle import` reads, holding
-//! the project-code and each artifact compressed as `blob.content` is.
+//! the project-code and each artifact in the form `blob.content` has (its
+//! zlib stream of stored blocks, [`delta::compress`]).
 
 use super::{FossilError, delta};
 use rusqlite::Connection;

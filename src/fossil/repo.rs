@@ -271,6 +271,16 @@ impl Repository {
         }))
     }
 
+    /// Whether this repository has received the artifact with full hash
+    /// `hash` (a phantom is not received): [`Repository::receipt`]'s
+    /// question alone, a statement a fifth as dear to prepare.
+    pub fn holds(&self, hash: &str) -> Result<bool, FossilError> {
+        let mut st = self
+            .db
+            .prepare_cached("SELECT 1 FROM blob WHERE uuid=?1 AND size>=0")?;
+        Ok(st.exists([hash])?)
+    }
+
     /// The full hash of artifact `rid`.
     pub fn hash_of(&self, rid: i64) -> Result<String, FossilError> {
         Ok(self

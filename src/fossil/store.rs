@@ -87,7 +87,7 @@ pub fn store_checked(
         }
     }
     for (hash, _) in items {
-        if repo.receipt(hash)?.is_none() {
+        if !repo.holds(hash)? {
             return Err(FossilError::Command {
                 operation: "bundle import",
                 message: format!("the artifact {hash} was not stored"),
