@@ -108,8 +108,10 @@ fn wait_answers_when_a_receipt_arrives_and_a_cli_write_goes_through_meanwhile() 
     );
 }
 
-#[test]
-fn wait_tells_who_sent_what_arrived_and_never_a_held_posts_hash() {
+/// A site where, after receipt M, newbie's post is held for moderation
+/// and alice's is public: the site, M, the held post's hash, the public
+/// one's, and pat's login cookie.
+fn held_and_public() -> (Site, i64, String, String, String) {
     let site = Site::new();
     site.repo.user("newbie", "o3");
     thread(&site.repo);
@@ -125,6 +127,12 @@ fn wait_tells_who_sent_what_arrived_and_never_a_held_posts_hash() {
         .to_string();
     let public = thread(&site.repo);
     let cookie = site.server.login("pat");
+    (site, m, held, public, cookie)
+}
+
+#[test]
+fn wait_tells_who_sent_what_arrived_and_never_a_held_posts_hash() {
+    let (site, m, held, public, cookie) = held_and_public();
     let (status, answer) = site.get(&format!("/ext/ocx-cgi/wait?after={m}"), Some(&cookie));
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["last"].as_i64(), Some(last_receipt(&site.repo)));
@@ -162,21 +170,7 @@ fn wait_tells_who_sent_what_arrived_and_never_a_held_posts_hash() {
 fn wait_carries_what_arrived_when_asked_whole_and_never_a_held_post() {
     use base64::Engine;
     use sha3::Digest;
-    let site = Site::new();
-    site.repo.user("newbie", "o3");
-    thread(&site.repo);
-    let m = last_receipt(&site.repo);
-    let held = site
-        .repo
-        .json(&[
-            "post", "--user", "newbie", "--title", "Hi", "--text", "Held.",
-        ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let public = thread(&site.repo);
-    let cookie = site.server.login("pat");
+    let (site, m, held, public, cookie) = held_and_public();
     let (status, answer) = site.get(
         &format!("/ext/ocx-cgi/wait?after={m}&artifacts=1"),
         Some(&cookie),
