@@ -156,22 +156,19 @@ fn the_hot_queries_use_indexes() {
     let r = Repo::new();
     r.json(&["post", "--title", "make the forum table", "--text", "x"])
         .ok();
+    // Without the repository's statistics (a few rows each here), SQLite
+    // plans for tables of any size, as a large repository's are.
+    r.fossil(&["sql", "DELETE FROM sqlite_stat1"]);
     let repo = ocx::fossil::Repository::open(&r.file).unwrap();
     for (name, sql) in ocx::fossil::repo::HOT_QUERIES {
         let plan = repo.query_plan(sql).unwrap();
         for step in &plan {
-            let scans_big_table = [
-                "blob",
-                "forumpost",
-                "ticketchng",
-                "ticket",
-                "rcvfrom",
-                "event",
-                "tagxref",
-            ]
-            .iter()
-            .any(|t| step.starts_with(&format!("SCAN {t}")) || step == &format!("SCAN {t}"));
-            assert!(!scans_big_table, "{name} scans a table: {plan:?}");
+            // A table is scanned by its name or by the alias the query
+            // gives it (`blob b`), so every scan counts but a list's.
+            let scans = step.starts_with("SCAN ")
+                && !step.starts_with("SCAN json_each")
+                && !step.ends_with("VALUES CLAUSE");
+            assert!(!scans, "{name} scans a table: {plan:?}");
         }
     }
     let (_, caller) = ocx::fossil::repo::HOT_QUERIES
