@@ -34,15 +34,33 @@ impl Repository {
     /// out: what a caller who heard `after` last is about to pull, as far
     /// as the newest rows tell (a phantom filled since keeps its older row).
     pub fn received_lately(&self, after: i64, rows: usize) -> Result<Vec<String>, FossilError> {
+        let floor = self.last_rid()? - rows as i64;
+        Ok(self
+            .received_above(after, floor)?
+            .into_iter()
+            .map(|r| r.1)
+            .collect())
+    }
+
+    /// The rows above `floor` received after receipt `after`, phantoms
+    /// left out, oldest first: each its row, hash and size, and whether it
+    /// is private or shunned (what a pull leaves out). Rows are read by
+    /// their numbers alone: Fossil keeps no index of `blob.rcvid`.
+    fn received_above(
+        &self,
+        after: i64,
+        floor: i64,
+    ) -> Result<Vec<(i64, String, i64, bool)>, FossilError> {
         let mut q = self.db.prepare_cached(
-            "SELECT uuid FROM blob \
-             WHERE rid > (SELECT coalesce(max(rid),0) FROM blob) - ?2 AND rcvid > ?1 AND size >= 0 \
-             ORDER BY rid",
+            "SELECT rid, uuid, size, rid IN private OR uuid IN (SELECT uuid FROM shun) FROM blob \
+             WHERE rid>?2 AND rcvid>?1 AND size>=0 ORDER BY rid",
         )?;
-        let hashes = q
-            .query_map(rusqlite::params![after, rows as i64], |r| r.get(0))?
+        let rows = q
+            .query_map(rusqlite::params![after, floor], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?
             .collect::<Result<_, _>>()?;
-        Ok(hashes)
+        Ok(rows)
     }
 
     /// Every public artifact received after receipt `after` among the
@@ -54,8 +72,7 @@ impl Repository {
     /// by `after` at the latest: a burst, or a phantom or a private artifact
     /// there) or hold more than `bytes` in all, so the caller pulls instead.
     /// A phantom is not received; a private artifact (an unmoderated post)
-    /// or a shunned one is left out, as a pull leaves it. Rows are read by
-    /// their numbers alone: Fossil keeps no index of `blob.rcvid`.
+    /// or a shunned one is left out, as a pull leaves it.
     pub fn arrived_after(
         &self,
         after: i64,
@@ -63,10 +80,7 @@ impl Repository {
         bytes: usize,
     ) -> Result<Option<super::store::Artifacts>, FossilError> {
         let snapshot = self.db.unchecked_transaction()?;
-        let newest: i64 = self
-            .db
-            .query_row("SELECT coalesce(max(rid),0) FROM blob", [], |r| r.get(0))?;
-        let floor = newest - most as i64;
+        let floor = self.last_rid()? - most as i64;
         let below: Option<(i64, i64, bool)> = self
             .db
             .query_row(
@@ -80,23 +94,17 @@ impl Repository {
         {
             return Ok(None);
         }
-        let rows: Vec<(i64, String, i64)> = {
-            let mut q = self.db.prepare_cached(
-                "SELECT rid, uuid, size FROM blob \
-                 WHERE rid>?2 AND rcvid>?1 AND size>=0 AND rid NOT IN private \
-                 AND uuid NOT IN (SELECT uuid FROM shun) ORDER BY rid",
-            )?;
-            q.query_map(rusqlite::params![after, floor], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })?
-            .collect::<Result<_, _>>()?
-        };
+        let rows: Vec<_> = self
+            .received_above(after, floor)?
+            .into_iter()
+            .filter(|r| !r.3)
+            .collect();
         let total: i64 = rows.iter().map(|r| r.2).sum();
         if total > bytes as i64 {
             return Ok(None);
         }
         let mut out = Vec::with_capacity(rows.len());
-        for (rid, hash, _) in rows {
+        for (rid, hash, _, _) in rows {
             match self.content(rid)? {
                 Some(content) => out.push((hash, content)),
                 None => return Ok(None),
@@ -104,14 +112,6 @@ impl Repository {
         }
         snapshot.commit()?;
         Ok(Some(out))
-    }
-
-    /// Whether the repository holds a phantom: an artifact it has heard
-    /// of and lacks.
-    pub fn has_phantoms(&self) -> Result<bool, FossilError> {
-        Ok(self
-            .db
-            .query_row("SELECT EXISTS(SELECT 1 FROM phantom)", [], |r| r.get(0))?)
     }
 
     /// Waits until the repository holds a receipt numbered above `after`,

@@ -4,10 +4,10 @@
 //! after N (as `receipt` says them), or after about 50 s (`within`
 //! seconds, 1 to 50, when given) with M <= N and none; only to a viewer
 //! signed in who may read (o). Asked with `artifacts=1`, it also answers
-//! `artifacts`: every public artifact received after N, each its hash and
-//! its bytes in base64, when there are at most [`AT_ONCE`] holding at most
-//! [`ARTIFACTS_BYTES`] in all, so an agent machine takes them without a
-//! pull; `null` otherwise (the machine pulls). At
+//! `artifacts`: the public artifacts received after N among the newest
+//! [`AT_ONCE`] rows, each its hash and its bytes in base64, when they are
+//! all that came and hold at most [`ARTIFACTS_BYTES`], so an agent machine
+//! takes them without a pull; `null` otherwise (the machine pulls). At
 //! most [`PER_LOGIN`] waits of one login and [`IN_ALL`] in all are open at
 //! once, counted across the server's processes by slots of a lock file
 //! beside the repository; the rest are answered 429 with a `Retry-After`.
@@ -131,7 +131,8 @@ pub(super) fn wait(request: &Request, cx: &Context) -> Response {
             .map_err(|e| Stop::field("repository", e.to_string()))
     });
     let answer = last.and_then(|last| {
-        let received = match last > asked.after {
+        let came = last > asked.after;
+        let received = match came {
             true => cx
                 .repo()
                 .and_then(|repo| received_lately(repo, asked.after, &login))?,
@@ -139,7 +140,7 @@ pub(super) fn wait(request: &Request, cx: &Context) -> Response {
         };
         let mut answer = serde_json::json!({ "last": last, "received": received });
         if asked.artifacts {
-            answer["artifacts"] = match last > asked.after {
+            answer["artifacts"] = match came {
                 true => cx.repo().and_then(|repo| arrived(repo, asked.after))?,
                 false => serde_json::json!([]),
             };

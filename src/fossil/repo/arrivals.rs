@@ -177,6 +177,14 @@ impl Repository {
         }
     }
 
+    /// Whether the repository holds a phantom: an artifact it has heard
+    /// of and lacks.
+    pub fn has_phantoms(&self) -> Result<bool, FossilError> {
+        Ok(self
+            .db
+            .query_row("SELECT EXISTS(SELECT 1 FROM phantom)", [], |r| r.get(0))?)
+    }
+
     /// The phantoms among the rows above `after` up to `upto`.
     pub fn phantoms_between(&self, after: i64, upto: i64) -> Result<Vec<i64>, FossilError> {
         let mut st = self.db.prepare_cached(
