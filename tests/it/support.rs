@@ -45,6 +45,17 @@ pub struct Repo {
 impl Repo {
     /// A new repository whose first user is `admin`.
     pub fn new() -> Repo {
+        // The first `fossil new` on a machine makes Fossil's own settings
+        // file, and two making it at once fail: one goes first, alone.
+        static FIRST: std::sync::Once = std::sync::Once::new();
+        FIRST.call_once(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let _ = Command::new(fossil())
+                .args(["new", "--admin-user", "admin"])
+                .arg(dir.path().join("first.fossil"))
+                .env("USER", "admin")
+                .output();
+        });
         let dir = tempfile::Builder::new()
             .prefix("ocx-test-")
             .tempdir()
