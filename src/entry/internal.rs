@@ -1,8 +1,9 @@
 //! The commands the node starts for itself, not tools: `ocx hook-poke
 //! ROOT` (what Fossil's after-receive hook runs), `ocx node-daemon --root
 //! ROOT` (the node's process), `ocx watch --root ROOT --record HASH
-//! [--checkin HASH]` (a run's watcher) and `ocx demo-agent` (the demo
-//! runner's program). They have a clap parser of their own, reached only
+//! [--checkin HASH]` (a run's watcher), `ocx forward PORT=SOCKET... --
+//! PROGRAM...` (a run's ways out, before its program inside the sandbox)
+//! and `ocx demo-agent` (the demo runner's program). They have a clap parser of their own, reached only
 //! by their names, so `ocx --help` lists tools alone.
 
 #![allow(clippy::disallowed_methods)] // an entry point: it reads the run's variables and starts `ocx post`, as docs/architecture.md says
@@ -15,7 +16,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 /// The internal commands' names, which no tool takes.
-const NAMES: &[&str] = &["hook-poke", "node-daemon", "watch", "demo-agent"];
+const NAMES: &[&str] = &["hook-poke", "node-daemon", "watch", "forward", "demo-agent"];
 
 /// The internal commands' own command line, hidden from `ocx --help`: the
 /// node writes each of them itself (`node::hook_command`, `tools::node`,
@@ -68,6 +69,26 @@ pub fn command() -> Command {
                     "The check-in the run was started for",
                 )),
         )
+        .subcommand(
+            Command::new("forward")
+                .about("A run's ways out: each PORT on 127.0.0.1 forwarded to its SOCKET, then the program")
+                .arg(
+                    Arg::new("passage")
+                        .value_name("PORT=SOCKET")
+                        .num_args(0..)
+                        .value_parser(StringValueParser::new())
+                        .help("A loopback port inside and the socket it is forwarded to"),
+                )
+                .arg(
+                    Arg::new("program")
+                        .value_name("PROGRAM")
+                        .num_args(1..)
+                        .last(true)
+                        .required(true)
+                        .value_parser(StringValueParser::new())
+                        .help("The run's program and its arguments"),
+                ),
+        )
         .subcommand(Command::new("demo-agent").about("The demo agent, a session runner's program"))
 }
 
@@ -115,9 +136,33 @@ fn run(word: &str, m: &ArgMatches) -> i32 {
             let checkin = m.get_one::<String>("checkin").map(String::as_str);
             super::watch::main(&path("root"), &record, checkin)
         }
+        "forward" => forward(m),
         "demo-agent" => demo_agent(),
         _ => super::USAGE,
     }
+}
+
+/// `ocx forward`: becomes the run's program once its passages are bound;
+/// returns only when it could not.
+fn forward(m: &ArgMatches) -> i32 {
+    let words = |id: &str| -> Vec<String> {
+        m.get_many::<String>(id)
+            .map(|v| v.cloned().collect())
+            .unwrap_or_default()
+    };
+    let mut passages = Vec::new();
+    for arg in words("passage") {
+        match crate::run::egress::Passage::read(&arg) {
+            Some(p) => passages.push(p),
+            None => {
+                super::eprint(&format!("ocx forward: {arg:?} is not PORT=SOCKET\n"));
+                return super::USAGE;
+            }
+        }
+    }
+    let why = crate::run::egress::forward(&passages, &words("program"));
+    super::eprint(&format!("ocx forward: {why}\n"));
+    1
 }
 
 /// The demo agent shipped with OCX, a session runner's program: it answers

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 pub mod agent;
 mod command;
 mod home;
+mod ways;
 
 use home::{FreshHome, agents_md, fresh_home, repository_word};
 
@@ -401,7 +402,14 @@ fn session(
     let inbox = dir.to_path_buf();
     std::thread::spawn(move || node::read_deliveries(&inbox, |line| tx.send(line).is_ok()));
     let started = Instant::now();
+    let refused = crate::run::egress::Refused::default();
     let answer = |outcome: &str, note: &str| -> Result<(), WatchError> {
+        let note = match refused.count() {
+            0 => note.to_string(),
+            1 => format!("{note}, 1 connection refused"),
+            n => format!("{note}, {n} connections refused"),
+        };
+        let note = note.as_str();
         node::answer(root, cfg, fossil, repo, receipts, r, outcome, note, true)?;
         say(&format!("answered {outcome}: {note}"));
         let _ = node::poke(root);
@@ -476,8 +484,17 @@ fn session(
     {
         return answer("exited", &format!("never started: the run's home: {e}"));
     }
+    let ways = r
+        .record
+        .sandbox
+        .hosts
+        .as_ref()
+        .map(|hosts| ways::Ways::plan(&cfg.url, hosts, &ws.join(".ocx")));
     let mut env = page.env.clone();
     env.extend(given);
+    if let Some(w) = &ways {
+        env.extend(w.env());
+    }
     env.insert(RUN_USER_VAR.into(), r.record.user.clone());
     env.insert(RECORD_VAR.into(), r.hash.clone());
     let mut command = page.command.clone();
@@ -559,6 +576,18 @@ fn session(
     let homes = disk.path().join("homes");
     plan.copy_homes(&homes);
     let out = private_log(&dir.join("output.log"), true)?;
+    if let Some(w) = &ways {
+        plan.before_program(&w.forwarder(&cfg.ocx));
+        let served = std::fs::create_dir_all(ws.join(".ocx"))
+            .and_then(|()| out.try_clone())
+            .and_then(|log| w.serve(log, refused.clone()));
+        if let Err(e) = served {
+            return answer(
+                "exited",
+                &format!("never started: the run's ways out (sandbox.hosts) could not be made: {e}"),
+            );
+        }
+    }
     let err = out.try_clone().map_err(file("output.log"))?;
     let agent = page.input.is_agent();
     let stdout = if agent {

@@ -22,10 +22,11 @@ pub fn restrictions_enforced() -> Vec<String> {
         .to_vec()
 }
 
-/// The sandbox fields and budget limits a record asks for.
+/// The sandbox fields and budget limits a record asks for; a record naming
+/// `sandbox.hosts` shares no network (its way out is its watcher's proxy).
 pub fn limits(record: &Record) -> (SandboxFields, BudgetLimits) {
     let sandbox = SandboxFields {
-        network: record.sandbox.network,
+        network: record.sandbox.network && record.sandbox.hosts.is_none(),
         read_only: record.sandbox.read_only.iter().map(PathBuf::from).collect(),
         read_write: record
             .sandbox

@@ -78,6 +78,10 @@ pub struct RunnerPage {
     /// How it takes deliveries.
     #[serde(default = "lines")]
     pub input: InputMode,
+    /// The hosts its runs need (its model service), as `sandbox.hosts`
+    /// writes them: `create` writes them into a record that names none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
 }
 
 fn lines() -> InputMode {
@@ -150,6 +154,11 @@ impl RunnerPage {
                         "{h:?} is neither an absolute path nor a name of the node's homes (a-z, 0-9, - and _)"
                     ),
                 );
+            }
+        }
+        for (i, h) in self.hosts.iter().enumerate() {
+            if let Err(why) = crate::protocol::kinds::host_port(h) {
+                return bad(format!("hosts[{i}]"), format!("{h:?} {why}"));
             }
         }
         for (i, c) in self.credentials.iter().enumerate() {

@@ -69,6 +69,9 @@ pub struct Sandbox {
     /// Absolute host paths it may read and write.
     #[serde(default)]
     pub read_write: Vec<String>,
+    /// The only hosts it may reach, as NAME or NAME:PORT (443 when none), through its node's proxy. Default: the runner page's hosts; none: network alone decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<Vec<String>>,
 }
 
 fn yes() -> bool {
@@ -81,6 +84,7 @@ impl Default for Sandbox {
             network: true,
             read_only: Vec::new(),
             read_write: Vec::new(),
+            hosts: None,
         }
     }
 }
@@ -338,7 +342,8 @@ pub fn check_budget(b: &Budget) -> Result<(), Problem> {
     Ok(())
 }
 
-/// Checks a sandbox's paths are absolute, naming the first that is not.
+/// Checks a sandbox's paths are absolute and its hosts are host names,
+/// naming the first at fault.
 pub fn check_sandbox(s: &Sandbox) -> Result<(), Problem> {
     for (name, paths) in [("read_only", &s.read_only), ("read_write", &s.read_write)] {
         for (i, p) in paths.iter().enumerate() {
@@ -350,7 +355,79 @@ pub fn check_sandbox(s: &Sandbox) -> Result<(), Problem> {
             }
         }
     }
+    if let Some(hosts) = &s.hosts {
+        if !s.network {
+            return Err(Problem::new(
+                "sandbox.hosts",
+                "needs network: a run without the network reaches no host",
+            ));
+        }
+        for (i, h) in hosts.iter().enumerate() {
+            if let Err(why) = host_port(h) {
+                return Err(Problem::new(
+                    format!("sandbox.hosts[{i}]"),
+                    format!("{} {why}", shown(h)),
+                ));
+            }
+        }
+    }
     Ok(())
+}
+
+/// The port a listed host gets when it names none.
+pub const DEFAULT_HOST_PORT: u16 = 443;
+
+/// Reads an entry of `sandbox.hosts`, `NAME` or `NAME:PORT`: the name
+/// lower-cased, its trailing dot gone, and the port (443 when none), or why
+/// it is not one. An address written as a number is refused: a run reaches
+/// a host by its name, which the node resolves.
+pub fn host_port(entry: &str) -> Result<(String, u16), &'static str> {
+    if entry.starts_with('[') || entry.matches(':').count() > 1 {
+        return Err("is an address written as a number, not a host name");
+    }
+    let (name, port) = match entry.split_once(':') {
+        Some((name, port)) => {
+            if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+                return Err("has a port that is not a number");
+            }
+            match port.parse::<u16>() {
+                Ok(p) if p > 0 => (name, p),
+                _ => return Err("has a port that is not from 1 to 65535"),
+            }
+        }
+        None => (entry, DEFAULT_HOST_PORT),
+    };
+    let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+    if name.is_empty() {
+        return Err("names no host");
+    }
+    if name.len() > 253 {
+        return Err("is longer than a host name may be");
+    }
+    let labels: Vec<&str> = name.split('.').collect();
+    for label in &labels {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return Err("is not a host name (letters, digits and hyphens, in labels split by dots)");
+        }
+    }
+    let numeric = |l: &&str| {
+        l.bytes().all(|b| b.is_ascii_digit())
+            || l.strip_prefix("0x").is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    if labels.last().is_some_and(numeric) || labels.iter().all(numeric) {
+        return Err("is an address written as a number, not a host name");
+    }
+    if name.parse::<std::net::IpAddr>().is_ok() {
+        return Err("is an address written as a number, not a host name");
+    }
+    Ok((name, port))
 }
 
 /// Checks restrictions that need others (C6: branch and own_thread need no_password).
@@ -436,6 +513,35 @@ pub fn check_record(r: &Record) -> Result<(), Problem> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_are_names_with_a_port() {
+        assert_eq!(host_port("api.anthropic.com"), Ok(("api.anthropic.com".into(), 443)));
+        assert_eq!(host_port("Example.COM.:8080"), Ok(("example.com".into(), 8080)));
+        assert_eq!(host_port("localhost:1"), Ok(("localhost".into(), 1)));
+        for bad in [
+            "", ":443", ".", "a..b", "-a.com", "a-.com", "a_b.com", "a b", "127.0.0.1",
+            "127.0.0.1:80", "10.1", "0x7f000001", "2130706433", "::1", "[::1]:443",
+            "fe80::1", "a.com:0", "a.com:", "a.com:x", "a.com:65536", "a.com:+1", "é.com",
+            "a.com/x", "a.com:443:1",
+        ] {
+            assert!(host_port(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_bad_host_is_refused_naming_its_place() {
+        let mut s = Sandbox {
+            hosts: Some(vec!["a.com".into(), "b.com:80".into(), "10.0.0.1".into()]),
+            ..Sandbox::default()
+        };
+        let p = check_sandbox(&s).unwrap_err();
+        assert_eq!(p.field, "sandbox.hosts[2]");
+        s.hosts = Some(vec!["a.com".into()]);
+        assert_eq!(check_sandbox(&s), Ok(()));
+        s.network = false;
+        assert_eq!(check_sandbox(&s).unwrap_err().field, "sandbox.hosts");
+    }
 
     #[test]
     fn walls_and_memory_read_as_the_protocol_says() {

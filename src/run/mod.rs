@@ -2,6 +2,7 @@
 
 pub mod account;
 pub mod budget;
+pub mod egress;
 pub mod link;
 pub mod preflight;
 pub mod sandbox;

@@ -70,6 +70,18 @@ pub struct Output {
     pub fields: serde_json::Value,
 }
 
+/// `sandbox` with the runner page's `hosts` written in, when it names none
+/// and the page does (the record, not the page, states the boundary).
+fn with_page_hosts(mut sandbox: Sandbox, page: Option<&runner::RunnerPage>) -> Sandbox {
+    if sandbox.hosts.is_none()
+        && sandbox.network
+        && let Some(p) = page.filter(|p| !p.hosts.is_empty())
+    {
+        sandbox.hosts = Some(p.hosts.clone());
+    }
+    sandbox
+}
+
 /// The `create` tool.
 pub struct Create;
 
@@ -167,7 +179,7 @@ impl Tool for Create {
             hears,
             remote,
             restrict: input.restrict.clone().unwrap_or_default(),
-            sandbox: input.sandbox.clone().unwrap_or_default(),
+            sandbox: with_page_hosts(input.sandbox.clone().unwrap_or_default(), page.as_ref()),
             budget: input.budget.clone(),
             command: input.command.clone(),
         };

@@ -224,6 +224,7 @@ fn claude(input: &Input) -> Result<Shipped, Stop> {
                 Vec::new()
             },
             input: InputMode::ClaudeStreamJson,
+            hosts: Vec::new(),
         },
         still: Vec::new(),
     })
@@ -271,6 +272,7 @@ fn codex(input: &Input) -> Result<Shipped, Stop> {
             credentials,
             remote: Vec::new(),
             input: InputMode::CodexAppServer,
+            hosts: Vec::new(),
         },
         still: Vec::new(),
     })
@@ -318,6 +320,7 @@ fn local(input: &Input) -> Result<Shipped, Stop> {
             credentials: Vec::new(),
             remote: Vec::new(),
             input: InputMode::Lines,
+            hosts: Vec::new(),
         },
         still: vec![
             format!("serve {model} on the Ollama at {url} (ollama pull {model})"),

@@ -607,6 +607,17 @@ impl Plan {
         self.disk = Some(mount);
     }
 
+    /// Puts `words` before the program's command line inside (a program that becomes the
+    /// run's program, as the forwarder of a run with `sandbox.hosts` does).
+    pub fn before_program(&mut self, words: &[String]) {
+        let at = self
+            .args
+            .iter()
+            .position(|a| a == "--")
+            .map_or(self.args.len(), |i| i + 1);
+        self.args.splice(at..at, words.iter().cloned());
+    }
+
     /// The command line the program runs inside, as given to bubblewrap after `--`.
     pub fn command(&self) -> &[String] {
         let at = self
