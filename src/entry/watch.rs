@@ -584,7 +584,9 @@ fn session(
         if let Err(e) = served {
             return answer(
                 "exited",
-                &format!("never started: the run's ways out (sandbox.hosts) could not be made: {e}"),
+                &format!(
+                    "never started: the run's ways out (sandbox.hosts) could not be made: {e}"
+                ),
             );
         }
     }

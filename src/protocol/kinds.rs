@@ -414,12 +414,15 @@ pub fn host_port(entry: &str) -> Result<(String, u16), &'static str> {
             && !label.starts_with('-')
             && !label.ends_with('-');
         if !ok {
-            return Err("is not a host name (letters, digits and hyphens, in labels split by dots)");
+            return Err(
+                "is not a host name (letters, digits and hyphens, in labels split by dots)",
+            );
         }
     }
     let numeric = |l: &&str| {
         l.bytes().all(|b| b.is_ascii_digit())
-            || l.strip_prefix("0x").is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+            || l.strip_prefix("0x")
+                .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
     };
     if labels.last().is_some_and(numeric) || labels.iter().all(numeric) {
         return Err("is an address written as a number, not a host name");
@@ -516,14 +519,40 @@ mod tests {
 
     #[test]
     fn hosts_are_names_with_a_port() {
-        assert_eq!(host_port("api.anthropic.com"), Ok(("api.anthropic.com".into(), 443)));
-        assert_eq!(host_port("Example.COM.:8080"), Ok(("example.com".into(), 8080)));
+        assert_eq!(
+            host_port("api.anthropic.com"),
+            Ok(("api.anthropic.com".into(), 443))
+        );
+        assert_eq!(
+            host_port("Example.COM.:8080"),
+            Ok(("example.com".into(), 8080))
+        );
         assert_eq!(host_port("localhost:1"), Ok(("localhost".into(), 1)));
         for bad in [
-            "", ":443", ".", "a..b", "-a.com", "a-.com", "a_b.com", "a b", "127.0.0.1",
-            "127.0.0.1:80", "10.1", "0x7f000001", "2130706433", "::1", "[::1]:443",
-            "fe80::1", "a.com:0", "a.com:", "a.com:x", "a.com:65536", "a.com:+1", "é.com",
-            "a.com/x", "a.com:443:1",
+            "",
+            ":443",
+            ".",
+            "a..b",
+            "-a.com",
+            "a-.com",
+            "a_b.com",
+            "a b",
+            "127.0.0.1",
+            "127.0.0.1:80",
+            "10.1",
+            "0x7f000001",
+            "2130706433",
+            "::1",
+            "[::1]:443",
+            "fe80::1",
+            "a.com:0",
+            "a.com:",
+            "a.com:x",
+            "a.com:65536",
+            "a.com:+1",
+            "é.com",
+            "a.com/x",
+            "a.com:443:1",
         ] {
             assert!(host_port(bad).is_err(), "{bad:?}");
         }

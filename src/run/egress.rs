@@ -131,9 +131,7 @@ pub fn parse_head(head: &[u8]) -> Result<Ask, Refusal> {
     let fields: Vec<(&str, &str)> = lines
         .map(|l| {
             l.split_once(':')
-                .filter(|(name, _)| {
-                    !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic())
-                })
+                .filter(|(name, _)| !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic()))
                 .map(|(name, value)| (name, value.trim()))
                 .ok_or_else(|| bad("a header line that is not NAME: VALUE"))
         })
@@ -250,12 +248,15 @@ impl Allowed {
         {
             return Ok(Way::Node(*at));
         }
-        let (name, port) = kinds::host_port(&shown).map_err(|why| forbid(format!("{shown:?} {why}")))?;
+        let (name, port) =
+            kinds::host_port(&shown).map_err(|why| forbid(format!("{shown:?} {why}")))?;
         if self.hosts.iter().any(|(h, p)| *h == name && *p == port) {
             return Ok(Way::Host(name, port));
         }
         if self.hosts.iter().any(|(h, _)| *h == name) {
-            return Err(forbid(format!("{shown}: port {port} of {name} is not listed")));
+            return Err(forbid(format!(
+                "{shown}: port {port} of {name} is not listed"
+            )));
         }
         Err(forbid(format!("{shown}: {name} is not a listed host")))
     }
@@ -524,7 +525,11 @@ mod tests {
             ("0x7f000001", 443),
             ("", 443),
         ] {
-            assert_eq!(a.check(host, port).map_err(|r| r.status), Err(403), "{host}:{port}");
+            assert_eq!(
+                a.check(host, port).map_err(|r| r.status),
+                Err(403),
+                "{host}:{port}"
+            );
         }
     }
 
@@ -557,7 +562,11 @@ mod tests {
             b"\r\n\r\n",
             b"CONNECT a:1 HTTP/1.1\r\nno colon\r\n\r\n",
         ] {
-            assert_eq!(parse_head(garbage).map_err(|r| r.status), Err(400), "{garbage:?}");
+            assert_eq!(
+                parse_head(garbage).map_err(|r| r.status),
+                Err(400),
+                "{garbage:?}"
+            );
         }
     }
 

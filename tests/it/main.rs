@@ -17,6 +17,7 @@ mod attack_web;
 mod cgi;
 mod cli;
 mod crash;
+mod egress;
 mod enrol;
 mod git_export;
 mod hostile;
