@@ -53,7 +53,11 @@ fn main() {
         let mut got = Vec::new();
         while got.last() != Some(&b'x') {
             let n = s.read(&mut b).unwrap();
-            assert!(n == 1, "the proxy closed: {}", String::from_utf8_lossy(&got));
+            assert!(
+                n == 1,
+                "the proxy closed: {}",
+                String::from_utf8_lossy(&got)
+            );
             got.push(b[0]);
         }
         proxied.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -63,5 +67,8 @@ fn main() {
     let (pm, pp) = common::stat(&mut proxied);
     println!("{TIMES} connects to a server on 127.0.0.1, until its first byte, median and p95:");
     println!("  direct             median {dm:>7.3} ms   p95 {dp:>7.3} ms");
-    println!("  CONNECT via proxy  median {pm:>7.3} ms   p95 {pp:>7.3} ms   (+{:.3} ms at the median)", pm - dm);
+    println!(
+        "  CONNECT via proxy  median {pm:>7.3} ms   p95 {pp:>7.3} ms   (+{:.3} ms at the median)",
+        pm - dm
+    );
 }

@@ -481,6 +481,8 @@ pub fn forward(passages: &[Passage], program: &[String]) -> String {
         }
         Ok(nix::unistd::ForkResult::Parent { .. }) => {
             drop(bound);
+            #[allow(clippy::disallowed_methods)]
+            // the forwarder becomes the run's program, as docs/architecture.md says
             let e = std::process::Command::new(exe).args(args).exec();
             format!("{exe}: {e}")
         }

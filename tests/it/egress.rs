@@ -400,3 +400,35 @@ fn a_record_with_a_bad_host_is_refused_naming_it() {
     ]);
     assert_eq!(r.refused(), "sandbox.hosts");
 }
+
+#[test]
+fn create_writes_the_runner_pages_hosts_into_a_record_that_names_none() {
+    let repo = Repo::new();
+    crate::support::runner_page(
+        &repo,
+        "svc",
+        &json!({"command": ["/bin/true"], "input": "lines", "hosts": ["api.example.com"]}),
+    );
+    let create = |extra: &[&str]| {
+        let mut args = vec![
+            "create",
+            "--runner",
+            "svc",
+            "--objective",
+            "x",
+            "--wall",
+            "1m",
+        ];
+        args.extend_from_slice(extra);
+        repo.json(&args).ok()["fields"]["sandbox"].clone()
+    };
+    assert_eq!(create(&[])["hosts"], json!(["api.example.com"]));
+    assert_eq!(
+        create(&["--hosts", "other.example:8443"])["hosts"],
+        json!(["other.example:8443"]),
+        "the record's own hosts, never the page's beside them"
+    );
+    let off = create(&["--network", "false"]);
+    assert_eq!(off["network"], false);
+    assert!(off.get("hosts").is_none(), "{off}");
+}
