@@ -70,7 +70,8 @@ pub enum Ask {
         host: String,
         /// Its port (80 when none).
         port: u16,
-        /// The head to send the host: origin form, `Connection: close`, no `Proxy-` fields.
+        /// The head to send the host: origin form, its `Host` the URL's, `Connection: close`,
+        /// no `Proxy-` fields.
         head: Vec<u8>,
     },
 }
@@ -153,18 +154,15 @@ pub fn parse_head(head: &[u8]) -> Result<Ask, Refusal> {
         p if p.starts_with('/') => p.to_string(),
         p => format!("/{p}"),
     };
-    let mut out = format!("{method} {path} {version}\r\n");
-    let mut has_host = false;
+    let mut out = format!("{method} {path} {version}\r\nHost: {auth}\r\n");
     for (name, value) in fields {
         let lower = name.to_ascii_lowercase();
-        if lower.starts_with("proxy-") || lower == "connection" || lower == "keep-alive" {
+        if lower.starts_with("proxy-")
+            || ["connection", "keep-alive", "host"].contains(&lower.as_str())
+        {
             continue;
         }
-        has_host |= lower == "host";
         out.push_str(&format!("{name}: {value}\r\n"));
-    }
-    if !has_host {
-        out.push_str(&format!("Host: {auth}\r\n"));
     }
     out.push_str("Connection: close\r\n\r\n");
     Ok(Ask::Plain {
@@ -274,7 +272,7 @@ impl Refused {
 }
 
 /// Serves the proxy on the Unix socket `path` (made anew, mode 0600) until the process ends:
-/// each connection on a thread of its own, each refusal written to `log` as a line and
+/// each connection on a thread of its own (at most 256 at once), each refusal written to `log` as a line and
 /// counted in `refused` before it is answered.
 pub fn serve_proxy(
     path: &Path,
@@ -288,21 +286,7 @@ pub fn serve_proxy(
         log,
         refused,
     });
-    let open = Arc::new(AtomicUsize::new(0));
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            if open.load(Ordering::Relaxed) >= MAX_OPEN {
-                continue;
-            }
-            let (books, open) = (books.clone(), open.clone());
-            open.fetch_add(1, Ordering::Relaxed);
-            std::thread::spawn(move || {
-                proxy_one(stream, &books);
-                open.fetch_sub(1, Ordering::Relaxed);
-            });
-        }
-    });
+    std::thread::spawn(move || each_connection(listener, move |stream| proxy_one(stream, &books)));
     Ok(())
 }
 
@@ -338,20 +322,36 @@ impl Books {
 }
 
 /// Serves the relay to the node's own address `to` on the Unix socket `path`: every
-/// connection is joined to a connection to `to`, nothing read.
+/// connection (at most 256 at once) is joined to a connection to `to`, nothing read.
 pub fn serve_node(path: &Path, to: SocketAddr) -> io::Result<()> {
     let listener = bind_unix(path)?;
     std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            std::thread::spawn(move || {
-                if let Ok(tcp) = TcpStream::connect_timeout(&to, WAIT) {
-                    join(stream, tcp, &[]);
-                }
-            });
-        }
+        each_connection(listener, move |stream| {
+            if let Ok(tcp) = TcpStream::connect_timeout(&to, WAIT) {
+                join(stream, tcp, &[]);
+            }
+        })
     });
     Ok(())
+}
+
+/// Runs `serve` on a thread of its own for each connection `listener` accepts, at most
+/// [`MAX_OPEN`] at once (one past it is closed unanswered).
+fn each_connection(listener: UnixListener, serve: impl Fn(UnixStream) + Send + Sync + 'static) {
+    let serve = Arc::new(serve);
+    let open = Arc::new(AtomicUsize::new(0));
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        if open.load(Ordering::Relaxed) >= MAX_OPEN {
+            continue;
+        }
+        let (serve, open) = (serve.clone(), open.clone());
+        open.fetch_add(1, Ordering::Relaxed);
+        std::thread::spawn(move || {
+            serve(stream);
+            open.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
 }
 
 fn bind_unix(path: &Path) -> io::Result<UnixListener> {
@@ -545,14 +545,14 @@ mod tests {
             })
         );
         let Ok(Ask::Plain { host, port, head }) = parse_head(
-            b"GET http://example.com/a?b HTTP/1.1\r\nProxy-Authorization: x\r\nConnection: keep-alive\r\n\r\n",
+            b"GET http://example.com/a?b HTTP/1.1\r\nHost: elsewhere.com\r\nProxy-Authorization: x\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n",
         ) else {
             panic!("not read");
         };
         assert_eq!((host.as_str(), port), ("example.com", 80));
         assert_eq!(
             String::from_utf8_lossy(&head),
-            "GET /a?b HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n"
+            "GET /a?b HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nConnection: close\r\n\r\n"
         );
         for garbage in [
             &b"GET /a HTTP/1.1\r\n\r\n"[..],
