@@ -53,6 +53,32 @@ pub struct CredentialUse {
     pub env: Option<String>,
 }
 
+/// Which API a runner's model service speaks, so its relay knows where the
+/// key goes and where the usage is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// Anthropic's Messages API (Claude Code): the key as `x-api-key`.
+    AnthropicMessages,
+    /// OpenAI's Responses API (Codex): the key as `Authorization: Bearer`.
+    OpenaiResponses,
+}
+
+/// The model service a runner's agent talks to, through its watcher's
+/// relay ([`crate::run::relay`]): the run is given the relay's address and
+/// a token of its own, never the key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelService {
+    /// The API it speaks.
+    pub kind: ModelKind,
+    /// The service's root URL, https (each request's path is added to it:
+    /// `https://api.anthropic.com`, `https://api.openai.com`).
+    pub upstream: String,
+    /// The node's credential holding the key, by name; never given to the run.
+    pub credential: String,
+}
+
 /// A session runner as its page defines it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -78,6 +104,10 @@ pub struct RunnerPage {
     /// How it takes deliveries.
     #[serde(default = "lines")]
     pub input: InputMode,
+    /// The model service its agent talks to through the watcher's relay,
+    /// which alone holds the key (none: the run talks to what it reaches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelService>,
 }
 
 fn lines() -> InputMode {
@@ -152,6 +182,29 @@ impl RunnerPage {
                 );
             }
         }
+        if let Some(m) = &self.model {
+            if !valid_name(&m.credential) {
+                return bad(
+                    "model.credential".into(),
+                    format!(
+                        "{:?} is not a credential's name (a-z, 0-9, - and _)",
+                        m.credential
+                    ),
+                );
+            }
+            if let Err(why) = upstream_url(&m.upstream) {
+                return bad("model.upstream".into(), why);
+            }
+            if let Some(i) = self.credentials.iter().position(|c| c.name == m.credential) {
+                return bad(
+                    format!("credentials[{i}].name"),
+                    format!(
+                        "{:?} is the model's key, which the relay holds and the run never does",
+                        m.credential
+                    ),
+                );
+            }
+        }
         for (i, c) in self.credentials.iter().enumerate() {
             if !valid_name(&c.name) {
                 return bad(
@@ -192,6 +245,30 @@ impl RunnerPage {
         }
         Ok(())
     }
+}
+
+/// `upstream` as a model service's root URL: https, a host, no login,
+/// query or fragment; or why not.
+pub fn upstream_url(upstream: &str) -> Result<url::Url, String> {
+    let u = url::Url::parse(upstream).map_err(|e| format!("{upstream:?} is not a URL: {e}"))?;
+    if u.scheme() != "https" {
+        return Err(format!(
+            "{upstream:?} is not https: the relay sends the key only over TLS"
+        ));
+    }
+    if u.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{upstream:?} names no host"));
+    }
+    if !u.username().is_empty()
+        || u.password().is_some()
+        || u.query().is_some()
+        || u.fragment().is_some()
+    {
+        return Err(format!(
+            "{upstream:?} holds a login, query or fragment: give the service's root URL alone"
+        ));
+    }
+    Ok(u)
 }
 
 /// Whether `path` is relative and stays inside where it is put: no `..`,
@@ -312,6 +389,45 @@ mod tests {
             assert_eq!(p.unwrap_err().field, "command", "{flag}");
         }
         assert!(page(r#"{"command": ["x", "--allowedTools", "y"], "input": "lines"}"#).is_ok());
+    }
+
+    #[test]
+    fn a_model_service_is_https_a_named_key_never_also_given_to_the_run() {
+        let p = page(
+            r#"{"command": ["x"], "model": {"kind": "anthropic-messages", "upstream": "https://api.anthropic.com", "credential": "claude-key"}}"#,
+        )
+        .unwrap();
+        let m = p.model.unwrap();
+        assert_eq!(m.kind, ModelKind::AnthropicMessages);
+        assert_eq!(m.credential, "claude-key");
+        for (model, field) in [
+            (
+                r#"{"kind": "gemini", "upstream": "https://x", "credential": "k"}"#,
+                "model.kind",
+            ),
+            (
+                r#"{"kind": "openai-responses", "upstream": "http://x", "credential": "k"}"#,
+                "model.upstream",
+            ),
+            (
+                r#"{"kind": "openai-responses", "upstream": "https://u:p@x", "credential": "k"}"#,
+                "model.upstream",
+            ),
+            (
+                r#"{"kind": "openai-responses", "upstream": "https://x", "credential": "../k"}"#,
+                "model.credential",
+            ),
+            (
+                r#"{"kind": "openai-responses", "upstream": "https://x", "credential": "k", "key": "sk"}"#,
+                "model.key",
+            ),
+        ] {
+            let p = page(&format!(r#"{{"command": ["x"], "model": {model}}}"#));
+            assert_eq!(p.unwrap_err().field, field, "{model}");
+        }
+        let both = r#"{"command": ["x"], "credentials": [{"name": "k", "env": "OPENAI_API_KEY"}],
+            "model": {"kind": "openai-responses", "upstream": "https://x", "credential": "k"}}"#;
+        assert_eq!(page(both).unwrap_err().field, "credentials[0].name");
     }
 
     #[test]

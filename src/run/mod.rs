@@ -4,6 +4,7 @@ pub mod account;
 pub mod budget;
 pub mod link;
 pub mod preflight;
+pub mod relay;
 pub mod sandbox;
 pub mod uids;
 
