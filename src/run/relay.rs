@@ -224,11 +224,10 @@ impl Relay {
             .on_reached
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        *slot = Some(Box::new(then));
+        drop(slot);
         if self.reached() {
-            drop(slot);
-            then();
-        } else {
-            *slot = Some(Box::new(then));
+            self.shared.end();
         }
     }
 
@@ -801,12 +800,28 @@ impl Shared {
             out.write_all(b"0\r\n\r\n")?;
             out.flush()?;
         }
+        if self.reached() {
+            self.end();
+        }
         Ok(chunked && !cut && !self.reached())
     }
 
+    /// Calls for the run's end, once: the answer that reached the budget
+    /// is ended first.
+    fn end(&self) {
+        let then = self
+            .on_reached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(then) = then {
+            then();
+        }
+    }
+
     /// Adds what an answer counts now (`total`) beyond what it `counted`
-    /// before to the run's spend; writes it, and calls for the end when it
-    /// reaches the budget. Answers what the answer has counted.
+    /// before to the run's spend; writes it, and marks the budget reached
+    /// when it is. Answers what the answer has counted.
     fn count(&self, total: u64, counted: u64) -> u64 {
         if total <= counted {
             return counted;
@@ -822,14 +837,6 @@ impl Shared {
                 thousands(self.budget.unwrap_or(0)),
                 thousands(now)
             ));
-            let then = self
-                .on_reached
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take();
-            if let Some(then) = then {
-                then();
-            }
         }
         total
     }
