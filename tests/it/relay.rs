@@ -217,7 +217,10 @@ fn results(out: &Path) -> Vec<Value> {
         if lines.iter().any(|l| l["step"] == "done") {
             return lines;
         }
-        assert!(Instant::now() < until, "the runner never finished: {lines:#?}");
+        assert!(
+            Instant::now() < until,
+            "the runner never finished: {lines:#?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -488,7 +491,10 @@ fn an_upstream_away_or_untrusted_is_a_5xx_as_the_service_shapes_it_and_a_line_in
     let tls = Tls::front(port_of(&model.url()));
     let (untrusting, lines) = relay(&tls.url(), None);
     let (status, text, _) = ask(&untrusting.url(), untrusting.token(), &body);
-    assert_eq!(status, 502, "an authority the node was not told to trust: {text}");
+    assert_eq!(
+        status, 502,
+        "an authority the node was not told to trust: {text}"
+    );
     assert!(!lines.lock().unwrap().is_empty());
     assert!(model.conversation().is_empty());
 }
