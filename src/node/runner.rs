@@ -53,16 +53,7 @@ pub struct CredentialUse {
     pub env: Option<String>,
 }
 
-/// Which API a runner's model service speaks, so its relay knows where the
-/// key goes and where the usage is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ModelKind {
-    /// Anthropic's Messages API (Claude Code): the key as `x-api-key`.
-    AnthropicMessages,
-    /// OpenAI's Responses API (Codex): the key as `Authorization: Bearer`.
-    OpenaiResponses,
-}
+pub use crate::run::relay::ModelKind;
 
 /// The model service a runner's agent talks to, through its watcher's
 /// relay ([`crate::run::relay`]): the run is given the relay's address and
@@ -247,29 +238,7 @@ impl RunnerPage {
     }
 }
 
-/// `upstream` as a model service's root URL: https, a host, no login,
-/// query or fragment; or why not.
-pub fn upstream_url(upstream: &str) -> Result<url::Url, String> {
-    let u = url::Url::parse(upstream).map_err(|e| format!("{upstream:?} is not a URL: {e}"))?;
-    if u.scheme() != "https" {
-        return Err(format!(
-            "{upstream:?} is not https: the relay sends the key only over TLS"
-        ));
-    }
-    if u.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{upstream:?} names no host"));
-    }
-    if !u.username().is_empty()
-        || u.password().is_some()
-        || u.query().is_some()
-        || u.fragment().is_some()
-    {
-        return Err(format!(
-            "{upstream:?} holds a login, query or fragment: give the service's root URL alone"
-        ));
-    }
-    Ok(u)
-}
+pub use crate::run::relay::upstream_url;
 
 /// Whether `path` is relative and stays inside where it is put: no `..`,
 /// no empty or `.` part, no NUL.

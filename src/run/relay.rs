@@ -13,7 +13,7 @@
 //! way in for a run without a network of the host's). Anything a run sends
 //! is hostile: every reading is bounded, and nothing it sends can panic it.
 
-use crate::node::runner::ModelKind;
+use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -51,6 +51,41 @@ const SYSTEM_BUNDLES: &[&str] = &[
     "/etc/pki/tls/certs/ca-bundle.crt",
     "/etc/ssl/cert.pem",
 ];
+
+/// Which API a runner's model service speaks, so its relay knows where the
+/// key goes and where the usage is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// Anthropic's Messages API (Claude Code): the key as `x-api-key`.
+    AnthropicMessages,
+    /// OpenAI's Responses API (Codex): the key as `Authorization: Bearer`.
+    OpenaiResponses,
+}
+
+/// `upstream` as a model service's root URL: https, a host, no login,
+/// query or fragment; or why not.
+pub fn upstream_url(upstream: &str) -> Result<url::Url, String> {
+    let u = url::Url::parse(upstream).map_err(|e| format!("{upstream:?} is not a URL: {e}"))?;
+    if u.scheme() != "https" {
+        return Err(format!(
+            "{upstream:?} is not https: the relay sends the key only over TLS"
+        ));
+    }
+    if u.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{upstream:?} names no host"));
+    }
+    if !u.username().is_empty()
+        || u.password().is_some()
+        || u.query().is_some()
+        || u.fragment().is_some()
+    {
+        return Err(format!(
+            "{upstream:?} holds a login, query or fragment: give the service's root URL alone"
+        ));
+    }
+    Ok(u)
+}
 
 /// Why a relay could not start.
 #[derive(Debug, thiserror::Error)]
@@ -120,8 +155,7 @@ impl Relay {
     /// Starts the relay for `s`: a fresh token, listening on 127.0.0.1 and
     /// on `s.socket`, `tokens` written 0.
     pub fn start(s: Settings) -> Result<Relay, RelayError> {
-        let upstream =
-            crate::node::runner::upstream_url(&s.upstream).map_err(RelayError::Upstream)?;
+        let upstream = upstream_url(&s.upstream).map_err(RelayError::Upstream)?;
         let agent = agent(s.authorities.as_deref())?;
         let mut token = [0u8; 24];
         rand::Rng::fill(&mut rand::rng(), &mut token);
