@@ -70,6 +70,9 @@ pub enum WatchError {
     /// The sandbox or the run's own filesystem, the field at fault first.
     #[error("{}", named(.0))]
     Sandbox(#[from] SandboxError),
+    /// The run's model relay, the field at fault first.
+    #[error(transparent)]
+    Relay(#[from] crate::run::relay::RelayError),
 }
 
 impl From<crate::stop::Stop> for WatchError {
@@ -427,6 +430,15 @@ fn session(
             );
         }
     };
+    if r.record.budget.tokens.is_some() && page.model.is_none() {
+        return answer(
+            "unenforced",
+            &format!(
+                "budget.tokens: the runner's page sandbox/{} names no model service, so nothing counts its tokens",
+                r.record.runner
+            ),
+        );
+    }
     let lease = match lease(root, dir) {
         Ok(l) => l,
         Err(e) => return answer("unenforced", &format!("run_uids: {e}")),
@@ -474,6 +486,13 @@ fn session(
             );
         }
     }
+    let relay = match &page.model {
+        None => None,
+        Some(m) => match start_relay(root, cfg, m, r.record.budget.tokens, dir, &ws) {
+            Ok(relay) => Some(relay),
+            Err(e) => return answer("unenforced", &e.to_string()),
+        },
+    };
     let home = FreshHome(disk.path().join("home"));
     let given = match fresh_home(root, &home.0, &page) {
         Ok(g) => g,
@@ -484,12 +503,16 @@ fn session(
     {
         return answer("exited", &format!("never started: the run's home: {e}"));
     }
-    let ways = r
-        .record
-        .sandbox
-        .hosts
-        .as_ref()
-        .map(|hosts| ways::Ways::plan(&cfg.url, hosts, &ws.join(".ocx")));
+    let ways = r.record.sandbox.hosts.as_ref().map(|hosts| {
+        let mut w = ways::Ways::plan(&cfg.url, hosts, &ws.join(".ocx"));
+        if let Some(relay) = &relay {
+            w.pass(crate::run::egress::Passage {
+                port: relay.port(),
+                socket: relay.socket().to_path_buf(),
+            });
+        }
+        w
+    });
     let mut env = page.env.clone();
     env.extend(given);
     if let Some(w) = &ways {
@@ -498,6 +521,12 @@ fn session(
     env.insert(RUN_USER_VAR.into(), r.record.user.clone());
     env.insert(RECORD_VAR.into(), r.hash.clone());
     let mut command = page.command.clone();
+    if let Some(relay) = &relay {
+        env.extend(relay.env());
+        if page.input == InputMode::CodexAppServer {
+            command.extend(relay.codex_args());
+        }
+    }
     if no_password {
         env.insert(MCP_SOCKET_VAR.into(), socket.display().to_string());
         if let Some(only) = &r.record.restrict.branch {
@@ -606,6 +635,10 @@ fn session(
         }
     };
     say(&format!("started {run_name} as {}", r.record.user));
+    if let Some(relay) = &relay {
+        let killer = running.killer();
+        relay.on_reached(move || killer.kill());
+    }
     let mut stdin = running
         .stdin()
         .ok_or(WatchError::Cannot("the program has no stdin"))?;
@@ -678,20 +711,35 @@ fn session(
     let ended = ended?;
     let secs = started.elapsed().as_secs();
     let cannot_work = ending.lock().ok().and_then(|e| e.clone());
+    let spent = relay.as_ref().map(|r| r.spent());
+    let tokens = spent
+        .map(|n| format!(", {} tokens", crate::run::relay::thousands(n)))
+        .unwrap_or_default();
+    let budget_reached = relay.as_ref().is_some_and(|r| r.reached());
+    drop(relay);
     if stopped && dir.join(node::ENDED_BY_NODE).exists() {
         answer(
             "stopped",
-            &format!("ended by its node (ocx node stop --runs) after {secs} seconds"),
+            &format!("ended by its node (ocx node stop --runs) after {secs} seconds{tokens}"),
         )
     } else if stopped {
         answer(
             "stopped",
-            &format!("stopped by a stop after {secs} seconds"),
+            &format!("stopped by a stop after {secs} seconds{tokens}"),
         )
     } else if let Some(why) = unenforced {
         answer(
             "unenforced",
-            &format!("restrict.no_password: {why} after {secs} seconds"),
+            &format!("restrict.no_password: {why} after {secs} seconds{tokens}"),
+        )
+    } else if budget_reached {
+        answer(
+            "budget",
+            &format!(
+                "tokens limit reached after {secs} seconds: {} of {} tokens",
+                crate::run::relay::thousands(spent.unwrap_or(0)),
+                crate::run::relay::thousands(r.record.budget.tokens.unwrap_or(0))
+            ),
         )
     } else if let Some(limit) = ended.limit {
         let what = match (limit, ended.disk_used) {
@@ -704,17 +752,67 @@ fn session(
         };
         answer(
             "budget",
-            &format!("{limit} limit reached after {secs} seconds{what}"),
+            &format!("{limit} limit reached after {secs} seconds{what}{tokens}"),
         )
     } else if let Some(why) = cannot_work {
-        answer("exited", &format!("{why} (ended after {secs} seconds)"))
+        answer(
+            "exited",
+            &format!("{why} (ended after {secs} seconds{tokens})"),
+        )
     } else {
         let code = ended
             .code
             .map(|c| c.to_string())
             .unwrap_or_else(|| "none".into());
-        answer("exited", &format!("exit {code} after {secs} seconds"))
+        answer(
+            "exited",
+            &format!("exit {code} after {secs} seconds{tokens}"),
+        )
     }
+}
+
+/// Starts the run's model relay for the page's service `m`: the key read
+/// from the node's credential, the socket in the workspace's `.ocx`, its
+/// lines in the run's output log; a note naming the field when it cannot.
+fn start_relay(
+    root: &Path,
+    cfg: &NodeConfig,
+    m: &crate::node::runner::ModelService,
+    budget: Option<u64>,
+    dir: &Path,
+    ws: &Path,
+) -> Result<crate::run::relay::Relay, WatchError> {
+    use crate::run::relay::{Relay, SOCKET, Settings};
+    let key = crate::node::credentials::read(root, &m.credential)
+        .map_err(|e| field("model.credential", e))?;
+    let key = String::from_utf8(key)
+        .map_err(|_| field("model.credential", "the key is not UTF-8 text"))?
+        .trim()
+        .to_string();
+    if key.is_empty() || key.contains(['\r', '\n', '\0']) {
+        return Err(field(
+            "model.credential",
+            format!("{:?} holds no key of one line", m.credential),
+        ));
+    }
+    let own = ws.join(".ocx");
+    std::fs::create_dir_all(&own).map_err(file(own.display()))?;
+    let log = std::sync::Mutex::new(private_log(&dir.join("output.log"), true)?);
+    Ok(Relay::start(Settings {
+        kind: m.kind,
+        upstream: m.upstream.clone(),
+        key,
+        budget,
+        dir: dir.to_path_buf(),
+        socket: own.join(SOCKET),
+        authorities: cfg.model_ca.clone(),
+        log: Box::new(move |line| {
+            if let Ok(mut f) = log.lock() {
+                let _ = writeln!(f, "{} {line}", artifact::now());
+            }
+            say(line);
+        }),
+    })?)
 }
 
 /// The run as its tools act for it on the served repository: its user

@@ -1,7 +1,8 @@
 //! What `ocx hook install` records for the node under its root directory:
 //! the served repository, its URL, the `fossil` and `ocx` programs, the
-//! node's own login, the host uids its runs run as and the ceiling on each
-//! run's memory, processes and disk. Operational state only: it may be lost, and
+//! node's own login, the host uids its runs run as, the ceiling on each
+//! run's memory, processes and disk, and the authorities its model relays
+//! trust. Operational state only: it may be lost, and
 //! `ocx hook install` makes it again (keeping the uids and the ceiling).
 
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,10 @@ pub struct NodeConfig {
     /// unless set. An administrator's record binds what it names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bindable: Vec<PathBuf>,
+    /// A PEM file of certificate authorities its runs' model relays trust
+    /// for their upstreams, beside the host's own (none unless set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_ca: Option<PathBuf>,
     /// Set on an agent machine: `repository` is then a clone of the served
     /// repository at `url`, and `login` the machine's own login there.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -99,10 +99,12 @@ pub fn check_enforceable(
     repo: &Repository,
     record: &Record,
 ) -> Result<Result<(), Problem>, NodeError> {
-    let runner_found = record.runner == runner::COMMAND
-        || Receipts::served(repo)
-            .runner_page(repo, &record.runner)?
-            .is_some();
+    let page = match record.runner == runner::COMMAND {
+        true => None,
+        false => Receipts::served(repo).runner_page(repo, &record.runner)?,
+    };
+    let runner_found = record.runner == runner::COMMAND || page.is_some();
+    let names_model = page.is_some_and(|p| p.model.is_some());
     let ceiling = super::root_of(repo)?
         .and_then(|root| NodeConfig::load(&root))
         .map(|c| c.ceiling)
@@ -110,17 +112,20 @@ pub fn check_enforceable(
     Ok(enforceable(
         record,
         runner_found,
+        names_model,
         &restrictions_enforced(),
         &ceiling,
     ))
 }
 
 /// [`check_enforceable`] once the runner is looked for: whether its page
-/// counts (`runner_found`), the restrictions this node enforces and its
-/// ceiling.
+/// counts (`runner_found`) and names its model service (`names_model`,
+/// whose relay alone counts tokens), the restrictions this node enforces
+/// and its ceiling.
 pub fn enforceable(
     record: &Record,
     runner_found: bool,
+    names_model: bool,
     enforced: &[String],
     ceiling: &crate::run::Ceiling,
 ) -> Result<(), Problem> {
@@ -130,6 +135,15 @@ pub fn enforceable(
             reason: format!(
                 "this node offers no runner {:?} (no counting wiki page sandbox/{})",
                 record.runner, record.runner
+            ),
+        });
+    }
+    if record.budget.tokens.is_some() && !names_model {
+        return Err(Problem {
+            field: "budget.tokens".into(),
+            reason: format!(
+                "the runner {:?} names no model service (`model` on its page), so nothing counts its tokens",
+                record.runner
             ),
         });
     }

@@ -53,6 +53,23 @@ pub struct CredentialUse {
     pub env: Option<String>,
 }
 
+pub use crate::run::relay::ModelKind;
+
+/// The model service a runner's agent talks to, through its watcher's
+/// relay ([`crate::run::relay`]): the run is given the relay's address and
+/// a token of its own, never the key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelService {
+    /// The API it speaks.
+    pub kind: ModelKind,
+    /// The service's root URL, https (each request's path is added to it:
+    /// `https://api.anthropic.com`, `https://api.openai.com`).
+    pub upstream: String,
+    /// The node's credential holding the key, by name; never given to the run.
+    pub credential: String,
+}
+
 /// A session runner as its page defines it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,6 +99,10 @@ pub struct RunnerPage {
     /// writes them: `create` writes them into a record that names none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
+    /// The model service its agent talks to through the watcher's relay,
+    /// which alone holds the key (none: the run talks to what it reaches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelService>,
 }
 
 fn lines() -> InputMode {
@@ -161,6 +182,29 @@ impl RunnerPage {
                 return bad(format!("hosts[{i}]"), format!("{h:?} {why}"));
             }
         }
+        if let Some(m) = &self.model {
+            if !valid_name(&m.credential) {
+                return bad(
+                    "model.credential".into(),
+                    format!(
+                        "{:?} is not a credential's name (a-z, 0-9, - and _)",
+                        m.credential
+                    ),
+                );
+            }
+            if let Err(why) = upstream_url(&m.upstream) {
+                return bad("model.upstream".into(), why);
+            }
+            if let Some(i) = self.credentials.iter().position(|c| c.name == m.credential) {
+                return bad(
+                    format!("credentials[{i}].name"),
+                    format!(
+                        "{:?} is the model's key, which the relay holds and the run never does",
+                        m.credential
+                    ),
+                );
+            }
+        }
         for (i, c) in self.credentials.iter().enumerate() {
             if !valid_name(&c.name) {
                 return bad(
@@ -202,6 +246,8 @@ impl RunnerPage {
         Ok(())
     }
 }
+
+pub use crate::run::relay::upstream_url;
 
 /// Whether `path` is relative and stays inside where it is put: no `..`,
 /// no empty or `.` part, no NUL.
@@ -321,6 +367,45 @@ mod tests {
             assert_eq!(p.unwrap_err().field, "command", "{flag}");
         }
         assert!(page(r#"{"command": ["x", "--allowedTools", "y"], "input": "lines"}"#).is_ok());
+    }
+
+    #[test]
+    fn a_model_service_is_https_a_named_key_never_also_given_to_the_run() {
+        let p = page(
+            r#"{"command": ["x"], "model": {"kind": "anthropic-messages", "upstream": "https://api.anthropic.com", "credential": "claude-key"}}"#,
+        )
+        .unwrap();
+        let m = p.model.unwrap();
+        assert_eq!(m.kind, ModelKind::AnthropicMessages);
+        assert_eq!(m.credential, "claude-key");
+        for (model, field) in [
+            (
+                r#"{"kind": "gemini", "upstream": "https://x", "credential": "k"}"#,
+                "model.kind",
+            ),
+            (
+                r#"{"kind": "openai-responses", "upstream": "http://x", "credential": "k"}"#,
+                "model.upstream",
+            ),
+            (
+                r#"{"kind": "openai-responses", "upstream": "https://u:p@x", "credential": "k"}"#,
+                "model.upstream",
+            ),
+            (
+                r#"{"kind": "openai-responses", "upstream": "https://x", "credential": "../k"}"#,
+                "model.credential",
+            ),
+            (
+                r#"{"kind": "openai-responses", "upstream": "https://x", "credential": "k", "key": "sk"}"#,
+                "model.key",
+            ),
+        ] {
+            let p = page(&format!(r#"{{"command": ["x"], "model": {model}}}"#));
+            assert_eq!(p.unwrap_err().field, field, "{model}");
+        }
+        let both = r#"{"command": ["x"], "credentials": [{"name": "k", "env": "OPENAI_API_KEY"}],
+            "model": {"kind": "openai-responses", "upstream": "https://x", "credential": "k"}}"#;
+        assert_eq!(page(both).unwrap_err().field, "credentials[0].name");
     }
 
     #[test]

@@ -104,6 +104,9 @@ pub struct Budget {
     /// Processes at once, a positive whole number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<u64>,
+    /// Model tokens in all (in and out, as the model service's own usage counts them), a positive whole number; only for a runner whose page names its model service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
 }
 
 /// A memory limit as a record may give it.
@@ -336,6 +339,12 @@ pub fn check_budget(b: &Budget) -> Result<(), Problem> {
     if b.processes == Some(0) {
         return Err(Problem::new(
             "budget.processes",
+            "is not a positive whole number",
+        ));
+    }
+    if b.tokens == Some(0) {
+        return Err(Problem::new(
+            "budget.tokens",
             "is not a positive whole number",
         ));
     }

@@ -5,6 +5,7 @@ pub mod budget;
 pub mod egress;
 pub mod link;
 pub mod preflight;
+pub mod relay;
 pub mod sandbox;
 pub mod uids;
 

@@ -75,6 +75,14 @@ pub struct RunView {
     /// where the node's own account asks).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<crate::node::runner::LastError>,
+    /// The model tokens it has spent, as its relay counts them (running
+    /// runs whose runner names its model service, where the node's own
+    /// account asks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// Its record's `budget.tokens`, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_budget: Option<u64>,
 }
 
 /// A person's view.
@@ -241,6 +249,8 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
             outcome: None,
             note: None,
             last_error: None,
+            tokens: None,
+            tokens_budget: r.record.budget.tokens,
         };
         if let Some(f) = response {
             if let Kind::Known(Message::Response(resp)) = f.kind {
@@ -249,11 +259,11 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
             }
             ended.push(view);
         } else {
-            view.last_error = node_root.as_deref().and_then(|root| {
-                crate::node::runner::last_error(&crate::node::config::NodeConfig::run_dir(
-                    root, &r.hash,
-                ))
-            });
+            let dir = node_root
+                .as_deref()
+                .map(|root| crate::node::config::NodeConfig::run_dir(root, &r.hash));
+            view.last_error = dir.as_deref().and_then(crate::node::runner::last_error);
+            view.tokens = dir.as_deref().and_then(crate::run::relay::spent_in);
             view.wall_left = kinds::wall_seconds(&r.record.budget.wall)
                 .map(|w| (r.said.when * 86400.0 + w as f64 - now * 86400.0).round() as i64);
             running.push(view);
@@ -312,6 +322,16 @@ pub fn text(o: &Output) -> String {
             }
             if let Some(l) = &r.last_said {
                 t.push_str(&format!("  last said: {}\n", clean(l)));
+            }
+            if let Some(n) = r.tokens {
+                let of = r
+                    .tokens_budget
+                    .map(|b| format!(" of {}", crate::run::relay::thousands(b)))
+                    .unwrap_or_default();
+                t.push_str(&format!(
+                    "  tokens: {}{of}\n",
+                    crate::run::relay::thousands(n)
+                ));
             }
             if let Some(e) = &r.last_error {
                 t.push_str(&format!("  last error ({}): {}\n", e.at, clean(&e.error)));

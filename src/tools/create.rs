@@ -138,6 +138,15 @@ impl Tool for Create {
                 .next("name logins of this repository"));
             }
         }
+        if input.budget.tokens.is_some() && page.as_ref().is_none_or(|p| p.model.is_none()) {
+            return Err(Stop::field(
+                "budget.tokens",
+                format!(
+                    "the runner {runner:?} names no model service (`model` on its page), so nothing would count its tokens"
+                ),
+            )
+            .next("leave tokens out, or name a runner whose page names its model"));
+        }
         let offers_remote = page.as_ref().is_some_and(|p| p.offers_remote());
         let remote = match input.remote {
             Some(true) if !offers_remote => {

@@ -7,7 +7,7 @@
 
 use crate::fossil::artifact::{self, WikiPage};
 use crate::fossil::store::Batch;
-use crate::node::runner::{CredentialUse, InputMode, RunnerPage};
+use crate::node::runner::{CredentialUse, InputMode, ModelKind, ModelService, RunnerPage};
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
 use crate::tools::writing::write;
@@ -26,7 +26,7 @@ pub struct Input {
     pub model: Option<String>,
     /// The model service's URL: Claude Code's ANTHROPIC_BASE_URL, Codex's provider base_url (ending /v1), the Ollama's URL (local; default http://127.0.0.1:11434).
     pub base_url: Option<String>,
-    /// The node's credential given as the service's API key (ANTHROPIC_API_KEY, OPENAI_API_KEY); without it, claude gets the login credential claude-login and codex codex-auth, written into each run's home.
+    /// The node's credential holding the service's API key, which the run's relay holds and the run never does (over a plain http base_url, a stand-in on this host, it is given to the run as ANTHROPIC_API_KEY or OPENAI_API_KEY); without it, claude gets the login credential claude-login and codex codex-auth, written into each run's home.
     pub api_key: Option<String>,
     /// The node's credential holding the program's login file (claude: .claude/.credentials.json; codex: .codex/auth.json); default claude-login or codex-auth.
     pub login: Option<String>,
@@ -125,6 +125,14 @@ impl Tool for Runner {
                 ));
             }
         }
+        if let Some(m) = &shipped.page.model
+            && !crate::node::credentials::names(&root).contains(&m.credential)
+        {
+            still.push(format!(
+                "keep the credential {} on the node: ocx credential --name {} --file FILE (a file holding the API key, which the run's relay holds and the run never sees)",
+                m.credential, m.credential
+            ));
+        }
         shipped
             .page
             .check()
@@ -179,6 +187,27 @@ fn credential(name: String, file: Option<&str>, env: Option<&str>) -> Credential
     }
 }
 
+/// The model service a page names when its key is an API key: the
+/// watcher's relay then holds the key and the run only a token of its own.
+/// A service over plain http (a stand-in on this host) cannot be relayed,
+/// and its key is given to the run as before.
+fn relayed(input: &Input, kind: ModelKind, default: &str) -> Option<ModelService> {
+    let credential = input.api_key.clone()?;
+    let upstream = match &input.base_url {
+        None => default.to_string(),
+        Some(u) if u.starts_with("https://") => {
+            let root = u.trim_end_matches('/');
+            root.strip_suffix("/v1").unwrap_or(root).to_string()
+        }
+        Some(_) => return None,
+    };
+    Some(ModelService {
+        kind,
+        upstream,
+        credential,
+    })
+}
+
 fn claude(input: &Input) -> Result<Shipped, Stop> {
     let program = installed("claude", "npm install -g @anthropic-ai/claude-code@2.1.197")?;
     let mut command: Vec<String> = [
@@ -199,10 +228,16 @@ fn claude(input: &Input) -> Result<Shipped, Stop> {
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_string(),
         "1".to_string(),
     )]);
-    if let Some(u) = &input.base_url {
+    let model = relayed(
+        input,
+        ModelKind::AnthropicMessages,
+        "https://api.anthropic.com",
+    );
+    if let (Some(u), None) = (&input.base_url, &model) {
         env.insert("ANTHROPIC_BASE_URL".into(), u.clone());
     }
     let credentials = match &input.api_key {
+        _ if model.is_some() => Vec::new(),
         Some(k) => vec![credential(k.clone(), None, Some("ANTHROPIC_API_KEY"))],
         None => vec![credential(
             input.login.clone().unwrap_or_else(|| "claude-login".into()),
@@ -225,6 +260,7 @@ fn claude(input: &Input) -> Result<Shipped, Stop> {
             },
             input: InputMode::ClaudeStreamJson,
             hosts: Vec::new(),
+            model,
         },
         still: Vec::new(),
     })
@@ -237,7 +273,8 @@ fn codex(input: &Input) -> Result<Shipped, Stop> {
     if let Some(m) = &input.model {
         command.extend(["-c".to_string(), format!("model=\"{m}\"")]);
     }
-    if let Some(u) = &input.base_url {
+    let model = relayed(input, ModelKind::OpenaiResponses, "https://api.openai.com");
+    if let (Some(u), None) = (&input.base_url, &model) {
         command.extend([
             "-c".to_string(),
             "model_provider=\"ocx\"".to_string(),
@@ -248,6 +285,7 @@ fn codex(input: &Input) -> Result<Shipped, Stop> {
         ]);
     }
     let credentials = match &input.api_key {
+        _ if model.is_some() => Vec::new(),
         Some(k) => vec![credential(k.clone(), None, Some(key_var))],
         None => vec![credential(
             input.login.clone().unwrap_or_else(|| "codex-auth".into()),
@@ -273,6 +311,7 @@ fn codex(input: &Input) -> Result<Shipped, Stop> {
             remote: Vec::new(),
             input: InputMode::CodexAppServer,
             hosts: Vec::new(),
+            model,
         },
         still: Vec::new(),
     })
@@ -321,6 +360,7 @@ fn local(input: &Input) -> Result<Shipped, Stop> {
             remote: Vec::new(),
             input: InputMode::Lines,
             hosts: Vec::new(),
+            model: None,
         },
         still: vec![
             format!("serve {model} on the Ollama at {url} (ollama pull {model})"),

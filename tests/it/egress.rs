@@ -432,3 +432,37 @@ fn create_writes_the_runner_pages_hosts_into_a_record_that_names_none() {
     assert_eq!(off["network"], false);
     assert!(off.get("hosts").is_none(), "{off}");
 }
+
+/// The model relay of a runner page naming its service is one more
+/// passage: a hosts run reaches it at its usual address, and finds no key.
+#[test]
+fn a_hosts_run_reaches_its_model_relay_through_a_passage_of_its_own() {
+    use crate::relay::{KEY, create, results, search_site, step};
+    let model = crate::model::Model::start(|_| crate::model::Reply::text("hello from upstream"));
+    let tls = crate::tls::Tls::front(crate::tls::port_of(&model.url()));
+    let (site, out) = search_site(&tls);
+    let record = create(&site, &out, &["--hosts", "only.example"]);
+    let all = results(&out);
+    let through = step(&all, "token");
+    assert_eq!(through["status"], 200, "{all:#?}");
+    assert!(
+        through["body"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hello from upstream"),
+        "{through:#}"
+    );
+    let seen = std::fs::read(out.join("seen.bin")).unwrap();
+    assert!(
+        seen.windows(12).any(|w| w == b"HTTPS_PROXY="),
+        "the search read a hosts run's environment"
+    );
+    assert!(
+        !seen.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
+        "the model key is inside the sandbox"
+    );
+    site.post(&record, "please end");
+    let (outcome, note) = site.response(&record);
+    assert_eq!(outcome, "exited", "{note}");
+    assert!(note.ends_with(" tokens"), "{note}");
+}

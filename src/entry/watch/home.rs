@@ -1,5 +1,6 @@
 //! The run's own home, made fresh for each run and removed when it ends:
-//! what the runner page's named homes hold, the credentials it names,
+//! what the runner page's named homes hold, the credentials it names (never
+//! the model's key, which the run's relay alone holds),
 //! and what the repository says to its agent (`AGENTS.md` for Codex,
 //! `CLAUDE.md` for Claude Code), read from the served repository or
 //! inside the sandbox, never from the workspace on the host.
@@ -90,8 +91,14 @@ pub(super) fn fresh_home(
             )
         })?;
     }
-    let given = crate::node::credentials::give(root, &page.credentials)
-        .map_err(|e| field("credentials", e))?;
+    // The model's key is the relay's alone: never written here or given as a variable.
+    let uses: Vec<_> = page
+        .credentials
+        .iter()
+        .filter(|c| page.model.as_ref().is_none_or(|m| m.credential != c.name))
+        .cloned()
+        .collect();
+    let given = crate::node::credentials::give(root, &uses).map_err(|e| field("credentials", e))?;
     let mut env = std::collections::BTreeMap::new();
     for g in given {
         match g {

@@ -13,8 +13,8 @@ const PROXY_PORT: u16 = 3128;
 /// A hosts run's ways out, planned before it starts.
 pub struct Ways {
     /// Each loopback port inside and the socket it is forwarded to: the proxy first, then the
-    /// node's own port when its URL is on loopback. Another way out (a relay of the node's
-    /// own) is one more passage.
+    /// node's own port when its URL is on loopback, then any [`Ways::pass`] adds (the model
+    /// relay's).
     pub passages: Vec<Passage>,
     /// The proxy's port inside.
     pub proxy_port: u16,
@@ -69,6 +69,14 @@ impl Ways {
             proxy,
             allowed,
             node: to_node,
+        }
+    }
+
+    /// Offers one more way out inside: `p.port` on 127.0.0.1, carried to `p.socket`, which
+    /// its owner serves (the model relay's socket).
+    pub fn pass(&mut self, p: Passage) {
+        if !self.passages.iter().any(|q| q.port == p.port) {
+            self.passages.push(p);
         }
     }
 

@@ -1,0 +1,525 @@
+//! The model relay for real: the scripted model server behind a TLS server
+//! on 127.0.0.1 with a test authority the node is told to trust; the real
+//! Claude Code and Codex answering through it; a run that searches its
+//! environment, home and `/proc` for the key and finds none; a record with
+//! `budget.tokens` ended at its budget with the streamed answer that
+//! crossed it cut at an event's end; a relay whose upstream is away, or
+//! untrusted, answering as the service would and saying so in its log; and
+//! a wrong token refused.
+
+use crate::agents::{Agent, Site, installed};
+use crate::model::{Model, Reply};
+use crate::support::{Repo, ServedNode};
+use crate::tls::{Tls, port_of};
+use ocx::node::runner::ModelKind;
+use ocx::run::relay::{Relay, Settings};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub(crate) const KEY: &str = "sk-the-nodes-own-key-7f3a9c";
+
+/// A served node whose model relays trust `tls`'s authority and whose
+/// credential `model-key` holds [`KEY`].
+fn node(tls: &Tls) -> ServedNode {
+    let repo = Repo::new();
+    repo.user("pat", "v234");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(repo.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    repo.commit_as("admin", "README.md", "hello\n", None);
+    let node = ServedNode::start(repo);
+    let dir = node.repo.dir.path();
+    let key = dir.join("key");
+    std::fs::write(&key, format!("{KEY}\n")).unwrap();
+    node.repo
+        .json(&[
+            "credential",
+            "--name",
+            "model-key",
+            "--file",
+            key.to_str().unwrap(),
+        ])
+        .ok();
+    std::fs::remove_file(&key).unwrap();
+    let ca = dir.join("test-authority.pem");
+    std::fs::write(&ca, &tls.authority).unwrap();
+    let root = node.repo.node_root();
+    let mut cfg = ocx::node::config::NodeConfig::load(&root).unwrap();
+    cfg.model_ca = Some(ca);
+    cfg.save(&root).unwrap();
+    node
+}
+
+/// The model service a page names: `kind` at `tls`, its key `model-key`.
+fn service(kind: &str, tls: &Tls) -> Value {
+    json!({"kind": kind, "upstream": tls.url(), "credential": "model-key"})
+}
+
+#[test]
+fn claude_and_codex_answer_through_the_relay_which_alone_holds_the_key() {
+    for agent in [Agent::Claude, Agent::Codex] {
+        installed(agent);
+        let model = Model::start(|r| match crate::agents::delivery(r) {
+            Some((line, _)) if line.starts_with("Record ") => Reply::text("Ready, by the relay."),
+            _ => Reply::text("Noted."),
+        });
+        let tls = Tls::front(port_of(&model.url()));
+        let site = Site {
+            node: node(&tls),
+            agent,
+        };
+        let (name, base) = match agent {
+            Agent::Claude => ("claude", tls.url()),
+            Agent::Codex => ("codex", format!("{}/v1", tls.url())),
+        };
+        let written = site.json(&[
+            "runner",
+            "--name",
+            name,
+            "--base-url",
+            &base,
+            "--api-key",
+            "model-key",
+            "--model",
+            "scripted",
+        ]);
+        let page = &written["definition"];
+        assert_eq!(
+            page["model"]["credential"], "model-key",
+            "{agent:?}: {page:#}"
+        );
+        assert_eq!(page["credentials"], json!([]), "{agent:?}: {page:#}");
+        let record = site.record(&["--tokens", "1000000"]);
+        let user = site.user_of(&record);
+        site.said(&record, &user, "Ready, by the relay.");
+        let console = site.json(&["console"]);
+        let shown = console["running"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["record"] == record.as_str())
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            shown["tokens"].as_u64().is_some_and(|n| n > 0) && shown["tokens_budget"] == 1000000,
+            "{agent:?}: console shows the run's spend: {console:#}"
+        );
+        assert!(
+            site.node.repo.ocx(&["console"]).stdout.contains("tokens: "),
+            "{agent:?}: and its text says so"
+        );
+        let requests = model.conversation();
+        assert!(!requests.is_empty());
+        for r in &requests {
+            let key = match agent {
+                Agent::Claude => r.header("x-api-key").map(str::to_string),
+                Agent::Codex => r.header("authorization").map(str::to_string),
+            };
+            let want = match agent {
+                Agent::Claude => KEY.to_string(),
+                Agent::Codex => format!("Bearer {KEY}"),
+            };
+            assert_eq!(
+                key.as_deref(),
+                Some(want.as_str()),
+                "{agent:?}: the relay put the node's key in"
+            );
+            assert!(
+                !r.headers.iter().any(|(_, v)| v.contains("ocx-run-")),
+                "{agent:?}: the run's token never reaches the service: {:?}",
+                r.headers
+            );
+        }
+        site.json(&["stop", "--record", &record]);
+        let (outcome, note) = site.response(&record);
+        assert_eq!(outcome, "stopped", "{agent:?}: {note}");
+        let tokens: String = note
+            .rsplit(", ")
+            .next()
+            .unwrap_or("")
+            .strip_suffix(" tokens")
+            .unwrap_or_else(|| panic!("{agent:?}: the note names the tokens: {note}"))
+            .replace(',', "");
+        assert!(
+            tokens.parse::<u64>().is_ok_and(|n| n > 0),
+            "{agent:?}: {note}"
+        );
+    }
+}
+
+/// The key search: everything the run can read of itself, then a request
+/// through the relay with its token, one with another, and one over the
+/// relay's socket; then its address and token for the test.
+const SEARCH: &str = r#"#!/usr/bin/python3
+import os, sys, json, socket, http.client
+out = os.environ["OCX_TEST_OUT"]
+def note(obj):
+    with open(os.path.join(out, "results"), "a") as f:
+        f.write(json.dumps(obj) + "\n")
+seen = bytearray()
+for k, v in os.environ.items():
+    seen += ("%s=%s\n" % (k, v)).encode()
+places = [os.environ.get("HOME", "/nonexistent"), ".", "/tmp"]
+for place in places:
+    for top, dirs, files in os.walk(place):
+        for name in files:
+            try:
+                with open(os.path.join(top, name), "rb") as f:
+                    seen += f.read(1 << 20)
+            except OSError:
+                pass
+for pid in os.listdir("/proc"):
+    for part in ["environ", "cmdline"]:
+        try:
+            with open(os.path.join("/proc", pid, part), "rb") as f:
+                seen += f.read()
+        except OSError:
+            pass
+with open(os.path.join(out, "seen.bin"), "wb") as f:
+    f.write(seen)
+url = os.environ["OCX_MODEL_URL"]
+port = int(url.rsplit(":", 1)[1])
+body = json.dumps({"model": "m", "stream": True, "max_tokens": 10,
+    "messages": [{"role": "user", "content": "Say hello"}]})
+def ask(key, conn=None):
+    c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("POST", "/v1/messages", body=body, headers={"x-api-key": key, "content-type": "application/json"})
+    r = c.getresponse()
+    return r.status, r.read().decode("utf-8", "replace")
+class UnixConnection(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(os.path.join(".ocx", "model.sock"))
+token = os.environ["OCX_MODEL_TOKEN"]
+status, text = ask(token)
+note({"step": "token", "status": status, "body": text})
+status, text = ask("sk-guessed")
+note({"step": "wrong", "status": status, "body": text})
+status, text = ask(token, UnixConnection("relay"))
+note({"step": "socket", "status": status, "body": text})
+note({"step": "done", "url": url, "token": token})
+for line in sys.stdin:
+    if "please end" in line:
+        sys.exit(0)
+"#;
+
+/// The results the runner noted, once it noted `done`.
+pub(crate) fn results(out: &Path) -> Vec<Value> {
+    let until = Instant::now() + Duration::from_secs(90);
+    loop {
+        let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if lines.iter().any(|l| l["step"] == "done") {
+            return lines;
+        }
+        assert!(
+            Instant::now() < until,
+            "the runner never finished: {lines:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub(crate) fn step<'a>(all: &'a [Value], name: &str) -> &'a Value {
+    all.iter()
+        .find(|s| s["step"] == name)
+        .unwrap_or_else(|| panic!("no step {name}: {all:#?}"))
+}
+
+/// A node with the runner `search` ([`SEARCH`]) whose page names the
+/// scripted service behind `tls`; the directory the runner writes to.
+pub(crate) fn search_site(tls: &Tls) -> (Site, PathBuf) {
+    let site = Site {
+        node: node(tls),
+        agent: Agent::Claude,
+    };
+    let (runner, out) = crate::support::runner_script(&site.node.repo, SEARCH);
+    crate::support::runner_page(
+        &site.node.repo,
+        "search",
+        &json!({"command": [runner], "input": "lines", "env": {"OCX_TEST_OUT": out},
+            "model": service("anthropic-messages", tls)}),
+    );
+    (site, out)
+}
+
+pub(crate) fn create(site: &Site, out: &Path, extra: &[&str]) -> String {
+    let mut args = vec![
+        "create",
+        "--runner",
+        "search",
+        "--objective",
+        "Look for the key",
+        "--wall",
+        "5m",
+        "--read-write",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    site.json(&args)["record"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_run_given_a_model_finds_no_key_in_its_environment_home_or_proc() {
+    let model = Model::start(|_| Reply::text("hello from upstream"));
+    let tls = Tls::front(port_of(&model.url()));
+    let (site, out) = search_site(&tls);
+    let record = create(&site, &out, &[]);
+    let all = results(&out);
+    let seen = std::fs::read(out.join("seen.bin")).unwrap();
+    let token = step(&all, "done")["token"].as_str().unwrap().to_string();
+    let holds = |needle: &str| seen.windows(needle.len()).any(|w| w == needle.as_bytes());
+    assert!(
+        holds(&token) && holds("OCX_MODEL_URL=http://127.0.0.1:"),
+        "the search read the run's environment"
+    );
+    assert!(
+        !holds(KEY) && !holds("the-nodes-own-key"),
+        "the model key is inside the sandbox"
+    );
+    assert_ne!(token, KEY);
+    let ok = step(&all, "token");
+    assert_eq!(ok["status"], 200, "{ok:#}");
+    let body = ok["body"].as_str().unwrap();
+    assert!(
+        body.starts_with("event: message_start") && body.contains("hello from upstream"),
+        "{body}"
+    );
+    let wrong = step(&all, "wrong");
+    assert_eq!(wrong["status"], 401, "{wrong:#}");
+    assert!(
+        wrong["body"]
+            .as_str()
+            .unwrap()
+            .contains("authentication_error")
+    );
+    assert_eq!(step(&all, "socket")["status"], 200, "{all:#?}");
+    let keys: Vec<_> = model
+        .conversation()
+        .iter()
+        .map(|r| r.header("x-api-key").map(str::to_string))
+        .collect();
+    assert_eq!(
+        keys,
+        vec![Some(KEY.to_string()); 2],
+        "the token's requests reached the service with the key, the wrong one's never did"
+    );
+    site.post(&record, "please end");
+    let (outcome, note) = site.response(&record);
+    assert_eq!(outcome, "exited", "{note}");
+    assert!(
+        note.starts_with("exit 0 after ") && note.ends_with(" tokens"),
+        "{note}"
+    );
+}
+
+/// One request to `url` (a relay's) as `token`, read whole: its status,
+/// and its body's chunks joined, and whether the chunked body ended with
+/// its last chunk.
+fn ask(url: &str, token: &str, body: &Value) -> (u16, String, bool) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port_of(url))).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let body = body.to_string();
+    write!(
+        s,
+        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let status = line.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut chunked = false;
+    let mut length = None;
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).unwrap();
+        let h = h.trim_end().to_ascii_lowercase();
+        if h.is_empty() {
+            break;
+        }
+        chunked |= h == "transfer-encoding: chunked";
+        if let Some(n) = h.strip_prefix("content-length: ") {
+            length = n.parse::<usize>().ok();
+        }
+    }
+    if !chunked {
+        let mut b = vec![0; length.unwrap_or(0)];
+        r.read_exact(&mut b).unwrap();
+        return (status, String::from_utf8(b).unwrap(), true);
+    }
+    let mut text = Vec::new();
+    loop {
+        let mut size = String::new();
+        if r.read_line(&mut size).unwrap_or(0) == 0 {
+            return (status, String::from_utf8_lossy(&text).into(), false);
+        }
+        let n = usize::from_str_radix(size.trim(), 16).unwrap();
+        if n == 0 {
+            return (status, String::from_utf8_lossy(&text).into(), true);
+        }
+        let mut b = vec![0; n + 2];
+        r.read_exact(&mut b).unwrap();
+        text.extend_from_slice(&b[..n]);
+    }
+}
+
+#[test]
+fn a_record_with_tokens_ends_at_its_budget_the_answer_cut_at_an_events_end() {
+    let model = Model::start(|_| Reply::text("a long answer ".repeat(20)));
+    let tls = Tls::front(port_of(&model.url()));
+    let (site, out) = search_site(&tls);
+    assert!(
+        site.node
+            .repo
+            .json(&[
+                "create",
+                "--runner",
+                "search",
+                "--objective",
+                "x",
+                "--wall",
+                "5m",
+                "--tokens",
+                "0"
+            ])
+            .refused()
+            .contains("budget.tokens")
+    );
+    // The scripted server counts a request's input as its body's bytes
+    // over four, and its output as 1 at the start, 5 at the end: a budget
+    // between is crossed by the answer's last usage.
+    let body = json!({"model": "m", "stream": true, "max_tokens": 10,
+        "messages": [{"role": "user", "content": "Say a lot"}]});
+    let input = (body.to_string().len() / 4) as u64;
+    let searched = (json!({"model": "m", "stream": true, "max_tokens": 10,
+        "messages": [{"role": "user", "content": "Say hello"}]})
+    .to_string()
+    .len()
+        / 4) as u64;
+    // The runner's own two requests spend `searched` + 5 each first.
+    let before = 2 * (searched + 5);
+    let budget = before + input + 3;
+    let record = create(&site, &out, &["--tokens", &budget.to_string()]);
+    let all = results(&out);
+    let done = step(&all, "done");
+    let (url, token) = (
+        done["url"].as_str().unwrap(),
+        done["token"].as_str().unwrap(),
+    );
+    let dir = site.run_dir(&record);
+    assert_eq!(
+        ocx::run::relay::spent_in(&dir),
+        Some(before),
+        "the tokens file holds the spend so far"
+    );
+    let (status, text, ended) = ask(url, token, &body);
+    assert_eq!(status, 200);
+    assert!(ended, "the answer that crossed the budget ends cleanly");
+    let events: Vec<&str> = text
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| e.lines().next().unwrap_or(""))
+        .collect();
+    assert!(text.ends_with("\n\n"), "cut at an event's end: {text:?}");
+    assert_eq!(
+        events.last(),
+        Some(&"event: message_delta"),
+        "cut after the event whose usage reached the budget: {events:?}"
+    );
+    assert!(!text.contains("message_stop"));
+    let (outcome, note) = site.response(&record);
+    assert_eq!(outcome, "budget", "{note}");
+    let spent = before + input + 5;
+    assert!(
+        note.starts_with("tokens limit reached after ")
+            && note.ends_with(&format!(
+                ": {} of {} tokens",
+                ocx::run::relay::thousands(spent),
+                ocx::run::relay::thousands(budget)
+            )),
+        "{note}"
+    );
+    let log = std::fs::read_to_string(dir.join("output.log")).unwrap();
+    assert!(log.contains("budget of"), "{log}");
+}
+
+/// A relay started here, its log lines kept.
+fn relay(upstream: &str, authorities: Option<PathBuf>) -> (Relay, Arc<Mutex<Vec<String>>>) {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let kept = lines.clone();
+    let relay = Relay::start(Settings {
+        kind: ModelKind::AnthropicMessages,
+        upstream: upstream.into(),
+        key: KEY.into(),
+        budget: None,
+        dir: dir.clone(),
+        socket: dir.join("model.sock"),
+        authorities,
+        log: Box::new(move |l| kept.lock().unwrap().push(l.to_string())),
+    })
+    .unwrap();
+    (relay, lines)
+}
+
+#[test]
+fn an_upstream_away_or_untrusted_is_a_5xx_as_the_service_shapes_it_and_a_line_in_the_log() {
+    let away = format!("https://127.0.0.1:{}", crate::support::free_port());
+    let (r, lines) = relay(&away, None);
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    let (status, text, _) = ask(&r.url(), r.token(), &body);
+    assert_eq!(status, 502, "{text}");
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(error["type"], "error");
+    assert_eq!(error["error"]["type"], "api_error", "{error:#}");
+    assert!(
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("could not reach the model service")),
+        "{lines:?}"
+    );
+    let model = Model::start(|_| Reply::text("never"));
+    let tls = Tls::front(port_of(&model.url()));
+    let (untrusting, lines) = relay(&tls.url(), None);
+    let (status, text, _) = ask(&untrusting.url(), untrusting.token(), &body);
+    assert_eq!(
+        status, 502,
+        "an authority the node was not told to trust: {text}"
+    );
+    assert!(!lines.lock().unwrap().is_empty());
+    assert!(model.conversation().is_empty());
+}
+
+#[test]
+fn a_wrong_token_or_none_is_refused_and_never_reaches_the_service() {
+    let model = Model::start(|_| Reply::text("hello"));
+    let tls = Tls::front(port_of(&model.url()));
+    let ca = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(ca.path(), &tls.authority).unwrap();
+    let (r, _) = relay(&tls.url(), Some(ca.path().to_path_buf()));
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    for token in ["", "sk-guessed", KEY, &r.token()[..r.token().len() - 1]] {
+        let (status, text, _) = ask(&r.url(), token, &body);
+        assert_eq!(status, 401, "{token:?}: {text}");
+        assert!(text.contains("authentication_error"), "{text}");
+    }
+    assert!(model.conversation().is_empty());
+    let (status, text, ended) = ask(&r.url(), r.token(), &body);
+    assert_eq!(status, 200, "{text}");
+    assert!(ended && text.contains("hello"), "{text}");
+    assert_eq!(r.spent(), (body.to_string().len() / 4) as u64 + 5);
+    assert_eq!(
+        model.conversation()[0].header("x-api-key"),
+        Some(KEY),
+        "the key is put in its place"
+    );
+}
