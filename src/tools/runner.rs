@@ -208,6 +208,28 @@ fn relayed(input: &Input, kind: ModelKind, default: &str) -> Option<ModelService
     })
 }
 
+/// The hosts a relayed page's records default to: the model service's
+/// host alone (its port when not 443), so a record naming none reaches
+/// nothing but its node, its relay and that host. None for a service
+/// named by a number (a stand-in on this host) or for a page not relayed:
+/// its records keep the network they ask for.
+fn service_host(model: Option<&ModelService>) -> Vec<String> {
+    let Some(u) = model.and_then(|m| url::Url::parse(&m.upstream).ok()) else {
+        return Vec::new();
+    };
+    let Some(url::Host::Domain(name)) = u.host() else {
+        return Vec::new();
+    };
+    let entry = match u.port() {
+        Some(p) if p != 443 => format!("{name}:{p}"),
+        _ => name.to_string(),
+    };
+    match crate::protocol::kinds::host_port(&entry) {
+        Ok(_) => vec![entry],
+        Err(_) => Vec::new(),
+    }
+}
+
 fn claude(input: &Input) -> Result<Shipped, Stop> {
     let program = installed("claude", "npm install -g @anthropic-ai/claude-code@2.1.197")?;
     let mut command: Vec<String> = [
@@ -259,7 +281,7 @@ fn claude(input: &Input) -> Result<Shipped, Stop> {
                 Vec::new()
             },
             input: InputMode::ClaudeStreamJson,
-            hosts: Vec::new(),
+            hosts: service_host(model.as_ref()),
             model,
         },
         still: Vec::new(),
@@ -310,7 +332,7 @@ fn codex(input: &Input) -> Result<Shipped, Stop> {
             credentials,
             remote: Vec::new(),
             input: InputMode::CodexAppServer,
-            hosts: Vec::new(),
+            hosts: service_host(model.as_ref()),
             model,
         },
         still: Vec::new(),
@@ -366,4 +388,34 @@ fn local(input: &Input) -> Result<Shipped, Stop> {
             format!("serve {model} on the Ollama at {url} (ollama pull {model})"),
         ],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(upstream: &str) -> ModelService {
+        ModelService {
+            kind: ModelKind::AnthropicMessages,
+            upstream: upstream.into(),
+            credential: "k".into(),
+        }
+    }
+
+    #[test]
+    fn a_relayed_page_defaults_its_records_to_the_model_services_host_alone() {
+        let host = |u: &str| service_host(Some(&service(u)));
+        assert_eq!(host("https://api.anthropic.com"), ["api.anthropic.com"]);
+        assert_eq!(host("https://API.openai.com/"), ["api.openai.com"]);
+        assert_eq!(host("https://models.example:8443"), ["models.example:8443"]);
+        assert!(
+            host("https://127.0.0.1:9443").is_empty(),
+            "a number is no host name"
+        );
+        assert!(host("https://[::1]").is_empty());
+        assert!(
+            service_host(None).is_empty(),
+            "a page not relayed keeps its records' network"
+        );
+    }
 }
