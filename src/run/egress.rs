@@ -354,7 +354,9 @@ fn each_connection(listener: UnixListener, serve: impl Fn(UnixStream) + Send + S
     }
 }
 
-fn bind_unix(path: &Path) -> io::Result<UnixListener> {
+/// A Unix socket listening at `path`, made anew (what was there removed, never
+/// followed) and reachable by its owner alone.
+pub(crate) fn bind_unix(path: &Path) -> io::Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;

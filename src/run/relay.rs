@@ -161,13 +161,7 @@ impl Relay {
         rand::Rng::fill(&mut rand::rng(), &mut token);
         let tcp = std::net::TcpListener::bind("127.0.0.1:0").map_err(RelayError::Listen)?;
         let port = tcp.local_addr().map_err(RelayError::Listen)?.port();
-        let _ = std::fs::remove_file(&s.socket);
-        let unix = std::os::unix::net::UnixListener::bind(&s.socket).map_err(RelayError::Listen)?;
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&s.socket, std::fs::Permissions::from_mode(0o600))
-                .map_err(RelayError::Listen)?;
-        }
+        let unix = super::egress::bind_unix(&s.socket).map_err(RelayError::Listen)?;
         let shared = Arc::new(Shared {
             kind: s.kind,
             upstream: upstream.as_str().trim_end_matches('/').to_string(),
