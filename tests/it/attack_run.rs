@@ -7,7 +7,6 @@
 use crate::support::{Repo, ServedNode, fossil};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// What the attacker's runner adds to the shared prelude.
 const PRELUDE: &str = r#"
@@ -148,26 +147,7 @@ fn attack(body: &str, branch: Option<&str>) -> Attack {
         args.extend(["--branch", b]);
     }
     node.repo.json(&args).ok();
-    let until = Instant::now() + Duration::from_secs(90);
-    let steps = loop {
-        let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        if lines.last().is_some_and(|l| l["step"] == "done") {
-            break lines;
-        }
-        assert!(
-            Instant::now() < until,
-            "the attack never finished: {lines:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(
-        !steps.iter().any(|s| s["step"] == "crash"),
-        "the runner itself failed: {steps:#?}"
-    );
+    let steps = crate::support::noted_until_done(&out, "the attack");
     Attack {
         node,
         out,

@@ -248,26 +248,7 @@ fn probed() -> Probed {
     let created = created.ok();
     assert_eq!(created["fields"]["sandbox"]["hosts"], json!([listed]));
     let record = created["record"].as_str().unwrap().to_string();
-    let until = Instant::now() + Duration::from_secs(90);
-    let steps = loop {
-        let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        if lines.last().is_some_and(|l| l["step"] == "done") {
-            break lines;
-        }
-        assert!(
-            Instant::now() < until,
-            "the probe never finished: {lines:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(
-        !steps.iter().any(|s| s["step"] == "crash"),
-        "the probe itself failed: {steps:#?}"
-    );
+    let steps = crate::support::noted_until_done(&out, "the probe");
     Probed {
         node,
         record,

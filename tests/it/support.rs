@@ -640,3 +640,26 @@ pub fn listening(port: u16) -> bool {
     }
     true
 }
+
+/// The steps a test's runner noted, a JSON object a line, in `out/results`,
+/// once its last one is `done`; `what` names the runner in the failure.
+pub fn noted_until_done(out: &Path, what: &str) -> Vec<Value> {
+    let until = Instant::now() + Duration::from_secs(90);
+    let steps = loop {
+        let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if lines.last().is_some_and(|l| l["step"] == "done") {
+            break lines;
+        }
+        assert!(Instant::now() < until, "{what} never finished: {lines:#?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        !steps.iter().any(|s| s["step"] == "crash"),
+        "{what} itself failed: {steps:#?}"
+    );
+    steps
+}
