@@ -18,6 +18,9 @@ use std::sync::Arc;
 pub const RUN_USER_VAR: &str = "OCX_RUN_USER";
 /// The variable naming the run's record (its full hash).
 pub const RECORD_VAR: &str = "OCX_RECORD";
+/// The variable naming the pipe an agent's hook tells its watcher through
+/// that the agent waits for input again (a run on a terminal).
+pub const TURNS_VAR: &str = "OCX_TURNS";
 /// The variable naming a no-password run's tool socket (MCP).
 pub const MCP_SOCKET_VAR: &str = "OCX_MCP_SOCKET";
 /// The variable naming the one branch a run's record lets it check in on.

@@ -156,6 +156,7 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::receipt::ReceiptTool>::new(),
     &Def::<crate::tools::create::Create>::new(),
     &Def::<crate::tools::stop::StopTool>::new(),
+    &Def::<crate::tools::attach::Attach>::new(),
     &Def::<crate::tools::audit::Audit>::new(),
     &Def::<crate::tools::verdicts::Verdicts>::new(),
     &Def::<crate::tools::unaudited::Unaudited>::new(),

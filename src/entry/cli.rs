@@ -66,6 +66,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let cx = Context::new(repository, cwd, Who::Local { user });
     let dry_run = matches.get_flag("dry_run");
+    if tool == <crate::tools::attach::Attach as crate::tool::Tool>::NAME && !dry_run {
+        return attach(input, &cx, json);
+    }
     let answer = if json {
         let answer = registry::call(&tool, input, &cx, dry_run);
         super::print(&format!(
@@ -85,6 +88,46 @@ pub fn main(args: Vec<OsString>) -> i32 {
     // to the exit, not freed a piece at a time.
     std::mem::forget((command, matches, cx, answer));
     code
+}
+
+/// `ocx attach`: the tool's answer, then, when it may, the run's terminal
+/// joined from the person's own (the answer printed only when refused, or
+/// with `--json` once the joining ends).
+fn attach(input: Result<Value, Stop>, cx: &Context, json: bool) -> i32 {
+    let answer = registry::call(
+        <crate::tools::attach::Attach as crate::tool::Tool>::NAME,
+        input,
+        cx,
+        false,
+    );
+    let joined = match (&answer.result, answer.ok) {
+        (Some(r), true) => {
+            let dir = PathBuf::from(r["dir"].as_str().unwrap_or_default());
+            let login = r["login"].as_str().unwrap_or_default();
+            Some(super::attach::join(&dir, login))
+        }
+        _ => None,
+    };
+    if json {
+        super::print(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&answer).unwrap_or_default()
+        ));
+    }
+    match joined {
+        None => {
+            if !json {
+                super::print(&answer.to_text(None));
+            }
+            exit_status(&answer)
+        }
+        Some(Ok(true)) => 0,
+        Some(Ok(false)) => REFUSED,
+        Some(Err(e)) => {
+            super::eprint(&format!("ocx attach: {e}\n"));
+            REFUSED
+        }
+    }
 }
 
 /// The exit status a tool's answer makes: 0 when it did what was asked,

@@ -1,6 +1,7 @@
 //! The entry points: each turns its input into JSON, calls the registry,
 //! and renders the one Answer. No logic of their own beyond that.
 
+pub mod attach;
 pub mod cgi;
 pub mod cli;
 pub mod git;

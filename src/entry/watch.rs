@@ -16,7 +16,7 @@
 
 #![allow(clippy::disallowed_methods)] // an entry point: it reads the watcher's own HOME, as docs/architecture.md says
 
-use crate::context::{BRANCH_VAR, MCP_SOCKET_VAR, RECORD_VAR, RUN_USER_VAR};
+use crate::context::{BRANCH_VAR, MCP_SOCKET_VAR, RECORD_VAR, RUN_USER_VAR, TURNS_VAR};
 use crate::fossil::artifact;
 use crate::node::config::NodeConfig;
 use crate::node::inbox::escape;
@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 pub mod agent;
 mod command;
 mod home;
+mod typing;
 mod ways;
 
 use home::{FreshHome, agents_md, fresh_home, repository_word};
@@ -498,7 +499,7 @@ fn session(
         Ok(g) => g,
         Err(e) => return answer("unenforced", &e.to_string()),
     };
-    if page.input == InputMode::ClaudeStreamJson
+    if page.input.is_claude()
         && let Err(e) = repository_word(&home.0, &ws)
     {
         return answer("exited", &format!("never started: the run's home: {e}"));
@@ -523,7 +524,10 @@ fn session(
     let mut command = page.command.clone();
     if let Some(relay) = &relay {
         env.extend(relay.env());
-        if page.input == InputMode::CodexAppServer {
+        if matches!(
+            page.input,
+            InputMode::CodexAppServer | InputMode::CodexInteractive
+        ) {
             command.extend(relay.codex_args());
         }
     }
@@ -562,7 +566,7 @@ fn session(
             &format!("never started: the run's MCP servers could not be named: {e}"),
         );
     }
-    if page.input == InputMode::ClaudeStreamJson {
+    if page.input.is_claude() {
         let allowed: Vec<String> = servers
             .as_object()
             .into_iter()
@@ -619,16 +623,69 @@ fn session(
             );
         }
     }
-    let err = out.try_clone().map_err(file("output.log"))?;
-    let agent = page.input.is_agent();
-    let stdout = if agent {
-        Stdio::piped()
-    } else {
-        Stdio::from(out.try_clone().map_err(file("output.log"))?)
+    let mode = page.input;
+    let first = crate::node::inbox::Delivery::Record {
+        record: r.hash.clone(),
+        objective: r.record.objective.clone(),
+    }
+    .line();
+    let turns = match mode.is_interactive() {
+        false => None,
+        true => match typing::turns_pipe(
+            &ws.join(".ocx"),
+            lease.as_ref().map(|l| l.lease.account.uid),
+        ) {
+            Ok(t) => {
+                plan.env.insert(
+                    TURNS_VAR.into(),
+                    plan.workspace
+                        .join(".ocx")
+                        .join(typing::TURNS)
+                        .display()
+                        .to_string(),
+                );
+                Some(t)
+            }
+            Err(e) => {
+                return answer(
+                    "exited",
+                    &format!("never started: the run's turns pipe could not be made: {e}"),
+                );
+            }
+        },
     };
-    let mut running = match crate::run::spawn(&plan, Stdio::piped(), stdout, Stdio::from(err)) {
+    let terminal = match page.terminal {
+        false => None,
+        true => match on_terminal(root, r, dir, &out) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                return answer(
+                    "exited",
+                    &format!("never started: the run's terminal could not be made: {e}"),
+                );
+            }
+        },
+    };
+    let stdio = match &terminal {
+        Some((pty, _)) => pty.stdio().map(|[i, o, e]| (i, o, e)),
+        None => out.try_clone().and_then(|err| {
+            let stdout = match page.input.is_agent() {
+                true => Stdio::piped(),
+                false => Stdio::from(out.try_clone()?),
+            };
+            Ok((Stdio::piped(), stdout, Stdio::from(err)))
+        }),
+    };
+    let (stdin, stdout, stderr) = stdio.map_err(file("the program's input and output"))?;
+    if terminal.is_some() {
+        plan.on_terminal();
+    }
+    let mut running = match crate::run::spawn(&plan, stdin, stdout, stderr) {
         Ok(r) => r,
         Err(e) => {
+            if let Some((_, joining)) = &terminal {
+                joining.end();
+            }
             let _ = std::fs::remove_dir_all(&homes);
             drop(lease);
             return answer("unenforced", &named(&e));
@@ -639,17 +696,17 @@ fn session(
         let killer = running.killer();
         relay.on_reached(move || killer.kill());
     }
-    let mut stdin = running
-        .stdin()
-        .ok_or(WatchError::Cannot("the program has no stdin"))?;
-    let mode = page.input;
-    let first = crate::node::inbox::Delivery::Record {
-        record: r.hash.clone(),
-        objective: r.record.objective.clone(),
-    }
-    .line();
     let ending: agent::Ending = Default::default();
-    if agent {
+    let mut joining = None;
+    if let Some((mut pty, j)) = terminal {
+        pty.given();
+        let first = (!mode.is_interactive()).then(|| escape(&first));
+        typing::type_lines(j.clone(), mode, first, rx, turns);
+        joining = Some(j);
+    } else if mode.is_agent() {
+        let stdin = running
+            .stdin()
+            .ok_or(WatchError::Cannot("the program has no stdin"))?;
         let log: agent::Log = std::sync::Arc::new(std::sync::Mutex::new(out));
         let stdin = std::sync::Arc::new(std::sync::Mutex::new(stdin));
         let stdout = running
@@ -683,6 +740,9 @@ fn session(
             agent::drive(driving, stdin, erx, rx, ending, move || killer.kill())
         });
     } else {
+        let mut stdin = running
+            .stdin()
+            .ok_or(WatchError::Cannot("the program has no stdin"))?;
         std::thread::spawn(move || {
             if feed(&mut stdin, &escape(&first)).is_err() {
                 return;
@@ -698,6 +758,9 @@ fn session(
     let (ended, killed) = until_ended(running, watched, || {
         no_password.then(|| no_password_broken(&socket)).flatten()
     });
+    if let Some(j) = &joining {
+        j.end();
+    }
     let stopped = killed == Some(Killed::Stopped);
     let unenforced = match killed {
         Some(Killed::Broken(why)) => Some(why),
@@ -769,6 +832,30 @@ fn session(
             &format!("exit {code} after {secs} seconds{tokens}"),
         )
     }
+}
+
+/// The run's terminal: a fresh pseudo-terminal, and its socket served in
+/// the run's directory `dir` for people to join it, what it shows kept in
+/// the run's output log `out` as text.
+fn on_terminal(
+    root: &Path,
+    r: &StandingRecord,
+    dir: &Path,
+    out: &std::fs::File,
+) -> std::io::Result<(crate::run::terminal::Pty, crate::run::terminal::Joining)> {
+    let pty = crate::run::terminal::Pty::open()?;
+    let keeper = typing::Attachments {
+        root: root.to_path_buf(),
+        record: r.clone(),
+        dir: dir.to_path_buf(),
+    };
+    let joining = crate::run::terminal::Joining::serve(
+        dir,
+        pty.master()?,
+        out.try_clone()?,
+        Box::new(keeper),
+    )?;
+    Ok((pty, joining))
 }
 
 /// Starts the run's model relay for the page's service `m`: the key read

@@ -44,6 +44,15 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<Event>, NodeE
     }
     let mut state = State::load(root);
     let mut done = Vec::new();
+    let attachments = super::attached::post_unseen(root, &cfg, &fossil, &repo, &receipts);
+    if attachments > 0 {
+        let mut e = Event::new(
+            Done::Attachments,
+            "attachments to runs' terminals whose end the node did not see",
+        );
+        e.count = Some(attachments as u64);
+        done.push(e);
+    }
     let open: Vec<(String, wake::OpenRun)> = state
         .open
         .iter()

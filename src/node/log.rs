@@ -61,6 +61,8 @@ pub enum Done {
     ExportHeld,
     /// The node's process ended on a fatal error.
     NodeStopped,
+    /// Attachments to runs' terminals whose end the node did not see, posted.
+    Attachments,
 }
 
 impl Done {
@@ -88,6 +90,7 @@ impl Done {
             Done::Exported => "exported",
             Done::ExportHeld => "export held",
             Done::NodeStopped => "node stopped",
+            Done::Attachments => "attachments posted",
         }
     }
 }

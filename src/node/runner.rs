@@ -27,13 +27,41 @@ pub enum InputMode {
     ClaudeStreamJson,
     /// Codex's app-server JSON-RPC: one thread, one turn per delivery.
     CodexAppServer,
+    /// Claude Code's own interactive interface on the run's terminal: the
+    /// record's line its first prompt, each delivery typed once it waits
+    /// for input again (its `Stop` hook says so).
+    ClaudeInteractive,
+    /// Codex's own interactive interface on the run's terminal: the
+    /// record's line its first prompt, each delivery typed once it waits
+    /// for input again (its `notify` program says so).
+    CodexInteractive,
 }
 
 impl InputMode {
     /// Whether the watcher speaks to the program as an agent's session
     /// (one turn a delivery, the turn's end read back), not in plain lines.
     pub fn is_agent(self) -> bool {
-        self != InputMode::Lines
+        matches!(
+            self,
+            InputMode::ClaudeStreamJson | InputMode::CodexAppServer
+        )
+    }
+
+    /// Whether it is an agent's own interface on a terminal, told of each
+    /// time it waits for input again.
+    pub fn is_interactive(self) -> bool {
+        matches!(
+            self,
+            InputMode::ClaudeInteractive | InputMode::CodexInteractive
+        )
+    }
+
+    /// Whether it is Claude Code, in either of its modes.
+    pub fn is_claude(self) -> bool {
+        matches!(
+            self,
+            InputMode::ClaudeStreamJson | InputMode::ClaudeInteractive
+        )
     }
 }
 
@@ -103,6 +131,11 @@ pub struct RunnerPage {
     /// which alone holds the key (none: the run talks to what it reaches).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelService>,
+    /// Whether its program runs on a terminal of its own (50 rows by 200
+    /// columns), which a person with admin or setup may join at the node
+    /// (`ocx attach`); its deliveries are then typed in.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminal: bool,
 }
 
 fn lines() -> InputMode {
@@ -154,7 +187,26 @@ impl RunnerPage {
         if self.command.is_empty() || self.command[0].is_empty() {
             return bad("command".into(), "names no program".into());
         }
-        if self.input == InputMode::ClaudeStreamJson
+        if self.input.is_interactive() && !self.terminal {
+            return bad(
+                "terminal".into(),
+                "an agent's interactive interface runs on a terminal: say \"terminal\": true"
+                    .into(),
+            );
+        }
+        if self.input.is_agent() && self.terminal {
+            return bad(
+                "terminal".into(),
+                format!(
+                    "{} takes its input on a pipe, not a terminal: use its interactive mode, or leave terminal out",
+                    serde_json::to_value(self.input)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default()
+                ),
+            );
+        }
+        if self.input.is_claude()
             && let Some(a) = self.command.iter().find(|a| {
                 let flag = a.split('=').next().unwrap_or(a);
                 NODE_GIVEN_CLAUDE_ARGS.contains(&flag)
@@ -345,6 +397,33 @@ mod tests {
             let p = page(&format!(r#"{{"command": ["x"], "input": "{mode}"}}"#)).unwrap();
             assert_eq!(p.input, want);
         }
+        for (mode, want) in [
+            ("claude-interactive", InputMode::ClaudeInteractive),
+            ("codex-interactive", InputMode::CodexInteractive),
+            ("lines", InputMode::Lines),
+        ] {
+            let p = page(&format!(
+                r#"{{"command": ["x"], "input": "{mode}", "terminal": true}}"#
+            ))
+            .unwrap();
+            assert_eq!((p.input, p.terminal), (want, true));
+        }
+        for (input, terminal) in [
+            ("claude-interactive", false),
+            ("codex-interactive", false),
+            ("claude-stream-json", true),
+            ("codex-app-server", true),
+        ] {
+            let text =
+                format!(r#"{{"command": ["x"], "input": "{input}", "terminal": {terminal}}}"#);
+            assert_eq!(page(&text).unwrap_err().field, "terminal", "{text}");
+        }
+        assert_eq!(
+            page(r#"{"command": ["claude", "--allowedTools", "Bash"], "input": "claude-interactive", "terminal": true}"#)
+                .unwrap_err()
+                .field,
+            "command"
+        );
         assert_eq!(
             page(r#"{"command": ["x"], "input": "codex-exec"}"#)
                 .unwrap_err()

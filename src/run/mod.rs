@@ -7,6 +7,7 @@ pub mod link;
 pub mod preflight;
 pub mod relay;
 pub mod sandbox;
+pub mod terminal;
 pub mod uids;
 
 use std::io;

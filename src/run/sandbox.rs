@@ -249,14 +249,22 @@ fn supervise(
         .account
         .as_ref()
         .map(|a| (Uid::from_raw(a.uid), Gid::from_raw(a.gid)));
-    if !files.is_empty() || ids.is_some() {
-        // SAFETY: the hook only opens and writes files and sets its groups, gid and uid, all
+    let terminal = plan.terminal;
+    if !files.is_empty() || ids.is_some() || terminal {
+        // SAFETY: the hook only opens and writes files, sets its groups, gid and uid, and
+        // makes a session whose controlling terminal its standard input is, all
         // async-signal-safe, and allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
                 join_cgroups(&files)?;
                 if let Some((uid, gid)) = ids {
                     become_account(uid, gid)?;
+                }
+                if terminal {
+                    nix::unistd::setsid()?;
+                    if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });

@@ -83,6 +83,10 @@ pub struct RunView {
     /// Its record's `budget.tokens`, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens_budget: Option<u64>,
+    /// The command that joins its terminal, on the node's host as the
+    /// node's account (running runs whose runner gives them a terminal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attach: Option<String>,
 }
 
 /// A person's view.
@@ -251,6 +255,7 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
             last_error: None,
             tokens: None,
             tokens_budget: r.record.budget.tokens,
+            attach: None,
         };
         if let Some(f) = response {
             if let Kind::Known(Message::Response(resp)) = f.kind {
@@ -271,7 +276,32 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
     }
     ended.reverse();
     ended.truncate(ENDED_MAX);
+    if node_root.is_some() && !running.is_empty() {
+        mark_terminals(call, &mut running)?;
+    }
     Ok((running, ended))
+}
+
+/// Gives each run in `running` whose runner's page counts and says
+/// `"terminal": true` the command that joins its terminal.
+fn mark_terminals(call: &mut Call, running: &mut [RunView]) -> Result<(), Stop> {
+    call.read("the runners' pages of the running runs");
+    let receipts = super::served::receipts(call)?;
+    let repo = call.repo()?;
+    let mut pages = std::collections::BTreeMap::new();
+    for run in running.iter_mut() {
+        let terminal = *pages.entry(run.runner.clone()).or_insert_with(|| {
+            receipts
+                .runner_page(repo, &run.runner)
+                .ok()
+                .flatten()
+                .is_some_and(|p| p.terminal)
+        });
+        if terminal {
+            run.attach = Some(format!("ocx attach {}", &run.record[..16]));
+        }
+    }
+    Ok(())
 }
 
 /// The view as plain text, with the exact command to decide each question.
@@ -332,6 +362,9 @@ pub fn text(o: &Output) -> String {
                     "  tokens: {}{of}\n",
                     crate::run::relay::thousands(n)
                 ));
+            }
+            if let Some(a) = &r.attach {
+                t.push_str(&format!("  its terminal: {a} (on the node's host)\n"));
             }
             if let Some(e) = &r.last_error {
                 t.push_str(&format!("  last error ({}): {}\n", e.at, clean(&e.error)));

@@ -33,7 +33,7 @@ impl Tool for Lost {
     const WRITES: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
-        let standing = super::stop::open_record(call, &input.record)?;
+        let standing = super::stop::open_record(call, "record", &input.record)?;
         let hash = standing.hash.clone();
         let wall = crate::protocol::kinds::wall_seconds(&standing.record.budget.wall).unwrap_or(0);
         let deadline = standing.said.when + wall as f64 / 86400.0;

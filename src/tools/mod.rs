@@ -4,6 +4,7 @@
 pub mod adopt;
 pub mod approve;
 pub mod asking;
+pub mod attach;
 pub mod audit;
 pub mod collect;
 pub mod console;

@@ -33,6 +33,9 @@ pub struct Input {
     /// Offer the program's remote control to records that ask for it (claude: --remote-control).
     #[serde(default)]
     pub remote: bool,
+    /// Its own interactive interface on a terminal of the run's (claude, codex), which a person with admin or setup may join at the node with ocx attach, rather than its headless mode.
+    #[serde(default)]
+    pub terminal: bool,
 }
 
 /// The page written, and what is left to do.
@@ -232,17 +235,21 @@ fn service_host(model: Option<&ModelService>) -> Vec<String> {
 
 fn claude(input: &Input) -> Result<Shipped, Stop> {
     let program = installed("claude", "npm install -g @anthropic-ai/claude-code@2.1.197")?;
-    let mut command: Vec<String> = [
-        program.as_str(),
-        "-p",
-        "--input-format",
-        "stream-json",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut command: Vec<String> = if input.terminal {
+        vec![program]
+    } else {
+        [
+            program.as_str(),
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
     if let Some(m) = &input.model {
         command.extend(["--model".to_string(), m.clone()]);
     }
@@ -250,6 +257,9 @@ fn claude(input: &Input) -> Result<Shipped, Stop> {
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_string(),
         "1".to_string(),
     )]);
+    if input.terminal {
+        env.insert("TERM".into(), "xterm-256color".into());
+    }
     let model = relayed(
         input,
         ModelKind::AnthropicMessages,
@@ -267,9 +277,20 @@ fn claude(input: &Input) -> Result<Shipped, Stop> {
             None,
         )],
     };
+    let (title, about) = if input.terminal {
+        (
+            "Claude Code, on a terminal",
+            "Claude Code's own interactive interface on the run's terminal, which a person with admin or setup may join at the node (ocx attach): the record's line its first prompt, each delivery typed in once it waits for input again. It posts through its tools; a tool its MCP servers do not give asks whoever is joined. The node gives it the run's MCP servers and tools, and settings from the run's fresh home alone.",
+        )
+    } else {
+        (
+            "Claude Code",
+            "Claude Code, headless: each delivery a turn of one session, its final words posted where the delivery was asked. The node gives it the run's MCP servers and tools, and settings from the run's fresh home alone.",
+        )
+    };
     Ok(Shipped {
-        title: "Claude Code",
-        about: "Claude Code, headless: each delivery a turn of one session, its final words posted where the delivery was asked. The node gives it the run's MCP servers and tools, and settings from the run's fresh home alone.".into(),
+        title,
+        about: about.into(),
         page: RunnerPage {
             command,
             env,
@@ -280,9 +301,14 @@ fn claude(input: &Input) -> Result<Shipped, Stop> {
             } else {
                 Vec::new()
             },
-            input: InputMode::ClaudeStreamJson,
+            input: if input.terminal {
+                InputMode::ClaudeInteractive
+            } else {
+                InputMode::ClaudeStreamJson
+            },
             hosts: service_host(model.as_ref()),
             model,
+            terminal: input.terminal,
         },
         still: Vec::new(),
     })
@@ -290,7 +316,19 @@ fn claude(input: &Input) -> Result<Shipped, Stop> {
 
 fn codex(input: &Input) -> Result<Shipped, Stop> {
     let program = installed("codex", "npm install -g @openai/codex@0.171.0")?;
-    let mut command = vec![program, "app-server".to_string()];
+    let mut command = if input.terminal {
+        [
+            program.as_str(),
+            "--ask-for-approval",
+            "never",
+            "--sandbox",
+            "danger-full-access",
+        ]
+        .map(String::from)
+        .to_vec()
+    } else {
+        vec![program, "app-server".to_string()]
+    };
     let key_var = "OPENAI_API_KEY";
     if let Some(m) = &input.model {
         command.extend(["-c".to_string(), format!("model=\"{m}\"")]);
@@ -322,18 +360,39 @@ fn codex(input: &Input) -> Result<Shipped, Stop> {
         )
         .next("leave remote out for codex"));
     }
+    let (title, about) = if input.terminal {
+        (
+            "Codex, on a terminal",
+            "Codex's own interactive interface on the run's terminal, which a person with admin or setup may join at the node (ocx attach): the record's line its first prompt, each delivery typed in once it waits for input again. It posts through its tools. OCX's sandbox is the boundary (Codex's own is off, approvals never asked); the checkout is not a trusted project, so its .codex/config.toml is not read.",
+        )
+    } else {
+        (
+            "Codex",
+            "Codex's app-server: one thread a run, each delivery a turn, its final words posted where the delivery was asked. OCX's sandbox is the boundary (Codex's own is off, approvals never asked); the checkout is not a trusted project, so its .codex/config.toml is not read.",
+        )
+    };
+    let env = if input.terminal {
+        BTreeMap::from([("TERM".to_string(), "xterm-256color".to_string())])
+    } else {
+        BTreeMap::new()
+    };
     Ok(Shipped {
-        title: "Codex",
-        about: "Codex's app-server: one thread a run, each delivery a turn, its final words posted where the delivery was asked. OCX's sandbox is the boundary (Codex's own is off, approvals never asked); the checkout is not a trusted project, so its .codex/config.toml is not read.".into(),
+        title,
+        about: about.into(),
         page: RunnerPage {
             command,
-            env: BTreeMap::new(),
+            env,
             homes: Vec::new(),
             credentials,
             remote: Vec::new(),
-            input: InputMode::CodexAppServer,
+            input: if input.terminal {
+                InputMode::CodexInteractive
+            } else {
+                InputMode::CodexAppServer
+            },
             hosts: service_host(model.as_ref()),
             model,
+            terminal: input.terminal,
         },
         still: Vec::new(),
     })
@@ -344,12 +403,12 @@ fn local(input: &Input) -> Result<Shipped, Stop> {
         Stop::field("model", "give the Ollama model its agent asks for")
             .next("give --model, such as qwen3:4b")
     })?;
-    if input.api_key.is_some() || input.login.is_some() || input.remote {
+    if input.api_key.is_some() || input.login.is_some() || input.remote || input.terminal {
         return Err(Stop::field(
             "name",
-            "OCX's agent on a local model takes no key, login or remote control",
+            "OCX's agent on a local model takes no key, login, remote control or terminal",
         )
-        .next("leave api_key, login and remote out"));
+        .next("leave api_key, login, remote and terminal out"));
     }
     let ocx = std::env::current_exe()
         .and_then(|p| p.canonicalize())
@@ -383,6 +442,7 @@ fn local(input: &Input) -> Result<Shipped, Stop> {
             input: InputMode::Lines,
             hosts: Vec::new(),
             model: None,
+            terminal: false,
         },
         still: vec![
             format!("serve {model} on the Ollama at {url} (ollama pull {model})"),

@@ -22,18 +22,22 @@ pub struct Output {
     pub record: String,
 }
 
-/// The record `given` (in the field `record`) names, refused when it names
+/// The record `given` (in `field`) names, refused when it names
 /// no record or the record is answered already. In a clone's checkout
 /// (pulled first) the record and its responses stand as the clone's
 /// server received them, and a record the server has not received is
 /// refused.
-pub fn open_record(call: &mut Call, given: &str) -> Result<found::StandingRecord, Stop> {
+pub fn open_record(
+    call: &mut Call,
+    field: &str,
+    given: &str,
+) -> Result<found::StandingRecord, Stop> {
     let receipts = super::served::pull_first(call)?;
-    let (rid, hash) = call.artifact("record", given)?;
+    let (rid, hash) = call.artifact(field, given)?;
     call.read("the record and its place");
     let repo = call.repo()?;
     let mut standing = found::record(repo, rid, &hash)?.ok_or_else(|| {
-        Stop::field("record", format!("{given} holds no record"))
+        Stop::field(field, format!("{given} holds no record"))
             .next("give the hash of a record's post")
     })?;
     let got = receipts
@@ -46,7 +50,7 @@ pub fn open_record(call: &mut Call, given: &str) -> Result<found::StandingRecord
         ));
         if !got.received {
             return Err(Stop::field(
-                "record",
+                field,
                 format!("{server} has not received the record {given}"),
             )
             .next("push it to the server first, or name a record the server holds"));
@@ -55,7 +59,7 @@ pub fn open_record(call: &mut Call, given: &str) -> Result<found::StandingRecord
     let answer = got.response;
     if let Some(r) = answer {
         return Err(Stop::field(
-            "record",
+            field,
             format!("the record is answered already ({})", &r.said.hash[..10]),
         )
         .next("nothing to do; `ocx thread` shows its response"));
@@ -75,7 +79,7 @@ impl Tool for StopTool {
     const WRITES: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
-        let standing = open_record(call, &input.record)?;
+        let standing = open_record(call, "record", &input.record)?;
         let caller = call.caller()?;
         if !caller.capabilities.is_admin()
             && standing.said.from.as_deref() != Some(caller.login.as_str())

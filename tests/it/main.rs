@@ -36,5 +36,6 @@ mod restricted;
 mod sandbox;
 mod served;
 mod support;
+mod terminal;
 mod tls;
 mod writes;

@@ -77,7 +77,9 @@ pub fn read_event(mode: InputMode, line: &str) -> (Option<Event>, Option<Value>)
         return (None, None);
     };
     match mode {
-        InputMode::Lines => (None, None),
+        InputMode::Lines | InputMode::ClaudeInteractive | InputMode::CodexInteractive => {
+            (None, None)
+        }
         InputMode::ClaudeStreamJson => (claude_event(&v), None),
         InputMode::CodexAppServer => codex_event(&v),
     }

@@ -83,6 +83,9 @@ pub struct Plan {
     pub disk_bytes: Option<u64>,
     /// Where the run's own filesystem is mounted, once given ([`Plan::on_disk`]).
     pub disk: Option<PathBuf>,
+    /// Whether the program's standard input is a terminal that becomes its
+    /// controlling terminal, in a session of its own ([`Plan::on_terminal`]).
+    pub terminal: bool,
 }
 
 /// A host path bound inside a run at the path its field named.
@@ -549,6 +552,7 @@ pub fn plan(
         binds,
         disk_bytes: budget.disk_bytes,
         disk: None,
+        terminal: false,
     })
 }
 
@@ -605,6 +609,17 @@ impl Plan {
             copy: None,
         });
         self.disk = Some(mount);
+    }
+
+    /// Gives the program the terminal its standard input is as its
+    /// controlling terminal: bubblewrap starts in a session of its own made
+    /// for it (rather than bubblewrap's `--new-session`, which would take
+    /// the terminal away), so the terminal's window signals the program.
+    /// The terminal is the run's own, which nothing outside reads as
+    /// input: what the program pushes into it reaches the program alone.
+    pub fn on_terminal(&mut self) {
+        self.args.retain(|a| a != "--new-session");
+        self.terminal = true;
     }
 
     /// Puts `words` before the program's command line inside (a program that becomes the

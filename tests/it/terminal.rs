@@ -1,0 +1,366 @@
+//! A run's terminal (protocol v1, C3), joined for real: a run whose
+//! runner page says `"terminal": true`, a person in `tmux` running `ocx
+//! attach` on the node's host, seeing the program's screen, typing a line
+//! it acts on, resizing their window, leaving with Ctrl-]; the node's post
+//! naming them; and who may not join, or must wait.
+
+use crate::support::{Repo, ServedNode, runner_page, runner_script};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How long a test waits for what a person would wait for.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A small terminal program of ours: it says whether its input is a
+/// terminal and its window's size, again at each SIGWINCH, and answers
+/// each line it reads; each thing noted for the test.
+const TERMINAL_PROGRAM: &str = r#"
+import signal, fcntl, termios, struct
+def size():
+    rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(0, termios.TIOCGWINSZ, b"\0" * 8))
+    return rows, cols
+def on_winch(*_):
+    rows, cols = size()
+    note({"step": "size", "rows": rows, "cols": cols})
+    sys.stdout.write("\r\nwindow %dx%d\r\n> " % (rows, cols))
+    sys.stdout.flush()
+signal.signal(signal.SIGWINCH, on_winch)
+note({"step": "start", "tty": os.isatty(0), "out_tty": os.isatty(1), "size": size(),
+      "term": os.environ.get("TERM"), "pgrp_is_fg": os.tcgetpgrp(0) == os.getpgrp()})
+sys.stdout.write("ready\r\n> ")
+sys.stdout.flush()
+while True:
+    try:
+        line = sys.stdin.readline()
+    except InterruptedError:
+        continue
+    if not line:
+        break
+    line = line.rstrip("\n")
+    note({"step": "line", "text": line})
+    sys.stdout.write("\x1b[1mgot:\x1b[0m %s\r\n> " % line)
+    sys.stdout.flush()
+"#;
+
+/// A session of `tmux` of its own (its own server), running one command.
+pub struct Tmux {
+    socket: PathBuf,
+    name: String,
+}
+
+impl Tmux {
+    /// Starts `command` (run by `sh -c`, then its exit status shown and
+    /// held on screen) in a window `cols` by `rows`.
+    pub fn start(dir: &Path, name: &str, command: &str, cols: u16, rows: u16) -> Tmux {
+        let t = Tmux {
+            socket: dir.join(format!("tmux-{name}")),
+            name: name.into(),
+        };
+        let held = format!("{command}; echo \"[exit $?]\"; sleep 600");
+        let out = t
+            .tmux()
+            .args(["new-session", "-d", "-s", name, "-x"])
+            .arg(cols.to_string())
+            .arg("-y")
+            .arg(rows.to_string())
+            .args(["sh", "-c", &held])
+            .output()
+            .expect("tmux: run scripts/setup.sh");
+        assert!(out.status.success(), "tmux: {}", crate::support::said(&out));
+        let _ = t
+            .tmux()
+            .args(["set-option", "-t", name, "window-size", "manual"])
+            .output();
+        t
+    }
+
+    fn tmux(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.arg("-S").arg(&self.socket).env_remove("TMUX");
+        c
+    }
+
+    /// Types `text` as it is.
+    pub fn type_text(&self, text: &str) {
+        let out = self
+            .tmux()
+            .args(["send-keys", "-t", &self.name, "-l", text])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+
+    /// Presses `key` as tmux names it (`Enter`, `C-]`).
+    pub fn press(&self, key: &str) {
+        let out = self
+            .tmux()
+            .args(["send-keys", "-t", &self.name, key])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    }
+
+    /// Gives the window `cols` by `rows`.
+    pub fn resize(&self, cols: u16, rows: u16) {
+        let out = self
+            .tmux()
+            .args(["resize-window", "-t", &self.name, "-x"])
+            .arg(cols.to_string())
+            .arg("-y")
+            .arg(rows.to_string())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", crate::support::said(&out));
+    }
+
+    /// What the window shows now.
+    pub fn screen(&self) -> String {
+        let out = self
+            .tmux()
+            .args(["capture-pane", "-p", "-t", &self.name])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the window shows `text`; the screen.
+    pub fn shows(&self, text: &str) -> String {
+        let until = Instant::now() + PATIENCE;
+        loop {
+            let screen = self.screen();
+            if screen.contains(text) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < until,
+                "the window never showed {text:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.tmux().arg("kill-server").output();
+    }
+}
+
+/// A served node whose runner `term` runs [`TERMINAL_PROGRAM`] on a
+/// terminal; its steps noted in `out`.
+pub struct Site {
+    pub node: ServedNode,
+    pub out: PathBuf,
+}
+
+impl Site {
+    pub fn new() -> Site {
+        let repo = Repo::new();
+        repo.user("pat", "v234");
+        repo.user("stone", "a");
+        let script = format!("{}{TERMINAL_PROGRAM}", crate::support::PY_RUNNER_PRELUDE);
+        let (runner, out) = runner_script(&repo, &script);
+        runner_page(
+            &repo,
+            "term",
+            &json!({"command": [runner], "input": "lines", "terminal": true,
+                    "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": crate::support::fossil(), "TERM": "xterm-256color"}}),
+        );
+        Site {
+            node: ServedNode::start(repo),
+            out,
+        }
+    }
+
+    /// A record for `term`; its full hash, once its program has started.
+    pub fn record(&self) -> String {
+        let record = self
+            .node
+            .repo
+            .json(&[
+                "create",
+                "--runner",
+                "term",
+                "--objective",
+                "Answer at the terminal",
+                "--wall",
+                "10m",
+                "--hears",
+                "admin",
+                "--read-write",
+                self.out.to_str().unwrap(),
+            ])
+            .ok()["record"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        self.noted(|s| {
+            s["step"] == "line" && s["text"].as_str().is_some_and(|t| t.starts_with("Record "))
+        });
+        record
+    }
+
+    /// The steps the program noted.
+    pub fn steps(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.out.join("results"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Waits until the program noted a step `matches` holds of; that step.
+    pub fn noted(&self, matches: impl Fn(&Value) -> bool) -> Value {
+        let until = Instant::now() + PATIENCE;
+        loop {
+            if let Some(s) = self.steps().into_iter().find(|s| matches(s)) {
+                return s;
+            }
+            assert!(
+                Instant::now() < until,
+                "the program never noted that: {:#?}\n{}",
+                self.steps(),
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The command line that attaches to `record`'s run as `login`.
+    pub fn attach(&self, record: &str, login: &str) -> String {
+        format!(
+            "{} attach {} --repository {} --user {login}",
+            env!("CARGO_BIN_EXE_ocx"),
+            &record[..12],
+            self.node.repo.file.display()
+        )
+    }
+
+    /// The run's directory.
+    pub fn run_dir(&self, record: &str) -> PathBuf {
+        ocx::node::config::NodeConfig::run_dir(&self.node.repo.node_root(), record)
+    }
+
+    /// The run's output log, and its watcher's and the node's, for a failure's message.
+    pub fn logs(&self) -> String {
+        let root = self.node.repo.node_root();
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+        let runs: Vec<PathBuf> = std::fs::read_dir(root.join("runs"))
+            .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        let mut t = String::new();
+        for r in runs {
+            t += &format!(
+                "{}:\noutput.log:\n{}\nwatch.log:\n{}\n",
+                r.display(),
+                read(r.join("output.log")),
+                read(r.join("watch.log"))
+            );
+        }
+        t + &crate::support::node_log_text(&root)
+    }
+
+    /// The posts at `record`'s place by the node's login holding `text`.
+    pub fn node_posts(&self, record: &str, text: &str) -> Vec<String> {
+        let node = ocx::node::config::NodeConfig::load(&self.node.repo.node_root())
+            .unwrap()
+            .login;
+        self.node.repo.json(&["thread", "--of", record]).ok()["posts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| {
+                p["text"].as_str().is_some_and(|t| t.contains(text))
+                    && p["from"].as_str() == Some(node.as_str())
+            })
+            .map(|p| p["text"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// Waits until the node posted at `record`'s place one post holding `text`; its words.
+    pub fn posted(&self, record: &str, text: &str) -> String {
+        let until = Instant::now() + PATIENCE;
+        loop {
+            if let Some(p) = self.node_posts(record, text).pop() {
+                return p;
+            }
+            assert!(
+                Instant::now() < until,
+                "the node never posted {text:?}:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn a_person_attaches_sees_the_screen_types_resizes_and_leaves_and_the_node_posts_it() {
+    let site = Site::new();
+    let record = site.record();
+    let start = site.noted(|s| s["step"] == "start");
+    assert_eq!(start["tty"], true, "the program's input is a terminal");
+    assert_eq!(start["out_tty"], true);
+    assert_eq!(start["size"], json!([50, 200]), "50 rows by 200 columns");
+    assert_eq!(
+        start["term"], "xterm-256color",
+        "TERM as the page's env names it"
+    );
+    assert_eq!(
+        start["pgrp_is_fg"], true,
+        "the terminal is its controlling terminal"
+    );
+
+    let console = site.node.repo.json(&["console"]).ok();
+    assert_eq!(
+        console["running"][0]["attach"],
+        format!("ocx attach {}", &record[..16]),
+        "console says how to attach: {console:#}"
+    );
+
+    let tmux = Tmux::start(
+        site.node.repo.dir.path(),
+        "admin",
+        &site.attach(&record, "admin"),
+        120,
+        40,
+    );
+    site.noted(|s| s["step"] == "size" && s["rows"] == 40 && s["cols"] == 120);
+    tmux.shows("window 40x120");
+
+    tmux.type_text("hello from admin");
+    tmux.press("Enter");
+    site.noted(|s| s["step"] == "line" && s["text"] == "hello from admin");
+    tmux.shows("got: hello from admin");
+
+    tmux.resize(100, 30);
+    site.noted(|s| s["step"] == "size" && s["rows"] == 30 && s["cols"] == 100);
+    tmux.shows("window 30x100");
+
+    std::thread::sleep(Duration::from_millis(1100));
+    tmux.press("C-]");
+    let screen = tmux.shows("[exit 0]");
+    assert!(screen.contains("joining: left"), "{screen}");
+    site.noted(|s| s["step"] == "size" && s["rows"] == 50 && s["cols"] == 200);
+
+    let post = site.posted(&record, "attached to this run's terminal");
+    assert!(
+        post.contains("admin attached to this run's terminal at ")
+            && post.contains(" UTC, for ")
+            && post.contains("and left."),
+        "{post}"
+    );
+    let seconds: u64 = post
+        .split(" UTC, for ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!((1..60).contains(&seconds), "{post}");
+
+    let log = std::fs::read_to_string(site.run_dir(&record).join("output.log")).unwrap();
+    assert!(log.contains("got: hello from admin\n"), "{log}");
+    assert!(!log.contains('\x1b') && !log.contains('\r'), "{log:?}");
+}
