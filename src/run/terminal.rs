@@ -127,9 +127,13 @@ enum State {
     Csi,
     Osc,
     OscEscape,
-    /// A device control, privacy or application string: held back whole.
+    /// A device control, privacy or application string: held back whole,
+    /// to its string terminator (ESC \\) alone.
     Held,
     HeldEscape,
+    /// An operating system command too long to keep: held back to its
+    /// end (BEL, or the string terminator).
+    HeldOsc,
 }
 
 /// Reads what a program writes to its terminal, in pieces as they come:
@@ -233,7 +237,7 @@ impl Screen {
                 ESC => self.state = State::OscEscape,
                 _ if self.sequence.len() >= SEQUENCE_MAX => {
                     self.sequence.clear();
-                    self.state = State::Held;
+                    self.state = State::HeldOsc;
                 }
                 _ => self.sequence.push(b),
             },
@@ -252,10 +256,13 @@ impl Screen {
             State::Held => {
                 if b == ESC {
                     self.state = State::HeldEscape;
-                } else if b == BEL {
-                    self.state = State::Ground;
                 }
             }
+            State::HeldOsc => match b {
+                ESC => self.state = State::HeldEscape,
+                BEL => self.state = State::Ground,
+                _ => {}
+            },
             State::HeldEscape => {
                 self.state = if b == b'\\' {
                     State::Ground
@@ -360,6 +367,8 @@ struct Shared {
     master: File,
     /// The person joined now, and where their screen's pieces go.
     viewer: Mutex<Option<SyncSender<Arc<Vec<u8>>>>>,
+    /// The joined person's connection, so the end of the run wakes its reader.
+    person: Mutex<Option<UnixStream>>,
     /// Who is joined now (their login and since when), for one waiting.
     turn: Mutex<Option<Joined>>,
     freed: Condvar,
@@ -391,6 +400,7 @@ impl Joining {
         let shared = Arc::new(Shared {
             master,
             viewer: Mutex::new(None),
+            person: Mutex::new(None),
             turn: Mutex::new(None),
             freed: Condvar::new(),
             ended: AtomicBool::new(false),
@@ -429,6 +439,9 @@ impl Joining {
         let shared = &self.shared;
         shared.ended.store(true, Ordering::SeqCst);
         let _ = std::fs::remove_file(&self.socket);
+        if let Some(person) = lock(&shared.person).as_ref() {
+            let _ = person.shutdown(std::net::Shutdown::Read);
+        }
         lock(&shared.viewer).take();
         shared.freed.notify_all();
         // The accepting thread wakes to a connection and sees the end.
@@ -703,6 +716,10 @@ fn fits(n: u16) -> bool {
 fn attached(stream: &mut UnixStream, shared: &Shared, rows: u16, cols: u16) -> Parted {
     let (tx, rx) = sync_channel::<Arc<Vec<u8>>>(BACKLOG);
     *lock(&shared.viewer) = Some(tx);
+    *lock(&shared.person) = stream.try_clone().ok();
+    if shared.ended.load(Ordering::SeqCst) {
+        let _ = stream.shutdown(std::net::Shutdown::Read);
+    }
     let master = shared.master.as_fd();
     resize(master, rows, cols);
     let Ok(mut out) = stream.try_clone() else {
@@ -750,6 +767,7 @@ fn attached(stream: &mut UnixStream, shared: &Shared, rows: u16, cols: u16) -> P
         how
     };
     lock(&shared.viewer).take();
+    lock(&shared.person).take();
     let _ = showing.join();
     how
 }
@@ -870,7 +888,57 @@ mod tests {
         }
     }
 
+    #[test]
+    fn frames_are_read_whole_however_they_are_cut() {
+        let sent = [
+            Frame::Keys(b"hello\r".to_vec()),
+            Frame::Window(40, 120),
+            Frame::Keys(vec![0x1b, b'[', b'A']),
+        ];
+        let bytes: Vec<u8> = sent.iter().flat_map(Frame::encode).collect();
+        for cut in 0..bytes.len() {
+            let mut f = Frames::default();
+            let mut got = f.read(&bytes[..cut]).unwrap();
+            got.extend(f.read(&bytes[cut..]).unwrap());
+            assert_eq!(got, sent, "cut at {cut}");
+        }
+        let long = Frame::Keys(vec![b'x'; KEYS_MAX * 2 + 1]).encode();
+        let got = Frames::default().read(&long).unwrap();
+        assert_eq!(got.len(), 3);
+    }
+
+    #[test]
+    fn what_is_not_a_frame_ends_the_reading() {
+        for bad in [
+            &b"x"[..],
+            b"w\x00\x00\x00\x10",
+            b"w\x03\xe9\x00\x10",
+            b"k\xff\xff",
+        ] {
+            let mut f = Frames::default();
+            assert_eq!(f.read(bad), Err(NotAFrame), "{bad:?}");
+            assert_eq!(f.read(&Frame::Window(1, 1).encode()), Err(NotAFrame));
+        }
+    }
+
     proptest! {
+        #[test]
+        fn any_bytes_are_read_as_frames_or_refused(
+            bytes in proptest::collection::vec(any::<u8>(), 0..3000),
+            cut in 0usize..3000,
+        ) {
+            let cut = cut.min(bytes.len());
+            let mut f = Frames::default();
+            if let Ok(frames) = f.read(&bytes[..cut]) {
+                for frame in frames {
+                    if let Frame::Keys(k) = frame {
+                        prop_assert!(k.len() <= KEYS_MAX);
+                    }
+                }
+                let _ = f.read(&bytes[cut..]);
+            }
+        }
+
         #[test]
         fn no_bytes_put_a_clipboard_or_a_passthrough_before_a_person(
             bytes in proptest::collection::vec(any::<u8>(), 0..2000),

@@ -364,3 +364,165 @@ fn a_person_attaches_sees_the_screen_types_resizes_and_leaves_and_the_node_posts
     assert!(log.contains("got: hello from admin\n"), "{log}");
     assert!(!log.contains('\x1b') && !log.contains('\r'), "{log:?}");
 }
+
+#[test]
+fn who_may_not_join_is_refused_and_a_second_person_waits_their_turn() {
+    let site = Site::new();
+    let record = site.record();
+    let repo = &site.node.repo;
+
+    let pat = repo.json(&["attach", &record[..12], "--user", "pat"]);
+    assert_eq!(pat.code, 1, "a login without admin or setup: {pat:?}");
+    assert!(pat.stdout.contains("\"stopped\""), "{pat:?}");
+    let dry = repo
+        .json(&["attach", &record[..12], "--user", "admin", "--dry-run"])
+        .ok();
+    assert_eq!(dry["record"], record.as_str());
+    let no_terminal = repo.ocx(&["attach", &record[..12], "--user", "admin"]);
+    assert_eq!(no_terminal.code, 1);
+    assert!(
+        no_terminal
+            .stderr
+            .contains("standard input is not a terminal"),
+        "{no_terminal:?}"
+    );
+
+    // Another account of the host: refused by the tool, and by the socket itself.
+    let nobody = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .args(site.attach(&record, "admin").split(' '))
+        .arg("--json")
+        .output()
+        .unwrap();
+    let said = crate::support::said(&nobody);
+    assert_eq!(nobody.status.code(), Some(1), "{said}");
+    assert!(said.contains("only the account the node runs as"), "{said}");
+    let socket = site.run_dir(&record).join(ocx::run::terminal::SOCKET);
+    let direct = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .args(["/usr/bin/python3", "-c", "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'admin 40 120\\n'); print(s.recv(100))"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    let said = crate::support::said(&direct);
+    assert!(!direct.status.success(), "{said}");
+    assert!(said.contains("PermissionError"), "{said}");
+
+    let first = Tmux::start(
+        repo.dir.path(),
+        "first",
+        &site.attach(&record, "admin"),
+        120,
+        40,
+    );
+    first.shows("window 40x120");
+    let second = Tmux::start(
+        repo.dir.path(),
+        "second",
+        &site.attach(&record, "stone"),
+        90,
+        25,
+    );
+    let waiting = second.shows("joining: waiting");
+    assert!(waiting.contains("admin joined at"), "{waiting}");
+    second.type_text("not yet");
+    first.type_text("from the first");
+    first.press("Enter");
+    site.noted(|s| s["step"] == "line" && s["text"] == "from the first");
+    assert!(
+        !second.screen().contains("got: from the first"),
+        "the one waiting sees nothing yet"
+    );
+
+    first.press("C-]");
+    first.shows("joining: left");
+    site.noted(|s| s["step"] == "size" && s["rows"] == 25 && s["cols"] == 90);
+    second.shows("window 25x90");
+    second.press("Enter");
+    site.noted(|s| s["step"] == "line" && s["text"] == "not yet");
+    second.press("C-]");
+    second.shows("[exit 0]");
+
+    site.posted(&record, "stone attached");
+    let admin = site.node_posts(&record, "admin attached");
+    assert_eq!(admin.len(), 1, "{admin:#?}");
+    let stone = site.node_posts(&record, "stone attached");
+    assert_eq!(stone.len(), 1, "{stone:#?}");
+}
+
+#[test]
+fn a_run_stopped_while_attached_ends_the_attachment_and_it_is_posted_once() {
+    let site = Site::new();
+    let record = site.record();
+    let repo = &site.node.repo;
+    let tmux = Tmux::start(
+        repo.dir.path(),
+        "admin",
+        &site.attach(&record, "admin"),
+        120,
+        40,
+    );
+    tmux.shows("window 40x120");
+    repo.json(&["stop", &record]).ok();
+    let screen = tmux.shows("[exit 0]");
+    assert!(screen.contains("joining: ended"), "{screen}");
+    let post = site.posted(&record, "until the run ended");
+    assert!(post.starts_with("OCX: admin attached"), "{post}");
+    let until = Instant::now() + PATIENCE;
+    while site
+        .node_posts(&record, "the run of this record ended: stopped")
+        .is_empty()
+    {
+        assert!(Instant::now() < until, "never answered: {}", site.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        site.node_posts(&record, "attached to this run's terminal")
+            .len(),
+        1
+    );
+    let gone = repo.json(&["attach", &record[..12], "--user", "admin"]);
+    assert_eq!(
+        gone.code, 1,
+        "an answered run has no terminal to join: {gone:?}"
+    );
+}
+
+#[test]
+fn an_attachment_whose_end_the_node_did_not_see_is_posted_at_its_next_start() {
+    let site = Site::new();
+    let record = site.record();
+    let repo = &site.node.repo;
+    let tmux = Tmux::start(
+        repo.dir.path(),
+        "admin",
+        &site.attach(&record, "admin"),
+        120,
+        40,
+    );
+    tmux.shows("window 40x120");
+    let dir = site.run_dir(&record);
+    assert!(dir.join(ocx::node::attached::MARK).exists());
+    crate::support::kill_from(&dir.join("watcher.pid"));
+    tmux.shows("[exit");
+    assert!(
+        site.node_posts(&record, "attached to this run's terminal")
+            .is_empty()
+    );
+    repo.json(&["node", "start"]).ok();
+    let post = site.posted(&record, "did not see the attachment end");
+    assert!(post.starts_with("OCX: admin attached"), "{post}");
+    repo.json(&["node", "start"]).ok();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        site.node_posts(&record, "attached to this run's terminal")
+            .len(),
+        1,
+        "posted once"
+    );
+    assert!(
+        !site.node_posts(&record, "ended: lost").is_empty(),
+        "{}",
+        site.logs()
+    );
+}
