@@ -7,8 +7,9 @@
 # tests/browser/node_modules) for the web page's browser test, and the
 # real agents the runner tests start: Claude Code and the Codex CLI from
 # the npm registry at pinned versions (their native programs ship in the
-# packages), and curl, which the startup benchmark posts Fossil's own forum
-# form with. Safe to run again: each step is skipped when already done.
+# packages), tmux, which stands for a person's terminal in the tests that
+# attach to a run's, and curl, which the startup benchmark posts Fossil's
+# own forum form with. Safe to run again: each step is skipped when already done.
 set -euo pipefail
 
 FOSSIL_FLOOR="2.23"
@@ -85,6 +86,9 @@ ensure_agents() {
 }
 
 apt_install bubblewrap ca-certificates python3 curl
+# tmux stands where a person's terminal would in the tests that attach to
+# a run's terminal.
+command -v tmux >/dev/null || apt_install tmux
 # git serves and makes the git export (git upload-pack, fossil git export);
 # e2fsprogs' chattr makes an export immutable in its tests.
 if [ ! -x /usr/local/bin/git ] && [ ! -x /usr/bin/git ]; then apt_install git; fi

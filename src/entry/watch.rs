@@ -583,8 +583,25 @@ fn session(
             "user".to_string(),
         ]);
     }
+    if page.input == InputMode::CodexInteractive {
+        for (name, server) in servers.as_object().into_iter().flatten() {
+            command.extend([
+                "-c".to_string(),
+                format!("mcp_servers.{name}={}", typing::toml_inline(server)),
+            ]);
+        }
+    }
     if r.record.remote {
         command.extend(page.remote.iter().cloned());
+    }
+    if page.input == InputMode::CodexInteractive {
+        command.push(
+            crate::node::inbox::Delivery::Record {
+                record: r.hash.clone(),
+                objective: r.record.objective.clone(),
+            }
+            .line(),
+        );
     }
     if let Some(bin) = cfg.ocx.parent() {
         sandbox.read_only.push(bin.to_path_buf());
@@ -654,6 +671,12 @@ fn session(
             }
         },
     };
+    if let Err(e) = typing::prepare_home(mode, &home.0, &plan.workspace, &plan.env) {
+        return answer(
+            "exited",
+            &format!("never started: the run's home could not be made ready for its agent: {e}"),
+        );
+    }
     let terminal = match page.terminal {
         false => None,
         true => match on_terminal(root, r, dir, &out) {
@@ -700,7 +723,7 @@ fn session(
     let mut joining = None;
     if let Some((mut pty, j)) = terminal {
         pty.given();
-        let first = (!mode.is_interactive()).then(|| escape(&first));
+        let first = (mode != InputMode::CodexInteractive).then(|| escape(&first));
         typing::type_lines(j.clone(), mode, first, rx, turns);
         joining = Some(j);
     } else if mode.is_agent() {

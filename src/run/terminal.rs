@@ -316,6 +316,31 @@ pub fn typed(line: &str) -> Vec<u8> {
     bytes
 }
 
+/// Text as an agent's own interface is given it: one bracketed paste
+/// (what a terminal sends for pasted text, which the program takes whole,
+/// line breaks and all, without acting on any of it), its control
+/// characters but line breaks and tabs made spaces, so nothing in it ends
+/// the paste early, cut at `max` bytes on a character's boundary. The
+/// carriage return that submits it is typed after, on its own.
+pub fn pasted(text: &str, max: usize) -> Vec<u8> {
+    let mut at = text.len().min(max);
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let clean: String = text[..at]
+        .chars()
+        .map(|c| match c {
+            '\n' | '\t' => c,
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect();
+    let mut bytes = b"\x1b[200~".to_vec();
+    bytes.extend_from_slice(clean.as_bytes());
+    bytes.extend_from_slice(b"\x1b[201~");
+    bytes
+}
+
 /// A person joined, as the watcher tells of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Joined {
@@ -868,6 +893,19 @@ mod tests {
         let long = "é".repeat(3000);
         let t = typed(&long);
         assert!(t.len() <= LINE_MAX + 1 && std::str::from_utf8(&t[..t.len() - 1]).is_ok());
+    }
+
+    #[test]
+    fn a_paste_holds_nothing_that_ends_it_early() {
+        let hostile = "Post abc from pat: hi\x1b[201~\rrm -rf /\r\nsecond line\x07";
+        let p = pasted(hostile, 1000);
+        let inner = &p[6..p.len() - 6];
+        assert!(p.starts_with(b"\x1b[200~") && p.ends_with(b"\x1b[201~"));
+        assert!(!inner.contains(&0x1b) && !inner.contains(&b'\r') && !inner.contains(&0x07));
+        assert!(inner.windows(12).any(|w| w == b"\nsecond line"));
+        let cut = pasted(&"é".repeat(100), 51);
+        assert!(std::str::from_utf8(&cut[6..cut.len() - 6]).is_ok());
+        assert_eq!(cut.len(), 12 + 50);
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! `runner`: writes one of the runner pages OCX ships and tests,
 //! `sandbox/claude` (Claude Code, headless, in stream-json), `sandbox/codex`
 //! (Codex's app-server) or `sandbox/local` (OCX's own agent on an Ollama),
+//! or, with `terminal`, `sandbox/claude-terminal` and
+//! `sandbox/codex-terminal` (each agent's own interactive interface on the
+//! run's terminal, which a person may join with `ocx attach`),
 //! as the caller, an administrator on the node; and says what the
 //! administrator still has to give (the login, the model). The page names
 //! credentials by name only: the node keeps them (`ocx credential`).
@@ -33,7 +36,7 @@ pub struct Input {
     /// Offer the program's remote control to records that ask for it (claude: --remote-control).
     #[serde(default)]
     pub remote: bool,
-    /// Its own interactive interface on a terminal of the run's (claude, codex), which a person with admin or setup may join at the node with ocx attach, rather than its headless mode.
+    /// Its own interactive interface on a terminal of the run's (claude, codex), which a person with admin or setup may join at the node with ocx attach, rather than its headless mode: written as sandbox/NAME-terminal, beside the headless page.
     #[serde(default)]
     pub terminal: bool,
 }
@@ -142,10 +145,17 @@ impl Tool for Runner {
             .map_err(|p| Stop::internal(format!("{}: {}", p.field, p.reason)))?;
         let json = serde_json::to_string_pretty(&shipped.page).map_err(Stop::internal)?;
         let text = format!(
-            "# {}\n\n{}\n\nWritten by `ocx runner {}`. Its credentials are named here, never held: the node keeps them.\n\n```json\n{json}\n```\n",
-            shipped.title, shipped.about, input.name
+            "# {}\n\n{}\n\nWritten by `ocx runner {}{}`. Its credentials are named here, never held: the node keeps them.\n\n```json\n{json}\n```\n",
+            shipped.title,
+            shipped.about,
+            input.name,
+            if input.terminal { " --terminal" } else { "" }
         );
-        let page = crate::node::runner::page_name(&input.name);
+        let runner = match input.terminal {
+            true => format!("{}-terminal", input.name),
+            false => input.name.clone(),
+        };
+        let page = crate::node::runner::page_name(&runner);
         call.read(format!("wiki page {page:?}"));
         let repo = call.repo()?;
         let current = repo.wiki_page(&page)?;
@@ -319,6 +329,7 @@ fn codex(input: &Input) -> Result<Shipped, Stop> {
     let mut command = if input.terminal {
         [
             program.as_str(),
+            "--no-daemon",
             "--ask-for-approval",
             "never",
             "--sandbox",

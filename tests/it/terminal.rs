@@ -526,3 +526,182 @@ fn an_attachment_whose_end_the_node_did_not_see_is_posted_at_its_next_start() {
         site.logs()
     );
 }
+
+/// The real Claude Code and Codex in their own interfaces on a run's
+/// terminal, from the pages `ocx runner --terminal` writes, against the
+/// scripted model: the record's line typed in (its first turn already
+/// holding the run's tools), a post heard typed in once the agent waits
+/// again, a person attached typing a line the agent acts on, and the
+/// node's post naming them.
+#[test]
+fn claude_and_codex_on_a_terminal_take_their_lines_and_a_person_who_attaches() {
+    use crate::agents::{Agent, delivery, installed};
+    use crate::model::{Model, Reply};
+    for agent in [Agent::Claude, Agent::Codex] {
+        installed(agent);
+        let post = agent.tool("ocx", "post");
+        let model = Model::start(move |r| {
+            let answered = !r.new_tool_results().is_empty();
+            let said = r.last_user_text().unwrap_or_default();
+            let record = crate::agents::record_of(r);
+            if answered {
+                return Reply::text("Done.");
+            }
+            if said.contains("admin typed this") {
+                return Reply::tool(
+                    &post,
+                    json!({"to": record, "text": "I read what admin typed at my terminal"}),
+                );
+            }
+            match delivery(r) {
+                Some((line, _)) if line.starts_with("Record ") => {
+                    Reply::tool(&post, json!({"to": record, "text": "ready at my terminal"}))
+                }
+                Some((line, hash)) if line.contains("please answer") => {
+                    Reply::tool(&post, json!({"to": hash, "text": "answered the post"}))
+                }
+                _ => Reply::text("Nothing to do."),
+            }
+        });
+        let repo = Repo::new();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(repo.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        repo.commit_as("admin", "README.md", "hello\n", None);
+        let node = ServedNode::start(repo);
+        let repo = &node.repo;
+        let key = repo.dir.path().join("key");
+        std::fs::write(&key, "a-model-key-of-the-node-0123456789").unwrap();
+        repo.json(&[
+            "credential",
+            "--name",
+            "model-key",
+            "--file",
+            key.to_str().unwrap(),
+        ])
+        .ok();
+        std::fs::remove_file(&key).unwrap();
+        let base = match agent {
+            Agent::Claude => model.url(),
+            Agent::Codex => format!("{}/v1", model.url()),
+        };
+        let name = format!("{agent:?}").to_lowercase();
+        let page = repo
+            .json(&[
+                "runner",
+                "--name",
+                &name,
+                "--terminal",
+                "--base-url",
+                &base,
+                "--api-key",
+                "model-key",
+                "--model",
+                "scripted",
+            ])
+            .ok();
+        assert_eq!(page["page"], format!("sandbox/{name}-terminal"));
+        assert_eq!(page["definition"]["terminal"], true);
+        let runner = format!("{name}-terminal");
+        let record = repo
+            .json(&[
+                "create",
+                "--runner",
+                &runner,
+                "--objective",
+                "Work at your terminal",
+                "--wall",
+                "10m",
+                "--hears",
+                "admin",
+            ])
+            .ok()["record"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let run_user = ocx::protocol::found::record(
+            &ocx::fossil::Repository::open(&repo.file).unwrap(),
+            ocx::fossil::Repository::open(&repo.file)
+                .unwrap()
+                .receipt(&record)
+                .unwrap()
+                .unwrap()
+                .rid,
+            &record,
+        )
+        .unwrap()
+        .unwrap()
+        .record
+        .user;
+        let dir = ocx::node::config::NodeConfig::run_dir(&repo.node_root(), &record);
+        let from_run = |text: &str| {
+            let until = Instant::now() + PATIENCE;
+            loop {
+                let posts = repo.json(&["thread", "--of", &record]).ok()["posts"].clone();
+                if posts.as_array().unwrap().iter().any(|p| {
+                    p["from"] == run_user.as_str()
+                        && p["text"].as_str().is_some_and(|t| t.contains(text))
+                }) {
+                    return;
+                }
+                assert!(
+                    Instant::now() < until,
+                    "{agent:?}: the run never posted {text:?}: {posts:#}\n{}\n{}",
+                    std::fs::read_to_string(dir.join("output.log")).unwrap_or_default(),
+                    std::fs::read_to_string(dir.join("watch.log")).unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        };
+        from_run("ready at my terminal");
+        repo.json(&["post", "--to", &record, "--text", "please answer"])
+            .ok();
+        from_run("answered the post");
+
+        let tmux = Tmux::start(
+            repo.dir.path(),
+            &name,
+            &format!(
+                "{} attach {} --repository {} --user admin",
+                env!("CARGO_BIN_EXE_ocx"),
+                &record[..12],
+                repo.file.display()
+            ),
+            160,
+            45,
+        );
+        let prompt = match agent {
+            Agent::Claude => "? for shortcuts",
+            Agent::Codex => "OpenAI Codex",
+        };
+        tmux.shows(prompt);
+        tmux.type_text("admin typed this");
+        std::thread::sleep(Duration::from_millis(500));
+        tmux.press("Enter");
+        from_run("I read what admin typed at my terminal");
+        tmux.press("C-]");
+        tmux.shows("joining: left");
+        let node_login = ocx::node::config::NodeConfig::load(&repo.node_root())
+            .unwrap()
+            .login;
+        let until = Instant::now() + PATIENCE;
+        loop {
+            let posts = repo.json(&["thread", "--of", &record]).ok()["posts"].clone();
+            if posts.as_array().unwrap().iter().any(|p| {
+                p["from"] == node_login.as_str()
+                    && p["text"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("admin attached to this run's terminal"))
+            }) {
+                break;
+            }
+            assert!(
+                Instant::now() < until,
+                "{agent:?}: no attachment post: {posts:#}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let log = std::fs::read_to_string(dir.join("output.log")).unwrap();
+        assert!(!log.contains('\x1b'), "{agent:?}: the log is text: {log:?}");
+        repo.json(&["stop", &record]).ok();
+    }
+}
