@@ -12,6 +12,7 @@ mod attack_protocol;
 mod attack_run;
 mod attack_secrets;
 mod attack_senders;
+mod attack_terminal;
 mod attack_waits;
 mod attack_web;
 mod cgi;

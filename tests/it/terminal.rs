@@ -40,6 +40,9 @@ while True:
         break
     line = line.rstrip("\n")
     note({"step": "line", "text": line})
+    if line == "clipboard":
+        sys.stdout.write("\x1b]52;c;b2N4LXNlY3JldC1wYXlsb2Fk\x07\x1bPtmux;\x1b\x1b]52;c;b2N4LXNlY3JldC1wYXlsb2Fk\x07\x1b\\")
+        sys.stdout.flush()
     sys.stdout.write("\x1b[1mgot:\x1b[0m %s\r\n> " % line)
     sys.stdout.flush()
 "#;
@@ -113,6 +116,32 @@ impl Tmux {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", crate::support::said(&out));
+    }
+
+    /// Lets programs in the window set the clipboard (OSC 52), which
+    /// tmux keeps as a paste buffer.
+    pub fn set_clipboard(&self) {
+        let _ = self
+            .tmux()
+            .args(["set-option", "-g", "set-clipboard", "on"])
+            .output();
+    }
+
+    /// Every paste buffer tmux keeps, as text.
+    pub fn buffers(&self) -> String {
+        let list = self
+            .tmux()
+            .args(["list-buffers", "-F", "#{buffer_name}"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&list.stdout)
+            .lines()
+            .map(|b| {
+                let out = self.tmux().args(["show-buffer", "-b", b]).output().unwrap();
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// What the window shows now.
