@@ -157,6 +157,8 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::create::Create>::new(),
     &Def::<crate::tools::stop::StopTool>::new(),
     &Def::<crate::tools::attach::Attach>::new(),
+    &Def::<crate::tools::patterns::Patterns>::new(),
+    &Def::<crate::tools::tag_messages::TagMessages>::new(),
     &Def::<crate::tools::audit::Audit>::new(),
     &Def::<crate::tools::verdicts::Verdicts>::new(),
     &Def::<crate::tools::unaudited::Unaudited>::new(),

@@ -508,8 +508,23 @@ impl<'a> Receipts<'a> {
         repo: &Repository,
         name: &str,
     ) -> Result<Option<RunnerPage>, NodeError> {
+        let Some(counting) = self.counting_version(repo, &runner::page_name(name))? else {
+            return Ok(None);
+        };
+        Ok(runner::read_page(&counting.text).ok())
+    }
+
+    /// The version of wiki page `page` that counts: the newest, in the
+    /// order this repository (or the clone's server) received them, of
+    /// those a login holding admin or setup sent; every other version is
+    /// ignored, whatever date its writer gave it.
+    pub fn counting_version(
+        &self,
+        repo: &Repository,
+        page: &str,
+    ) -> Result<Option<CountingVersion>, NodeError> {
         let mut versions = Vec::new();
-        for (rid, _) in repo.wiki_versions_received(&runner::page_name(name))? {
+        for (rid, _) in repo.wiki_versions_received(page)? {
             versions.push((rid, repo.hash_of(rid)?));
         }
         let hashes: Vec<String> = versions.iter().map(|(_, h)| h.clone()).collect();
@@ -518,15 +533,38 @@ impl<'a> Receipts<'a> {
             .into_iter()
             .filter_map(|(rid, h)| {
                 let r = got.get(&h).filter(|r| r.from_admin())?;
-                Some((r.order()?, rid))
+                Some((r.order()?, rid, h, r.sender()?.to_string()))
             })
             .max();
-        let Some((_, rid)) = counting else {
+        let Some((_, rid, hash, sender)) = counting else {
             return Ok(None);
         };
-        let text = repo.parsed(rid)?.and_then(|p| p.text);
-        Ok(text.and_then(|t| runner::read_page(&t).ok()))
+        let parsed = repo.parsed(rid)?;
+        let written = parsed
+            .as_ref()
+            .and_then(|p| p.arg(b'D'))
+            .unwrap_or_default();
+        let text = parsed.and_then(|p| p.text).unwrap_or_default();
+        Ok(Some(CountingVersion {
+            hash,
+            sender,
+            written,
+            text,
+        }))
     }
+}
+
+/// The version of a wiki page that counts ([`Receipts::counting_version`]).
+#[derive(Debug, Clone)]
+pub struct CountingVersion {
+    /// Its full hash.
+    pub hash: String,
+    /// Who sent it, by receipt.
+    pub sender: String,
+    /// When its writer says it was written (its D card).
+    pub written: String,
+    /// Its text.
+    pub text: Vec<u8>,
 }
 
 /// A record as the served repository received it.

@@ -141,6 +141,10 @@ pub struct Record {
     pub budget: Budget,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// Where the record's fields were taken from (`create --pattern`): a
+    /// key v1 readers pass over, which limits nothing; read as any value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<serde_json::Value>,
 }
 
 /// A stop (C3): ends the run of the record it names.

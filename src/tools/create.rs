@@ -14,46 +14,51 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Input of `create`: the record's own fields, and where to write it.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Input {
+    /// A pattern to start from: NAME, the wiki page run/NAME (its version an administrator sent last), or an http or https URL of a page whose first JSON block holds a record's fields. The fields given here win over the pattern's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
     /// How it runs: `command` (a program once per check-in, for CI), or a session runner the node offers (its wiki page sandbox/NAME), such as claude or codex. Default: claude.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
-    /// The task in plain words, and what counts as passing.
-    pub objective: String,
+    /// The task in plain words, and what counts as passing (required, here or in the pattern).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objective: Option<String>,
     /// The branches whose check-ins it is given.
-    #[serde(default)]
-    pub checkins: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkins: Option<Vec<String>>,
     /// The logins whose posts in its place it is given. Default: every login holding admin or setup now; [] for a command.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hears: Option<Vec<String>>,
     /// Whether people may reach the session through its runner's remote control. Default: true where the runner offers it.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<bool>,
     /// Restrictions the node must hold the run to: no_password, branch, own_thread. Default: none.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restrict: Option<Restrict>,
     /// What its processes see of the host. Default: network true, no paths.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<Sandbox>,
-    /// Limits on all its processes together; wall is required.
-    pub budget: Budget,
+    /// Limits on all its processes together; wall is required (here or in the pattern).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
     /// The program and its arguments, for the command runner only.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
     /// The login the run acts as. Default: a new one, the runner's name, a hyphen and six hex digits.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-flag" = "run-user"))]
     pub user: Option<String>,
     /// The node it is for, by server-code. Default: this repository's.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// A post to reply to with the record (its thread is the record's place).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
     /// A ticket to write the record on, by its id.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ticket: Option<String>,
 }
 
@@ -102,6 +107,27 @@ impl Tool for Create {
                 .next("correct the field; `ocx help create` describes each")
         };
         let receipts = super::served::pull_first(call)?;
+        let (input, source) = match &input.pattern {
+            None => (input, None),
+            Some(given) => {
+                let pattern = super::pattern::read(call, &receipts, given)?;
+                (with_pattern(input, &pattern)?, Some(pattern.source))
+            }
+        };
+        let objective = input.objective.clone().ok_or_else(|| {
+            Stop::field(
+                "objective",
+                "is missing: give it, or a pattern that holds it",
+            )
+            .next("say what the run is for with --objective")
+        })?;
+        let budget = input.budget.clone().ok_or_else(|| {
+            Stop::field(
+                "budget.wall",
+                "is missing: give it, or a pattern whose budget holds it",
+            )
+            .next("give the run's wall time, such as --wall 2h")
+        })?;
         let repo = call.repo()?;
         let runner = input.runner.clone().unwrap_or_else(|| "claude".into());
         if !runner::valid_name(&runner) {
@@ -110,7 +136,7 @@ impl Tool for Create {
                     .next("give command, or a runner such as claude"),
             );
         }
-        if input.objective.trim().is_empty() {
+        if objective.trim().is_empty() {
             return Err(Stop::field("objective", "is empty").next("say what the run is for"));
         }
         let is_command = runner == runner::COMMAND;
@@ -138,7 +164,7 @@ impl Tool for Create {
                 .next("name logins of this repository"));
             }
         }
-        if input.budget.tokens.is_some() && page.as_ref().is_none_or(|p| p.model.is_none()) {
+        if budget.tokens.is_some() && page.as_ref().is_none_or(|p| p.model.is_none()) {
             return Err(Stop::field(
                 "budget.tokens",
                 format!(
@@ -183,14 +209,15 @@ impl Tool for Create {
             node: node.clone(),
             user: user.clone(),
             runner: runner.clone(),
-            objective: input.objective.clone(),
-            checkins: input.checkins.clone(),
+            objective: objective.clone(),
+            checkins: input.checkins.clone().unwrap_or_default(),
             hears,
             remote,
             restrict: input.restrict.clone().unwrap_or_default(),
             sandbox: with_page_hosts(input.sandbox.clone().unwrap_or_default(), page.as_ref()),
-            budget: input.budget.clone(),
+            budget,
             command: input.command.clone(),
+            pattern: source.map(|s| serde_json::to_value(s).unwrap_or_default()),
         };
         kinds::check_record(&record).map_err(refuse)?;
         if call.dry_run && node == server_code && crate::node::is_node(call.repo()?)? {
@@ -223,7 +250,7 @@ impl Tool for Create {
                         .next("give the post as to"));
                 }
             },
-            (None, None) => Where::NewThread(title_of(&input.objective)),
+            (None, None) => Where::NewThread(title_of(&objective)),
         };
         let (fields, block) = super::writing::message_text(&record)?;
         let text = format!(
@@ -244,6 +271,27 @@ impl Tool for Create {
             fields,
         })
     }
+}
+
+/// `input` over `pattern`: the pattern's fields, each the call gives in
+/// its place (an object's key by key), read again as `create`'s input.
+fn with_pattern(input: Input, pattern: &super::pattern::Pattern) -> Result<Input, Stop> {
+    let given = match serde_json::to_value(&input) {
+        Ok(serde_json::Value::Object(mut m)) => {
+            m.remove("pattern");
+            m
+        }
+        _ => serde_json::Map::new(),
+    };
+    let merged = super::pattern::merged(&pattern.fields, &given);
+    let de = serde_json::Value::Object(merged);
+    let mut read: Input = serde_path_to_error::deserialize(&de).map_err(|e| {
+        let (field, reason) = crate::stop::field_at_fault(&e);
+        Stop::field(field, format!("with the pattern's fields: {reason}"))
+            .next("correct the field; `ocx help create` describes each")
+    })?;
+    read.pattern = input.pattern;
+    Ok(read)
 }
 
 /// A new thread's title: the objective's first line, cut to [`TITLE_CHARS`].

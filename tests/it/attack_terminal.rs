@@ -13,7 +13,8 @@ fn a_posters_control_keys_are_never_typed_into_a_runs_terminal() {
     // Ctrl-C, Ctrl-Z and Ctrl-\ would signal the program; Ctrl-D and a
     // line feed would end a line early; Ctrl-U would erase it.
     let hostile = "stop\u{3}me\u{1a}now\u{1c}or\u{4}end\u{15}here";
-    repo.json(&["post", "--to", &record, "--text", hostile]).ok();
+    repo.json(&["post", "--to", &record, "--text", hostile])
+        .ok();
     let line = site.noted(|s| {
         s["step"] == "line" && s["text"].as_str().is_some_and(|t| t.starts_with("Post "))
     });
@@ -22,8 +23,13 @@ fn a_posters_control_keys_are_never_typed_into_a_runs_terminal() {
         text.ends_with("stop me now or end here"),
         "one line, each control key a space: {text:?}"
     );
-    repo.json(&["post", "--to", &record, "--text", "still here"]).ok();
-    site.noted(|s| s["text"].as_str().is_some_and(|t| t.ends_with("still here")));
+    repo.json(&["post", "--to", &record, "--text", "still here"])
+        .ok();
+    site.noted(|s| {
+        s["text"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("still here"))
+    });
 }
 
 #[test]

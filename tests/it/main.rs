@@ -29,6 +29,7 @@ mod messages;
 mod model;
 mod node;
 mod ollama;
+mod patterns;
 mod protocol;
 mod questions;
 mod reads;

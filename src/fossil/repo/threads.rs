@@ -54,7 +54,44 @@ pub(super) const SQL_TICKET_CHANGES: &str = "SELECT c.tkt_rid, b.uuid, b.rcvid, 
 pub(super) const SQL_TICKET_RESOLVE: &str =
     "SELECT tkt_id, tkt_uuid FROM ticket WHERE tkt_uuid>=?1 AND tkt_uuid<?2 LIMIT 2";
 
+/// Every first version of a post, and every ticket change with a
+/// comment, that is not private and bears no tag `?1`, in received order.
+const SQL_UNTAGGED_POSTS: &str = "SELECT p.fpid, b.uuid, b.rcvid, u.login, p.fmtime, 0, 0
+     FROM forumpost p JOIN blob b ON b.rid=p.fpid
+     LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
+     WHERE p.fprev IS NULL AND NOT EXISTS(SELECT 1 FROM private WHERE rid=p.fpid)
+       AND NOT EXISTS(SELECT 1 FROM tagxref x JOIN tag t ON t.tagid=x.tagid
+                      WHERE t.tagname=?1 AND x.rid=p.fpid AND x.tagtype>0)
+     ORDER BY b.rcvid, p.fpid";
+
+const SQL_UNTAGGED_CHANGES: &str =
+    "SELECT c.tkt_rid, b.uuid, b.rcvid, u.login, c.tkt_mtime, 0, c.icomment
+     FROM ticketchng c JOIN blob b ON b.rid=c.tkt_rid
+     LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
+     WHERE c.icomment IS NOT NULL AND NOT EXISTS(SELECT 1 FROM private WHERE rid=c.tkt_rid)
+       AND NOT EXISTS(SELECT 1 FROM tagxref x JOIN tag t ON t.tagid=x.tagid
+                      WHERE t.tagname=?1 AND x.rid=c.tkt_rid AND x.tagtype>0)
+     ORDER BY b.rcvid, c.tkt_rid";
+
 impl Repository {
+    /// Every post (its first version) and ticket change with a comment,
+    /// public, that bears no tag `tag`: what may hold a message whose tag
+    /// was never written.
+    pub fn untagged_said(&self, tag: &str) -> Result<Vec<Said>, FossilError> {
+        let mut out = Vec::new();
+        if self.has_table("forumpost")? {
+            let mut st = self.db.prepare_cached(SQL_UNTAGGED_POSTS)?;
+            let rows = st.query_map([tag], |r| said(r, None, false))?;
+            out.extend(rows.collect::<Result<Vec<_>, _>>()?);
+        }
+        if self.has_table("ticketchng")? {
+            let mut st = self.db.prepare_cached(SQL_UNTAGGED_CHANGES)?;
+            let rows = st.query_map([tag], |r| said(r, r.get(6)?, false))?;
+            out.extend(rows.collect::<Result<Vec<_>, _>>()?);
+        }
+        Ok(out)
+    }
+
     /// The ticket whose id a full id or prefix names.
     pub fn resolve_ticket(&self, prefix: &str) -> Result<Lookup, FossilError> {
         self.lookup_prefix(SQL_TICKET_RESOLVE, prefix)
