@@ -353,11 +353,36 @@ fn console(request: &Request, body: &mut dyn Read, cx: &Context) -> Response {
         });
     }
     let view = registry::call("console", Ok(Value::Object(Map::new())), cx, false);
+    let new_run = may_send_runs(cx).then(|| new_run(cx));
     Response {
         status: 200,
         content_type: "text/html",
-        body: page::console(request, cx, &view, written),
+        body: page::console(request, cx, &view, written, new_run.as_deref()),
     }
+}
+
+/// Whether the viewer may send runs: admin, setup or OCX's `R`.
+fn may_send_runs(cx: &Context) -> bool {
+    cx.caller().is_ok_and(|c| c.capabilities.has_any("asR"))
+}
+
+/// The console's "New run": each pattern that counts, with the record
+/// `create` would write from it as the viewer (its dry run).
+fn new_run(cx: &Context) -> Vec<(Value, Answer)> {
+    let listed = registry::call("patterns", Ok(Value::Object(Map::new())), cx, false);
+    listed
+        .result
+        .as_ref()
+        .and_then(|r| r.get("patterns"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let name = p["name"].as_str().unwrap_or_default();
+            let input = serde_json::json!({"pattern": name});
+            (p.clone(), registry::call("create", Ok(input), cx, true))
+        })
+        .collect()
 }
 
 /// Why a signed-in viewer's write is only a dry run on a site whose

@@ -39,6 +39,9 @@ pub struct Listed {
     /// The logins whose posts wake its run (none given: every administrator).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hears: Option<Vec<String>>,
+    /// The login its runs act as, when it names one (none: a new login each time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// Why the page cannot be used, when it cannot (its block, as the refusal names it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
@@ -147,6 +150,7 @@ pub fn list(call: &mut Call) -> Result<Vec<Listed>, Stop> {
                     runner: text("runner").unwrap_or_else(|| "claude".into()),
                     checkins: list("checkins").unwrap_or_default(),
                     hears: list("hears"),
+                    user: text("user"),
                     problem: None,
                 }
             }
@@ -161,6 +165,7 @@ pub fn list(call: &mut Call) -> Result<Vec<Listed>, Stop> {
                 runner: String::new(),
                 checkins: Vec::new(),
                 hears: None,
+                user: None,
                 problem: Some(format!(
                     "{}{}",
                     stop.field.map(|f| format!("{f}: ")).unwrap_or_default(),

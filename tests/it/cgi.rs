@@ -83,7 +83,7 @@ pub fn sign_in(repo: &Repo, login: &str) -> String {
 /// One request to the page, as Fossil makes it for a signed-in viewer:
 /// when `env` names a `FOSSIL_USER` (not anonymous), that login signs in
 /// and its cookie goes with the request, as a browser's would.
-fn cgi(ext: &Ext, repo: &Repo, env: &[(&str, &str)], body: &[u8]) -> Page {
+pub fn cgi(ext: &Ext, repo: &Repo, env: &[(&str, &str)], body: &[u8]) -> Page {
     let user = env
         .iter()
         .find(|(k, _)| *k == "FOSSIL_USER")

@@ -505,3 +505,51 @@ fn hand_post(repo: &Repo, title: &str, text: &str) -> String {
     .compose();
     repo.import_as("admin", &[bytes]).remove(0)
 }
+
+#[test]
+fn in_chromium_an_administrator_starts_a_run_from_a_pattern_on_the_console() {
+    let browser = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    assert!(
+        browser.join("node_modules/playwright-core").is_dir(),
+        "playwright-core is missing: run scripts/setup.sh"
+    );
+    let repo = Repo::new();
+    repo.fossil(&["user", "password", "admin", "admin-pw"]);
+    repo.user("pat", "v234jk");
+    runner_page(&repo, "echo", &json!({"command": ["/bin/cat"], "input": "lines"}));
+    let block: Value = serde_json::from_str(REVIEWER).unwrap();
+    pattern_page(&repo, "reviewer", &block);
+    let ext = crate::cgi::Ext::new();
+    let server = crate::cgi::Server::start(&repo, &ext);
+    let shot = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ocx-console-new-run.png");
+    let profile = tempfile::Builder::new().prefix("ocx-chromium-").tempdir().unwrap();
+    let out = std::process::Command::new("node")
+        .arg(browser.join("new-run.mjs"))
+        .env("OCX_BASE", server.base())
+        .env("OCX_LOGIN", "admin")
+        .env("OCX_PASSWORD", "admin-pw")
+        .env("OCX_PATTERN", "reviewer")
+        .env("OCX_OBJECTIVE", block["objective"].as_str().unwrap())
+        .env("OCX_PROFILE", profile.path().join("profile"))
+        .env("OCX_SHOT", &shot)
+        .output()
+        .unwrap();
+    let said = crate::support::said(&out);
+    assert!(out.status.success(), "the browser test failed: {said}");
+    assert!(shot.is_file(), "no screenshot: {said}");
+    let now = ocx::fossil::Repository::open(&repo.file).unwrap();
+    let records = ocx::protocol::found::tagged_records(&now).unwrap();
+    assert_eq!(records.len(), 1, "one record written");
+    let r = &records[0];
+    assert_eq!(r.said.from.as_deref(), Some("admin"), "written as the viewer");
+    assert_eq!(r.record.checkins, ["dev"]);
+    assert!(!r.record.sandbox.network);
+    assert_eq!(r.record.pattern.as_ref().unwrap()["page"], "run/reviewer");
+    // pat, who may not send runs, sees no "New run".
+    let page = crate::cgi::cgi(&ext, &repo, &[("FOSSIL_USER", "pat"), ("PATH_INFO", "/console")], b"");
+    assert_eq!(page.status, 200);
+    assert!(!page.body.contains("New run"), "{}", page.body);
+    let page = crate::cgi::cgi(&ext, &repo, &[("FOSSIL_USER", "admin"), ("PATH_INFO", "/console")], b"");
+    assert!(page.body.contains("New run"), "{}", page.body);
+    drop(server);
+}

@@ -94,6 +94,7 @@ pub(super) fn console(
     cx: &Context,
     view: &Answer,
     written: Option<Markup>,
+    new_run: Option<&[(Value, Answer)]>,
 ) -> String {
     let result = view.result.as_ref();
     let list = |key: &str| -> Vec<Value> {
@@ -133,8 +134,58 @@ pub(super) fn console(
             h2 { "Ended lately" }
             @if ended.is_empty() { p.ocx-notice { "No run ended lately." } }
             @for r in &ended { (console_run(r)) }
+            @if let Some(patterns) = new_run {
+                h2 id="new-run" { "New run" }
+                p { "Each pattern (a wiki page run/NAME an administrator wrote) as the record it would write, as you, now. The record states the whole boundary; the pattern limits nothing." }
+                @if patterns.is_empty() { p.ocx-notice { "No pattern counts yet: an administrator writes the wiki page run/NAME, its first JSON block a record's fields." } }
+                @for (p, dry) in patterns { (pattern_card(request, p, dry)) }
+                h3 { "A record from scratch" }
+                @if let Some(create) = registry::find("create") { (card(request, cx, create, false, None)) }
+            }
         },
     )
+}
+
+/// A pattern on the console: what it is, who wrote it, the record
+/// `create` would write from it (node, user, runner, objective, what
+/// wakes it, sandbox, budget, restrictions), and a button that writes it.
+fn pattern_card(request: &Request, p: &Value, dry: &Answer) -> Markup {
+    let name = text_of(p, "name");
+    let fields = dry.result.as_ref().map(|r| &r["fields"]);
+    let json = |v: &Value| serde_json::to_string(v).unwrap_or_default();
+    let list = |v: &Value| match v.as_array() {
+        Some(a) if a.is_empty() => "none".to_string(),
+        Some(a) => a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "),
+        None => String::new(),
+    };
+    html! {
+        section.ocx-card.ocx-pattern id=(format!("pattern-{name}")) {
+            h3 { (name) }
+            p.ocx-needs { "Written by " b { (text_of(p, "written_by")) } " at " (text_of(p, "written_at")) ", page " code { (text_of(p, "page")) } }
+            @match (&dry.stopped, fields) {
+                (Some(s), _) => p.ocx-noform { "It would stop: " @if let Some(f) = &s.field { b.ocx-field { (f) } ": " } (s.reason) },
+                (None, Some(f)) => {
+                    table.ocx-record {
+                        tr { th { "objective" } td { (text_of(f, "objective")) } }
+                        tr { th { "runner" } td { (text_of(f, "runner")) } }
+                        tr { th { "node" } td { code { (text_of(f, "node")) } } }
+                        tr { th { "user" } td { (text_of(f, "user")) @if p.get("user").is_none() { " (a new login, named when it is written)" } } }
+                        tr { th { "wakes on" } td { "check-ins on: " (list(&f["checkins"])) "; posts of: " (list(&f["hears"])) } }
+                        tr { th { "sandbox" } td { code { (json(&f["sandbox"])) } } }
+                        tr { th { "budget" } td { code { (json(&f["budget"])) } } }
+                        tr { th { "restrict" } td { code { (json(&f["restrict"])) } } }
+                    }
+                    @if request.signed_in() {
+                        form.ocx-form method="post" action=(request.link(Some("create"))) enctype="application/x-www-form-urlencoded" {
+                            input type="hidden" name="pattern" value=(name);
+                            p { button type="submit" id=(format!("pattern-{name}-create")) { "Create this run" } }
+                        }
+                    }
+                },
+                (None, None) => p { "nothing" },
+            }
+        }
+    }
 }
 
 fn text_of<'a>(v: &'a Value, key: &str) -> &'a str {
