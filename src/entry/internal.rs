@@ -8,7 +8,6 @@
 
 #![allow(clippy::disallowed_methods)] // an entry point: it reads the run's variables and starts `ocx post`, as docs/architecture.md says
 
-use crate::node::inbox::Delivery;
 use clap::builder::{PathBufValueParser, StringValueParser};
 use clap::{Arg, ArgMatches, Command};
 use std::ffi::OsString;
@@ -137,7 +136,7 @@ fn run(word: &str, m: &ArgMatches) -> i32 {
             super::watch::main(&path("root"), &record, checkin)
         }
         "forward" => forward(m),
-        "demo-agent" => demo_agent(),
+        "demo-agent" => super::demo::main(),
         _ => super::USAGE,
     }
 }
@@ -163,52 +162,4 @@ fn forward(m: &ArgMatches) -> i32 {
     let why = crate::run::egress::forward(&passages, &words("program"));
     super::eprint(&format!("ocx forward: {why}\n"));
     1
-}
-
-/// The demo agent shipped with OCX, a session runner's program: it answers
-/// each post it is given with a post of its own in the same thread, as the
-/// run's user, from the run's clone (`post` pushes it). It reads its deliveries
-/// as lines on stdin and ends when its input does.
-fn demo_agent() -> i32 {
-    use std::io::BufRead;
-    let user = std::env::var(crate::context::RUN_USER_VAR).unwrap_or_default();
-    let Ok(fossil) = crate::fossil::Fossil::locate() else {
-        super::eprint("demo-agent: no fossil program\n");
-        return 1;
-    };
-    let Ok(me) = std::env::current_exe() else {
-        return 1;
-    };
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let Some(checkout) = crate::fossil::checkout::find(&cwd) else {
-        super::eprint("demo-agent: not in a checkout\n");
-        return 1;
-    };
-    for line in std::io::stdin().lock().lines().map_while(Result::ok) {
-        let Ok(Delivery::Post {
-            post: hash,
-            from,
-            text,
-        }) = Delivery::read(&line)
-        else {
-            continue;
-        };
-        let reply = format!("Hello {from}, I heard you say: {}", text.replace('\n', " "));
-        if let Err(e) = fossil.pull(&checkout.repository) {
-            super::eprint(&format!("demo-agent: {e}\n"));
-            continue;
-        }
-        let posted = std::process::Command::new(&me)
-            .args(["post", "--user", &user, "--to", &hash, "--text", &reply])
-            .output();
-        match posted {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => super::eprint(&format!(
-                "demo-agent: {}",
-                String::from_utf8_lossy(&out.stdout)
-            )),
-            Err(e) => super::eprint(&format!("demo-agent: {e}\n")),
-        }
-    }
-    0
 }

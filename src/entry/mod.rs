@@ -4,6 +4,7 @@
 pub mod attach;
 pub mod cgi;
 pub mod cli;
+pub mod demo;
 pub mod git;
 
 pub mod internal;

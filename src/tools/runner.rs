@@ -1,10 +1,12 @@
-//! `runner`: writes one of the runner pages OCX ships and tests,
-//! `sandbox/claude` (Claude Code, headless, in stream-json), `sandbox/codex`
-//! (Codex's app-server) or `sandbox/local` (OCX's own agent on an Ollama),
-//! or, with `terminal`, `sandbox/claude-terminal` and
-//! `sandbox/codex-terminal` (each agent's own interactive interface on the
-//! run's terminal, which a person may join with `ocx attach`),
-//! as the caller, an administrator on the node; and says what the
+//! `runner`: writes one of the runner pages OCX ships and tests, as the
+//! caller, an administrator on the node: `sandbox/claude` (Claude Code,
+//! headless, in stream-json), `sandbox/codex` (Codex's app-server),
+//! `sandbox/local` (OCX's own agent on an Ollama) or `sandbox/demo` (OCX's
+//! demo agent, no model behind it); with `terminal`,
+//! `sandbox/claude-terminal` and `sandbox/codex-terminal` (each agent's own
+//! interactive interface on the run's terminal, which a person may join
+//! with `ocx attach`); and, asked, three example patterns for it
+//! (`run/reviewer`, `run/fixer`, `run/helper`). It says what the
 //! administrator still has to give (the login, the model). The page names
 //! credentials by name only: the node keeps them (`ocx credential`).
 
@@ -23,7 +25,7 @@ use std::path::PathBuf;
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Input {
-    /// Which shipped runner: claude, codex or local.
+    /// Which shipped runner: claude, codex, local or demo.
     pub name: String,
     /// The model its agent asks for (local: required, an Ollama model such as qwen3:4b).
     pub model: Option<String>,
@@ -39,6 +41,9 @@ pub struct Input {
     /// Its own interactive interface on a terminal of the run's (claude, codex), which a person with admin or setup may join at the node with ocx attach, rather than its headless mode: written as sandbox/NAME-terminal, beside the headless page.
     #[serde(default)]
     pub terminal: bool,
+    /// Also write three example patterns for it (run/reviewer: a reviewer of dev that writes verdicts; run/fixer: a fixer held to the branch fixes, without a password; run/helper: a forum helper that answers posts in its own thread).
+    #[serde(default)]
+    pub patterns: bool,
 }
 
 /// The page written, and what is left to do.
@@ -53,6 +58,9 @@ pub struct Output {
     pub definition: RunnerPage,
     /// What the administrator still has to give before its runs can work.
     pub still_to_do: Vec<String>,
+    /// The example patterns written beside it (`patterns`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub patterns: Vec<String>,
 }
 
 /// The `runner` tool.
@@ -70,7 +78,7 @@ impl Tool for Runner {
     type Input = Input;
     type Output = Output;
     const NAME: &'static str = "runner";
-    const SUMMARY: &'static str = "Write a shipped runner page (sandbox/claude, sandbox/codex or sandbox/local) and say what is left to give it.";
+    const SUMMARY: &'static str = "Write a shipped runner page (sandbox/claude, sandbox/codex, sandbox/local or sandbox/demo), and the example patterns when asked, and say what is left to give it.";
     const NEEDS: Needs = Needs::Any("as");
     const WRITES: bool = true;
 
@@ -109,10 +117,11 @@ impl Tool for Runner {
             "claude" => claude(&input)?,
             "codex" => codex(&input)?,
             "local" => local(&input)?,
+            "demo" => demo(&input)?,
             other => {
                 return Err(
                     Stop::field("name", format!("OCX ships no runner {other:?}"))
-                        .next("give claude, codex or local"),
+                        .next("give claude, codex, local or demo"),
                 );
             }
         };
@@ -173,12 +182,37 @@ impl Tool for Runner {
         .compose();
         let mut batch = Batch::default();
         let hash = batch.add("wiki page", bytes, policy);
+        let mut patterns = Vec::new();
+        if input.patterns {
+            for (name, text) in example_patterns(&runner) {
+                let page = format!("{}{name}", super::pattern::PREFIX);
+                let current = repo.wiki_page(&page)?;
+                let bytes = WikiPage {
+                    date: &date,
+                    name: &page,
+                    mimetype: "text/x-markdown",
+                    parent: current.as_ref().map(|p| p.hash.as_str()),
+                    user: &caller.login,
+                    text: &text,
+                }
+                .compose();
+                batch.add("wiki page", bytes, policy);
+                patterns.push(page);
+            }
+        } else {
+            still.push(format!(
+                "write the example patterns for it, a reviewer of dev, a fixer on fixes and a forum helper: ocx runner --name {}{} --patterns",
+                input.name,
+                if input.terminal { " --terminal" } else { "" }
+            ));
+        }
         write(call, &batch, true)?;
         Ok(Output {
             page,
             version: (!call.dry_run).then_some(hash),
             definition: shipped.page,
             still_to_do: still,
+            patterns,
         })
     }
 }
@@ -459,6 +493,106 @@ fn local(input: &Input) -> Result<Shipped, Stop> {
             format!("serve {model} on the Ollama at {url} (ollama pull {model})"),
         ],
     })
+}
+
+/// OCX's demo agent (`ocx demo-agent`): it answers each post it hears,
+/// writes a verdict on each check-in it is given, and, held to a branch,
+/// saves a post's words there; no model behind it.
+fn demo(input: &Input) -> Result<Shipped, Stop> {
+    if input.model.is_some()
+        || input.base_url.is_some()
+        || input.api_key.is_some()
+        || input.login.is_some()
+        || input.remote
+        || input.terminal
+    {
+        return Err(Stop::field(
+            "name",
+            "the demo agent takes no model, service, key, login, remote control or terminal",
+        )
+        .next("leave them out"));
+    }
+    let ocx = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .map(|p: PathBuf| p.display().to_string())
+        .map_err(|e| Stop::failed(format!("cannot tell where ocx is: {e}")))?;
+    Ok(Shipped {
+        title: "The demo agent",
+        about: "OCX's demo agent, with no model behind it: it answers each post it hears in the same thread, writes a verdict (pass) on each check-in it is given, and, in a run held to a branch, first saves the post's words as a file there.".into(),
+        page: RunnerPage {
+            command: vec![ocx, "demo-agent".into()],
+            env: BTreeMap::new(),
+            homes: Vec::new(),
+            credentials: Vec::new(),
+            remote: Vec::new(),
+            input: InputMode::Lines,
+            hosts: Vec::new(),
+            model: None,
+            terminal: false,
+        },
+        still: Vec::new(),
+    })
+}
+
+/// The example patterns for runner `runner`: each page's name and text.
+pub fn example_patterns(runner: &str) -> Vec<(&'static str, String)> {
+    let page = |title: &str, about: &str, block: serde_json::Value| {
+        format!(
+            "# {title}
+
+{about}
+
+A pattern for `ocx create --pattern NAME`: the fields below are written into the record, each of the call's own in its place; the record, not this page, states the run's boundary.
+
+```json
+{}
+```
+",
+            serde_json::to_string_pretty(&block).unwrap_or_default()
+        )
+    };
+    vec![
+        (
+            "reviewer",
+            page(
+                "A reviewer of dev",
+                "Given each check-in on the branch dev, it judges it and writes a verdict (audited, pass or fail, with its reason) against its record. It hears no one's posts.",
+                serde_json::json!({
+                    "runner": runner,
+                    "objective": "Review each check-in on dev: write a verdict on it (pass or fail, with its reason) against this record.",
+                    "checkins": ["dev"],
+                    "hears": [],
+                    "budget": {"wall": "8h"}
+                }),
+            ),
+        ),
+        (
+            "fixer",
+            page(
+                "A fixer on fixes",
+                "Told in its thread what to fix, it commits the fix on the branch fixes and says what it did. It holds no password: its check-ins reach the repository only through its node, and only on fixes.",
+                serde_json::json!({
+                    "runner": runner,
+                    "objective": "Fix what you are asked in this thread: commit the fix on the branch fixes, then say in the thread what you did.",
+                    "restrict": {"no_password": true, "branch": "fixes"},
+                    "budget": {"wall": "2h"}
+                }),
+            ),
+        ),
+        (
+            "helper",
+            page(
+                "A forum helper",
+                "It answers each post it hears in its own thread, and posts nowhere else. It holds no password.",
+                serde_json::json!({
+                    "runner": runner,
+                    "objective": "Answer each post you hear in this thread, here and nowhere else.",
+                    "restrict": {"no_password": true, "own_thread": true},
+                    "budget": {"wall": "8h"}
+                }),
+            ),
+        ),
+    ]
 }
 
 #[cfg(test)]

@@ -516,13 +516,21 @@ fn in_chromium_an_administrator_starts_a_run_from_a_pattern_on_the_console() {
     let repo = Repo::new();
     repo.fossil(&["user", "password", "admin", "admin-pw"]);
     repo.user("pat", "v234jk");
-    runner_page(&repo, "echo", &json!({"command": ["/bin/cat"], "input": "lines"}));
+    runner_page(
+        &repo,
+        "echo",
+        &json!({"command": ["/bin/cat"], "input": "lines"}),
+    );
     let block: Value = serde_json::from_str(REVIEWER).unwrap();
     pattern_page(&repo, "reviewer", &block);
     let ext = crate::cgi::Ext::new();
     let server = crate::cgi::Server::start(&repo, &ext);
-    let shot = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ocx-console-new-run.png");
-    let profile = tempfile::Builder::new().prefix("ocx-chromium-").tempdir().unwrap();
+    let shot =
+        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ocx-console-new-run.png");
+    let profile = tempfile::Builder::new()
+        .prefix("ocx-chromium-")
+        .tempdir()
+        .unwrap();
     let out = std::process::Command::new("node")
         .arg(browser.join("new-run.mjs"))
         .env("OCX_BASE", server.base())
@@ -541,15 +549,183 @@ fn in_chromium_an_administrator_starts_a_run_from_a_pattern_on_the_console() {
     let records = ocx::protocol::found::tagged_records(&now).unwrap();
     assert_eq!(records.len(), 1, "one record written");
     let r = &records[0];
-    assert_eq!(r.said.from.as_deref(), Some("admin"), "written as the viewer");
+    assert_eq!(
+        r.said.from.as_deref(),
+        Some("admin"),
+        "written as the viewer"
+    );
     assert_eq!(r.record.checkins, ["dev"]);
     assert!(!r.record.sandbox.network);
     assert_eq!(r.record.pattern.as_ref().unwrap()["page"], "run/reviewer");
     // pat, who may not send runs, sees no "New run".
-    let page = crate::cgi::cgi(&ext, &repo, &[("FOSSIL_USER", "pat"), ("PATH_INFO", "/console")], b"");
+    let page = crate::cgi::cgi(
+        &ext,
+        &repo,
+        &[("FOSSIL_USER", "pat"), ("PATH_INFO", "/console")],
+        b"",
+    );
     assert_eq!(page.status, 200);
     assert!(!page.body.contains("New run"), "{}", page.body);
-    let page = crate::cgi::cgi(&ext, &repo, &[("FOSSIL_USER", "admin"), ("PATH_INFO", "/console")], b"");
+    let page = crate::cgi::cgi(
+        &ext,
+        &repo,
+        &[("FOSSIL_USER", "admin"), ("PATH_INFO", "/console")],
+        b"",
+    );
     assert!(page.body.contains("New run"), "{}", page.body);
     drop(server);
+}
+
+/// Waits until the thread at `of` holds a post from `from` containing `text`.
+fn said_in(repo: &Repo, of: &str, from: &str, text: &str) -> Value {
+    let until = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let thread = repo.json(&["thread", "--of", of]).ok();
+        if let Some(p) = thread["posts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["from"] == from && p["text"].as_str().is_some_and(|t| t.contains(text)))
+        {
+            return p.clone();
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "no post from {from} holding {text:?}: {thread:#}\n{}",
+            crate::support::node_log_text(&repo.node_root())
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The run login a record names.
+fn run_user(repo: &Repo, record: &str) -> String {
+    let r = ocx::fossil::Repository::open(&repo.file).unwrap();
+    let rid = r.receipt(record).unwrap().unwrap().rid;
+    ocx::protocol::found::record(&r, rid, record)
+        .unwrap()
+        .unwrap()
+        .record
+        .user
+}
+
+#[test]
+fn the_example_patterns_ocx_runner_writes_run_end_to_end_with_the_demo_agent() {
+    let repo = Repo::new();
+    repo.user("pat", "v234");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(repo.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    repo.commit_as("admin", "README.md", "hello\n", None);
+    let node = ServedNode::start(repo);
+    let repo = &node.repo;
+    let offer = repo.json(&["runner", "--name", "demo"]).ok();
+    assert!(
+        offer["still_to_do"].as_array().unwrap().iter().any(|s| s
+            .as_str()
+            .unwrap()
+            .contains("ocx runner --name demo --patterns")),
+        "ocx runner offers the patterns: {offer:#}"
+    );
+    let written = repo.json(&["runner", "--name", "demo", "--patterns"]).ok();
+    assert_eq!(
+        written["patterns"],
+        json!(["run/reviewer", "run/fixer", "run/helper"])
+    );
+    let listed = repo.json(&["patterns"]).ok();
+    assert_eq!(
+        listed["patterns"].as_array().unwrap().len(),
+        3,
+        "{listed:#}"
+    );
+
+    // The reviewer: a check-in on dev gets its verdict, which counts.
+    let reviewer = repo.json(&["create", "--pattern", "reviewer"]).ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let reviewer_user = run_user(repo, &reviewer);
+    crate::support::until_logged(&repo.node_root(), 60, |e| {
+        crate::support::is(e, "opened", &reviewer)
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let checkin = repo.commit_as("pat", "feature.txt", "a feature\n", Some("dev"));
+    let until = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let v = repo.json(&["verdicts", "--checkin", &checkin]).ok();
+        let found = v["counting"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|x| x["from"] == reviewer_user.as_str());
+        if let Some(x) = found {
+            assert_eq!(x["verdict"], "pass", "{v:#}");
+            assert_eq!(x["against"], reviewer.as_str(), "{v:#}");
+            break;
+        }
+        let log = std::fs::read_to_string(
+            ocx::node::config::NodeConfig::run_dir(&repo.node_root(), &reviewer).join("output.log"),
+        )
+        .unwrap_or_default();
+        assert!(
+            std::time::Instant::now() < until,
+            "no verdict by the reviewer: {v:#}\n{log}\n{}",
+            crate::support::node_log_text(&repo.node_root())
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    // The fixer: told in its thread, it commits on fixes, with no password, and says so.
+    let fixer = repo.json(&["create", "--pattern", "fixer"]).ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let fixer_user = run_user(repo, &fixer);
+    crate::support::until_logged(&repo.node_root(), 60, |e| {
+        crate::support::is(e, "opened", &fixer)
+    });
+    let ask = repo
+        .json(&[
+            "post",
+            "--to",
+            &fixer,
+            "--text",
+            "Please fix the typo in the README.",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    said_in(repo, &fixer, &fixer_user, "I saved it as fixes/");
+    let file = format!("fixes/{}.md", &ask[..12]);
+    let r = ocx::fossil::Repository::open(&repo.file).unwrap();
+    let tip = r.branch_tip("fixes").unwrap().expect("a check-in on fixes");
+    let bytes = r.file_at(tip, &file).unwrap().expect("the fix's file");
+    assert!(String::from_utf8_lossy(&bytes).contains("Please fix the typo"));
+    let tip_hash = r.hash_of(tip).unwrap();
+    assert_eq!(
+        repo.sender(&tip_hash).as_deref(),
+        Some(fixer_user.as_str()),
+        "sent as the fixer"
+    );
+
+    // The helper: answers in its own thread, with no password.
+    let helper = repo.json(&["create", "--pattern", "helper"]).ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let helper_user = run_user(repo, &helper);
+    crate::support::until_logged(&repo.node_root(), 60, |e| {
+        crate::support::is(e, "opened", &helper)
+    });
+    repo.json(&["post", "--to", &helper, "--text", "How do I build it?"])
+        .ok();
+    said_in(
+        repo,
+        &helper,
+        &helper_user,
+        "I heard you say: How do I build it?",
+    );
+    for record in [&reviewer, &fixer, &helper] {
+        repo.json(&["stop", record]).ok();
+    }
 }

@@ -155,7 +155,11 @@ fn pattern_card(request: &Request, p: &Value, dry: &Answer) -> Markup {
     let json = |v: &Value| serde_json::to_string(v).unwrap_or_default();
     let list = |v: &Value| match v.as_array() {
         Some(a) if a.is_empty() => "none".to_string(),
-        Some(a) => a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "),
+        Some(a) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(", "),
         None => String::new(),
     };
     html! {
