@@ -3,9 +3,10 @@
 # a demo repository made fresh in /tmp/ocx-demo (or $OCX_DEMO_DIR, which
 # every account must be able to reach, since each run is a host uid of its
 # own when the node runs as root): the repository served on 127.0.0.1, made a
-# node, a record whose runner is OCX's demo agent, a post the run hears and
-# answers in the forum, a question for pat with its decision, then a stop
-# and the node's response.
+# node, OCX's demo agent offered as a runner with the example patterns, a
+# run started from the pattern `helper`, a post the run hears and answers
+# in the forum, a question for pat with its decision, then a stop and the
+# node's response.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -22,8 +23,6 @@ say() { printf '\n$ %s\n' "$*" | sed "s#$ocx#ocx#g"; "$@"; }
 "$fossil" user default maintainer -R "$repo"
 "$fossil" user new pat pat@example.org pat-password -R "$repo" >/dev/null
 "$fossil" user capabilities pat v24 -R "$repo" >/dev/null
-printf '# The demo agent\n\nAnswers each post it hears.\n\n```json\n{"command": ["%s", "demo-agent"], "input": "lines"}\n```\n' "$ocx" > "$demo/sandbox-demo.md"
-"$fossil" wiki create sandbox/demo "$demo/sandbox-demo.md" --mimetype text/x-markdown -R "$repo" >/dev/null
 # OCX's own agent for a local model: a record naming --runner local runs it
 # against the Ollama on this host (not started here; the demo needs none).
 printf '# A local model\n\nQwen3 4B on this host'"'"'s Ollama.\n\n```json\n{"command": ["%s", "--mcp-ollama", "http://127.0.0.1:11434", "--model", "qwen3:4b", "--steps", "30", "--system", "You work on this repository through your tools. Read before you edit, run the tests, save, then say in a few lines what you did."], "input": "lines"}\n```\n' "$ocx" > "$demo/sandbox-local.md"
@@ -38,9 +37,11 @@ trap cleanup EXIT
 sleep 0.5
 say "$ocx" hook install --url "http://127.0.0.1:$port/" -R "$repo"
 say "$ocx" node start -R "$repo"
-record=$("$ocx" create -R "$repo" --runner demo --objective "Answer each post you hear." --wall 10m --json \
+say "$ocx" runner --name demo --patterns -R "$repo"
+say "$ocx" patterns -R "$repo"
+record=$("$ocx" create -R "$repo" --pattern helper --wall 10m --json \
   | sed -n 's/^    "record": "\([0-9a-f]*\)",$/\1/p')
-printf '\n$ ocx create --runner demo --objective "Answer each post you hear." --wall 10m\nrecord: %s\n' "$record"
+printf '\n$ ocx create --pattern helper --wall 10m\nrecord: %s\n' "$record"
 sleep 2
 say "$ocx" post -R "$repo" --to "${record:0:12}" --text "Hello, agent."
 for _ in $(seq 1 50); do
