@@ -27,6 +27,8 @@ const GLOBALS: &[&str] = &[
     "mcp",
     "mcp_http",
     "token_file",
+    "mcp_tunnel",
+    "tunnel_url",
 ];
 
 /// Runs the command line; answers the exit code.
@@ -47,6 +49,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Err(e) => return super::usage(e),
     };
     if let Some(code) = super::mcp::serve_http(&matches) {
+        return code;
+    }
+    if let Some(code) = super::mcp::serve_tunnel(&matches) {
         return code;
     }
     let json = matches.get_flag("json");

@@ -3,8 +3,9 @@
 //! transports are [`stdio`], [`http`] (`ocx --mcp-http 127.0.0.1:PORT`,
 //! loopback alone, each request bearing the [`token`] made for its
 //! repository and login), [`socket`] (a run's node socket, serving only
-//! the tools that need the run's login) and [`connect`] (the relay to that
-//! socket). One adapter, [`server`], serves every tool: its schemas come
+//! the tools that need the run's login), [`connect`] (the relay to that
+//! socket) and [`tunnel`] (`ocx --mcp-tunnel TUNNEL-ID`, through OpenAI's
+//! Secure MCP Tunnel). One adapter, [`server`], serves every tool: its schemas come
 //! from the registry ([`schema`]) and each call goes through
 //! `registry::call_with_text`; on stdio a `decide` may be asked of a
 //! person ([`elicit`]). Logs go to standard error only.
@@ -17,6 +18,7 @@ pub mod server;
 pub mod socket;
 mod stdio;
 pub mod token;
+pub mod tunnel;
 
 pub use connect::relay;
 pub use http::{MAX_BODY, loopback};
@@ -120,6 +122,22 @@ pub fn http_args(cmd: Command) -> Command {
             .value_parser(PathBufValueParser::new())
             .help("With --mcp-http: the file keeping its bearer token (made 0600 when missing)"),
     )
+    .arg(
+        Arg::new("mcp_tunnel")
+            .long("mcp-tunnel")
+            .value_name("TUNNEL-ID")
+            .conflicts_with("mcp_http")
+            .value_parser(StringValueParser::new())
+            .help("Serve every tool over MCP through OpenAI's Secure MCP Tunnel TUNNEL-ID, its key in OCX_TUNNEL_KEY"),
+    )
+    .arg(
+        Arg::new("tunnel_url")
+            .long("tunnel-url")
+            .value_name("URL")
+            .requires("mcp_tunnel")
+            .value_parser(StringValueParser::new())
+            .help("With --mcp-tunnel: the tunnel service (default https://api.openai.com)"),
+    )
 }
 
 /// `ocx-mcp [--repository FILE] [--user LOGIN] [--mcp-http ADDR
@@ -132,6 +150,9 @@ pub fn main() -> i32 {
         Ok(m) => m,
         Err(e) => return super::usage(e),
     };
+    if let Some(code) = serve_tunnel(&matches) {
+        return code;
+    }
     let served = match matches.get_one::<PathBuf>("connect") {
         Some(socket) => relay(socket),
         None => caller(&matches).and_then(|caller| match http_of(&matches) {
@@ -140,6 +161,21 @@ pub fn main() -> i32 {
         }),
     };
     ended("ocx-mcp", served)
+}
+
+/// `ocx --mcp-tunnel TUNNEL-ID [--tunnel-url URL]`, its key read from
+/// `OCX_TUNNEL_KEY`: serves MCP through the tunnel when `--mcp-tunnel` is
+/// given, answering the exit code; `None` when it is not.
+pub fn serve_tunnel(matches: &ArgMatches) -> Option<i32> {
+    let id = matches.get_one::<String>("mcp_tunnel")?;
+    let service = matches
+        .get_one::<String>("tunnel_url")
+        .map_or(tunnel::SERVICE, String::as_str);
+    #[allow(clippy::disallowed_methods)]
+    // an entry point: the tunnel's key is read from the environment alone
+    let key = std::env::var(tunnel::KEY_VAR).ok();
+    let served = caller(matches).and_then(|caller| tunnel::serve(id, caller, service, key));
+    Some(ended("ocx --mcp-tunnel", served))
 }
 
 /// `ocx --mcp-http ADDR [--token-file FILE]`, read by the command line's

@@ -40,4 +40,5 @@ mod served;
 mod support;
 mod terminal;
 mod tls;
+mod tunnel;
 mod writes;

@@ -101,22 +101,7 @@ pub(super) fn serve(
         let bound = listener
             .local_addr()
             .map_err(|e| McpError::Start(e.to_string()))?;
-        let config = StreamableHttpServerConfig::default()
-            .with_legacy_session_mode(false)
-            .with_json_response(true)
-            .with_sse_keep_alive(None)
-            .with_max_request_body_bytes(MAX_BODY)
-            .with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"]);
-        let server = Server::keeping(caller, kept);
-        let service = StreamableHttpService::new(
-            move || Ok(server.clone()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
-        let app = axum::Router::new()
-            .route_service("/mcp", service)
-            .layer(axum::middleware::map_request(mark_body))
-            .layer(axum::middleware::from_fn_with_state(token, bearer));
+        let app = router(caller, kept, token);
         crate::entry::eprint(&format!(
             "ocx-mcp: serving MCP at http://{bound}/mcp\nocx-mcp: as {login}, to requests with the header Authorization: Bearer TOKEN, TOKEN from {}\n",
             path.display()
@@ -125,6 +110,31 @@ pub(super) fn serve(
             .await
             .map_err(|e| McpError::Start(e.to_string()))
     })
+}
+
+/// MCP's streamable HTTP at `/mcp`, every call as `caller`, answering only
+/// requests that bear `token`.
+pub(super) fn router(
+    caller: Caller,
+    kept: std::sync::Arc<Kept>,
+    token: Arc<String>,
+) -> axum::Router {
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(MAX_BODY)
+        .with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"]);
+    let server = Server::keeping(caller, kept);
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    axum::Router::new()
+        .route_service("/mcp", service)
+        .layer(axum::middleware::map_request(mark_body))
+        .layer(axum::middleware::from_fn_with_state(token, bearer))
 }
 
 /// Reads a request's body (at most [`MAX_BODY`]: 413 past it) and marks
