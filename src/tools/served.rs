@@ -91,6 +91,18 @@ pub fn confirm(
     sender: &str,
 ) -> Result<(), Stop> {
     let url = server.url().to_string();
+    let signed;
+    let server = match server.unsigned_may_read() {
+        true => server,
+        false => match signed_as_clone(call, server) {
+            Some((s, login)) => {
+                call.read(format!("{url}'s receipts, signed in as {login}"));
+                signed = s;
+                &signed
+            }
+            None => server,
+        },
+    };
     let said = match server.received(hashes) {
         Ok(said) => said,
         Err(PageError::NoPage { .. }) => {
@@ -138,6 +150,21 @@ pub fn confirm(
         }
     }
     Ok(())
+}
+
+/// `server` asked as the clone's own login, for a server that lets no one
+/// unsigned read its receipts: the login the clone's remote names and the
+/// password the clone remembers; none when it remembers no login.
+fn signed_as_clone(call: &Call, server: &Server) -> Option<(Server, String)> {
+    let repo = call.repo().ok()?;
+    let login = crate::fossil::remote::login_of(&repo.remote_url().ok()??)?;
+    let password = call
+        .fossil()
+        .ok()?
+        .remembered_password(repo.path())
+        .ok()??;
+    let page = crate::node::page::Page::signed_in(server.url(), &login, &password, WITHIN);
+    Some((Server::new(page), login))
 }
 
 /// Whether a node's served URL `url` serves OCX's page, asked once (an

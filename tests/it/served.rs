@@ -900,15 +900,19 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
         "{reason}"
     );
 
-    // A server that lets no one unsigned read cannot confirm: the post is
-    // pushed, and said to be unconfirmed rather than counted.
+    // A server that lets no one unsigned read is asked as the clone's own
+    // login (the one its remote names, the password it remembers): the
+    // post is confirmed once that receipt names alice.
     clone.fossil(&["user", "default", "alice"]);
     site.repo.fossil(&["user", "capabilities", "nobody", "g"]);
-    let unconfirmed = clone.ocx(&["post", "--to", &root, "--text", "Said privately."]);
-    assert_eq!(unconfirmed.refused(), "server");
-    let answer = unconfirmed.answer();
-    let reason = answer["stopped"]["reason"].as_str().unwrap();
-    assert!(reason.contains("lets no one unsigned read"), "{reason}");
+    let private = clone.ocx(&["post", "--to", &root, "--text", "Said privately."]);
+    let hash = private.ok()["hash"].as_str().unwrap().to_string();
+    assert_eq!(site.repo.sender(&hash).as_deref(), Some("alice"));
+    assert!(
+        private.stdout.contains("signed in as alice"),
+        "{}",
+        private.stdout
+    );
 }
 
 #[test]

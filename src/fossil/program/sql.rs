@@ -204,6 +204,24 @@ impl Fossil {
     }
 
     /// Runs `fossil sql -R REPOSITORY` with `sql` on standard input; what it printed.
+    /// The password clone `repository` remembers for its server (its
+    /// `last-sync-pw`, which Fossil keeps obscured), read back here: Fossil
+    /// obscures a known text in the same statement, which gives the pattern
+    /// to undo it with, so no password reaches a command line. `None` when
+    /// the clone remembers none.
+    pub fn remembered_password(&self, repository: &Path) -> Result<Option<String>, FossilError> {
+        let sql = format!(
+            "SELECT coalesce((SELECT value FROM config WHERE name='last-sync-pw'),''), obscure({});\n",
+            literal("remembered password", KNOWN)?
+        );
+        let out = self.sql_on_stdin("remembered password", repository, &sql)?;
+        let row = out.lines().next().unwrap_or("").replace('\'', "");
+        let Some((stored, probe)) = row.split_once('|') else {
+            return Ok(None);
+        };
+        Ok(unobscured(stored.trim(), probe.trim()))
+    }
+
     fn sql_on_stdin(
         &self,
         operation: &'static str,
@@ -253,5 +271,65 @@ mod tests {
         assert_eq!(literal("sql", "a';DROP").unwrap(), "'a'';DROP'");
         assert!(literal("sql", "a\n.shell id").is_err());
         assert!(literal("sql", "a\r").is_err());
+    }
+}
+
+/// The text Fossil is asked to obscure beside a remembered password: its
+/// sixteen bytes give the whole repeating pattern.
+const KNOWN: &str = "ocx-knows-this16";
+
+/// `stored`, obscured by Fossil, read back with `probe`, Fossil's obscuring
+/// of [`KNOWN`] (each is a salt byte then the text, each byte XOR-ed with a
+/// 16-byte pattern and the salt, in hex); `None` when either does not read.
+fn unobscured(stored: &str, probe: &str) -> Option<String> {
+    let stored = hex::decode(stored).ok()?;
+    let probe = hex::decode(probe).ok()?;
+    let (&salt, text) = stored.split_first()?;
+    let (&probe_salt, probe_text) = probe.split_first()?;
+    if probe_text.len() != KNOWN.len() || text.is_empty() {
+        return None;
+    }
+    let pattern: Vec<u8> = probe_text
+        .iter()
+        .zip(KNOWN.bytes())
+        .map(|(o, k)| o ^ k ^ probe_salt)
+        .collect();
+    let bytes: Vec<u8> = text
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b ^ pattern[i & 0x0f] ^ salt)
+        .collect();
+    String::from_utf8(bytes).ok().filter(|p| !p.is_empty())
+}
+
+#[cfg(test)]
+mod remembered {
+    use super::*;
+
+    #[test]
+    fn a_password_fossil_obscured_is_read_back_with_the_known_texts_pattern() {
+        let fossil = Fossil::locate().expect("fossil");
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("r.fossil");
+        let made = std::process::Command::new(fossil.path())
+            .args(["new", "--admin-user", "admin"])
+            .arg(&repo)
+            .output()
+            .unwrap();
+        assert!(made.status.success());
+        let none = fossil.remembered_password(&repo).unwrap();
+        assert_eq!(none, None);
+        for password in ["pw1", "a-longer password, past sixteen bytes"] {
+            let sql = format!(
+                "REPLACE INTO config(name,value,mtime) VALUES('last-sync-pw',obscure({}),now());\n",
+                literal("t", password).unwrap()
+            );
+            fossil.sql_on_stdin("t", &repo, &sql).unwrap();
+            assert_eq!(
+                fossil.remembered_password(&repo).unwrap().as_deref(),
+                Some(password)
+            );
+        }
+        assert_eq!(unobscured("zz", "00"), None);
     }
 }
