@@ -56,6 +56,31 @@ pub struct RunScope {
     pub restrict: crate::protocol::kinds::Restrict,
     /// The node's root, poked after a write.
     pub root: PathBuf,
+    /// On an agent machine: the served repository the run's tools act on,
+    /// as the run's login, whose password its watcher holds (never the run).
+    pub server: Option<Box<ServedAs>>,
+}
+
+/// The server a run on an agent machine acts on, and as whom.
+#[derive(Clone)]
+pub struct ServedAs {
+    /// The server's URL (no login in it).
+    pub url: String,
+    /// The run's login.
+    pub login: String,
+    /// Its password, from the server's `run_login`.
+    pub password: String,
+    /// The capabilities the server gives it, as its receipt tool says.
+    pub capabilities: String,
+}
+
+impl std::fmt::Debug for ServedAs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServedAs")
+            .field("url", &self.url)
+            .field("login", &self.login)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The caller: a login of the repository and what it may do there.
@@ -241,6 +266,17 @@ impl Context {
                 });
             }
             Who::Web { user: Some(u) } => (u.clone(), "user"),
+            Who::Run(RunScope {
+                user,
+                server: Some(served),
+                ..
+            }) => {
+                return Ok(Caller {
+                    login: user.clone(),
+                    capabilities: Capabilities::exact(&served.capabilities),
+                    signed_in: true,
+                });
+            }
             Who::Run(scope) => (scope.user.clone(), "user"),
             Who::Local { user: Some(u) } => (u.clone(), "user"),
             Who::Local { user: None } => (self.default_user(repo)?, "user"),

@@ -223,8 +223,36 @@ pub fn call_for_text(
 
 /// The call, its result made as JSON, as text, or both, as `shown` asks (a
 /// tool's text is made for a person, its JSON for a program, and only an
-/// entry showing one pays for it).
+/// entry showing one pays for it). A run on an agent machine's call is
+/// checked here as a dry run, then made on the served repository as the
+/// run's login ([`crate::tools::on_server`]).
 fn answer(
+    name: &str,
+    input: Result<Value, Stop>,
+    cx: &Context,
+    dry_run: bool,
+    shown: Shown,
+) -> (Answer, Option<String>) {
+    if let Some(served) = cx.run().and_then(|r| r.server.as_ref())
+        && let Ok(given) = &input
+    {
+        let given = given.clone();
+        let (checked, text) = answer_here(name, input, cx, true, shown);
+        let dry = dry_run || given.get("dry_run") == Some(&Value::Bool(true));
+        if !checked.ok || dry {
+            return (checked, text);
+        }
+        let mut forwarded = given;
+        if let Some(o) = forwarded.as_object_mut() {
+            o.remove("dry_run");
+        }
+        return crate::tools::on_server::answer(name, forwarded, served, checked, shown.text());
+    }
+    answer_here(name, input, cx, dry_run, shown)
+}
+
+/// [`answer`] where the call is made: on its repository, as its caller.
+fn answer_here(
     name: &str,
     input: Result<Value, Stop>,
     cx: &Context,

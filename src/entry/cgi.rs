@@ -163,14 +163,19 @@ pub fn respond(
         user: viewer,
         ..request.clone()
     };
-    let mut cx = Context::new(
-        Some(PathBuf::from(repository)),
-        cwd,
-        Who::Web {
+    // The login of a run on an agent machine held to no_password acts as
+    // that run, held to its record's restrictions, as on a node's socket.
+    let run = match (&opened, &request.user) {
+        (Some(repo), Some(login)) => crate::node::remote::scope_of(repo, login).ok().flatten(),
+        _ => None,
+    };
+    let who = match run {
+        Some(scope) => Who::Run(scope),
+        None => Who::Web {
             user: request.user.clone(),
         },
-    )
-    .with_fossil(fossil);
+    };
+    let mut cx = Context::new(Some(PathBuf::from(repository)), cwd, who).with_fossil(fossil);
     if let Some(repo) = opened {
         cx = cx.with_repository(repo);
     }

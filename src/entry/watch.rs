@@ -468,11 +468,18 @@ fn session(
     }
     let socket = ws.join(".ocx").join("mcp.sock");
     if no_password {
+        let server = match served_as(cfg, receipts, r, dir) {
+            Ok(s) => s,
+            Err(e) => return answer("exited", &format!("never started: {e}")),
+        };
         let caller = crate::entry::mcp::Caller {
             repository: Some(cfg.repository.clone()),
             user: None,
             cwd: root.to_path_buf(),
-            run: Some(run_scope(root, r)),
+            run: Some(crate::context::RunScope {
+                server,
+                ..run_scope(root, r)
+            }),
         };
         let path = socket.clone();
         std::thread::spawn(move || crate::entry::mcp::serve_unix(&path, caller));
@@ -934,7 +941,34 @@ fn run_scope(root: &Path, r: &StandingRecord) -> crate::context::RunScope {
         place: r.place.clone(),
         restrict: r.record.restrict.clone(),
         root: root.to_path_buf(),
+        server: None,
     }
+}
+
+/// On an agent machine, the served repository a run's node socket acts
+/// on, as the run's login: its password, from the server's `run_login`,
+/// is kept in the run's directory, which the run never sees.
+fn served_as(
+    cfg: &NodeConfig,
+    receipts: &node::Receipts,
+    r: &StandingRecord,
+    dir: &Path,
+) -> Result<Option<Box<crate::context::ServedAs>>, WatchError> {
+    if receipts.asked().is_none() {
+        return Ok(None);
+    }
+    let password =
+        std::fs::read_to_string(dir.join("password")).map_err(file("the run's password"))?;
+    let capabilities = receipts
+        .capabilities(&r.record.user)?
+        .map(|c| c.to_string())
+        .unwrap_or_default();
+    Ok(Some(Box::new(crate::context::ServedAs {
+        url: cfg.url.clone(),
+        login: r.record.user.clone(),
+        password: password.trim().to_string(),
+        capabilities,
+    })))
 }
 
 /// `budget` held to the node's ceiling on memory and processes, where this

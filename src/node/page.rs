@@ -158,6 +158,22 @@ impl Page {
             .map_err(|e| self.unreachable(format!("its {tool} does not read: {e}")))
     }
 
+    /// The server's whole answer to `tool` asked with `input`: its result,
+    /// or its refusal, as the page gave it.
+    pub fn answer(&self, tool: &str, input: &Value) -> Result<Answer, PageError> {
+        let (status, text) = self.send(&format!("{tool}?json"), Some(input))?;
+        match serde_json::from_str::<Answer>(&text) {
+            Ok(a) if a.tool == tool => Ok(a),
+            Ok(_) => Err(self.unreachable(format!("its {tool} answered for another tool"))),
+            Err(_) if status == 404 => Err(PageError::NoPage {
+                server: self.url.clone(),
+            }),
+            Err(_) => {
+                Err(self.unreachable(format!("its {tool} (HTTP {status}) is not OCX's answer")))
+            }
+        }
+    }
+
     /// What a GET of the page's `path` answers (200), read as `T`.
     pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, PageError> {
         let (status, text) = self.send(path, None)?;

@@ -50,6 +50,45 @@ impl RemoteRun {
     }
 }
 
+/// The run `login` is, when it is the login of an open record addressed to
+/// an agent machine whose record restricts `no_password`: what the served
+/// side holds its writes to, as a run's node socket is held on the node
+/// (its branch on `push`, its place on `post`). Its machine calls the
+/// served page signed in as that login, the run never.
+pub fn scope_of(
+    repo: &Repository,
+    login: &str,
+) -> Result<Option<crate::context::RunScope>, NodeError> {
+    for (_, row) in repo.remote_runs()? {
+        let Ok(run) = serde_json::from_str::<RemoteRun>(&row) else {
+            continue;
+        };
+        if run.user != login {
+            continue;
+        }
+        let Some(receipt) = repo.receipt(&run.record)? else {
+            continue;
+        };
+        let Some(r) = found::record(repo, receipt.rid, &run.record)? else {
+            continue;
+        };
+        if r.record.restrict.no_password != Some(true) || r.record.user != login {
+            continue;
+        }
+        let root =
+            super::root_of(repo)?.unwrap_or_else(|| super::config::default_root(repo.path()));
+        return Ok(Some(crate::context::RunScope {
+            user: run.user,
+            record: run.record,
+            place: r.place,
+            restrict: r.record.restrict,
+            root,
+            server: None,
+        }));
+    }
+    Ok(None)
+}
+
 /// Keeps C5 for the remote runs: makes the run's login for each record
 /// among `hashes` addressed to an agent machine, then withdraws it for
 /// each kept run whose response counts. Answers what it did, a line each.

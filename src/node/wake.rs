@@ -807,7 +807,13 @@ impl Node<'_> {
                 };
                 let found = r.record.runner == runner::COMMAND || page.is_some();
                 let names_model = page.is_some_and(|p| p.model.is_some());
-                enforce::enforceable(&r.record, found, names_model, &[], &self.cfg.ceiling)
+                enforce::enforceable(
+                    &r.record,
+                    found,
+                    names_model,
+                    &enforce::restrictions_enforced(),
+                    &self.cfg.ceiling,
+                )
             }
         };
         if let Err(p) = enforceable {

@@ -22,6 +22,7 @@ pub mod logins;
 pub mod lost;
 pub mod machine;
 pub mod node;
+pub mod on_server;
 pub mod pattern;
 pub mod patterns;
 pub mod post;

@@ -268,7 +268,7 @@ impl Tool for Status {
                 version: fossil.version().to_string(),
             },
             node: is_node,
-            restrictions_enforced: if is_node {
+            restrictions_enforced: if is_node || machine.is_some() {
                 crate::node::restrictions_enforced()
             } else {
                 Vec::new()

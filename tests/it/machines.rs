@@ -721,3 +721,148 @@ fn an_administrator_demoted_while_a_machine_runs_no_longer_defines_its_runners_t
         "no run started"
     );
 }
+
+/// S6 and S7 on an agent machine: a fixer whose record holds it to no
+/// password, the branch `fixes` and its own thread runs on a machine; its
+/// commit on `fixes` reaches the served repository as the fixer, a commit
+/// on trunk is refused and nothing of it arrives, a post outside its
+/// thread is refused, and its post in its thread is the fixer's; its
+/// workspace, environment and arguments hold no password.
+#[test]
+fn a_restricted_fixer_on_an_agent_machine_is_held_to_its_branch_and_thread_and_holds_no_password() {
+    use crate::restricted::{RUNNER as FIXER, results, step};
+    let site = Site::new();
+    let other = site
+        .repo
+        .json(&[
+            "post",
+            "--title",
+            "Another thread",
+            "--text",
+            "not the fixer's",
+        ])
+        .ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    site.repo.commit_as("admin", "README", "start\n", None);
+    let (runner, out) = support::runner_script(
+        &site.repo,
+        &format!("{}{FIXER}", support::PY_RUNNER_PRELUDE),
+    );
+    support::runner_page(
+        &site.repo,
+        "fixer",
+        &json!({"command": [runner], "input": "lines",
+            "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": support::fossil(), "OCX_TEST_OTHER": other}}),
+    );
+    let m = Machine::enrol(&site);
+    let status = m.ocx(&["status"]).ok();
+    assert_eq!(
+        status["restrictions_enforced"],
+        json!(["no_password", "branch", "own_thread"]),
+        "{status:#}"
+    );
+    let bin = ocx_bin().parent().unwrap().to_str().unwrap().to_string();
+    let record = site
+        .repo
+        .json(&[
+            "create",
+            "--runner",
+            "fixer",
+            "--run-user",
+            "fixer-m1",
+            "--objective",
+            "Fix it on the fixes branch",
+            "--hears",
+            "admin",
+            "--no-password",
+            "--branch",
+            "fixes",
+            "--own-thread",
+            "--wall",
+            "5m",
+            "--read-write",
+            out.to_str().unwrap(),
+            "--read-only",
+            &bin,
+            "--node",
+            &m.code,
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let all = results(&out);
+    assert!(
+        all.last().is_some_and(|l| l["step"] == "done"),
+        "the fixer never finished: {all:#?}\n{}",
+        m.node_log()
+    );
+    let password = std::fs::read_to_string(
+        ocx::node::config::NodeConfig::run_dir(&m.root(), &record).join("password"),
+    )
+    .unwrap();
+    let seen = std::fs::read(out.join("seen.bin")).unwrap();
+    assert!(seen.len() > 1000, "the runner read its workspace");
+    assert!(
+        !seen
+            .windows(password.trim().len())
+            .any(|w| w == password.trim().as_bytes()),
+        "no password in the workspace, environment or arguments"
+    );
+
+    let pushed = &step(&all, "push-fixes")["result"];
+    assert_eq!(pushed["isError"], false, "{pushed:#}");
+    let fix = pushed["structuredContent"]["result"]["checkins"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        site.repo.sender(&fix).as_deref(),
+        Some("fixer-m1"),
+        "the fix reached the served repository, sent by the run's login"
+    );
+    let trunk = &step(&all, "push-trunk")["result"];
+    assert_eq!(trunk["isError"], true, "{trunk:#}");
+    let why = trunk["structuredContent"]["stopped"]["reason"]
+        .as_str()
+        .unwrap();
+    assert!(why.contains("only on fixes"), "{why}");
+    let db = rusqlite::Connection::open(&site.repo.file).unwrap();
+    let on_trunk: i64 = db
+        .query_row(
+            "SELECT count(*) FROM event WHERE type='ci' AND comment LIKE '%straight onto trunk%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        on_trunk, 0,
+        "nothing of the refused push reached the server"
+    );
+
+    let own = &step(&all, "post-own")["result"];
+    assert_eq!(own["isError"], false, "{own:#}");
+    let post = own["structuredContent"]["result"]["hash"].as_str().unwrap();
+    assert_eq!(site.repo.sender(post).as_deref(), Some("fixer-m1"));
+    let elsewhere = &step(&all, "post-other")["result"];
+    assert_eq!(elsewhere["isError"], true, "{elsewhere:#}");
+    assert_eq!(elsewhere["structuredContent"]["stopped"]["field"], "to");
+    assert!(
+        !site.thread(&other).iter().any(|p| p["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("and elsewhere"))),
+        "nothing was posted outside the fixer's thread"
+    );
+    let direct = step(&all, "fossil-push")["said"][1]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        direct.contains("Error"),
+        "a push with no password is refused: {direct}"
+    );
+    let status = &step(&all, "status")["result"]["structuredContent"]["result"];
+    assert_eq!(status["login"], "fixer-m1", "{status:#}");
+}

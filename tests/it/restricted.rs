@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 /// The runner's own part, after the shared prelude.
-const RUNNER: &str = r#"
+pub(crate) const RUNNER: &str = r#"
 def server(name):
     rpc = mcp(name)
     call = lambda tool, args: rpc("tools/call", {"name": tool, "arguments": args})["result"]
@@ -54,7 +54,7 @@ for line in sys.stdin:
     note({"step": "done"})
 "#;
 
-fn results(out: &std::path::Path) -> Vec<Value> {
+pub(crate) fn results(out: &std::path::Path) -> Vec<Value> {
     let until = Instant::now() + Duration::from_secs(60);
     loop {
         let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
@@ -69,7 +69,7 @@ fn results(out: &std::path::Path) -> Vec<Value> {
     }
 }
 
-fn step<'a>(all: &'a [Value], name: &str) -> &'a Value {
+pub(crate) fn step<'a>(all: &'a [Value], name: &str) -> &'a Value {
     all.iter()
         .find(|s| s["step"] == name)
         .unwrap_or_else(|| panic!("no step {name}: {all:#?}"))

@@ -1,0 +1,148 @@
+//! A run on an agent machine acts on the served repository, never on the
+//! machine's clone: each call its node socket takes is first made here as
+//! a dry run (its input checked, the run's record's restrictions held:
+//! `branch` on `push` by OCX's own reading of each artifact, `own_thread`
+//! on `post`), then made on the server's page signed in as the run's
+//! login, whose password the machine's watcher holds and the run never
+//! does; the server holds the same restrictions again, and a write counts
+//! only once the server's receipt names that login.
+
+use crate::answer::{Answer, Op, Stopped, value_text};
+use crate::context::ServedAs;
+use crate::node::page::Page;
+use crate::node::receipts::Server;
+use crate::stop::StopKind;
+use serde_json::Value;
+use std::time::Duration;
+
+/// How long the server is given to answer a call.
+const WITHIN: Duration = Duration::from_secs(120);
+
+/// `name` called with `input` on the server `served` names, once `checked`
+/// (the same call made here as a dry run) found nothing to refuse; its
+/// answer, and its result as text when `text` asks for it.
+pub fn answer(
+    name: &str,
+    input: Value,
+    served: &ServedAs,
+    checked: Answer,
+    text: bool,
+) -> (Answer, Option<String>) {
+    let server = Server::new(Page::signed_in(
+        &served.url,
+        &served.login,
+        &served.password,
+        WITHIN,
+    ));
+    let mut log = checked.log;
+    log.push(Op::Fossil {
+        operation: format!("{name} on {} as {}", served.url, served.login),
+        done: true,
+    });
+    let mut answer = match server.page().answer(name, &input) {
+        Ok(a) => a,
+        Err(e) => {
+            let stop = crate::stop::Stop::from(e);
+            return (
+                stopped(
+                    name,
+                    log,
+                    stop.kind,
+                    stop.field,
+                    stop.reason,
+                    stop.next_step,
+                ),
+                None,
+            );
+        }
+    };
+    answer.log.splice(0..0, log);
+    let writes = crate::registry::find(name).is_some_and(|t| t.writes());
+    if answer.ok && writes {
+        let hashes = written(answer.result.as_ref());
+        if !hashes.is_empty()
+            && let Err(why) = confirm(&server, &hashes, &served.login)
+        {
+            let mut log = answer.log;
+            log.push(Op::Read {
+                what: format!("{}'s receipts for what was written", served.url),
+            });
+            return (
+                stopped(
+                    name,
+                    log,
+                    StopKind::Failed,
+                    Some("server".into()),
+                    why,
+                    Some("read the thread on the server; the machine's node tries nothing again by itself".into()),
+                ),
+                None,
+            );
+        }
+        answer.log.push(Op::Read {
+            what: format!("{}'s receipts, naming {}", served.url, served.login),
+        });
+    }
+    let shown =
+        (text && answer.ok).then(|| answer.result.as_ref().map(value_text).unwrap_or_default());
+    (answer, shown)
+}
+
+/// The hashes a write's result names as written: `hash`, and `checkins`.
+fn written(result: Option<&Value>) -> Vec<String> {
+    let Some(r) = result else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = r["hash"].as_str().map(String::from).into_iter().collect();
+    out.extend(
+        r["checkins"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(String::from),
+    );
+    out.retain(|h| crate::stop::full_hash("hash", h).is_ok());
+    out
+}
+
+/// Whether the server received each of `hashes` from `login`; why not.
+fn confirm(server: &Server, hashes: &[String], login: &str) -> Result<(), String> {
+    let said = server
+        .received(hashes)
+        .map_err(|e| crate::stop::Stop::from(e).reason)?;
+    for r in said {
+        if r.sender() != Some(login) {
+            return Err(format!(
+                "{} is written but the server's receipt names {}, not {login}",
+                r.hash,
+                r.sender().unwrap_or("no one")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn stopped(
+    name: &str,
+    log: Vec<Op>,
+    kind: StopKind,
+    field: Option<String>,
+    reason: String,
+    next_step: Option<String>,
+) -> Answer {
+    Answer {
+        ok: false,
+        tool: name.to_string(),
+        dry_run: false,
+        log,
+        result: None,
+        stopped: Some(Stopped {
+            kind,
+            field,
+            reason,
+        }),
+        next_step,
+        took_ms: 0,
+    }
+}
