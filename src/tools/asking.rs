@@ -305,6 +305,11 @@ pub struct Shown {
     /// Every decision naming it, each with how it counts.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<ShownDecision>,
+    /// Who may close it in its login's stead (a decision of theirs counts
+    /// as closed): the logins holding admin or setup on the served
+    /// repository, as its server says in a clone.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub confirmers: Vec<String>,
     /// open, decided or closed.
     pub state: String,
 }
@@ -379,7 +384,73 @@ pub fn shown(
             })
             .collect(),
         state: state.into(),
+        confirmers: Vec::new(),
     })
+}
+
+/// The logins holding admin or setup of their own on the served
+/// repository `repo`: who may close a question in its login's stead. No
+/// node's login and none of Fossil's own.
+pub fn confirmers(repo: &crate::fossil::Repository) -> Result<Vec<String>, Stop> {
+    let mut out = Vec::new();
+    for (login, caps) in repo.users()? {
+        if !caps.contains(['a', 's'])
+            || crate::fossil::caps::SPECIAL_LOGINS.contains(&login.as_str())
+            || login.starts_with("node-")
+            || repo.is_node_login(&login)?
+        {
+            continue;
+        }
+        out.push(login);
+    }
+    Ok(out)
+}
+
+/// Who may close each question in a clone's checkout, as its server's
+/// `questions` answers for `user`: each question's confirmers by its
+/// hash; none known when the server does not say.
+fn confirmers_of_server(
+    call: &mut Call,
+    user: &str,
+) -> Result<std::collections::HashMap<String, Vec<String>>, Stop> {
+    let receipts = super::served::receipts(call)?;
+    let Some(server) = receipts.asked() else {
+        return Ok(Default::default());
+    };
+    let url = server.url().to_string();
+    let asked: serde_json::Value = match super::served::ask_as_clone(
+        call,
+        server,
+        "questions",
+        &serde_json::json!({"for": user}),
+    ) {
+        Ok(a) => a,
+        Err(stop) => {
+            call.read(format!(
+                "not who may close each question: {url} did not say ({})",
+                stop.reason
+            ));
+            return Ok(Default::default());
+        }
+    };
+    call.read(format!(
+        "{url}'s questions for {user}, with who may close each"
+    ));
+    let mut out = std::collections::HashMap::new();
+    for list in ["waiting", "to_confirm"] {
+        for q in asked[list].as_array().into_iter().flatten() {
+            if let Some(hash) = q["asked"].as_str() {
+                let who: Vec<String> = q["confirmers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.as_str().map(String::from))
+                    .collect();
+                out.insert(hash.to_string(), who);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// `shown` with no sender named for what it refers to, in a clone's
@@ -413,6 +484,10 @@ pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, u
     let mut all = ask::asked(call.repo()?)?;
     as_served(call, &mut all)?;
     let in_clone = super::served::receipts(call)?.asked().is_some();
+    let (served_confirmers, of_server) = match in_clone {
+        false => (confirmers(call.repo()?)?, Default::default()),
+        true => (Vec::new(), confirmers_of_server(call, user)?),
+    };
     let repo = call.repo()?;
     let (mut waiting, mut to_confirm, mut open) = (Vec::new(), Vec::new(), 0);
     for a in all.iter().filter(|a| may_read(a, &caller.capabilities)) {
@@ -420,7 +495,15 @@ pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, u
             continue;
         }
         open += 1;
-        let show = |a: &Asked| shown(repo, a, &caller.capabilities).map(|s| unsent(s, in_clone));
+        let show = |a: &Asked| {
+            shown(repo, a, &caller.capabilities).map(|mut s| {
+                s.confirmers = match in_clone {
+                    false => served_confirmers.clone(),
+                    true => of_server.get(&s.asked).cloned().unwrap_or_default(),
+                };
+                unsent(s, in_clone)
+            })
+        };
         if a.question.for_login == user {
             waiting.push(show(a)?);
         } else if caller.capabilities.is_admin() {

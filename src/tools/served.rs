@@ -81,6 +81,31 @@ pub fn ask<T: DeserializeOwned>(server: &Server, tool: &str, input: &Value) -> R
         .map_err(|e| stop(NodeError::Page(e)))
 }
 
+/// The result of the server's `tool` asked with `input`, as [`ask`] reads
+/// it: unsigned, and, where that is refused, signed in as the clone's own
+/// login when the clone remembers one.
+pub fn ask_as_clone<T: DeserializeOwned>(
+    call: &mut Call,
+    server: &Server,
+    tool: &str,
+    input: &Value,
+) -> Result<T, Stop> {
+    let unsigned = match server.unsigned_may_read() {
+        true => ask(server, tool, input),
+        false => Err(Stop::new("the server lets no one unsigned read")),
+    };
+    match unsigned {
+        Ok(t) => Ok(t),
+        Err(refused) => match signed_as_clone(call, server) {
+            Some((signed, login)) => {
+                call.read(format!("{}'s {tool}, signed in as {login}", server.url()));
+                ask(&signed, tool, input)
+            }
+            None => Err(refused),
+        },
+    }
+}
+
 /// Counts a write from a clone done only once the server's receipt says
 /// it received each of `hashes` from `sender`; a server serving no OCX
 /// page cannot say, and the write, pushed, is refused as unconfirmed.

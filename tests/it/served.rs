@@ -1397,6 +1397,21 @@ fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts(
     assert_eq!(shown["from"], "admin", "{shown:#}");
     assert_eq!(shown["decisions"][0]["from"], "carol", "{shown:#}");
     assert_eq!(shown["decisions"][0]["counts"], "nothing", "{shown:#}");
+    let served = site.repo.json(&["questions", "--for", "alice"]).ok();
+    assert_eq!(
+        shown["confirmers"], served["waiting"][0]["confirmers"],
+        "who may close it, as the server says: {served:#}"
+    );
+    let confirmers: Vec<&str> = shown["confirmers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        confirmers.contains(&"admin") && !confirmers.contains(&"alice"),
+        "{confirmers:?}"
+    );
     let decided = clone.ocx(&["decide", &question[..12], "--note", "yes"]);
     let decision = decided.ok()["hash"].as_str().unwrap().to_string();
     assert_eq!(site.repo.sender(&decision).as_deref(), Some("alice"));
