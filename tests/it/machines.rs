@@ -70,15 +70,14 @@ impl Site {
 
     /// `ocx machine` for this site, its clone `agent.fossil` in `dir`.
     pub(crate) fn machine_in(&self, dir: &Path) -> crate::support::Run {
+        self.machine_at(dir, &self.base())
+    }
+
+    /// `ocx machine URL` in `dir`, the server reached at `url`.
+    pub(crate) fn machine_at(&self, dir: &Path, url: &str) -> crate::support::Run {
         let mut c = Command::new(ocx_bin());
-        c.args([
-            "machine",
-            &self.base(),
-            "--repository",
-            "agent.fossil",
-            "--json",
-        ])
-        .current_dir(dir);
+        c.args(["machine", url, "--repository", "agent.fossil", "--json"])
+            .current_dir(dir);
         run(c, None)
     }
 
@@ -269,8 +268,13 @@ impl Machine {
 
     /// [`Machine::enrol`] in `dir`, which may hold its clone already.
     pub(crate) fn enrol_in(site: &Site, dir: tempfile::TempDir) -> Machine {
+        Machine::enrol_at(site, dir, &site.base())
+    }
+
+    /// [`Machine::enrol_in`], the server reached at `url`.
+    pub(crate) fn enrol_at(site: &Site, dir: tempfile::TempDir, url: &str) -> Machine {
         let clone = dir.path().join("agent.fossil");
-        let asked = site.machine_in(dir.path()).answer();
+        let asked = site.machine_at(dir.path(), url).answer();
         assert_eq!(asked["ok"], false, "{asked}");
         let reason = asked["stopped"]["reason"].as_str().unwrap();
         assert!(
@@ -298,7 +302,7 @@ impl Machine {
                 "--node",
             ])
             .ok();
-        let enrolled = site.machine_in(dir.path()).ok();
+        let enrolled = site.machine_at(dir.path(), url).ok();
         assert_eq!(enrolled["state"], "enrolled", "{enrolled}");
         assert_eq!(enrolled["login"], login.as_str());
         let m = Machine {

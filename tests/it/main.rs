@@ -23,6 +23,7 @@ mod enrol;
 mod git_export;
 mod hostile;
 mod layers;
+mod machine_faults;
 mod machines;
 mod mcp;
 mod messages;

@@ -1,0 +1,387 @@
+//! An agent machine and its server when things go wrong between them, made
+//! for real: the machine reaches the server through a proxy of the tests'
+//! own on 127.0.0.1, which can lose a request's answer after the server
+//! took it, answer a request with an error, or hold a request while the
+//! machine's processes are killed by signal. Each time, every record is
+//! answered once, nothing is lost and nothing is written twice.
+
+use crate::machines::{Machine, Site, until};
+use crate::support::{self, kill_from, ocx_bin};
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the proxy does to the next request whose path begins with a
+/// prefix.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    /// Forward it, then close without answering: the server took it.
+    LoseAnswer,
+    /// Answer 500 without forwarding it.
+    Error,
+    /// Hold it until released, then forward it.
+    Hold,
+}
+
+#[derive(Default)]
+struct Faults {
+    /// Each fault still to make: the path's prefix and what to do.
+    next: Vec<(String, Fault)>,
+    /// Whether held requests may go on.
+    released: bool,
+    /// How many requests are held now.
+    holding: usize,
+    /// Each path seen, with what was done to it.
+    seen: Vec<(String, Option<Fault>)>,
+}
+
+/// A proxy of the tests' own between an agent machine and its server.
+struct Proxy {
+    port: u16,
+    faults: Arc<Mutex<Faults>>,
+}
+
+impl Proxy {
+    fn start(upstream: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let faults = Arc::new(Mutex::new(Faults::default()));
+        let f = faults.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let f = f.clone();
+                std::thread::spawn(move || relay(client, upstream, &f));
+            }
+        });
+        Proxy { port, faults }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Makes `fault` on the next request whose path begins with `prefix`
+    /// (or, written `=PATH`, is `PATH`).
+    fn next(&self, prefix: &str, fault: Fault) {
+        let mut f = self.faults.lock().unwrap();
+        f.released = false;
+        f.next.push((prefix.to_string(), fault));
+    }
+
+    fn release(&self) {
+        self.faults.lock().unwrap().released = true;
+    }
+
+    fn holding(&self) -> usize {
+        self.faults.lock().unwrap().holding
+    }
+
+    fn made(&self, fault: Fault) -> usize {
+        self.faults
+            .lock()
+            .unwrap()
+            .seen
+            .iter()
+            .filter(|s| s.1 == Some(fault))
+            .count()
+    }
+}
+
+/// The one request `client` sends, forwarded on a connection of its own to
+/// the server at `upstream`, as the faults say; the answer's end closes both.
+fn relay(mut client: TcpStream, upstream: u16, faults: &Mutex<Faults>) {
+    let _ = client.set_read_timeout(Some(Duration::from_secs(120)));
+    let Some((path, request)) = read_request(&mut client) else {
+        return;
+    };
+    let fault = {
+        let mut f = faults.lock().unwrap();
+        let at = f.next.iter().position(|(p, _)| match p.strip_prefix('=') {
+            Some(exact) => path == exact,
+            None => path.starts_with(p.as_str()),
+        });
+        let fault = at.map(|i| f.next.remove(i).1);
+        f.seen.push((path.clone(), fault));
+        fault
+    };
+    if fault == Some(Fault::Error) {
+        let _ = client.write_all(
+            b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+        return;
+    }
+    if fault == Some(Fault::Hold) {
+        faults.lock().unwrap().holding += 1;
+        while !faults.lock().unwrap().released {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        faults.lock().unwrap().holding -= 1;
+    }
+    let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+        return;
+    };
+    if server.write_all(&request).is_err() {
+        return;
+    }
+    let mut answer = Vec::new();
+    let _ = server.read_to_end(&mut answer);
+    if fault != Some(Fault::LoseAnswer) {
+        let _ = client.write_all(&answer);
+    }
+}
+
+/// One HTTP request from `client`, its `Connection` made `close` so the
+/// server ends its answer by closing: its path and bytes.
+fn read_request(client: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if client.read(&mut byte).ok()? == 0 || head.len() > 64 * 1024 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let path = text.split_whitespace().nth(1)?.to_string();
+    let mut len = 0usize;
+    let mut out = String::new();
+    for (i, line) in text.split("\r\n").enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let lower = line.to_ascii_lowercase();
+        if lower.starts_with("content-length:") {
+            len = line[15..].trim().parse().ok()?;
+        }
+        if i > 0 && lower.starts_with("connection:") {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    let mut body = vec![0u8; len];
+    client.read_exact(&mut body).ok()?;
+    let mut request = out.into_bytes();
+    request.extend(body);
+    Some((path, request))
+}
+
+/// A runner on the machine, holding no password, held to `fixes`: for
+/// each post it commits a file of the post's on `fixes` (unless the post
+/// says `retry`) and pushes through its tools, noting each push's answer.
+const RUNNER: &str = r#"
+n = 0
+for line in sys.stdin:
+    if not line.startswith("Post "):
+        continue
+    if "retry" not in line:
+        n += 1
+        with open("fix-%d.txt" % n, "w") as f:
+            f.write("fix %d\n" % n)
+        fossil("add", "fix-%d.txt" % n)
+        code, said = fossil("commit", "-m", "fix %d" % n, "--branch", "fixes", "--no-warnings")
+        if code != 0:
+            code, said = fossil("commit", "-m", "fix %d" % n, "--no-warnings")
+        note({"step": "commit", "n": n, "said": said})
+    local = mcp("ocx")
+    result = local("tools/call", {"name": "ocx_push", "arguments": {}})["result"]
+    note({"step": "push", "result": result})
+"#;
+
+/// The notes of the runner, in `out/results`.
+fn notes(out: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("results"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Waits until the runner noted `n` pushes; the last.
+fn pushed(out: &std::path::Path, n: usize, m: &Machine) -> Value {
+    until(&format!("push {n} noted\n{}", m.node_log()), 90, || {
+        let pushes: Vec<Value> = notes(out)
+            .into_iter()
+            .filter(|s| s["step"] == "push")
+            .collect();
+        (pushes.len() >= n).then(|| pushes[n - 1]["result"].clone())
+    })
+}
+
+/// How many check-ins the served repository holds with comment `comment`.
+fn checkins(site: &Site, comment: &str) -> i64 {
+    let db = rusqlite::Connection::open(&site.repo.file).unwrap();
+    db.query_row(
+        "SELECT count(*) FROM event WHERE type='ci' AND comment=?1",
+        [comment],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_machines_run_whose_push_is_lost_or_refused_by_its_server_pushes_again_once_nothing_lost_or_twice()
+ {
+    let site = Site::new();
+    site.repo.commit_as("admin", "README", "start\n", None);
+    let (runner, out) = support::runner_script(
+        &site.repo,
+        &format!("{}{RUNNER}", support::PY_RUNNER_PRELUDE),
+    );
+    support::runner_page(
+        &site.repo,
+        "pusher",
+        &json!({"command": [runner], "input": "lines",
+            "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": support::fossil()}}),
+    );
+    let proxy = Proxy::start(site.port);
+    let m = Machine::enrol_at(&site, tempfile::tempdir().unwrap(), &proxy.url());
+    let bin = ocx_bin().parent().unwrap().to_str().unwrap().to_string();
+    let record = site
+        .repo
+        .json(&[
+            "create",
+            "--runner",
+            "pusher",
+            "--run-user",
+            "pusher-m1",
+            "--objective",
+            "Push each fix",
+            "--hears",
+            "admin",
+            "--no-password",
+            "--branch",
+            "fixes",
+            "--wall",
+            "5m",
+            "--read-write",
+            out.to_str().unwrap(),
+            "--read-only",
+            &bin,
+            "--node",
+            &m.code,
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    crate::support::until_logged(&m.root(), 60, |e| support::is(e, "opened", &record));
+
+    // The server takes the push, and its answer is lost on the way back.
+    proxy.next("/ext/ocx-cgi/push", Fault::LoseAnswer);
+    site.repo
+        .json(&["post", "--to", &record, "--text", "fix one"])
+        .ok();
+    let first = pushed(&out, 1, &m);
+    assert_eq!(first["isError"], true, "the answer was lost: {first:#}");
+    assert_eq!(proxy.made(Fault::LoseAnswer), 1);
+    assert_eq!(checkins(&site, "fix 1"), 1, "the server took it");
+
+    // The server answers the next push with an error.
+    proxy.next("/ext/ocx-cgi/push", Fault::Error);
+    site.repo
+        .json(&["post", "--to", &record, "--text", "retry"])
+        .ok();
+    let second = pushed(&out, 2, &m);
+    assert_eq!(second["isError"], true, "{second:#}");
+    assert_eq!(proxy.made(Fault::Error), 1);
+
+    // Then it goes through: what the run made is there, once each.
+    site.repo
+        .json(&["post", "--to", &record, "--text", "fix two"])
+        .ok();
+    let third = pushed(&out, 3, &m);
+    assert_eq!(third["isError"], false, "{third:#}");
+    site.repo
+        .json(&["post", "--to", &record, "--text", "retry"])
+        .ok();
+    let fourth = pushed(&out, 4, &m);
+    assert_eq!(fourth["isError"], false, "{fourth:#}");
+    assert_eq!(checkins(&site, "fix 1"), 1, "nothing twice");
+    assert_eq!(checkins(&site, "fix 2"), 1, "nothing lost");
+    let r = site.repository();
+    let tip = r.branch_tip("fixes").unwrap().unwrap();
+    assert_eq!(
+        site.repo.sender(&r.hash_of(tip).unwrap()).as_deref(),
+        Some("pusher-m1")
+    );
+    site.repo.json(&["stop", &record]).ok();
+    let answered = until("the stop answered", 60, || {
+        let r = site.responses(&record);
+        (!r.is_empty()).then_some(r)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(site.responses(&record), answered, "answered once");
+    assert_eq!(answered, vec![("stopped".to_string(), m.login.clone())]);
+}
+
+#[test]
+fn a_machine_killed_between_its_push_and_its_confirmation_and_a_push_the_server_refused_answer_once()
+ {
+    let site = Site::new();
+    let proxy = Proxy::start(site.port);
+    let m = Machine::enrol_at(&site, tempfile::tempdir().unwrap(), &proxy.url());
+    let first = site.record(&m.code, "echo-f1");
+    site.line(&format!("Record {first}"));
+
+    // The server refuses the machine's next syncs (Fossil's sync posts to
+    // the repository's root) with an error.
+    proxy.next("=/", Fault::Error);
+    proxy.next("=/", Fault::Error);
+    site.repo.json(&["stop", &first]).ok();
+    let answered = until("the first record's answer", 120, || {
+        let r = site.responses(&first);
+        (!r.is_empty()).then_some(r)
+    });
+    assert!(proxy.made(Fault::Error) >= 1, "the server refused a sync");
+    assert_eq!(answered, vec![("stopped".to_string(), m.login.clone())]);
+
+    // The machine killed once its answer reached the server, before the
+    // server's receipt confirmed it.
+    let second = site.record(&m.code, "echo-f2");
+    let dir = ocx::node::config::NodeConfig::run_dir(&m.root(), &second);
+    site.line(&format!("Record {second}"));
+    site.repo.json(&["stop", &second]).ok();
+    crate::support::until_logged(&m.root(), 60, |e| support::is(e, "stopping", &second));
+    for _ in 0..20 {
+        proxy.next("/ext/ocx-cgi/receipt", Fault::Hold);
+    }
+    let unconfirmed = m.root().join("unconfirmed").join(&second[..16]);
+    until("the answer pushed, its confirmation held", 60, || {
+        (!site.responses(&second).is_empty() && proxy.holding() > 0 && unconfirmed.exists())
+            .then_some(())
+    });
+    kill_from(&m.root().join("node.pid"));
+    if dir.join("watcher.pid").exists() {
+        kill_from(&dir.join("watcher.pid"));
+    }
+    assert!(
+        unconfirmed.exists(),
+        "killed before the server's receipt confirmed it"
+    );
+    until("the machine's processes gone", 30, || {
+        (!ocx::node::watcher_alive(&dir)).then_some(())
+    });
+    proxy.release();
+    m.ocx(&["node", "start"]).ok();
+    until("the second record out of the machine's care", 60, || {
+        m.ocx(&["status"]).ok()["machine"]["records"]
+            .as_array()
+            .is_some_and(|r| r.is_empty())
+            .then_some(())
+    });
+    until("the answer confirmed", 60, || {
+        (!unconfirmed.exists()).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        site.responses(&second),
+        vec![("stopped".to_string(), m.login.clone())],
+        "answered once, never again\n{}",
+        m.node_log()
+    );
+    assert_eq!(site.responses(&first).len(), 1, "the first still once");
+}
