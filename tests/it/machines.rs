@@ -761,6 +761,7 @@ fn a_restricted_fixer_on_an_agent_machine_is_held_to_its_branch_and_thread_and_h
             "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": support::fossil(), "OCX_TEST_OTHER": other}}),
     );
     let m = Machine::enrol(&site);
+    let other_machine = Machine::enrol(&site);
     let status = m.ocx(&["status"]).ok();
     assert_eq!(
         status["restrictions_enforced"],
@@ -869,4 +870,10 @@ fn a_restricted_fixer_on_an_agent_machine_is_held_to_its_branch_and_thread_and_h
     );
     let status = &step(&all, "status")["result"]["structuredContent"]["result"];
     assert_eq!(status["login"], "fixer-m1", "{status:#}");
+    assert_eq!(
+        support::logged(&other_machine.root(), |e| support::is(e, "opened", &record)),
+        0,
+        "the other machine never opened the record:\n{}",
+        other_machine.node_log()
+    );
 }
