@@ -246,7 +246,15 @@ fn answer(
         if let Some(o) = forwarded.as_object_mut() {
             o.remove("dry_run");
         }
-        return crate::tools::on_server::answer(name, forwarded, served, checked, shown.text());
+        let writes = find(name).is_some_and(|t| t.writes());
+        return crate::tools::on_server::answer(
+            name,
+            writes,
+            forwarded,
+            served,
+            checked,
+            shown.text(),
+        );
     }
     answer_here(name, input, cx, dry_run, shown)
 }

@@ -18,11 +18,13 @@ use std::time::Duration;
 /// How long the server is given to answer a call.
 const WITHIN: Duration = Duration::from_secs(120);
 
-/// `name` called with `input` on the server `served` names, once `checked`
-/// (the same call made here as a dry run) found nothing to refuse; its
-/// answer, and its result as text when `text` asks for it.
+/// `name` (a tool that `writes`, or only reads) called with `input` on the
+/// server `served` names, once `checked` (the same call made here as a dry
+/// run) found nothing to refuse; its answer, and its result as text when
+/// `text` asks for it.
 pub fn answer(
     name: &str,
+    writes: bool,
     input: Value,
     served: &ServedAs,
     checked: Answer,
@@ -57,7 +59,6 @@ pub fn answer(
         }
     };
     answer.log.splice(0..0, log);
-    let writes = crate::registry::find(name).is_some_and(|t| t.writes());
     if answer.ok && writes {
         let hashes = written(answer.result.as_ref());
         if !hashes.is_empty()
