@@ -164,6 +164,8 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::unaudited::Unaudited>::new(),
     &Def::<crate::tools::hook::Hook>::new(),
     &Def::<crate::tools::export::ExportTool>::new(),
+    &Def::<crate::tools::project::Project>::new(),
+    &Def::<crate::tools::upstream::UpstreamTool>::new(),
     &Def::<crate::tools::node::NodeTool>::new(),
     &Def::<crate::tools::lost::Lost>::new(),
     &Def::<crate::tools::adopt::Adopt>::new(),

@@ -1,11 +1,14 @@
 //! The git export of a served repository: kept current by one exporter at
 //! a time (`export.rs`: a mark, then a lock, in the export's `.git`), and
-//! served read-only by `git upload-pack` (`upload.rs`), the only place OCX
-//! starts `git`. Fossil's side of the export (its commands, its config row,
-//! its mirror state) stays in `crate::fossil`.
+//! served read-only by `git upload-pack` (`upload.rs`); and an imported
+//! repository's upstream (`upstream.rs`: a mirror of the git repository it
+//! came from, brought in by git's fast-export). Only this module starts
+//! `git`. Fossil's side (its commands, its config row, its mirror state)
+//! stays in `crate::fossil`.
 
 pub mod export;
 pub mod upload;
+pub mod upstream;
 
 pub use export::{Export, LastRun};
 pub use upload::Git;

@@ -189,6 +189,10 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
         }
         None => None,
     };
+    if cfg.machine.is_none() {
+        let (root, cfg) = (root.to_path_buf(), cfg.clone());
+        std::thread::spawn(move || upstream_on_schedule(&root, &cfg));
+    }
     let kept = Kept::new();
     if let Err(e) = sweep_lost_keeping(root, &kept) {
         log::write(
@@ -232,5 +236,76 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
                 break;
             }
         }
+    }
+}
+
+/// The longest the schedule of the upstream sleeps before it reads the
+/// repository's configuration again.
+const SCHEDULE_LOOK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Brings a repository imported from git up to its upstream on the
+/// schedule its config row `ocx-upstream-every` sets, as the node's login,
+/// for as long as the node lives; each run logged. Asleep between, reading
+/// the schedule again at least once a minute.
+fn upstream_on_schedule(root: &Path, cfg: &NodeConfig) {
+    use crate::git::upstream::{EVERY_ROW, Upstream, last_run_at};
+    let repository = cfg
+        .repository
+        .canonicalize()
+        .unwrap_or_else(|_| cfg.repository.clone());
+    loop {
+        let every = crate::fossil::Repository::open(&repository)
+            .ok()
+            .and_then(|r| r.config(EVERY_ROW).ok().flatten())
+            .and_then(|e| crate::protocol::kinds::wall_seconds(&e))
+            .map(std::time::Duration::from_secs);
+        let (Some(every), Some(mut up)) = (every, Upstream::of(&repository)) else {
+            std::thread::sleep(SCHEDULE_LOOK);
+            continue;
+        };
+        let since = last_run_at(&repository)
+            .and_then(|t| t.elapsed().ok())
+            .unwrap_or(every);
+        if since < every {
+            std::thread::sleep((every - since).min(SCHEDULE_LOOK));
+            continue;
+        }
+        let event = match (
+            crate::git::Git::locate(None),
+            crate::fossil::Fossil::at(&cfg.fossil),
+        ) {
+            (Ok(git), Ok(fossil)) => {
+                let held = super::lock(&up.dir.join(crate::git::upstream::LOCK), true);
+                let brought = up.bring_up(&git, &fossil, &repository, &cfg.login);
+                drop(held);
+                match brought {
+                    Ok(b) => {
+                        let commits: u64 = b.branches.iter().map(|x| x.commits).sum();
+                        let mut e = Event::new(Done::Upstream, format!("from {}", up.kept.from));
+                        e.count = Some(commits);
+                        if commits > 0 || !b.tags.is_empty() {
+                            let _ = super::poke(root);
+                        }
+                        e
+                    }
+                    Err(e) => {
+                        log::write(
+                            root,
+                            &[Event::new(
+                                Done::Failed,
+                                format!("the upstream could not be brought: {e}"),
+                            )],
+                        );
+                        std::thread::sleep(every.min(SCHEDULE_LOOK));
+                        continue;
+                    }
+                }
+            }
+            _ => Event::new(
+                Done::Failed,
+                "the upstream could not be brought: no git or fossil program",
+            ),
+        };
+        log::write(root, &[event]);
     }
 }

@@ -63,6 +63,8 @@ pub enum Done {
     NodeStopped,
     /// Attachments to runs' terminals whose end the node did not see, posted.
     Attachments,
+    /// The repository brought up to its git upstream, on its schedule.
+    Upstream,
 }
 
 impl Done {
@@ -91,6 +93,7 @@ impl Done {
             Done::ExportHeld => "export held",
             Done::NodeStopped => "node stopped",
             Done::Attachments => "attachments posted",
+            Done::Upstream => "upstream brought",
         }
     }
 }

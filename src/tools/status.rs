@@ -59,6 +59,10 @@ pub struct Output {
     /// the last run's failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub git_export: Option<GitExport>,
+    /// Where a repository imported from git keeps its upstream: the git
+    /// repository, how often the node brings it up, and its last run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<UpstreamStatus>,
     /// The credentials the node keeps for its runners' runs, by name alone (on a node, as
     /// the node's own account sees them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -141,6 +145,36 @@ pub struct GitExport {
 }
 
 /// The export `repo` names, shown; `None` when it names none.
+/// A repository's upstream, as status shows it.
+#[derive(Serialize, JsonSchema)]
+pub struct UpstreamStatus {
+    /// The git repository it came from.
+    pub from: String,
+    /// How often the node brings it up, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
+    /// What the last run did, its failure among it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last: Option<crate::git::upstream::Brought>,
+}
+
+fn upstream(repo: &crate::fossil::Repository) -> Result<Option<UpstreamStatus>, Stop> {
+    let path = repo
+        .path()
+        .canonicalize()
+        .unwrap_or_else(|_| repo.path().to_path_buf());
+    let Some(up) = crate::git::upstream::Upstream::of(&path) else {
+        return Ok(None);
+    };
+    Ok(Some(UpstreamStatus {
+        from: up.kept.from,
+        every: repo
+            .config(super::upstream::EVERY_ROW)?
+            .filter(|e| !e.is_empty()),
+        last: up.kept.last,
+    }))
+}
+
 fn git_export(
     repo: &crate::fossil::Repository,
     fossil: &crate::fossil::Fossil,
@@ -282,6 +316,7 @@ impl Tool for Status {
             ceiling: is_node.then(|| cfg.map(|c| c.ceiling).unwrap_or_default()),
             run_uids,
             git_export: git_export(repo, fossil),
+            upstream: upstream(repo)?,
             credentials: root
                 .as_deref()
                 .map(crate::node::credentials::names)

@@ -31,6 +31,7 @@ mod model;
 mod node;
 mod ollama;
 mod patterns;
+mod project;
 mod protocol;
 mod questions;
 mod reads;

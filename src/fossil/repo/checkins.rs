@@ -202,6 +202,30 @@ impl Repository {
         Ok(out)
     }
 
+    /// The first check-ins of `branch` (those whose primary parent is on
+    /// another branch) that still carry a branch name propagated from that
+    /// parent: each its full hash and the tag (`sym-NAME`). Fossil's own
+    /// git import leaves them so, and `fossil update trunk` would then open
+    /// another branch's check-in.
+    pub fn branch_roots_inheriting(
+        &self,
+        branch: &str,
+    ) -> Result<Vec<(String, String)>, FossilError> {
+        let mut st = self.db.prepare_cached(
+            "SELECT b.uuid, t.tagname FROM tagxref bx
+             JOIN tag bt ON bt.tagid=bx.tagid AND bt.tagname='branch'
+             JOIN blob b ON b.rid=bx.rid
+             JOIN plink p ON p.cid=bx.rid AND p.isprim
+             JOIN tagxref px ON px.rid=p.pid AND px.tagid=bt.tagid
+             JOIN tagxref sx ON sx.rid=bx.rid AND sx.tagtype=2
+             JOIN tag t ON t.tagid=sx.tagid
+             WHERE bx.value=?1 AND bx.tagtype>0 AND px.value<>?1
+               AND t.tagname GLOB 'sym-*' AND t.tagname<>('sym-' || ?1)",
+        )?;
+        let rows = st.query_map([branch], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// The artifacts tagged `name` (a raw tag, such as `ocx-message`), in received order.
     pub fn tagged(&self, name: &str) -> Result<Vec<(i64, String)>, FossilError> {
         let mut st = self.db.prepare_cached(

@@ -1,0 +1,601 @@
+//! The git side of an imported repository's upstream: a bare mirror of the
+//! git repository it came from, kept beside it, fetched anew, and its
+//! history given to Fossil by git's own `fast-export`, from where the last
+//! import stopped (git's marks file, kept in step with Fossil's), one
+//! branch at a time under the name Fossil is to give it. Git is started as
+//! `upload.rs` starts it: by absolute path, `PATH` alone in its
+//! environment (and no prompt for a password), never through a shell, a
+//! `--` before each path or URL the person gave.
+
+#![allow(clippy::disallowed_methods)] // git is started in src/git/ alone, as docs/architecture.md says
+
+use super::{Git, GitError};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// The only variables git is given.
+const ENV: &[(&str, &str)] = &[
+    ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+];
+
+impl Git {
+    fn command(&self, git_dir: Option<&Path>) -> Command {
+        let mut c = Command::new(self.path());
+        c.env_clear().envs(ENV.iter().copied()).current_dir("/");
+        if let Some(d) = git_dir {
+            let mut safe = std::ffi::OsString::from("safe.directory=");
+            safe.push(d.as_os_str());
+            c.arg("-c").arg(safe).arg("--git-dir").arg(d);
+        }
+        c.stdin(Stdio::null());
+        c
+    }
+
+    fn ran(
+        &self,
+        operation: &'static str,
+        c: &mut Command,
+    ) -> Result<std::process::Output, GitError> {
+        let out = c.output().map_err(|e| GitError::Command {
+            operation,
+            message: e.to_string(),
+        })?;
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr);
+            let line = said
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("exited without saying why");
+            return Err(GitError::Command {
+                operation,
+                message: crate::fossil::redact_password(line),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Makes `into` a bare mirror of the git repository `from` (a URL or a
+    /// directory), refused in git's own words when git cannot read it.
+    pub fn mirror(&self, from: &str, into: &Path) -> Result<(), GitError> {
+        self.ran(
+            "clone",
+            self.command(None)
+                .args(["clone", "--mirror", "--quiet", "--"])
+                .arg(from)
+                .arg(into)
+                .stdout(Stdio::null()),
+        )
+        .map(drop)
+    }
+
+    /// Whether git can read the repository `from` (its branches listed),
+    /// refused in git's own words.
+    pub fn can_read(&self, from: &str) -> Result<(), GitError> {
+        self.ran(
+            "ls-remote",
+            self.command(None)
+                .args(["ls-remote", "--heads", "--"])
+                .arg(from)
+                .stdout(Stdio::null()),
+        )
+        .map(drop)
+    }
+
+    /// Fetches what the mirror's upstream added since.
+    pub fn fetch_mirror(&self, dir: &Path) -> Result<(), GitError> {
+        self.ran(
+            "fetch",
+            self.command(Some(dir))
+                .args(["fetch", "--prune", "--quiet", "origin"])
+                .stdout(Stdio::null()),
+        )
+        .map(drop)
+    }
+
+    /// The branch the mirror's HEAD names, as its upstream's default.
+    pub fn default_branch(&self, dir: &Path) -> Result<Option<String>, GitError> {
+        let out = self
+            .command(Some(dir))
+            .args(["symbolic-ref", "--quiet", "HEAD"])
+            .output()
+            .map_err(|e| GitError::Command {
+                operation: "symbolic-ref",
+                message: e.to_string(),
+            })?;
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .strip_prefix("refs/heads/")
+            .map(str::to_string))
+    }
+
+    /// The mirror's refs under `prefix` (`refs/heads/`, `refs/tags/`): each
+    /// name (without the prefix) and the commit it names (a tag peeled).
+    pub fn refs(&self, dir: &Path, prefix: &str) -> Result<Vec<(String, String)>, GitError> {
+        let out = self.ran(
+            "for-each-ref",
+            self.command(Some(dir)).args([
+                "for-each-ref",
+                "--format=%(refname) %(objectname) %(*objectname)",
+                prefix,
+            ]),
+        )?;
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                let name = w.next()?.strip_prefix(prefix)?.to_string();
+                let object = w.next()?.to_string();
+                let peeled = w.next().map(str::to_string);
+                Some((name, peeled.unwrap_or(object)))
+            })
+            .collect())
+    }
+
+    /// Writes to `out` git's fast-export of `branch`, what its marks file
+    /// `marks` does not hold yet (every mark then written to `marks_out`),
+    /// the branch named `as_name` in the stream; signed tags stripped.
+    pub fn fast_export(
+        &self,
+        dir: &Path,
+        marks: &Path,
+        marks_out: &Path,
+        branch: &str,
+        as_name: &str,
+        out: &Path,
+    ) -> Result<(), GitError> {
+        let file = std::fs::File::create(out).map_err(|error| GitError::Io {
+            what: "write the export's stream",
+            dir: out.to_path_buf(),
+            error,
+        })?;
+        let mut import = std::ffi::OsString::from("--import-marks-if-exists=");
+        import.push(marks.as_os_str());
+        let mut export = std::ffi::OsString::from("--export-marks=");
+        export.push(marks_out.as_os_str());
+        self.ran(
+            "fast-export",
+            self.command(Some(dir))
+                .args(["fast-export", "--signed-tags=strip", "--reencode=yes"])
+                .arg(import)
+                .arg(export)
+                .arg(format!(
+                    "--refspec=refs/heads/{branch}:refs/heads/{as_name}"
+                ))
+                .arg(format!("refs/heads/{branch}"))
+                .stdout(file),
+        )
+        .map(drop)
+    }
+}
+
+/// The config row naming how often the node brings the repository up to
+/// its upstream (a whole number, then s, m, h or d; empty: never).
+pub const EVERY_ROW: &str = "ocx-upstream-every";
+
+/// When the last run ended (the time `upstream.json` was last written),
+/// when there was one.
+pub fn last_run_at(repository: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(dir_of(repository).join(KEPT))
+        .and_then(|m| m.modified())
+        .ok()
+}
+
+/// Where an imported repository keeps its upstream: beside it, named for
+/// it (`REPO.fossil.upstream/`), its owner's alone.
+pub fn dir_of(repository: &Path) -> std::path::PathBuf {
+    let mut name = repository.as_os_str().to_os_string();
+    name.push(".upstream");
+    std::path::PathBuf::from(name)
+}
+
+/// What an imported repository keeps of its upstream (`upstream.json`).
+#[derive(
+    Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema, PartialEq, Eq,
+)]
+pub struct Kept {
+    /// The git repository it came from, a URL (its password hidden) or a directory.
+    pub from: String,
+    /// The upstream's default branch, which Fossil's trunk is.
+    pub default_branch: String,
+    /// What the last run did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<Brought>,
+}
+
+/// What one run bringing the repository up to its upstream did.
+#[derive(
+    Debug, Clone, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema, PartialEq, Eq,
+)]
+pub struct Brought {
+    /// When it ended (UTC).
+    pub when: String,
+    /// How long it took, in milliseconds.
+    pub took_ms: u64,
+    /// Each branch that had something new: where it went and how many commits.
+    pub branches: Vec<BranchBrought>,
+    /// The tags added.
+    pub tags: Vec<String>,
+    /// Why it failed, in git's or Fossil's words; absent when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// One branch brought up.
+#[derive(
+    Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema, PartialEq, Eq,
+)]
+pub struct BranchBrought {
+    /// The upstream's branch.
+    pub branch: String,
+    /// The Fossil branch its commits went onto: its own name (trunk for the
+    /// default), or `upstream/NAME` where Fossil's branch has check-ins of its own.
+    pub onto: String,
+    /// How many commits it brought.
+    pub commits: u64,
+}
+
+/// The Fossil branch an upstream branch is imported as: trunk for the
+/// default branch, else its own name.
+pub fn fossil_name(branch: &str, default: &str) -> String {
+    if branch == default {
+        "trunk".into()
+    } else {
+        branch.to_string()
+    }
+}
+
+/// An imported repository's upstream, as kept beside it.
+pub struct Upstream {
+    pub dir: std::path::PathBuf,
+    pub kept: Kept,
+}
+
+const KEPT: &str = "upstream.json";
+const MIRROR: &str = "mirror.git";
+const GIT_MARKS: &str = "git.marks";
+const FOSSIL_MARKS: &str = "fossil.marks";
+const STREAM: &str = "stream";
+/// The lock one run at a time holds.
+pub const LOCK: &str = "lock";
+
+impl Upstream {
+    /// The upstream `repository` keeps, if it was imported from git.
+    pub fn of(repository: &Path) -> Option<Upstream> {
+        let dir = dir_of(repository);
+        let kept: Kept = serde_json::from_slice(&std::fs::read(dir.join(KEPT)).ok()?).ok()?;
+        Some(Upstream { dir, kept })
+    }
+
+    fn keep(&self) -> Result<(), GitError> {
+        let bytes = serde_json::to_vec_pretty(&self.kept).unwrap_or_default();
+        crate::file::write_whole(
+            &self.dir.join(KEPT),
+            &self.dir.join(".upstream.json.tmp"),
+            &bytes,
+            0o600,
+        )
+        .map_err(|error| GitError::Io {
+            what: "keep what was brought",
+            dir: self.dir.clone(),
+            error,
+        })
+    }
+
+    /// Mirrors `from` beside `repository` and imports its whole history
+    /// into `repository`, made new with `admin` its administrator: the
+    /// default branch as trunk, every other branch by its name, each tag
+    /// on its commit, as `admin`. Refused in git's words when git cannot
+    /// read `from`.
+    pub fn import_new(
+        git: &Git,
+        fossil: &crate::fossil::Fossil,
+        repository: &Path,
+        from: &str,
+        admin: &str,
+    ) -> Result<(Upstream, Brought), GitError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = dir_of(repository);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|error| GitError::Io {
+                what: "make the upstream's directory",
+                dir: dir.clone(),
+                error,
+            })?;
+        git.mirror(from, &dir.join(MIRROR))?;
+        let default = git
+            .default_branch(&dir.join(MIRROR))?
+            .unwrap_or_else(|| "main".into());
+        let up = Upstream {
+            dir,
+            kept: Kept {
+                from: crate::fossil::redact_password(from),
+                default_branch: default,
+                last: None,
+            },
+        };
+        let mut up = up;
+        let brought = up.bring(git, fossil, repository, admin, true)?;
+        up.kept.last = Some(brought.clone());
+        up.keep()?;
+        Ok((up, brought))
+    }
+
+    /// Fetches what the upstream added since and brings it into
+    /// `repository`: each branch onto its own Fossil branch where Fossil
+    /// has not moved past what was imported, else onto `upstream/NAME`;
+    /// each new tag on its commit, as `admin`. What it did is kept, its
+    /// failure too.
+    pub fn bring_up(
+        &mut self,
+        git: &Git,
+        fossil: &crate::fossil::Fossil,
+        repository: &Path,
+        admin: &str,
+    ) -> Result<Brought, GitError> {
+        let started = std::time::Instant::now();
+        let done = git
+            .fetch_mirror(&self.dir.join(MIRROR))
+            .and_then(|()| self.bring(git, fossil, repository, admin, false));
+        let brought = match &done {
+            Ok(b) => b.clone(),
+            Err(e) => Brought {
+                when: crate::fossil::artifact::now(),
+                took_ms: started.elapsed().as_millis() as u64,
+                failure: Some(e.to_string()),
+                ..Brought::default()
+            },
+        };
+        self.kept.last = Some(brought);
+        self.keep()?;
+        done
+    }
+
+    /// Where each upstream branch would go now: its name and its Fossil branch.
+    pub fn plan(
+        &self,
+        git: &Git,
+        repo: &crate::fossil::Repository,
+    ) -> Result<Vec<(String, String)>, GitError> {
+        let imported = fossil_marks(&self.dir.join(FOSSIL_MARKS));
+        let mut out = Vec::new();
+        let mut branches = git.refs(&self.dir.join(MIRROR), "refs/heads/")?;
+        branches.sort_by_key(|(b, _)| (*b != self.kept.default_branch, b.clone()));
+        for (branch, _) in branches {
+            if !plain_ref(&branch) {
+                continue;
+            }
+            let name = fossil_name(&branch, &self.kept.default_branch);
+            let moved = match repo.branch_tip(&name)? {
+                Some(tip) => !imported.contains(&repo.hash_of(tip)?),
+                None => false,
+            };
+            let onto = if moved {
+                format!("upstream/{name}")
+            } else {
+                name
+            };
+            out.push((branch, onto));
+        }
+        Ok(out)
+    }
+
+    fn bring(
+        &self,
+        git: &Git,
+        fossil: &crate::fossil::Fossil,
+        repository: &Path,
+        admin: &str,
+        new: bool,
+    ) -> Result<Brought, GitError> {
+        let started = std::time::Instant::now();
+        let mirror = self.dir.join(MIRROR);
+        let stream = self.dir.join(STREAM);
+        let (git_marks, fossil_marks_file) =
+            (self.dir.join(GIT_MARKS), self.dir.join(FOSSIL_MARKS));
+        let mut brought = Brought::default();
+        let mut first = new;
+        let plan = match new {
+            true => {
+                let mut b = git.refs(&mirror, "refs/heads/")?;
+                b.retain(|(name, _)| plain_ref(name));
+                b.sort_by_key(|(n, _)| (*n != self.kept.default_branch, n.clone()));
+                b.into_iter()
+                    .map(|(n, _)| {
+                        let f = fossil_name(&n, &self.kept.default_branch);
+                        (n, f)
+                    })
+                    .collect()
+            }
+            false => self.plan(git, &crate::fossil::Repository::open(repository)?)?,
+        };
+        let (git_next, fossil_next) = (
+            self.dir.join("git.marks.next"),
+            self.dir.join("fossil.marks.next"),
+        );
+        let moved = |from: &Path, to: &Path| {
+            std::fs::rename(from, to).map_err(|error| GitError::Io {
+                what: "keep the marks of what was imported",
+                dir: to.to_path_buf(),
+                error,
+            })
+        };
+        for (branch, onto) in plan {
+            git.fast_export(&mirror, &git_marks, &git_next, &branch, &onto, &stream)?;
+            let commits = std::fs::read(&stream)
+                .map(|b| {
+                    b.split(|c| *c == b'\n')
+                        .filter(|l| l.starts_with(b"commit "))
+                        .count() as u64
+                })
+                .unwrap_or(0);
+            if commits == 0 && !first {
+                let _ = std::fs::remove_file(&git_next);
+                continue;
+            }
+            // Each side's marks move on only once Fossil took the stream:
+            // a failed import leaves both as they were, to be tried again.
+            fossil.import_git(
+                repository,
+                &stream,
+                &fossil_marks_file,
+                &fossil_next,
+                !first,
+                admin,
+            )?;
+            moved(&fossil_next, &fossil_marks_file)?;
+            moved(&git_next, &git_marks)?;
+            first = false;
+            if onto != "trunk" {
+                cancel_inherited(fossil, repository, &onto, admin)?;
+            }
+            if commits > 0 {
+                brought.branches.push(BranchBrought {
+                    branch,
+                    onto,
+                    commits,
+                });
+            }
+        }
+        let _ = std::fs::remove_file(&stream);
+        brought.tags = self.tag(git, fossil, repository, admin)?;
+        brought.when = crate::fossil::artifact::now();
+        brought.took_ms = started.elapsed().as_millis() as u64;
+        Ok(brought)
+    }
+
+    /// Tags each commit of Fossil's that the upstream tags and Fossil does
+    /// not yet, as `admin`; the tags added.
+    fn tag(
+        &self,
+        git: &Git,
+        fossil: &crate::fossil::Fossil,
+        repository: &Path,
+        admin: &str,
+    ) -> Result<Vec<String>, GitError> {
+        use crate::fossil::artifact::{TagChange, control, now};
+        let repo = crate::fossil::Repository::open(repository)?;
+        let by_sha = git_marks(&self.dir.join(GIT_MARKS));
+        let by_mark = fossil_mark_uuids(&self.dir.join(FOSSIL_MARKS));
+        let mut tags = Vec::new();
+        let mut added = Vec::new();
+        for (tag, sha) in git.refs(&self.dir.join(MIRROR), "refs/tags/")? {
+            if !plain_ref(&tag) || !repo.tagged(&format!("sym-{tag}"))?.is_empty() {
+                continue;
+            }
+            let Some(uuid) = by_sha.get(&sha).and_then(|m| by_mark.get(m)) else {
+                continue;
+            };
+            tags.push(TagChange {
+                op: '+',
+                name: format!("sym-{tag}"),
+                target: uuid.clone(),
+                value: None,
+            });
+            added.push(tag);
+        }
+        if !tags.is_empty() {
+            let mut batch = crate::fossil::store::Batch::default();
+            batch.add("tags", control(&now(), admin, &tags), repo.hash_policy()?);
+            crate::fossil::store::store(fossil, &repo, admin, &batch, true)?;
+        }
+        Ok(added)
+    }
+}
+
+/// Ends, at the first check-ins of branch `onto`, the branch names they
+/// inherit from their parent, as `fossil branch new` does, as `admin`.
+fn cancel_inherited(
+    fossil: &crate::fossil::Fossil,
+    repository: &Path,
+    onto: &str,
+    admin: &str,
+) -> Result<(), GitError> {
+    use crate::fossil::artifact::{TagChange, control, now};
+    let repo = crate::fossil::Repository::open(repository)?;
+    let cancels: Vec<TagChange> = repo
+        .branch_roots_inheriting(onto)?
+        .into_iter()
+        .map(|(target, name)| TagChange {
+            op: '-',
+            name,
+            target,
+            value: None,
+        })
+        .collect();
+    if cancels.is_empty() {
+        return Ok(());
+    }
+    let mut batch = crate::fossil::store::Batch::default();
+    batch.add(
+        "branch names ended",
+        control(&now(), admin, &cancels),
+        repo.hash_policy()?,
+    );
+    Ok(crate::fossil::store::store(
+        fossil, &repo, admin, &batch, true,
+    )?)
+}
+
+/// The check-ins Fossil's marks file says were imported, by full hash.
+fn fossil_marks(path: &Path) -> std::collections::HashSet<String> {
+    fossil_mark_uuids(path).into_values().collect()
+}
+
+/// Fossil's marks file read: each check-in's mark (`:N`) and full hash.
+fn fossil_mark_uuids(path: &Path) -> std::collections::HashMap<String, String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with('c'))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace().skip(1);
+            let mark = w.next().filter(|m| m.starts_with(':'))?.to_string();
+            let uuid = w
+                .next()
+                .filter(|u| u.bytes().all(|b| b.is_ascii_hexdigit()))?;
+            Some((mark, uuid.to_string()))
+        })
+        .collect()
+}
+
+/// Git's marks file read: each commit's full hash and its mark (`:N`).
+fn git_marks(path: &Path) -> std::collections::HashMap<String, String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (mark, sha) = l.split_once(' ')?;
+            mark.starts_with(':')
+                .then(|| (sha.trim().to_string(), mark.to_string()))
+        })
+        .collect()
+}
+
+/// Whether `name` can name a git branch or tag OCX gives Fossil: no
+/// control character, no space, no `..`, not beginning with `-` or `/`.
+pub fn plain_ref(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with(['-', '/'])
+        && !name.contains("..")
+        && !name.chars().any(|c| c.is_control() || c.is_whitespace())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ref_is_plain_or_refused() {
+        assert!(plain_ref("dev"));
+        assert!(plain_ref("feature/x-1"));
+        for bad in ["", "-x", "/x", "a..b", "a b", "a\nb"] {
+            assert!(!plain_ref(bad), "{bad:?}");
+        }
+    }
+}

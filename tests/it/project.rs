@@ -1,0 +1,376 @@
+//! From a git repository to an OCX node in one command (`project`), and
+//! kept in step with its upstream (`upstream`), with real git and Fossil:
+//! branches and tags imported, the git export made, the hook installed,
+//! the node started, the runner pages and patterns written; then an
+//! upstream that gains commits on a branch both sides changed, brought in
+//! with nothing of either side lost, by hand and on the node's schedule.
+
+use crate::support::{fossil, ocx_bin, run};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// `git ARGS` in `dir`, which must succeed; what it printed.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "Up Stream")
+        .env("GIT_AUTHOR_EMAIL", "up@example.org")
+        .env("GIT_COMMITTER_NAME", "Up Stream")
+        .env("GIT_COMMITTER_EMAIL", "up@example.org")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        crate::support::said(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An upstream git repository in `dir/up`: `main` with two commits, `dev`
+/// with one of its own, tagged `v1` (lightweight) and `v2` (annotated).
+fn upstream(dir: &Path) -> PathBuf {
+    let up = dir.join("up");
+    std::fs::create_dir_all(&up).unwrap();
+    git(&up, &["init", "-q", "-b", "main"]);
+    std::fs::write(up.join("a.txt"), "one\n").unwrap();
+    git(&up, &["add", "a.txt"]);
+    git(&up, &["commit", "-qm", "one"]);
+    git(&up, &["checkout", "-qb", "dev"]);
+    std::fs::write(up.join("b.txt"), "two\n").unwrap();
+    git(&up, &["add", "b.txt"]);
+    git(&up, &["commit", "-qm", "two"]);
+    git(&up, &["tag", "v1"]);
+    git(&up, &["tag", "-a", "v2", "-m", "release two"]);
+    git(&up, &["checkout", "-q", "main"]);
+    std::fs::write(up.join("a.txt"), "one\nthree\n").unwrap();
+    git(&up, &["commit", "-qam", "three"]);
+    up
+}
+
+/// `ocx ARGS --json` in `dir`.
+fn ocx(dir: &Path, args: &[&str]) -> crate::support::Run {
+    let mut c = Command::new(ocx_bin());
+    c.args(args).arg("--json").current_dir(dir);
+    run(c, None)
+}
+
+/// The comment of the newest check-in on `branch` of `repo`.
+fn tip(repo: &Path, branch: &str) -> String {
+    let r = ocx::fossil::Repository::open(repo).unwrap();
+    let rid = r.branch_tip(branch).unwrap().expect(branch);
+    r.checkin(rid).unwrap().unwrap().comment
+}
+
+/// Every tag name `repo` holds, but branch names' own.
+fn tags(repo: &Path) -> Vec<String> {
+    let out = Command::new(fossil())
+        .args(["tag", "list", "-R"])
+        .arg(repo)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+fn place() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("ocx-project-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[test]
+fn a_git_repository_becomes_a_node_in_one_command_with_its_branches_tags_export_and_runners() {
+    let dir = place();
+    let up = upstream(dir.path());
+    let url = format!("http://127.0.0.1:{}/", crate::support::free_port());
+    let dry = ocx(
+        dir.path(),
+        &[
+            "project",
+            "demo",
+            "--from",
+            up.to_str().unwrap(),
+            "--url",
+            &url,
+            "--runners",
+            "demo",
+            "--patterns",
+            "--dry-run",
+        ],
+    );
+    let log = dry.answer()["log"].to_string();
+    for step in ["mirror", "git export", "hook", "node", "sandbox/demo"] {
+        assert!(log.contains(step), "the dry run lists {step}: {log}");
+    }
+    assert!(
+        !dir.path().join("demo.fossil").exists(),
+        "a dry run makes nothing"
+    );
+
+    let made = ocx(
+        dir.path(),
+        &[
+            "project",
+            "demo",
+            "--from",
+            up.to_str().unwrap(),
+            "--url",
+            &url,
+            "--runners",
+            "demo",
+            "--patterns",
+        ],
+    )
+    .ok();
+    let repo = dir.path().join("demo.fossil");
+    assert!(repo.is_file(), "{made:#}");
+    assert_eq!(tip(&repo, "trunk"), "three", "the default branch is trunk");
+    assert_eq!(tip(&repo, "dev"), "two");
+    let t = tags(&repo);
+    assert!(
+        t.contains(&"v1".into()) && t.contains(&"v2".into()),
+        "{t:?}"
+    );
+    let export = PathBuf::from(made["git_export"].as_str().unwrap());
+    assert!(
+        export.join(".git").join("HEAD").is_file(),
+        "the git export is made"
+    );
+    assert_eq!(
+        made["pages"],
+        json!(["sandbox/demo", "run/reviewer", "run/fixer", "run/helper"]),
+        "{made:#}"
+    );
+    assert!(
+        made["next"]
+            .to_string()
+            .contains("fossil user password admin"),
+        "{made:#}"
+    );
+    let status = ocx(
+        dir.path(),
+        &["status", "-R", "demo.fossil", "--user", "admin"],
+    )
+    .ok();
+    assert_eq!(status["node"], true, "{status:#}");
+    assert_eq!(status["upstream"]["from"], up.to_str().unwrap());
+    let root = ocx::node::config::default_root(&repo.canonicalize().unwrap());
+    assert!(root.join("node.pid").is_file(), "its node started");
+    let patterns = ocx(
+        dir.path(),
+        &["patterns", "-R", "demo.fossil", "--user", "admin"],
+    )
+    .ok();
+    assert_eq!(patterns["patterns"].as_array().unwrap().len(), 3);
+    let _ = ocx(dir.path(), &["node", "stop", "-R", "demo.fossil"]);
+
+    // Without --from: a new empty repository.
+    let empty = ocx(dir.path(), &["project", "blank"]).ok();
+    assert!(dir.path().join("blank.fossil").is_file(), "{empty:#}");
+    assert!(empty["upstream"].is_null());
+}
+
+#[test]
+fn a_name_that_is_no_file_name_a_repository_already_there_and_an_upstream_git_cannot_read_are_refused()
+ {
+    let dir = place();
+    let up = upstream(dir.path());
+    let before: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    for (input, field) in [
+        (json!({"name": "a/b"}), "name"),
+        (json!({"name": "-x"}), "name"),
+        (json!({"name": ".."}), "name"),
+        (
+            json!({"name": "ok", "from": dir.path().join("nothing-here").to_str().unwrap()}),
+            "from",
+        ),
+        (
+            json!({"name": "ok", "from": "http://127.0.0.1:9/none.git"}),
+            "from",
+        ),
+        (json!({"name": "ok", "url": "ftp://host/"}), "url"),
+        (json!({"name": "ok", "runners": ["nope"]}), "runners[0]"),
+        (json!({"name": "ok", "patterns": true}), "patterns"),
+        (json!({"name": "ok", "dir": "no-such-dir"}), "dir"),
+    ] {
+        let r = ocx(dir.path(), &["project", "--input", &input.to_string()]);
+        assert_eq!(r.refused(), field, "{input}");
+    }
+    let after: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(before, after, "no refusal made anything");
+    ocx(
+        dir.path(),
+        &["project", "demo", "--from", up.to_str().unwrap()],
+    )
+    .ok();
+    let again = ocx(
+        dir.path(),
+        &["project", "demo", "--from", up.to_str().unwrap()],
+    );
+    assert_eq!(again.refused(), "name");
+    assert!(
+        again.stdout.contains("is there already"),
+        "{}",
+        again.stdout
+    );
+}
+
+#[test]
+fn upstream_brings_its_new_commits_onto_each_branch_or_beside_one_fossil_moved_and_loses_nothing() {
+    let dir = place();
+    let up = upstream(dir.path());
+    ocx(
+        dir.path(),
+        &["project", "demo", "--from", up.to_str().unwrap()],
+    )
+    .ok();
+    let repo = dir.path().join("demo.fossil");
+
+    // Both sides change: upstream on main and dev, Fossil on trunk.
+    git(&up, &["checkout", "-q", "dev"]);
+    std::fs::write(up.join("c.txt"), "four\n").unwrap();
+    git(&up, &["add", "c.txt"]);
+    git(&up, &["commit", "-qm", "four"]);
+    git(&up, &["checkout", "-q", "main"]);
+    std::fs::write(up.join("a.txt"), "one\nthree\nfive\n").unwrap();
+    git(&up, &["commit", "-qam", "five"]);
+    git(&up, &["tag", "v3"]);
+    let co = dir.path().join("co");
+    std::fs::create_dir_all(&co).unwrap();
+    crate::support::fossil_as("admin", &co, &["open", repo.to_str().unwrap(), "trunk"]);
+    std::fs::write(co.join("local.txt"), "ours\n").unwrap();
+    crate::support::fossil_as("admin", &co, &["add", "local.txt"]);
+    crate::support::fossil_as(
+        "admin",
+        &co,
+        &["commit", "-m", "a change of our own", "--no-warnings"],
+    );
+    assert_eq!(tip(&repo, "trunk"), "a change of our own");
+
+    let dry = ocx(
+        dir.path(),
+        &[
+            "upstream",
+            "-R",
+            "demo.fossil",
+            "--user",
+            "admin",
+            "--dry-run",
+        ],
+    )
+    .ok();
+    assert_eq!(
+        dry["onto"],
+        json!([{"branch": "main", "onto": "upstream/trunk"}, {"branch": "dev", "onto": "dev"}])
+    );
+    assert!(dry["brought"].is_null());
+    let brought = ocx(
+        dir.path(),
+        &["upstream", "-R", "demo.fossil", "--user", "admin"],
+    )
+    .ok();
+    assert_eq!(
+        brought["brought"]["branches"],
+        json!([{"branch": "main", "onto": "upstream/trunk", "commits": 1}, {"branch": "dev", "onto": "dev", "commits": 1}]),
+        "{brought:#}"
+    );
+    assert_eq!(brought["brought"]["tags"], json!(["v3"]));
+    assert_eq!(
+        tip(&repo, "trunk"),
+        "a change of our own",
+        "Fossil's own check-in kept"
+    );
+    assert_eq!(tip(&repo, "upstream/trunk"), "five", "upstream's beside it");
+    assert_eq!(tip(&repo, "dev"), "four");
+    assert!(tags(&repo).contains(&"v3".into()));
+    let info = crate::support::fossil_as("admin", &co, &["update", "trunk"]);
+    let _ = info;
+    assert!(
+        co.join("local.txt").is_file(),
+        "trunk opens Fossil's own branch, not another"
+    );
+
+    let again = ocx(
+        dir.path(),
+        &["upstream", "-R", "demo.fossil", "--user", "admin"],
+    )
+    .ok();
+    assert_eq!(again["brought"]["branches"], json!([]), "nothing twice");
+    let status = ocx(
+        dir.path(),
+        &["status", "-R", "demo.fossil", "--user", "admin"],
+    )
+    .ok();
+    assert_eq!(status["upstream"]["last"]["branches"], json!([]));
+    assert!(status["upstream"]["last"]["when"].is_string());
+
+    // On the node's schedule.
+    ocx(
+        dir.path(),
+        &[
+            "hook",
+            "install",
+            "--url",
+            "http://127.0.0.1:9/",
+            "-R",
+            "demo.fossil",
+            "--user",
+            "admin",
+        ],
+    )
+    .ok();
+    ocx(
+        dir.path(),
+        &[
+            "upstream",
+            "--every",
+            "2s",
+            "-R",
+            "demo.fossil",
+            "--user",
+            "admin",
+        ],
+    )
+    .ok();
+    ocx(
+        dir.path(),
+        &["node", "start", "-R", "demo.fossil", "--user", "admin"],
+    )
+    .ok();
+    std::fs::write(up.join("a.txt"), "one\nthree\nfive\nsix\n").unwrap();
+    git(&up, &["commit", "-qam", "six"]);
+    let until = Instant::now() + Duration::from_secs(60);
+    let root = ocx::node::config::default_root(&repo.canonicalize().unwrap());
+    while tip(&repo, "upstream/trunk") != "six" {
+        assert!(
+            Instant::now() < until,
+            "the node never brought it:\n{}",
+            crate::support::node_log_text(&root)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        crate::support::logged(&root, |e: &Value| e["done"] == "upstream brought") >= 1,
+        "{}",
+        crate::support::node_log_text(&root)
+    );
+    let _ = ocx(dir.path(), &["node", "stop", "-R", "demo.fossil"]);
+}
