@@ -44,3 +44,14 @@ pub enum GitError {
         message: String,
     },
 }
+
+/// The first line git wrote on its standard error `stderr` that says
+/// something, for a person.
+pub(crate) fn first_said(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("exited without saying why")
+        .to_string()
+}

@@ -114,12 +114,7 @@ impl Git {
             let _ = w.join();
         }
         if !out.status.success() {
-            let said = String::from_utf8_lossy(&out.stderr);
-            let line = said
-                .lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty())
-                .unwrap_or("exited without saying why");
+            let line = super::first_said(&out.stderr);
             return Err(failed(format!("{line} ({})", out.status)));
         }
         Ok(out.stdout)

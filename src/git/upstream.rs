@@ -43,15 +43,9 @@ impl Git {
             message: e.to_string(),
         })?;
         if !out.status.success() {
-            let said = String::from_utf8_lossy(&out.stderr);
-            let line = said
-                .lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty())
-                .unwrap_or("exited without saying why");
             return Err(GitError::Command {
                 operation,
-                message: crate::fossil::redact_password(line),
+                message: crate::fossil::redact_password(&super::first_said(&out.stderr)),
             });
         }
         Ok(out)

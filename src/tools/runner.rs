@@ -455,10 +455,7 @@ fn local(input: &Input) -> Result<Shipped, Stop> {
         )
         .next("leave api_key, login, remote and terminal out"));
     }
-    let ocx = std::env::current_exe()
-        .and_then(|p| p.canonicalize())
-        .map(|p: PathBuf| p.display().to_string())
-        .map_err(|e| Stop::failed(format!("cannot tell where ocx is: {e}")))?;
+    let ocx = this_ocx()?;
     let url = input
         .base_url
         .clone()
@@ -495,6 +492,14 @@ fn local(input: &Input) -> Result<Shipped, Stop> {
     })
 }
 
+/// This program, by the absolute path a page names it by.
+fn this_ocx() -> Result<String, Stop> {
+    std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .map(|p: PathBuf| p.display().to_string())
+        .map_err(|e| Stop::failed(format!("cannot tell where ocx is: {e}")))
+}
+
 /// OCX's demo agent (`ocx demo-agent`): it answers each post it hears,
 /// writes a verdict on each check-in it is given, and, held to a branch,
 /// saves a post's words there; no model behind it.
@@ -512,10 +517,7 @@ fn demo(input: &Input) -> Result<Shipped, Stop> {
         )
         .next("leave them out"));
     }
-    let ocx = std::env::current_exe()
-        .and_then(|p| p.canonicalize())
-        .map(|p: PathBuf| p.display().to_string())
-        .map_err(|e| Stop::failed(format!("cannot tell where ocx is: {e}")))?;
+    let ocx = this_ocx()?;
     Ok(Shipped {
         title: "The demo agent",
         about: "OCX's demo agent, with no model behind it: it answers each post it hears in the same thread, writes a verdict (pass) on each check-in it is given, and, in a run held to a branch, first saves the post's words as a file there.".into(),

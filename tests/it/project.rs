@@ -367,10 +367,6 @@ fn upstream_brings_its_new_commits_onto_each_branch_or_beside_one_fossil_moved_a
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(
-        crate::support::logged(&root, |e: &Value| e["done"] == "upstream brought") >= 1,
-        "{}",
-        crate::support::node_log_text(&root)
-    );
+    crate::support::until_logged(&root, 30, |e: &Value| e["done"] == "upstream brought");
     let _ = ocx(dir.path(), &["node", "stop", "-R", "demo.fossil"]);
 }

@@ -65,7 +65,7 @@ pub(super) fn fresh_home(
     home: &Path,
     page: &crate::node::runner::RunnerPage,
 ) -> Result<std::collections::BTreeMap<String, String>, WatchError> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     let _ = std::fs::remove_dir_all(home);
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -114,17 +114,24 @@ pub(super) fn fresh_home(
                         .create(parent)
                         .map_err(|e| field("credentials", format!("{rel}: {e}")))?;
                 }
-                let _ = std::fs::remove_file(&path);
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-                    .open(&path)
-                    .and_then(|mut f| f.write_all(&bytes))
+                write_private(&path, &bytes)
                     .map_err(|e| field("credentials", format!("{rel}: {e}")))?;
             }
         }
     }
     Ok(env)
+}
+
+/// Writes `bytes` to `path` in the run's home, made anew and its owner's
+/// alone, never through a link left there.
+pub(super) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)?
+        .write_all(bytes)
 }

@@ -6,6 +6,7 @@
 //! agent's own interface is typed the next only once it says it waits for
 //! input again, by a byte its hook writes to the run's turns pipe.
 
+use super::home::write_private;
 use super::say;
 use crate::node::attached::{self, Attachment, Ended};
 use crate::node::inbox;
@@ -342,20 +343,6 @@ fn list_at<'a>(v: &'a mut serde_json::Value, key: &str) -> &'a mut Vec<serde_jso
         serde_json::Value::Array(a) => a,
         _ => unreachable!("made a list above"),
     }
-}
-
-/// Writes `bytes` to `path`, its owner's alone, never through a link.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let _ = std::fs::remove_file(path);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)?
-        .write_all(bytes)
 }
 
 /// A JSON value as TOML writes it inline (strings, numbers, booleans,
