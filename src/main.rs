@@ -15,7 +15,7 @@ fn main() {
         .unwrap_or("ocx")
         .to_string();
     let code = match name.as_str() {
-        "ocx-cgi" => ocx::entry::cgi::main(),
+        "ocx-cgi" | "ocx-cgi-next" => ocx::entry::cgi::main(),
         "ocx-mcp" => ocx::entry::mcp::main(),
         "git" => ocx::entry::git::main(),
         _ if args.get(1).is_some_and(|a| a == "--mcp") => ocx::entry::mcp::main(),

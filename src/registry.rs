@@ -166,6 +166,10 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::export::ExportTool>::new(),
     &Def::<crate::tools::project::Project>::new(),
     &Def::<crate::tools::upstream::UpstreamTool>::new(),
+    &Def::<crate::tools::stage::Stage>::new(),
+    &Def::<crate::tools::accept::Accept>::new(),
+    &Def::<crate::tools::rollback::Rollback>::new(),
+    &Def::<crate::tools::release::Release>::new(),
     &Def::<crate::tools::node::NodeTool>::new(),
     &Def::<crate::tools::lost::Lost>::new(),
     &Def::<crate::tools::adopt::Adopt>::new(),
@@ -323,7 +327,9 @@ fn run(
         }
     }
     tool.check(&input)?;
-    if let Needs::Any(letters) = tool.needs() {
+    if let Some(letters) = tool.needs().letters()
+        && !tool.needs().allows_run(call.cx)
+    {
         let caller = call.caller()?;
         if !caller.capabilities.has_any(letters) {
             return Err(Stop::new(format!(

@@ -21,6 +21,9 @@ pub enum Needs {
     Nothing,
     /// Any one of these letters.
     Any(&'static str),
+    /// Any one of these letters, or a run whose record's restrictions
+    /// allow the one named (its tools served by its node).
+    AnyOrRun(&'static str, &'static str),
 }
 
 impl Needs {
@@ -28,11 +31,39 @@ impl Needs {
     pub fn describe(self) -> String {
         match self {
             Needs::Nothing => "nothing".into(),
-            Needs::Any(l) => l
-                .chars()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(" or "),
+            Needs::Any(l) => Self::either(l),
+            Needs::AnyOrRun(l, allowed) => {
+                format!(
+                    "{}, or a run whose record allows {allowed}",
+                    Self::either(l)
+                )
+            }
+        }
+    }
+
+    fn either(letters: &str) -> String {
+        letters
+            .chars()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(" or ")
+    }
+
+    /// The letters any one of which suffices, if any are needed.
+    pub fn letters(self) -> Option<&'static str> {
+        match self {
+            Needs::Nothing => None,
+            Needs::Any(l) | Needs::AnyOrRun(l, _) => Some(l),
+        }
+    }
+
+    /// Whether `cx` is a run its record lets call the tool without the letters.
+    pub fn allows_run(self, cx: &crate::context::Context) -> bool {
+        match (self, &cx.who) {
+            (Needs::AnyOrRun(_, allowed), crate::context::Who::Run(scope)) => {
+                scope.restrict.asked().contains(&allowed)
+            }
+            _ => false,
         }
     }
 }
@@ -52,6 +83,9 @@ pub enum Reach {
     SignedPost,
     /// The asker's own command line alone.
     CommandLine,
+    /// The command line and MCP (a run's tools among them), never the web
+    /// page: its work outlasts a page's request.
+    NotPage,
 }
 
 /// One tool: its Input and Output types, what it needs, and its run.

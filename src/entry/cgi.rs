@@ -11,7 +11,7 @@ use crate::context::{Context, Who};
 use crate::fossil::{Fossil, Repository};
 use crate::registry;
 use crate::stop::Stop;
-use crate::tool::{Entry, Needs, Reach};
+use crate::tool::{Entry, Reach};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::io::Read;
@@ -22,6 +22,9 @@ use std::path::{Path, PathBuf};
 pub const TOOL_LIST: &str = "tools";
 /// The name Fossil serves the page under: `/ext/ocx-cgi`.
 pub const NAME: &str = "ocx-cgi";
+
+/// The name the release staged as next is served under, beside it.
+pub const NEXT_NAME: &str = "ocx-cgi-next";
 
 /// The largest request body taken, in bytes (1 MiB); a larger one is refused.
 pub const BODY_LIMIT: usize = 1 << 20;
@@ -222,15 +225,21 @@ pub fn respond(
             .next("the OCX page lists every tool");
         return refusal(request, json, 404, Some(&cx), stop);
     };
-    if tool.reach() == Reach::CommandLine {
-        let stop = Stop::field(
-            "tool",
-            format!(
-                "{} is called from the asker's own command line alone, never on the web page",
-                tool.name()
-            ),
-        )
-        .next(format!("run `ocx {}` on your own machine", tool.name()));
+    let elsewhere = match tool.reach() {
+        Reach::NotPage => Some((
+            "from the command line or MCP, never on the web page: its work outlasts a page's request",
+            "on the host that serves this repository",
+        )),
+        Reach::CommandLine => Some((
+            "from the asker's own command line alone, never on the web page",
+            "on your own machine",
+        )),
+        _ => None,
+    };
+    if let Some((why, where_to)) = elsewhere {
+        let name = tool.name();
+        let stop = Stop::field("tool", format!("{name} is called {why}"))
+            .next(format!("run `ocx {name}` {where_to}"));
         return refusal(request, json, 403, Some(&cx), stop);
     }
     let unsigned = tool.reach() == Reach::UnsignedPost;
@@ -407,7 +416,7 @@ fn runs_only_fossils_scripts(cx: &Context) -> bool {
 /// Whether the page offers `tool`: every tool but those acting on a
 /// checkout and those of the asker's own command line alone.
 fn offered(tool: &dyn Entry) -> bool {
-    !tool.checkout() && tool.reach() != Reach::CommandLine
+    !tool.checkout() && !matches!(tool.reach(), Reach::CommandLine | Reach::NotPage)
 }
 
 /// The status an answer is given: 200 when the tool did its work, 403 when
@@ -422,9 +431,10 @@ fn status_of(answer: &Answer, lacks: bool) -> u16 {
 }
 
 fn lacks_capability(tool: &dyn Entry, cx: &Context) -> bool {
-    match tool.needs() {
-        Needs::Nothing => false,
-        Needs::Any(letters) => cx
+    match tool.needs().letters() {
+        None => false,
+        Some(_) if tool.needs().allows_run(cx) => false,
+        Some(letters) => cx
             .caller()
             .map(|c| !c.capabilities.has_any(letters))
             .unwrap_or(true),

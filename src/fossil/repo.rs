@@ -24,7 +24,7 @@ pub use logins::{
     LOGIN_KEY_PREFIX, LOGINS_THREAD_ROW, REMOTE_RUN_PREFIX, forget_kept_passwords, login_key_row,
     remote_run_row,
 };
-pub use refs::Thing;
+pub use refs::{CheckinFile, Thing};
 pub use threads::Said;
 use threads::{SQL_FORUM_ROOT, SQL_POST, SQL_THREAD, SQL_TICKET_CHANGES, SQL_TICKET_RESOLVE};
 pub use wiki::WikiVersion;

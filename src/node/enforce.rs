@@ -15,11 +15,20 @@ use std::time::Duration;
 
 /// The restrictions (C6) this node holds runs to: a no-password run's
 /// tools run in its watcher, outside its sandbox, as its user; `push` and
-/// `save` hold it to its branch, `post` to its place.
+/// `save` hold it to its branch, `post` to its place; `stage` lets it
+/// stage a release.
 pub fn restrictions_enforced() -> Vec<String> {
-    ["no_password", "branch", "own_thread"]
+    ["no_password", "branch", "own_thread", "stage"]
         .map(String::from)
         .to_vec()
+}
+
+/// The restrictions an agent machine holds its runs to: all but `stage`,
+/// since the release root is on the serving host.
+pub fn machine_restrictions_enforced() -> Vec<String> {
+    let mut all = restrictions_enforced();
+    all.retain(|r| r != "stage");
+    all
 }
 
 /// The sandbox fields and budget limits a record asks for; a record naming

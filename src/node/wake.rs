@@ -811,7 +811,7 @@ impl Node<'_> {
                     &r.record,
                     found,
                     names_model,
-                    &enforce::restrictions_enforced(),
+                    &enforce::machine_restrictions_enforced(),
                     &self.cfg.ceiling,
                 )
             }
@@ -828,6 +828,19 @@ impl Node<'_> {
         };
         if let Err(p) = enforce::check_bindable(&r.record, &self.cfg.bindable, sender_is_admin) {
             return self.refuse(&r, &p.field, &p.reason);
+        }
+        if r.record.restrict.stage == Some(true) {
+            let setup = match r.said.from.as_deref() {
+                Some(s) => self.caps(s)?.is_some_and(|c| c.has('s')),
+                None => false,
+            };
+            if !setup {
+                return self.refuse(
+                    &r,
+                    "restrict.stage",
+                    "lets the run stage a release of OCX's page, which only a sender holding setup may allow",
+                );
+            }
         }
         let user = r.record.user.clone();
         if let Some(server) = self.receipts.asked() {

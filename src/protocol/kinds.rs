@@ -37,6 +37,11 @@ pub struct Restrict {
     /// It posts only in its record's place (needs no_password).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own_thread: Option<bool>,
+    /// Its tools may stage releases of OCX's page from the served
+    /// repository's check-ins, into the release root the repository's
+    /// configuration names (needs no_password, and a sender holding setup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<bool>,
 }
 
 impl Restrict {
@@ -51,6 +56,9 @@ impl Restrict {
         }
         if self.own_thread == Some(true) {
             out.push("own_thread");
+        }
+        if self.stage == Some(true) {
+            out.push("stage");
         }
         out
     }
@@ -459,6 +467,12 @@ pub fn check_restrict(r: &Restrict) -> Result<(), Problem> {
         return Err(Problem::new(
             "restrict.own_thread",
             "needs no_password: a run that holds its password can write past any tool",
+        ));
+    }
+    if r.stage == Some(true) && holds_password {
+        return Err(Problem::new(
+            "restrict.stage",
+            "needs no_password: only a run whose tools the node serves can be let stage a release",
         ));
     }
     if let Some(b) = &r.branch

@@ -1,6 +1,7 @@
 //! The tools, one file each: its Input, its Output, what it needs, its run.
 //! A tool never knows which entry point called it and never prints.
 
+pub mod accept;
 pub mod adopt;
 pub mod approve;
 pub mod asking;
@@ -32,11 +33,14 @@ pub mod questions;
 pub mod read;
 pub mod receipt;
 pub mod register;
+pub mod release;
+pub mod rollback;
 pub mod run_login;
 pub mod runner;
 pub mod save;
 pub mod send_runs;
 pub mod served;
+pub mod stage;
 pub mod status;
 pub mod stop;
 pub mod tag_messages;

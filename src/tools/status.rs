@@ -302,7 +302,9 @@ impl Tool for Status {
                 version: fossil.version().to_string(),
             },
             node: is_node,
-            restrictions_enforced: if is_node || machine.is_some() {
+            restrictions_enforced: if machine.is_some() {
+                crate::node::enforce::machine_restrictions_enforced()
+            } else if is_node {
                 crate::node::restrictions_enforced()
             } else {
                 Vec::new()

@@ -180,27 +180,7 @@ impl Host {
 
     /// Waits for the node's response to `record`; answers its outcome and note.
     pub(super) fn response(&self, record: &str) -> (String, String) {
-        let until = Instant::now() + Duration::from_secs(90);
-        while Instant::now() < until {
-            let thread = self.repo.json(&["thread", "--of", record]).ok();
-            for p in thread["posts"].as_array().unwrap() {
-                if let ocx::protocol::message::Reading::Message { message } =
-                    ocx::protocol::message::read(p["text"].as_str().unwrap().as_bytes())
-                    && message["kind"] == "response"
-                    && message["answers"] == record
-                {
-                    return (
-                        message["outcome"].as_str().unwrap().into(),
-                        message["note"].as_str().unwrap().into(),
-                    );
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!(
-            "no response to {record}: {}",
-            crate::support::node_log_text(&self.root())
-        );
+        crate::support::response_to(&self.repo, record)
     }
 
     pub(super) fn node_pid(&self) -> i32 {

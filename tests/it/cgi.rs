@@ -513,7 +513,11 @@ fn json_answers_the_one_answer() {
         a["result"]["tools"].as_array().unwrap().len(),
         ocx::registry::TOOLS
             .iter()
-            .filter(|t| !t.checkout() && t.reach() != ocx::tool::Reach::CommandLine)
+            .filter(|t| !t.checkout()
+                && !matches!(
+                    t.reach(),
+                    ocx::tool::Reach::CommandLine | ocx::tool::Reach::NotPage
+                ))
             .count(),
         "every tool but those acting on a checkout and register"
     );
@@ -1028,7 +1032,13 @@ fn in_chromium_a_person_signs_in_and_replies_through_the_form() {
             "OCX_TOOLS",
             ocx::registry::TOOLS
                 .iter()
-                .filter(|t| !t.checkout() && t.reach() != ocx::tool::Reach::CommandLine)
+                .filter(|t| {
+                    !t.checkout()
+                        && !matches!(
+                            t.reach(),
+                            ocx::tool::Reach::CommandLine | ocx::tool::Reach::NotPage
+                        )
+                })
                 .count()
                 .to_string(),
         )

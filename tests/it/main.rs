@@ -36,6 +36,7 @@ mod protocol;
 mod questions;
 mod reads;
 mod relay;
+mod release;
 mod restricted;
 mod sandbox;
 mod served;

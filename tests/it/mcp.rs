@@ -125,7 +125,10 @@ fn check_session(lines: &[Value], repo: &Repo, before: &[String], thread: &str) 
         .filter_map(Value::as_str)
         .collect();
     for t in ocx::registry::TOOLS {
-        let everywhere = t.reach() == ocx::tool::Reach::Everywhere;
+        let everywhere = matches!(
+            t.reach(),
+            ocx::tool::Reach::Everywhere | ocx::tool::Reach::NotPage
+        );
         assert_eq!(
             names.contains(&format!("ocx_{}", t.name()).as_str()),
             everywhere,

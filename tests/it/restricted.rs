@@ -103,7 +103,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
     let status = s.repo.json(&["status"]).ok();
     assert_eq!(
         status["restrictions_enforced"],
-        json!(["no_password", "branch", "own_thread"])
+        json!(["no_password", "branch", "own_thread", "stage"])
     );
     let record = s
         .repo
@@ -197,7 +197,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
     assert_eq!(status["login"], "fixer");
     assert_eq!(
         status["restrictions_enforced"],
-        json!(["no_password", "branch", "own_thread"])
+        json!(["no_password", "branch", "own_thread", "stage"])
     );
     let relayed = step(&all, "relay")["tools"].as_array().unwrap();
     assert!(

@@ -663,3 +663,27 @@ pub fn noted_until_done(out: &Path, what: &str) -> Vec<Value> {
     );
     steps
 }
+
+/// Waits for the node's response to `record` in `repo`; answers its
+/// outcome and note.
+pub fn response_to(repo: &Repo, record: &str) -> (String, String) {
+    let until = Instant::now() + Duration::from_secs(90);
+    let root = repo.node_root();
+    while Instant::now() < until {
+        let thread = repo.json(&["thread", "--of", record]).ok();
+        for p in thread["posts"].as_array().unwrap() {
+            if let ocx::protocol::message::Reading::Message { message } =
+                ocx::protocol::message::read(p["text"].as_str().unwrap().as_bytes())
+                && message["kind"] == "response"
+                && message["answers"] == record
+            {
+                return (
+                    message["outcome"].as_str().unwrap().into(),
+                    message["note"].as_str().unwrap().into(),
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no response to {record}: {}", node_log_text(&root));
+}

@@ -26,6 +26,7 @@ pub(super) fn index(request: &Request, cx: &Context) -> String {
         html! {
             (bar(request))
             (who(request, cx))
+            (release(request))
             p { "Every tool OCX offers on this repository. A tool that changes something does so only from a form on this page, as you." }
             @for tool in TOOLS.iter().filter(|t| offered(**t)) {
                 (card(request, cx, *tool, true, None))
@@ -299,6 +300,25 @@ fn bar(request: &Request) -> Markup {
     }
 }
 
+/// Which release of OCX serves the page: the one current as `ocx-cgi`, or
+/// the one staged as next as `ocx-cgi-next`, by its check-in.
+fn release(request: &Request) -> Markup {
+    html! {
+        p.ocx-release {
+            "Served as " code { (request.served_as()) }
+            @match &request.release {
+                Some(b) => {
+                    " by the release built from check-in " code { (b.checkin.get(..10).unwrap_or(&b.checkin)) }
+                    " at " (b.built) " UTC"
+                    @if request.next { ", staged as next beside the current one" }
+                    "."
+                }
+                None => ", by a program outside any release root.",
+            }
+        }
+    }
+}
+
 /// Who the viewer is, as the page proved and as the repository grants.
 fn who(request: &Request, cx: &Context) -> Markup {
     let shown = html! {
@@ -369,9 +389,9 @@ fn card(
             p { (tool.summary()) }
             p.ocx-needs {
                 "Needs: "
-                @match tool.needs() {
-                    Needs::Nothing => "nothing",
-                    Needs::Any(letters) => @for (i, l) in letters.chars().enumerate() {
+                @match tool.needs().letters() {
+                    None => "nothing",
+                    Some(letters) => @for (i, l) in letters.chars().enumerate() {
                         @let held = caller.as_ref().is_ok_and(|c| c.capabilities.has(l));
                         @if i > 0 { " or " }
                         @if held {
@@ -380,6 +400,9 @@ fn card(
                             span.ocx-not-held title="you do not hold it" { (l) " (not held)" }
                         }
                     },
+                }
+                @if let Needs::AnyOrRun(_, allowed) = tool.needs() {
+                    ", or a run whose record allows " (allowed)
                 }
                 ". "
                 @if tool.writes() { "It may change the repository." } @else { "It only reads." }

@@ -2,7 +2,7 @@
 
 #![allow(clippy::disallowed_methods)] // the one reader of a CGI request's variables, as docs/architecture.md says
 
-use super::{BODY_LIMIT, NAME};
+use super::{BODY_LIMIT, NAME, NEXT_NAME};
 use crate::fields::{Flag, Kind, flags_of, set, to_json};
 use crate::fossil::Repository;
 use crate::input::parse_input;
@@ -52,6 +52,11 @@ pub struct Request {
     pub referer: Option<String>,
     /// `HTTP_ACCEPT`, which `fossil server` does not pass.
     pub accept: Option<String>,
+    /// Whether the page is served as `ocx-cgi-next`, the release staged
+    /// beside the current one.
+    pub next: bool,
+    /// The release this program is, when it was staged into a release root.
+    pub release: Option<crate::tools::release::Built>,
 }
 
 impl Request {
@@ -76,7 +81,16 @@ impl Request {
             host: var("HTTP_HOST").filter(|h| !h.is_empty()),
             referer: var("HTTP_REFERER"),
             accept: var("HTTP_ACCEPT"),
+            next: std::env::args_os()
+                .next()
+                .is_some_and(|a| std::path::Path::new(&a).file_name() == Some(NEXT_NAME.as_ref())),
+            release: crate::tools::release::of_this_program(),
         }
+    }
+
+    /// The name the page is served under: `ocx-cgi`, or `ocx-cgi-next`.
+    pub fn served_as(&self) -> &'static str {
+        if self.next { NEXT_NAME } else { NAME }
     }
 
     /// The viewer, proven against `repo`: the login whose login cookie the
@@ -116,11 +130,15 @@ impl Request {
     }
 
     /// OCX's own page: the site's base URL (https when the site is), then
-    /// `/ext/ocx-cgi`.
+    /// `/ext/ocx-cgi` (or `/ext/ocx-cgi-next`, as it is served).
     pub fn own_page(&self) -> Option<String> {
         let host = self.host.as_deref()?;
         let scheme = if self.https { "https" } else { "http" };
-        Some(format!("{scheme}://{host}{}/ext/{NAME}", self.uri))
+        Some(format!(
+            "{scheme}://{host}{}/ext/{}",
+            self.uri,
+            self.served_as()
+        ))
     }
 
     /// Whether the request came from OCX's own page: its Referer is that
@@ -159,8 +177,8 @@ impl Request {
 
     pub(super) fn link(&self, tool: Option<&str>) -> String {
         match tool {
-            Some(t) => format!("{}/ext/{NAME}/{t}", self.uri),
-            None => format!("{}/ext/{NAME}", self.uri),
+            Some(t) => format!("{}/ext/{}/{t}", self.uri, self.served_as()),
+            None => format!("{}/ext/{}", self.uri, self.served_as()),
         }
     }
 }
@@ -367,6 +385,17 @@ mod tests {
         assert!(!request("http://evil.org/repo/ext/ocx-cgi", false).from_own_page());
         assert!(!request("http://example.org/repo/ext/ocx-cgi", true).from_own_page());
         assert!(request("https://example.org/repo/ext/ocx-cgi", true).from_own_page());
+    }
+
+    #[test]
+    fn the_next_release_counts_only_its_own_page() {
+        let next = |referer: &str| Request {
+            next: true,
+            ..request(referer, false)
+        };
+        assert!(next("http://example.org/repo/ext/ocx-cgi-next/post").from_own_page());
+        assert!(!next("http://example.org/repo/ext/ocx-cgi/post").from_own_page());
+        assert_eq!(next("").link(Some("post")), "/repo/ext/ocx-cgi-next/post");
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub const NODE_TOOLS: &[&str] = &[
     "post",
     "push",
     "receipt",
+    "stage",
     "status",
     "thread",
     "unaudited",
@@ -122,10 +123,11 @@ impl Server {
     }
 
     /// Whether this server offers the tool `name`: every tool offered
-    /// everywhere (not `register`, `approve` or `collect`), and where it
+    /// over MCP (not `register`, `approve` or `collect`), and where it
     /// serves a run only those that work there ([`Inside::offers`]).
     fn offers(&self, name: &str) -> bool {
-        let everywhere = registry::find(name).is_some_and(|t| t.reach() == Reach::Everywhere);
+        let everywhere = registry::find(name)
+            .is_some_and(|t| matches!(t.reach(), Reach::Everywhere | Reach::NotPage));
         let inside = match self.caller.run {
             Some(_) => Inside::NodeSocket,
             None => Inside::here(),

@@ -200,6 +200,52 @@ impl Repository {
         Ok(None)
     }
 
+    /// Every file of check-in `checkin` (its row): its path as the
+    /// check-in names it, its content's row, and whether it is
+    /// executable (`x`) or a symbolic link (`l`, its content the target),
+    /// a delta manifest read over its baseline.
+    pub fn checkin_files(&self, checkin: i64) -> Result<Vec<CheckinFile>, FossilError> {
+        let Some(p) = self.parsed(checkin)? else {
+            return Ok(Vec::new());
+        };
+        let mut files = std::collections::BTreeMap::new();
+        let mut apply = |cards: &mut dyn Iterator<Item = &crate::fossil::artifact::Card>| -> Result<(), FossilError> {
+            for c in cards {
+                let Some(name) = c.args.first().map(|a| crate::fossil::artifact::defossilize(a)) else {
+                    continue;
+                };
+                match c.args.get(1) {
+                    None => {
+                        files.remove(&name);
+                    }
+                    Some(hash) => {
+                        if let Lookup::One(rid, _) = self.resolve(hash)? {
+                            let perm = c.args.get(2).map(String::as_str).unwrap_or("");
+                            files.insert(
+                                name.clone(),
+                                CheckinFile {
+                                    path: name,
+                                    rid,
+                                    executable: perm.contains('x'),
+                                    link: perm.contains('l'),
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+            Ok(())
+        };
+        if let Some(b) = p.arg(b'B')
+            && let Lookup::One(rid, _) = self.resolve(&b)?
+            && let Some(bp) = self.parsed(rid)?
+        {
+            apply(&mut bp.all(b'F'))?;
+        }
+        apply(&mut p.all(b'F'))?;
+        Ok(files.into_values().collect())
+    }
+
     /// The newest version of wiki page `name` read as a thing.
     pub fn wiki_thing(&self, name: &str) -> Result<Option<(String, Thing)>, FossilError> {
         let Some(page) = self.wiki_page(name)? else {
@@ -261,4 +307,16 @@ impl Repository {
         let rows = st.query_map([name, value], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+}
+
+/// A file of a check-in ([`Repository::checkin_files`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckinFile {
+    /// Its path, as the check-in names it (never trusted as a path on disk).
+    pub path: String,
+    /// Its content's row.
+    pub rid: i64,
+    pub executable: bool,
+    /// Whether it is a symbolic link, its content the link's target.
+    pub link: bool,
 }

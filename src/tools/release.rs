@@ -1,0 +1,314 @@
+//! OCX's own releases of its page, and what `stage`, `accept` and
+//! `rollback` share: a release root of the administrator's, holding
+//! `release.json` (the build and gate commands and where the built
+//! program is, never the check-in's), `staged/CHECKIN` (a check-in's
+//! files, what its build and gate printed, the program built and its
+//! SHA-256 inventory), and the links `next` (the build staged last,
+//! served as `ocx-cgi-next` beside the page), `current` (the one serving
+//! as `ocx-cgi`) and `previous`. Each changes under the root's one lock,
+//! each link put in place whole (a new link renamed over the old), so
+//! a failure leaves the current one serving. `release` lists them.
+
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Reach, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The administrator's file of a release root.
+pub const CONFIG: &str = "release.json";
+
+/// The repository's config row naming its release root.
+pub const ROOT_ROW: &str = "ocx-release-root";
+
+/// What a staged build's build and gate printed, as they ran.
+pub const GATE_LOG: &str = "gate.log";
+
+/// What the administrator's `release.json` says.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RootConfig {
+    /// The build's command line, run in the check-in's files.
+    pub build: Vec<String>,
+    /// The gate's (its tests), run after the build.
+    pub gate: Vec<String>,
+    /// Where the build leaves the program, relative to the check-in's files.
+    pub artifact: String,
+    /// The directory Fossil serves as its extroot, where `ocx-cgi` and
+    /// `ocx-cgi-next` are linked to the current and the next release.
+    #[serde(default)]
+    pub extroot: Option<PathBuf>,
+    /// The wall-clock time the build and the gate are each given.
+    #[serde(default = "an_hour")]
+    pub wall: String,
+    /// Whether the build shares the host's network (to fetch what it needs).
+    #[serde(default)]
+    pub network: bool,
+    /// Host paths the build may read (a toolchain, a cache of its sources).
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
+}
+
+fn an_hour() -> String {
+    "1h".into()
+}
+
+/// What a staged build keeps of itself (`staged/CHECKIN/release.json`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub struct Built {
+    /// The check-in it was built from, in full.
+    pub checkin: String,
+    /// When it was built (UTC).
+    pub built: String,
+    /// Each file of its `bin/` and its SHA-256.
+    pub inventory: BTreeMap<String, String>,
+}
+
+/// A release root, opened.
+pub struct Root {
+    pub dir: PathBuf,
+    pub config: RootConfig,
+}
+
+/// The links a release root keeps.
+pub const CURRENT: &str = "current";
+pub const PREVIOUS: &str = "previous";
+pub const NEXT: &str = "next";
+
+impl Root {
+    /// The release root `given` names, else the one the repository's
+    /// configuration names ([`ROOT_ROW`]), opened.
+    pub fn given_or_kept(call: &Call, given: Option<&str>) -> Result<Root, Stop> {
+        let kept = match call.repo() {
+            Ok(repo) => repo.config(ROOT_ROW)?,
+            Err(_) => None,
+        };
+        match given.map(str::to_string).or(kept) {
+            Some(dir) => Root::open(call, &dir),
+            None => Err(Stop::field(
+                "root",
+                "no release root is given, and the repository's configuration names none",
+            )
+            .next("give --root DIR, a directory holding the administrator's release.json")),
+        }
+    }
+
+    /// The release root `given` names: its `release.json` read, refused
+    /// naming `root` when there is none, it does not read, or another
+    /// account than the caller's may change it.
+    pub fn open(call: &Call, given: &str) -> Result<Root, Stop> {
+        use std::os::unix::fs::MetadataExt;
+        let dir = call.cx.cwd.join(given).canonicalize().map_err(|e| {
+            Stop::field("root", format!("{given} cannot be read: {e}"))
+                .next("give a directory holding the administrator's release.json")
+        })?;
+        let file = dir.join(CONFIG);
+        let meta = std::fs::metadata(&file).map_err(|e| {
+            Stop::field("root", format!("{} cannot be read: {e}", file.display()))
+                .next(format!("write {CONFIG} there: {{\"build\": [...], \"gate\": [...], \"artifact\": \"PATH\"}}"))
+        })?;
+        let me = nix::unistd::geteuid().as_raw();
+        if meta.uid() != me || meta.mode() & 0o022 != 0 {
+            return Err(Stop::field(
+                "root",
+                format!(
+                    "{} is not the caller's own, or others may change it",
+                    file.display()
+                ),
+            )
+            .next(format!(
+                "chown it to this account and chmod go-w {}",
+                file.display()
+            )));
+        }
+        let text = std::fs::read(&file).map_err(Stop::internal)?;
+        let config: RootConfig = serde_json::from_slice(&text).map_err(|e| {
+            Stop::field("root", format!("{} does not read: {e}", file.display()))
+                .next("correct the administrator's release.json")
+        })?;
+        if config.build.is_empty() || config.gate.is_empty() {
+            return Err(Stop::field(
+                "root",
+                format!("{} names no build or no gate command", file.display()),
+            )
+            .next("name both commands"));
+        }
+        Ok(Root { dir, config })
+    }
+
+    /// The root's one lock, held while the returned guard lives.
+    pub fn lock(&self) -> Result<crate::lock::Held, Stop> {
+        crate::lock::take(&self.dir.join("lock"), false)
+            .map_err(Stop::internal)?
+            .ok_or_else(|| {
+                Stop::new("another stage, accept or rollback holds the release root's lock")
+                    .next("wait for it to end, then try again")
+            })
+    }
+
+    /// The staged build of check-in `hash`.
+    pub fn staged(&self, hash: &str) -> PathBuf {
+        self.dir.join("staged").join(&hash[..16.min(hash.len())])
+    }
+
+    /// The staged build link `name` leads to, if it leads to one.
+    pub fn linked(&self, name: &str) -> Option<PathBuf> {
+        let target = std::fs::read_link(self.dir.join(name)).ok()?;
+        let full = self.dir.join(target);
+        full.is_dir().then_some(full)
+    }
+
+    /// What the staged build in `dir` keeps of itself.
+    pub fn built(dir: &Path) -> Option<Built> {
+        serde_json::from_slice(&std::fs::read(dir.join(CONFIG)).ok()?).ok()
+    }
+
+    /// Points link `name` at the staged build `dir` (none: removes it), a
+    /// new link put in place whole over the old.
+    pub fn link(&self, name: &str, dir: Option<&Path>) -> std::io::Result<()> {
+        let path = self.dir.join(name);
+        let Some(dir) = dir else {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            };
+        };
+        let relative = dir.strip_prefix(&self.dir).unwrap_or(dir);
+        let tmp = self.dir.join(format!(".{name}.new"));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(relative, &tmp)?;
+        std::fs::rename(&tmp, &path)
+    }
+
+    /// Links Fossil's extroot's `ocx-cgi` and `ocx-cgi-next` to the
+    /// current and the next release's program, when the root names it.
+    pub fn link_extroot(&self) -> std::io::Result<()> {
+        let Some(ext) = &self.config.extroot else {
+            return Ok(());
+        };
+        for (name, link) in [("ocx-cgi", CURRENT), ("ocx-cgi-next", NEXT)] {
+            let target = self.dir.join(link).join("bin").join("ocx");
+            let path = ext.join(name);
+            if std::fs::read_link(&path).ok().as_deref() == Some(target.as_path()) {
+                continue;
+            }
+            let tmp = ext.join(format!(".{name}.new"));
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(&target, &tmp)?;
+            std::fs::rename(&tmp, &path)?;
+        }
+        Ok(())
+    }
+}
+
+/// The release this running program is, when it is a staged build's
+/// `bin/ocx` (as `ocx-cgi` and `ocx-cgi-next` lead to it).
+pub fn of_this_program() -> Option<Built> {
+    let exe = std::env::current_exe().ok()?;
+    Root::built(exe.parent()?.parent()?)
+}
+
+/// The SHA-256 of each file of `dir/bin`.
+pub fn inventory(dir: &Path) -> std::io::Result<BTreeMap<String, String>> {
+    use sha2::Digest;
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(dir.join("bin"))? {
+        let e = e?;
+        let bytes = std::fs::read(e.path())?;
+        out.insert(
+            e.file_name().to_string_lossy().into_owned(),
+            hex::encode(sha2::Sha256::digest(&bytes)),
+        );
+    }
+    Ok(out)
+}
+
+/// Input of `release`, `accept` and `rollback`: the release root.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// The release root (holding the administrator's release.json); without it, the one the repository's configuration names.
+    #[serde(default)]
+    pub root: Option<String>,
+}
+
+/// What serves once `accept` or `rollback` has moved the links (a dry
+/// run: what would).
+#[derive(Serialize, JsonSchema)]
+pub struct Serving {
+    /// The release current now.
+    pub current: Built,
+    /// The one kept as previous, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<Built>,
+}
+
+/// A release as `release` lists it.
+#[derive(Serialize, JsonSchema)]
+pub struct Listed {
+    /// Which it is: current, previous, next, or staged.
+    pub is: String,
+    #[serde(flatten)]
+    pub built: Built,
+    /// Whether its files still match its inventory.
+    pub intact: bool,
+}
+
+/// What `release` lists.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    pub releases: Vec<Listed>,
+}
+
+/// The `release` tool.
+pub struct Release;
+
+impl Tool for Release {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "release";
+    const SUMMARY: &'static str = "The releases of OCX's page in a release root: current, previous, next and staged, each with the check-in it came from and its SHA-256 inventory.";
+    const NEEDS: Needs = Needs::Any("s");
+    const WRITES: bool = false;
+    const REACH: Reach = Reach::NotMcp;
+
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let root = Root::given_or_kept(call, input.root.as_deref())?;
+        call.read(format!("the release root {}", root.dir.display()));
+        let mut releases = Vec::new();
+        let mut seen = Vec::new();
+        for name in [CURRENT, PREVIOUS, NEXT] {
+            if let Some(dir) = root.linked(name)
+                && let Some(built) = Root::built(&dir)
+            {
+                let intact = inventory(&dir).is_ok_and(|i| i == built.inventory);
+                seen.push(dir);
+                releases.push(Listed {
+                    is: name.into(),
+                    built,
+                    intact,
+                });
+            }
+        }
+        for e in std::fs::read_dir(root.dir.join("staged"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let dir = e.path();
+            if seen.contains(&dir) {
+                continue;
+            }
+            if let Some(built) = Root::built(&dir) {
+                let intact = inventory(&dir).is_ok_and(|i| i == built.inventory);
+                releases.push(Listed {
+                    is: "staged".into(),
+                    built,
+                    intact,
+                });
+            }
+        }
+        Ok(Output { releases })
+    }
+}

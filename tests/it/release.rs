@@ -1,0 +1,411 @@
+//! OCX's own releases, with a small project of its own standing where OCX
+//! would (its "page" a shell script Fossil runs as a CGI): staged from a
+//! check-in of a real Fossil repository in a sandbox behind its gate,
+//! served by a real `fossil server` as `/ext/ocx-cgi-next`, accepted as
+//! `/ext/ocx-cgi`, rolled back; a failing gate refused with its last lines,
+//! a build tampered with after staging refused mid-accept with the current
+//! one still serving; the real page saying which release serves it; and a
+//! run whose record allows `stage` staging through its node's tools.
+
+use crate::cgi::{Ext, Server};
+use crate::support::{PY_RUNNER_PRELUDE, Repo, ServedNode, fossil, ocx_bin};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+const BUILD: &str = "mkdir -p out && cp page.sh out/page && chmod 755 out/page\n";
+const GATE: &str =
+    "echo 'gate: checking the page'\ngrep -q Content-Type page.sh && echo 'gate: passed'\n";
+
+fn page(words: &str) -> String {
+    format!("#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n{words}\\n'\n")
+}
+
+/// A release root in a directory of its own, its `release.json` naming
+/// the project's build and gate, and `extroot` as Fossil's extroot.
+fn release_root(extroot: &Path, config: Value) -> tempfile::TempDir {
+    let root = tempfile::Builder::new()
+        .prefix("ocx-release-")
+        .tempdir()
+        .unwrap();
+    let mut config = config;
+    config["extroot"] = json!(extroot);
+    std::fs::write(root.path().join("release.json"), config.to_string()).unwrap();
+    root
+}
+
+fn shell_project() -> Value {
+    json!({"build": ["/bin/sh", "build.sh"], "gate": ["/bin/sh", "gate.sh"],
+           "artifact": "out/page", "wall": "2m"})
+}
+
+/// What `GET path` answers: its status and body.
+fn get(server: &Server, path: &str) -> (u16, String) {
+    let (status, _, body) = server.request("GET", path, &[], "");
+    (status, body)
+}
+
+/// Asserts `path` is served, showing `words` (inside Fossil's skin).
+fn shows(server: &Server, path: &str, words: &str) {
+    let (status, body) = get(server, path);
+    assert_eq!(status, 200, "{path}: {body}");
+    assert!(
+        body.contains(&format!("{words}\n")),
+        "{path} shows {words:?}: {body}"
+    );
+}
+
+fn link(root: &Path, name: &str) -> Option<PathBuf> {
+    std::fs::read_link(root.join(name)).ok()
+}
+
+#[test]
+fn a_release_is_staged_behind_its_gate_accepted_and_rolled_back() {
+    let repo = Repo::new();
+    repo.commit_as("admin", "build.sh", BUILD, None);
+    repo.commit_as("admin", "gate.sh", GATE, None);
+    let one = repo.commit_as("admin", "page.sh", &page("version one"), None);
+    let two = repo.commit_as("admin", "page.sh", &page("the second version"), None);
+    let ext = Ext {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let root = release_root(ext.dir.path(), shell_project());
+    let r = root.path().to_str().unwrap();
+    let server = Server::start(&repo, &ext);
+
+    let dry = repo
+        .json(&["stage", &one[..12], "--root", r, "--dry-run"])
+        .ok();
+    assert_eq!(dry["checkin"], one.as_str());
+    assert!(dry.get("built").is_none(), "{dry:#}");
+    assert!(
+        !root.path().join("staged").exists(),
+        "a dry run builds nothing"
+    );
+
+    let staged = repo.json(&["stage", &one[..12], "--root", r]).ok();
+    assert_eq!(staged["built"]["checkin"], one.as_str());
+    let sha = staged["built"]["inventory"]["ocx"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(sha.len(), 64);
+    let log = std::fs::read_to_string(staged["gate_log"].as_str().unwrap()).unwrap();
+    assert!(
+        log.contains("gate: checking the page") && log.contains("== the gate passed"),
+        "{log}"
+    );
+    shows(&server, "/ext/ocx-cgi-next", "version one");
+    assert_eq!(
+        get(&server, "/ext/ocx-cgi").0,
+        404,
+        "nothing is current yet"
+    );
+
+    let accepted = repo.json(&["accept", "--root", r]).ok();
+    assert_eq!(accepted["current"]["checkin"], one.as_str());
+    shows(&server, "/ext/ocx-cgi", "version one");
+    assert_eq!(get(&server, "/ext/ocx-cgi-next").0, 404, "next was taken");
+
+    // Later stages need no root: the repository's configuration names it.
+    repo.json(&["stage", "trunk"]).ok();
+    shows(&server, "/ext/ocx-cgi-next", "the second version");
+    shows(&server, "/ext/ocx-cgi", "version one");
+    let dry = repo.json(&["accept", "--dry-run"]).ok();
+    assert_eq!(dry["current"]["checkin"], two.as_str());
+    shows(&server, "/ext/ocx-cgi", "version one");
+    let accepted = repo.json(&["accept"]).ok();
+    assert_eq!(accepted["current"]["checkin"], two.as_str());
+    assert_eq!(accepted["previous"]["checkin"], one.as_str());
+    shows(&server, "/ext/ocx-cgi", "the second version");
+
+    let listed = repo.json(&["release"]).ok();
+    let is = |which: &str| -> Value {
+        listed["releases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["is"] == which)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(is("current")["checkin"], two.as_str());
+    assert_eq!(is("previous")["checkin"], one.as_str());
+    assert_eq!(is("previous")["inventory"]["ocx"], sha.as_str());
+    assert_eq!(is("current")["intact"], true);
+
+    let rolled = repo.json(&["rollback"]).ok();
+    assert_eq!(rolled["current"]["checkin"], one.as_str());
+    shows(&server, "/ext/ocx-cgi", "version one");
+    let listed = repo.json(&["release"]).ok();
+    assert_eq!(listed["releases"][0]["is"], "current");
+    assert_eq!(listed["releases"][0]["checkin"], one.as_str());
+    assert_eq!(listed["releases"][1]["checkin"], two.as_str());
+
+    // A check-in in use is never built over.
+    let r2 = repo.json(&["stage", &two]);
+    assert_eq!(r2.refused(), "checkin");
+
+    // A gate that fails: refused with its last lines, nothing offered.
+    let noisy = "for i in $(seq 1 40); do echo \"example $i ok\"; done\necho 'FAILED: 2 of 42 examples'\nexit 1\n";
+    let three = repo.commit_as("admin", "gate.sh", noisy, None);
+    let failed = repo.json(&["stage", &three]);
+    let a = failed.answer();
+    assert_eq!(a["ok"], false, "{a:#}");
+    let why = a["stopped"]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("the gate of") && why.contains("exited 1"),
+        "{why}"
+    );
+    assert!(
+        why.contains("FAILED: 2 of 42 examples") && why.contains("example 40 ok"),
+        "{why}"
+    );
+    assert!(!why.contains("example 5 ok"), "only the last lines: {why}");
+    let full = std::fs::read_to_string(
+        root.path()
+            .join("staged")
+            .join(&three[..16])
+            .join("gate.log"),
+    )
+    .unwrap();
+    assert!(
+        full.contains("example 1 ok"),
+        "the log keeps all it printed"
+    );
+    assert!(
+        link(root.path(), "next").is_none(),
+        "a failed gate offers nothing"
+    );
+    assert_eq!(get(&server, "/ext/ocx-cgi-next").0, 404);
+    shows(&server, "/ext/ocx-cgi", "version one");
+
+    // A staged build changed after its gate passed: refused mid-accept,
+    // the current one still serving, no link moved.
+    repo.commit_as("admin", "gate.sh", GATE, None);
+    let four = repo.commit_as("admin", "page.sh", &page("version four"), None);
+    repo.json(&["stage", &four]).ok();
+    shows(&server, "/ext/ocx-cgi-next", "version four");
+    let program = root.path().join("staged").join(&four[..16]).join("bin/ocx");
+    std::fs::write(&program, page("not what the gate passed")).unwrap();
+    let (current, previous) = (link(root.path(), "current"), link(root.path(), "previous"));
+    let tampered = repo.json(&["accept"]);
+    assert!(
+        tampered.answer()["stopped"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no longer matches its inventory")
+    );
+    shows(&server, "/ext/ocx-cgi", "version one");
+    assert_eq!(link(root.path(), "current"), current);
+    assert_eq!(link(root.path(), "previous"), previous);
+
+    // One at a time: while another holds the root's lock, each is refused.
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(root.path().join("lock"))
+        .unwrap();
+    let held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).unwrap();
+    let busy = repo.json(&["rollback"]);
+    assert!(
+        busy.answer()["stopped"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("lock"),
+        "{}",
+        busy.stdout
+    );
+    drop(held);
+    drop(server);
+}
+
+#[test]
+fn a_release_root_others_may_change_or_an_escaping_artifact_is_refused() {
+    let repo = Repo::new();
+    repo.commit_as(
+        "admin",
+        "build.sh",
+        "mkdir -p out && ln -s /etc/passwd out/page\n",
+        None,
+    );
+    let one = repo.commit_as("admin", "gate.sh", "true\n", None);
+    let ext = tempfile::tempdir().unwrap();
+    let root = release_root(ext.path(), shell_project());
+    let r = root.path().to_str().unwrap();
+    let config = root.path().join("release.json");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o666)).unwrap();
+    assert_eq!(repo.json(&["stage", &one, "--root", r]).refused(), "root");
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let linked = repo.json(&["stage", &one, "--root", r]);
+    assert_eq!(linked.refused(), "root");
+    assert!(
+        linked.answer()["stopped"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("symbolic link")
+    );
+    assert!(link(root.path(), "next").is_none());
+    assert_eq!(
+        repo.json(&["stage", "no-such-branch", "--root", r])
+            .refused(),
+        "checkin"
+    );
+    assert_eq!(repo.json(&["accept", "--root", r]).refused(), "");
+}
+
+#[test]
+fn the_page_says_which_release_serves_it() {
+    let repo = Repo::new();
+    let one = repo.commit_as("admin", "README", "one\n", None);
+    let ext = Ext {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    std::fs::write(
+        ext.dir.path().join(".ocx-cgi.json"),
+        json!({"fossil": fossil()}).to_string(),
+    )
+    .unwrap();
+    let program = ocx_bin().canonicalize().unwrap();
+    let root = release_root(
+        ext.dir.path(),
+        json!({"build": ["/bin/sh", "-c", "mkdir -p out && cp \"$0\" out/ocx", program],
+               "gate": ["/bin/sh", "-c", "echo the gate passes"],
+               "artifact": "out/ocx", "read_only": [program]}),
+    );
+    let r = root.path().to_str().unwrap();
+    repo.json(&["stage", &one, "--root", r]).ok();
+    repo.json(&["accept"]).ok();
+    let two = repo.commit_as("admin", "README", "two\n", None);
+    repo.json(&["stage", &two]).ok();
+    let server = Server::start(&repo, &ext);
+    let (status, body) = get(&server, "/ext/ocx-cgi");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(&format!(
+            "by the release built from check-in <code>{}</code>",
+            &one[..10]
+        )),
+        "{body}"
+    );
+    let (_, next) = get(&server, "/ext/ocx-cgi-next");
+    assert!(
+        next.contains("Served as <code>ocx-cgi-next</code>")
+            && next.contains(&two[..10])
+            && next.contains("staged as next"),
+        "{next}"
+    );
+    let (status, body) = get(&server, "/ext/ocx-cgi/stage?checkin=trunk");
+    assert_eq!(status, 403, "a stage outlasts a page's request: {body}");
+    assert!(body.contains("never on the web page"), "{body}");
+    assert!(!body.contains("id=\"tool-stage\""));
+    assert!(
+        next.contains("href=\"/ext/ocx-cgi-next/"),
+        "its links stay on the next page"
+    );
+}
+
+const STAGING_RUNNER: &str = r#"
+for line in sys.stdin:
+    if not line.startswith("Record "):
+        continue
+    rpc = mcp("ocx-node")
+    call = lambda tool, args: rpc("tools/call", {"name": tool, "arguments": args})["result"]
+    note({"step": "stage", "result": call("ocx_stage", {"checkin": os.environ["OCX_TEST_CHECKIN"]})})
+    note({"step": "done"})
+"#;
+
+#[test]
+fn a_run_whose_record_allows_it_stages_and_no_other_sender_may_allow_it() {
+    let repo = Repo::new();
+    repo.user("mallory", "aR");
+    repo.commit_as("admin", "build.sh", BUILD, None);
+    repo.commit_as("admin", "gate.sh", GATE, None);
+    let one = repo.commit_as("admin", "page.sh", &page("staged by a run"), None);
+    let (runner, out) =
+        crate::support::runner_script(&repo, &format!("{PY_RUNNER_PRELUDE}{STAGING_RUNNER}"));
+    let block = json!({"command": [runner], "input": "lines",
+        "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil(), "OCX_TEST_CHECKIN": one}});
+    crate::support::runner_page(&repo, "stager", &block);
+    let ext = tempfile::tempdir().unwrap();
+    let root = release_root(ext.path(), shell_project());
+    let s = ServedNode::start(repo);
+    let status = s.repo.json(&["status"]).ok();
+    assert_eq!(
+        status["restrictions_enforced"],
+        json!(["no_password", "branch", "own_thread", "stage"])
+    );
+    // An administrator's first stage names the root in the repository's
+    // configuration, the only root a run may stage into.
+    s.repo
+        .json(&["stage", "trunk", "--root", root.path().to_str().unwrap()])
+        .ok();
+    std::fs::remove_file(root.path().join("next")).unwrap();
+    let create = |user: &str, run_user: &str, stage: bool| {
+        let mut args = vec![
+            "create",
+            "--runner",
+            "stager",
+            "--run-user",
+            run_user,
+            "--objective",
+            "Stage it",
+            "--no-password",
+            "--wall",
+            "5m",
+            "--read-write",
+            out.to_str().unwrap(),
+            "--user",
+            user,
+        ];
+        if stage {
+            args.push("--stage");
+        }
+        s.repo.json(&args).ok()["record"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+
+    create("admin", "plain", false);
+    let all = crate::restricted::results(&out);
+    let plain = &all
+        .iter()
+        .find(|s| s["step"] == "stage")
+        .expect("the run tried")["result"];
+    assert_eq!(
+        plain["isError"], true,
+        "a run its record does not allow may not stage: {plain:#}"
+    );
+    assert!(
+        plain["structuredContent"]["stopped"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("needs capability s"),
+        "{plain:#}"
+    );
+    assert!(link(root.path(), "next").is_none());
+    std::fs::remove_file(out.join("results")).unwrap();
+
+    let refused = create("mallory", "stager-m", true);
+    let (outcome, note) = crate::support::response_to(&s.repo, &refused);
+    assert_eq!(outcome, "refused", "{note}");
+    assert!(note.starts_with("restrict.stage:"), "{note}");
+
+    create("admin", "stager", true);
+    let all = crate::restricted::results(&out);
+    let staged = &all
+        .iter()
+        .find(|s| s["step"] == "stage")
+        .expect("the run staged")["result"];
+    assert_eq!(staged["isError"], false, "{staged:#}");
+    assert_eq!(
+        staged["structuredContent"]["result"]["built"]["checkin"],
+        one.as_str()
+    );
+    assert!(
+        link(root.path(), "next").is_some(),
+        "the run's build is offered as next"
+    );
+}
