@@ -167,35 +167,28 @@ impl Tool for Runner {
         let page = crate::node::runner::page_name(&runner);
         call.read(format!("wiki page {page:?}"));
         let repo = call.repo()?;
-        let current = repo.wiki_page(&page)?;
         let caller = call.caller()?.clone();
         let policy = repo.hash_policy()?;
         let date = artifact::now();
-        let bytes = WikiPage {
-            date: &date,
-            name: &page,
-            mimetype: "text/x-markdown",
-            parent: current.as_ref().map(|p| p.hash.as_str()),
-            user: &caller.login,
-            text: &text,
-        }
-        .compose();
+        let version = |page: &str, text: &str| -> Result<Vec<u8>, Stop> {
+            let current = repo.wiki_page(page)?;
+            Ok(WikiPage {
+                date: &date,
+                name: page,
+                mimetype: "text/x-markdown",
+                parent: current.as_ref().map(|p| p.hash.as_str()),
+                user: &caller.login,
+                text,
+            }
+            .compose())
+        };
         let mut batch = Batch::default();
-        let hash = batch.add("wiki page", bytes, policy);
+        let hash = batch.add("wiki page", version(&page, &text)?, policy);
         let mut patterns = Vec::new();
         if input.patterns {
             for (name, text) in example_patterns(&runner) {
                 let page = format!("{}{name}", super::pattern::PREFIX);
-                let current = repo.wiki_page(&page)?;
-                let bytes = WikiPage {
-                    date: &date,
-                    name: &page,
-                    mimetype: "text/x-markdown",
-                    parent: current.as_ref().map(|p| p.hash.as_str()),
-                    user: &caller.login,
-                    text: &text,
-                }
-                .compose();
+                let bytes = version(&page, &text)?;
                 batch.add("wiki page", bytes, policy);
                 patterns.push(page);
             }
