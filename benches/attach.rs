@@ -47,20 +47,7 @@ fn main() {
     let block = serde_json::json!({"command": [place.runner], "input": "lines", "terminal": true});
     common::bench_runner_page(&fossil, dir, r, &block);
     let (server, port) = common::serve(&fossil, r);
-    let o = |args: &[&str]| {
-        let out = Command::new(&ocx)
-            .args(args)
-            .args(["--repository", r])
-            .env("USER", "admin")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let o = |args: &[&str]| common::ocx_as_admin(&ocx, &repo, args);
     o(&[
         "hook",
         "install",

@@ -42,20 +42,7 @@ fn main() {
         server,
     };
     std::thread::sleep(Duration::from_millis(500));
-    let o = |args: &[&str]| {
-        let out = Command::new(&ocx)
-            .args(args)
-            .args(["--repository", r])
-            .env("USER", "admin")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let o = |args: &[&str]| common::ocx_as_admin(&ocx, &repo, args);
     let url = format!("http://127.0.0.1:{port}/");
     o(&["hook", "install", "--url", &url]);
     o(&["node", "start"]);

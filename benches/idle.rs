@@ -166,19 +166,7 @@ struct Node {
 
 impl Node {
     fn ocx(&self, args: &[&str]) -> String {
-        let out = Command::new(&self.ocx)
-            .args(args)
-            .arg("--repository")
-            .arg(&self.repo)
-            .env("USER", "admin")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        common::ocx_as_admin(&self.ocx, &self.repo, args)
     }
 
     /// A session run of the bench runner given `objective` and `wall`,

@@ -90,6 +90,24 @@ pub fn fossil_as_admin(fossil: &Path, dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// `ocx ARGS --repository REPO` as `admin`, refused when it fails; what it
+/// printed.
+pub fn ocx_as_admin(ocx: &Path, repo: &Path, args: &[&str]) -> String {
+    let out = Command::new(ocx)
+        .args(args)
+        .arg("--repository")
+        .arg(repo)
+        .env("USER", "admin")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Writes the runner page `sandbox/bench` of `repo`, its JSON `block`, as
 /// `admin` (the page a benchmark's records name as their runner).
 pub fn bench_runner_page(fossil: &Path, dir: &Path, repo: &str, block: &serde_json::Value) {
