@@ -11,6 +11,23 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 /// The pattern page `run/NAME` holding `block`, written by `admin`.
+/// `run/pats`, a pattern page only pat (no administrator) wrote: it
+/// counts for nothing.
+fn pats_own_page(repo: &Repo) {
+    repo.json(&[
+        "wiki_edit",
+        "--page",
+        "run/pats",
+        "--old",
+        "",
+        "--new",
+        &format!("```json\n{REVIEWER}\n```\n"),
+        "--user",
+        "pat",
+    ])
+    .ok();
+}
+
 fn pattern_page(repo: &Repo, name: &str, block: &Value) {
     let file = repo.dir.path().join(format!("run-{name}.md"));
     std::fs::write(
@@ -179,18 +196,7 @@ fn a_pattern_that_does_not_read_is_refused_naming_the_page_and_its_field() {
         ]);
     }
     // A page only pat wrote counts for nothing.
-    repo.json(&[
-        "wiki_edit",
-        "--page",
-        "run/pats",
-        "--old",
-        "",
-        "--new",
-        &format!("```json\n{REVIEWER}\n```\n"),
-        "--user",
-        "pat",
-    ])
-    .ok();
+    pats_own_page(repo);
     let before = repo.hashes();
     for (name, _, field, words) in cases {
         let run = repo.json(&["create", "--pattern", name]);
@@ -378,18 +384,7 @@ fn patterns_lists_those_that_count_with_who_wrote_them() {
         "helper",
         &json!({"runner": "echo", "objective": "Answer posts in your thread", "hears": ["pat"], "budget": {"wall": "1h"}}),
     );
-    repo.json(&[
-        "wiki_edit",
-        "--page",
-        "run/pats",
-        "--old",
-        "",
-        "--new",
-        &format!("```json\n{REVIEWER}\n```\n"),
-        "--user",
-        "pat",
-    ])
-    .ok();
+    pats_own_page(repo);
     let listed = repo.json(&["patterns"]).ok();
     let names: Vec<&str> = listed["patterns"]
         .as_array()

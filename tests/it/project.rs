@@ -93,21 +93,18 @@ fn a_git_repository_becomes_a_node_in_one_command_with_its_branches_tags_export_
     let dir = place();
     let up = upstream(dir.path());
     let url = format!("http://127.0.0.1:{}/", crate::support::free_port());
-    let dry = ocx(
-        dir.path(),
-        &[
-            "project",
-            "demo",
-            "--from",
-            up.to_str().unwrap(),
-            "--url",
-            &url,
-            "--runners",
-            "demo",
-            "--patterns",
-            "--dry-run",
-        ],
-    );
+    let args = [
+        "project",
+        "demo",
+        "--from",
+        up.to_str().unwrap(),
+        "--url",
+        &url,
+        "--runners",
+        "demo",
+        "--patterns",
+    ];
+    let dry = ocx(dir.path(), &[&args[..], &["--dry-run"]].concat());
     let log = dry.answer()["log"].to_string();
     for step in ["mirror", "git export", "hook", "node", "sandbox/demo"] {
         assert!(log.contains(step), "the dry run lists {step}: {log}");
@@ -117,21 +114,7 @@ fn a_git_repository_becomes_a_node_in_one_command_with_its_branches_tags_export_
         "a dry run makes nothing"
     );
 
-    let made = ocx(
-        dir.path(),
-        &[
-            "project",
-            "demo",
-            "--from",
-            up.to_str().unwrap(),
-            "--url",
-            &url,
-            "--runners",
-            "demo",
-            "--patterns",
-        ],
-    )
-    .ok();
+    let made = ocx(dir.path(), &args).ok();
     let repo = dir.path().join("demo.fossil");
     assert!(repo.is_file(), "{made:#}");
     assert_eq!(tip(&repo, "trunk"), "three", "the default branch is trunk");

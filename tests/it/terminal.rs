@@ -267,6 +267,20 @@ impl Site {
         )
     }
 
+    /// `login` attached to `record`'s terminal in tmux session `session`,
+    /// 120 columns by 40 rows, once the run shows it that window.
+    pub fn joined(&self, record: &str, session: &str, login: &str) -> Tmux {
+        let tmux = Tmux::start(
+            self.node.repo.dir.path(),
+            session,
+            &self.attach(record, login),
+            120,
+            40,
+        );
+        tmux.shows("window 40x120");
+        tmux
+    }
+
     /// The run's directory.
     pub fn run_dir(&self, record: &str) -> PathBuf {
         ocx::node::config::NodeConfig::run_dir(&self.node.repo.node_root(), record)
@@ -437,14 +451,7 @@ fn who_may_not_join_is_refused_and_a_second_person_waits_their_turn() {
     assert!(!direct.status.success(), "{said}");
     assert!(said.contains("PermissionError"), "{said}");
 
-    let first = Tmux::start(
-        repo.dir.path(),
-        "first",
-        &site.attach(&record, "admin"),
-        120,
-        40,
-    );
-    first.shows("window 40x120");
+    let first = site.joined(&record, "first", "admin");
     let second = Tmux::start(
         repo.dir.path(),
         "second",
@@ -484,14 +491,7 @@ fn a_run_stopped_while_attached_ends_the_attachment_and_it_is_posted_once() {
     let site = Site::new();
     let record = site.record();
     let repo = &site.node.repo;
-    let tmux = Tmux::start(
-        repo.dir.path(),
-        "admin",
-        &site.attach(&record, "admin"),
-        120,
-        40,
-    );
-    tmux.shows("window 40x120");
+    let tmux = site.joined(&record, "admin", "admin");
     repo.json(&["stop", &record]).ok();
     let screen = tmux.shows("[exit 0]");
     assert!(screen.contains("joining: ended"), "{screen}");
@@ -522,14 +522,7 @@ fn an_attachment_whose_end_the_node_did_not_see_is_posted_at_its_next_start() {
     let site = Site::new();
     let record = site.record();
     let repo = &site.node.repo;
-    let tmux = Tmux::start(
-        repo.dir.path(),
-        "admin",
-        &site.attach(&record, "admin"),
-        120,
-        40,
-    );
-    tmux.shows("window 40x120");
+    let tmux = site.joined(&record, "admin", "admin");
     let dir = site.run_dir(&record);
     assert!(dir.join(ocx::node::attached::MARK).exists());
     crate::support::kill_from(&dir.join("watcher.pid"));
