@@ -175,6 +175,22 @@ pub const NODE_GIVEN_CLAUDE_ARGS: &[&str] = &[
 ];
 
 impl RunnerPage {
+    /// The page whose block names `command` alone, every other field as
+    /// a block that leaves it out reads it: lines on stdin, nothing else.
+    pub fn of(command: Vec<String>) -> RunnerPage {
+        RunnerPage {
+            command,
+            env: BTreeMap::new(),
+            homes: Vec::new(),
+            credentials: Vec::new(),
+            remote: Vec::new(),
+            input: InputMode::Lines,
+            hosts: Vec::new(),
+            model: None,
+            terminal: false,
+        }
+    }
+
     /// Whether it offers remote control.
     pub fn offers_remote(&self) -> bool {
         !self.remote.is_empty()
@@ -385,6 +401,14 @@ mod tests {
 
     fn page(block: &str) -> Result<RunnerPage, Problem> {
         read_page(format!("# A runner\n\n```json\n{block}\n```\n").as_bytes())
+    }
+
+    #[test]
+    fn a_page_of_a_command_alone_is_what_its_block_reads() {
+        assert_eq!(
+            page(r#"{"command": ["/bin/agent", "--flag"]}"#).unwrap(),
+            RunnerPage::of(vec!["/bin/agent".into(), "--flag".into()])
+        );
     }
 
     #[test]

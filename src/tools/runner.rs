@@ -456,8 +456,7 @@ fn local(input: &Input) -> Result<Shipped, Stop> {
     Ok(Shipped {
         title: "A local model",
         about: format!("OCX's own agent (ocx --mcp-ollama) on {model} at {url}, at most 30 requests a delivery."),
-        page: RunnerPage {
-            command: vec![
+        page: RunnerPage::of(vec![
                 ocx,
                 "--mcp-ollama".into(),
                 url.clone(),
@@ -469,16 +468,7 @@ fn local(input: &Input) -> Result<Shipped, Stop> {
                 "32768".into(),
                 "--system".into(),
                 "You work on this repository through your tools. Read before you edit, run the tests, save, then say in a few lines what you did.".into(),
-            ],
-            env: BTreeMap::new(),
-            homes: Vec::new(),
-            credentials: Vec::new(),
-            remote: Vec::new(),
-            input: InputMode::Lines,
-            hosts: Vec::new(),
-            model: None,
-            terminal: false,
-        },
+            ]),
         still: vec![
             format!("serve {model} on the Ollama at {url} (ollama pull {model})"),
         ],
@@ -514,17 +504,7 @@ fn demo(input: &Input) -> Result<Shipped, Stop> {
     Ok(Shipped {
         title: "The demo agent",
         about: "OCX's demo agent, with no model behind it: it answers each post it hears in the same thread, writes a verdict (pass) on each check-in it is given, and, in a run held to a branch, first saves the post's words as a file there.".into(),
-        page: RunnerPage {
-            command: vec![ocx, "demo-agent".into()],
-            env: BTreeMap::new(),
-            homes: Vec::new(),
-            credentials: Vec::new(),
-            remote: Vec::new(),
-            input: InputMode::Lines,
-            hosts: Vec::new(),
-            model: None,
-            terminal: false,
-        },
+        page: RunnerPage::of(vec![ocx, "demo-agent".into()]),
         still: Vec::new(),
     })
 }
