@@ -68,7 +68,7 @@ pub fn intact(dir: &std::path::Path) -> Result<Built, Stop> {
             .collect();
         return Err(Stop::new(format!(
             "the build of {} no longer matches its inventory ({} changed); nothing was changed",
-            &built.checkin[..10.min(built.checkin.len())],
+            built.checkin.get(..10).unwrap_or(&built.checkin),
             changed.join(", ")
         ))
         .next("stage its check-in again"));

@@ -69,6 +69,15 @@ pub struct Built {
 pub struct Root {
     pub dir: PathBuf,
     pub config: RootConfig,
+    /// The root the repository's configuration names ([`ROOT_ROW`]), if any.
+    pub kept: Option<String>,
+}
+
+impl Root {
+    /// Whether this is the root the repository's configuration names.
+    pub fn is_kept(&self) -> bool {
+        self.kept.as_deref() == Some(self.dir.display().to_string().as_str())
+    }
 }
 
 /// The links a release root keeps.
@@ -84,8 +93,11 @@ impl Root {
             Ok(repo) => repo.config(ROOT_ROW)?,
             Err(_) => None,
         };
-        match given.map(str::to_string).or(kept) {
-            Some(dir) => Root::open(call, &dir),
+        match given.map(str::to_string).or(kept.clone()) {
+            Some(dir) => Ok(Root {
+                kept,
+                ..Root::open(call, &dir)?
+            }),
             None => Err(Stop::field(
                 "root",
                 "no release root is given, and the repository's configuration names none",
@@ -97,7 +109,7 @@ impl Root {
     /// The release root `given` names: its `release.json` read, refused
     /// naming `root` when there is none, it does not read, or another
     /// account than the caller's may change it.
-    pub fn open(call: &Call, given: &str) -> Result<Root, Stop> {
+    fn open(call: &Call, given: &str) -> Result<Root, Stop> {
         use std::os::unix::fs::MetadataExt;
         let dir = call.cx.cwd.join(given).canonicalize().map_err(|e| {
             Stop::field("root", format!("{given} cannot be read: {e}"))
@@ -134,7 +146,11 @@ impl Root {
             )
             .next("name both commands"));
         }
-        Ok(Root { dir, config })
+        Ok(Root {
+            dir,
+            config,
+            kept: None,
+        })
     }
 
     /// The root's one lock, held while the returned guard lives.
@@ -276,39 +292,30 @@ impl Tool for Release {
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let root = Root::given_or_kept(call, input.root.as_deref())?;
         call.read(format!("the release root {}", root.dir.display()));
-        let mut releases = Vec::new();
-        let mut seen = Vec::new();
-        for name in [CURRENT, PREVIOUS, NEXT] {
-            if let Some(dir) = root.linked(name)
-                && let Some(built) = Root::built(&dir)
-            {
-                let intact = inventory(&dir).is_ok_and(|i| i == built.inventory);
-                seen.push(dir);
-                releases.push(Listed {
-                    is: name.into(),
-                    built,
-                    intact,
-                });
-            }
-        }
-        for e in std::fs::read_dir(root.dir.join("staged"))
+        let named: Vec<(&str, PathBuf)> = [CURRENT, PREVIOUS, NEXT]
+            .into_iter()
+            .filter_map(|name| Some((name, root.linked(name)?)))
+            .collect();
+        let mut staged: Vec<PathBuf> = std::fs::read_dir(root.dir.join("staged"))
             .into_iter()
             .flatten()
             .flatten()
-        {
-            let dir = e.path();
-            if seen.contains(&dir) {
-                continue;
-            }
-            if let Some(built) = Root::built(&dir) {
-                let intact = inventory(&dir).is_ok_and(|i| i == built.inventory);
-                releases.push(Listed {
-                    is: "staged".into(),
+            .map(|e| e.path())
+            .filter(|dir| !named.iter().any(|(_, d)| d == dir))
+            .collect();
+        staged.sort();
+        let releases = named
+            .into_iter()
+            .chain(staged.into_iter().map(|dir| ("staged", dir)))
+            .filter_map(|(is, dir)| {
+                let built = Root::built(&dir)?;
+                Some(Listed {
+                    is: is.into(),
+                    intact: inventory(&dir).is_ok_and(|i| i == built.inventory),
                     built,
-                    intact,
-                });
-            }
-        }
+                })
+            })
+            .collect();
         Ok(Output { releases })
     }
 }

@@ -69,33 +69,17 @@ impl Tool for Stage {
             )
             .next("name the served repository with --repository FILE"));
         }
-        let kept = call.repo()?.config(release::ROOT_ROW)?;
-        let given = match (&input.root, &kept) {
-            (Some(r), Some(k)) if run && r != k => {
-                return Err(Stop::field(
-                    "root",
-                    "a run stages only into the release root the repository's configuration names",
-                )
-                .next("leave root out"));
-            }
-            (Some(r), _) if run && kept.is_none() => {
-                return Err(Stop::field(
-                    "root",
-                    format!("the repository's configuration names no release root, so {r} is none a run may stage into"),
-                )
-                .next("ask an administrator to stage once with --root"));
-            }
-            (Some(r), _) => r.clone(),
-            (None, Some(k)) => k.clone(),
-            (None, None) => {
-                return Err(Stop::field(
-                    "root",
-                    "no release root is given, and the repository's configuration names none",
-                )
-                .next("give --root DIR, a directory holding the administrator's release.json"));
-            }
-        };
-        let root = Root::open(call, &given)?;
+        let root = Root::given_or_kept(call, input.root.as_deref())?;
+        if run && !root.is_kept() {
+            return Err(Stop::field(
+                "root",
+                format!(
+                    "a run stages only into the release root the repository's configuration names ({})",
+                    root.kept.as_deref().unwrap_or("none")
+                ),
+            )
+            .next("leave root out; an administrator names the root by staging once with --root"));
+        }
         let (rid, checkin) = resolve_checkin(call.repo()?, &input.checkin)?;
         let dir = root.staged(&checkin);
         for link in [CURRENT, PREVIOUS] {
@@ -118,7 +102,7 @@ impl Tool for Stage {
         ));
         let log = dir.join(release::GATE_LOG);
         let root_text = root.dir.display().to_string();
-        let keep_root = input.root.is_some() && !run && kept.as_deref() != Some(given.as_str());
+        let keep_root = !run && !root.is_kept();
         if keep_root {
             call.log(Op::Fossil {
                 operation: format!("config {} = {root_text}", release::ROOT_ROW),
@@ -317,7 +301,7 @@ fn build(
             .map_err(|e| Stop::new(format!("the {step} did not start: {e}")))?;
         if ended.code != Some(0) || ended.limit.is_some() {
             let why = match (&ended.limit, ended.code) {
-                (Some(l), _) => format!("reached its {l:?} limit"),
+                (Some(l), _) => format!("reached its {l} limit"),
                 (None, Some(c)) => format!("exited {c}"),
                 (None, None) => "was ended by a signal".into(),
             };
