@@ -219,11 +219,15 @@ fn build(
     let repo = call.repo()?;
     for f in files {
         let Some(relative) = safe_path(&f.path) else {
-            return Err(Stop::new(format!(
-                "check-in {} names a file {:?} that is no path inside its tree",
-                &checkin[..10],
-                f.path
-            )));
+            return Err(Stop::field(
+                "checkin",
+                format!(
+                    "check-in {} names a file {:?} that is no path inside its tree",
+                    &checkin[..10],
+                    f.path
+                ),
+            )
+            .next("stage another check-in: this one's files cannot be written where it says"));
         };
         let bytes = repo.content(f.rid)?.ok_or_else(|| {
             Stop::new(format!(
@@ -306,11 +310,14 @@ fn build(
                 (None, None) => "was ended by a signal".into(),
             };
             let _ = writeln!(log, "== the {step} {why}");
-            return Err(Stop::new(format!(
-                "the {step} of {} {why}; nothing is offered. Its last lines:\n{}",
-                &checkin[..10],
-                last_lines(&mut log, LAST_LINES)
-            ))
+            return Err(Stop::field(
+                "checkin",
+                format!(
+                    "the {step} of {} {why}; nothing is offered. Its last lines:\n{}",
+                    &checkin[..10],
+                    last_lines(&mut log, LAST_LINES)
+                ),
+            )
             .next(format!(
                 "read all it printed in {}",
                 dir.join(release::GATE_LOG).display()

@@ -151,6 +151,7 @@ fn a_release_is_staged_behind_its_gate_accepted_and_rolled_back() {
     let failed = repo.json(&["stage", &three]);
     let a = failed.answer();
     assert_eq!(a["ok"], false, "{a:#}");
+    assert_eq!(a["stopped"]["field"], "checkin", "{a:#}");
     let why = a["stopped"]["reason"].as_str().unwrap();
     assert!(
         why.contains("the gate of") && why.contains("exited 1"),
