@@ -1,7 +1,8 @@
 //! Benchmark of OCX's page as a person's browser meets it: whole HTTP
 //! requests over loopback to `fossil server`, which runs `ocx-cgi` at
-//! `/ext/ocx-cgi`, signed in as `ann` with the login cookie Fossil's own
-//! sign-in gave. On a small repository (a few threads) and on the large
+//! `/ext/ocx-cgi` as installed (the page's hand-off program, handing each request to
+//! OCX's page server), signed in as `ann` with the login cookie Fossil's
+//! own sign-in gave. On a small repository (a few threads) and on the large
 //! one (100,000 posts, copied, since signing in writes to it), the
 //! medians of [`SAMPLES`] requests each of the console, `/tools`, a post's
 //! `thread` as HTML, the console, the list and `thread` with `?json`,
@@ -10,7 +11,8 @@
 //! goal: at most 1.5x) and, on the large repository, to the small one's
 //! figure (the goal: at most 1.2x). Beside them, the floor: a shell script
 //! under `/ext` printing one paragraph, what Fossil's running any program
-//! there costs before the program does anything.
+//! there costs before the program does anything; and the console answered
+//! by the whole `ocx` started for the request, as before the page server.
 //!
 //! Run: `cargo bench --bench page` (builds the release binary first).
 
@@ -51,6 +53,14 @@ const FLOOR: Measure = Measure {
 
 /// The floor's program.
 const FLOOR_SCRIPT: &str = "#!/bin/sh\nprintf 'Status: 200 OK\\r\\nContent-Type: text/html\\r\\n\\r\\n<div class=\"fossil-doc\" data-title=\"floor\"><p>floor</p></div>'\n";
+
+/// The console answered by the whole `ocx` started for the request, as
+/// before the page server: what the relay saves.
+const DIRECT: Measure = Measure {
+    name: "console, ocx alone",
+    path: |_| "/ext/direct/ocx-cgi".into(),
+    holds: "OCX console",
+};
 
 const ANCHOR: Measure = Measure {
     name: "fossil /forumthread",
@@ -190,7 +200,10 @@ fn measure_repository(
     std::fs::write(&floor, FLOOR_SCRIPT).unwrap();
     std::fs::set_permissions(&floor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let cookie = sign_in(port, "ann", "pw");
-    let all: Vec<&Measure> = [&ANCHOR, &FLOOR].into_iter().chain(&MEASURES).collect();
+    let all: Vec<&Measure> = [&ANCHOR, &FLOOR, &DIRECT]
+        .into_iter()
+        .chain(&MEASURES)
+        .collect();
     for m in &all {
         for h in posts.iter().take(3) {
             get(port, &cookie, &(m.path)(h), m.holds);
@@ -215,7 +228,7 @@ fn measure_repository(
             (m.name, t[SAMPLES / 2])
         })
         .collect();
-    let (anchor, floor) = (figures[0].1, figures[1].1);
+    let (anchor, floor, direct) = (figures[0].1, figures[1].1, figures[2].1);
     println!("{title}, median of {SAMPLES} requests, signed in:");
     println!("  {:<20} {:>6.2} ms", ANCHOR.name, ms(anchor));
     println!(
@@ -224,7 +237,13 @@ fn measure_repository(
         ms(floor),
         ratio(floor, anchor)
     );
-    for (name, took) in &figures[2..] {
+    println!(
+        "  {:<20} {:>6.2} ms  {:.2}x /forumthread (the whole program started for the request, no page server)",
+        DIRECT.name,
+        ms(direct),
+        ratio(direct, anchor)
+    );
+    for (name, took) in &figures[3..] {
         println!(
             "  {name:<20} {:>6.2} ms  {:.2}x /forumthread (goal: at most {GOAL_ANCHOR}x)",
             ms(*took),

@@ -29,7 +29,7 @@ printf '# A local model\n\nQwen3 4B on this host'"'"'s Ollama.\n\n```json\n{"com
 "$fossil" wiki create sandbox/local "$demo/sandbox-local.md" --mimetype text/x-markdown -R "$repo" >/dev/null
 # OCX's page beside the repository: runs that hold their password ask it
 # who sent what (as root, Fossil serves an extroot only with --nojail).
-mkdir -p "$demo/ext"; ln -s "$ocx" "$demo/ext/ocx-cgi"
+mkdir -p "$demo/ext"; ln -s /usr/local/bin/ocx-cgi "$demo/ext/ocx-cgi"
 "$fossil" server --port "$port" --localhost --nojail --extroot "$demo/ext" "$repo" >"$demo/server.log" 2>&1 &
 server=$!
 cleanup() { "$ocx" node stop -R "$repo" >/dev/null 2>&1 || true; kill "$server" 2>/dev/null || true; }

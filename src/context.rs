@@ -143,7 +143,12 @@ impl Context {
     /// it names (`--repository`, or the checkout's), so a process that
     /// opened it first to learn who is asking does not open it again.
     pub fn with_repository(self, repo: Repository) -> Context {
-        let _ = self.repo.set(Ok(Held::from(repo)));
+        self.with_held(Held::from(repo))
+    }
+
+    /// The same context with its repository already opened or lent.
+    pub fn with_held(self, repo: Held) -> Context {
+        let _ = self.repo.set(Ok(repo));
         self
     }
 

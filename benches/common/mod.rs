@@ -152,8 +152,10 @@ pub fn serve(fossil: &Path, repo: &str) -> (std::process::Child, u16) {
 }
 
 /// `fossil server` of `repo` on a free loopback port, serving OCX's page
-/// from the extroot `dir/ext` (`ocx` linked there as `ocx-cgi`, told which
-/// `fossil` to run), once it answers; the server and its port.
+/// from the extroot `dir/ext` as installed (the page's hand-off program beside `ocx`
+/// linked there as `ocx-cgi`, told which `fossil` to run), and from
+/// `dir/ext/direct` as before the page server (`ocx` itself linked there as
+/// `ocx-cgi`), once it answers; the server and its port.
 pub fn serve_with_page(
     fossil: &Path,
     ocx: &Path,
@@ -161,13 +163,17 @@ pub fn serve_with_page(
     repo: &Path,
 ) -> (std::process::Child, u16) {
     let ext = dir.join("ext");
-    std::fs::create_dir(&ext).unwrap();
-    std::os::unix::fs::symlink(ocx, ext.join("ocx-cgi")).unwrap();
-    std::fs::write(
-        ext.join(".ocx-cgi.json"),
-        serde_json::json!({ "fossil": fossil }).to_string(),
-    )
-    .unwrap();
+    let direct = ext.join("direct");
+    std::fs::create_dir_all(&direct).unwrap();
+    std::os::unix::fs::symlink(ocx.with_file_name("ocx-cgi"), ext.join("ocx-cgi")).unwrap();
+    std::os::unix::fs::symlink(ocx, direct.join("ocx-cgi")).unwrap();
+    for at in [&ext, &direct] {
+        std::fs::write(
+            at.join(".ocx-cgi.json"),
+            serde_json::json!({ "fossil": fossil }).to_string(),
+        )
+        .unwrap();
+    }
     let port = free_port();
     let server = Command::new(fossil)
         .args([

@@ -8,6 +8,7 @@
 
 use crate::answer::Answer;
 use crate::context::{Context, Who};
+use crate::fossil::kept::{Held, Kept};
 use crate::fossil::{Fossil, Repository};
 use crate::registry;
 use crate::stop::Stop;
@@ -16,6 +17,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The page listing every tool the page offers; a signed-in person lands
 /// on the console instead, the list one link away.
@@ -92,45 +94,51 @@ pub(super) fn head(status: u16, content_type: &str, more: &str) -> String {
 /// ignores the exit code and the page says what went wrong.
 pub fn main() -> i32 {
     std::panic::set_hook(Box::new(|_| {}));
-    let response = std::panic::catch_unwind(|| {
-        let request = Request::from_environment();
-        let mut stdin = std::io::stdin().lock();
-        respond(&request, &mut stdin, configured_fossil)
-    })
+    let request = Request::from_environment();
+    let mut stdin = std::io::stdin().lock();
+    super::print(&answer(&request, &mut stdin, None).to_cgi());
+    0
+}
+
+/// The response to `request`, with the `fossil` its configuration names
+/// and its repository from `kept` when a page server keeps it open; a
+/// panic inside is answered as an internal error, so neither the program
+/// Fossil started nor the page server it handed the request to ends
+/// without an answer.
+pub fn answer(request: &Request, body: &mut dyn Read, kept: Option<&Arc<Kept>>) -> Response {
+    let config = request.config_file();
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        respond(request, body, move || configured_fossil(&config), kept)
+    }))
     .unwrap_or_else(|_| Response {
         status: 500,
         content_type: "text/html",
         body: page::internal_error(),
-    });
-    super::print(&response.to_cgi());
-    0
+    })
 }
 
 /// The configuration [`CONFIG`] beside this program holds (none: the
 /// defaults); never read from the environment.
 pub(crate) fn read_config() -> Result<Config, Stop> {
-    let config_file = std::env::args_os().next().map(PathBuf::from).map(|p| {
-        let p = if p.is_absolute() {
-            p
-        } else {
-            std::env::current_dir().unwrap_or_default().join(p)
-        };
-        p.parent().unwrap_or(Path::new("/")).join(CONFIG)
-    });
-    match config_file.as_deref().map(std::fs::read) {
-        Some(Ok(bytes)) => serde_json::from_slice::<Config>(&bytes).map_err(|e| {
+    read_config_at(&Request::from_environment().config_file())
+}
+
+/// The configuration in `file` (none: the defaults).
+fn read_config_at(file: &Path) -> Result<Config, Stop> {
+    match std::fs::read(file) {
+        Ok(bytes) => serde_json::from_slice::<Config>(&bytes).map_err(|e| {
             Stop::field("fossil", format!("{CONFIG} does not parse: {e}")).next(format!(
                 "write {CONFIG} as {{\"fossil\": \"/absolute/path/to/fossil\"}}"
             ))
         }),
-        _ => Ok(Config::default()),
+        Err(_) => Ok(Config::default()),
     }
 }
 
-/// The `fossil` program as [`CONFIG`] beside this program names it, else
+/// The `fossil` program as the configuration in `file` names it, else
 /// as [`Fossil::locate_for_web`] finds it; never from the environment.
-fn configured_fossil() -> Result<Fossil, Stop> {
-    let config = read_config()?;
+fn configured_fossil(file: &Path) -> Result<Fossil, Stop> {
+    let config = read_config_at(file)?;
     Fossil::locate_for_web(config.fossil.as_deref()).map_err(|_| {
         let reason = match &config.fossil {
             Some(p) => format!(
@@ -151,6 +159,7 @@ pub fn respond(
     request: &Request,
     body: &mut dyn Read,
     fossil: impl Fn() -> Result<Fossil, Stop> + Send + Sync + 'static,
+    kept: Option<&Arc<Kept>>,
 ) -> Response {
     let json = request.wants_json();
     let Some(repository) = request.repository.clone() else {
@@ -159,8 +168,12 @@ pub fn respond(
         );
         return refusal(request, json, 500, None, stop);
     };
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let opened = Repository::open(&cwd.join(&repository)).ok();
+    let cwd = request.cwd.clone();
+    let path = cwd.join(&repository);
+    let opened = match kept {
+        Some(kept) => kept.repository(&path).ok(),
+        None => Repository::open(&path).ok().map(Held::from),
+    };
     let viewer = opened.as_ref().and_then(|repo| request.prove_viewer(repo));
     let request = &Request {
         user: viewer,
@@ -180,7 +193,7 @@ pub fn respond(
     };
     let mut cx = Context::new(Some(PathBuf::from(repository)), cwd, who).with_fossil(fossil);
     if let Some(repo) = opened {
-        cx = cx.with_repository(repo);
+        cx = cx.with_held(repo);
     }
     let path = request.path_info.trim_matches('/');
     if path.is_empty() {
@@ -484,8 +497,10 @@ fn refusal(
     }
 }
 
+pub mod handoff;
 mod page;
 pub(super) mod request;
+pub mod server;
 pub mod wait;
 
 pub use request::Request;

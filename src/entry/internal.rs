@@ -3,7 +3,8 @@
 //! ROOT` (the node's process), `ocx watch --root ROOT --record HASH
 //! [--checkin HASH]` (a run's watcher), `ocx forward PORT=SOCKET... --
 //! PROGRAM...` (a run's ways out, before its program inside the sandbox)
-//! and `ocx demo-agent` (the demo runner's program). They have a clap parser of their own, reached only
+//! `ocx demo-agent` (the demo runner's program) and `ocx page-server
+//! SOCKET` (the page server `ocx-cgi` hands requests to). They have a clap parser of their own, reached only
 //! by their names, so `ocx --help` lists tools alone.
 
 #![allow(clippy::disallowed_methods)] // an entry point: it reads the run's variables and starts `ocx post`, as docs/architecture.md says
@@ -15,7 +16,14 @@ use std::io::Read;
 use std::path::PathBuf;
 
 /// The internal commands' names, which no tool takes.
-const NAMES: &[&str] = &["hook-poke", "node-daemon", "watch", "forward", "demo-agent"];
+const NAMES: &[&str] = &[
+    "hook-poke",
+    "node-daemon",
+    "watch",
+    "forward",
+    "demo-agent",
+    super::cgi::handoff::SERVER_COMMAND,
+];
 
 /// The internal commands' own command line, hidden from `ocx --help`: the
 /// node writes each of them itself (`node::hook_command`, `tools::node`,
@@ -89,6 +97,17 @@ pub fn command() -> Command {
                 ),
         )
         .subcommand(Command::new("demo-agent").about("The demo agent, a session runner's program"))
+        .subcommand(
+            Command::new(super::cgi::handoff::SERVER_COMMAND)
+                .about("The page server ocx-cgi hands requests to, listening on SOCKET")
+                .arg(
+                    Arg::new("socket")
+                        .value_name("SOCKET")
+                        .required(true)
+                        .value_parser(PathBufValueParser::new())
+                        .help("The socket to listen on, in a directory only this account may enter"),
+                ),
+        )
 }
 
 /// Runs an internal command when `args` names one; `None` otherwise.
@@ -137,6 +156,7 @@ fn run(word: &str, m: &ArgMatches) -> i32 {
         }
         "forward" => forward(m),
         "demo-agent" => super::demo::main(),
+        super::cgi::handoff::SERVER_COMMAND => super::cgi::server::main(&path("socket")),
         _ => super::USAGE,
     }
 }

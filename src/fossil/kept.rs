@@ -163,11 +163,12 @@ impl Deref for Held {
 
 impl Drop for Held {
     /// Gives the connection back, unless a statement of it was left
-    /// unfinished: that would hold a read open between calls, so the
-    /// connection is closed instead.
+    /// unfinished or a transaction open: either would hold a read open
+    /// between calls, so the connection is closed instead.
     fn drop(&mut self) {
         if let (Some(repo), Some((kept, path, file))) = (self.repo.take(), self.back.take())
             && !repo.db.is_busy()
+            && repo.db.is_autocommit()
         {
             let mut idle = locked(&kept.idle);
             if idle.len() < IDLE {

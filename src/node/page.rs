@@ -17,7 +17,7 @@ use std::time::Duration;
 pub const PAGE: &str = "ocx-cgi";
 
 /// How a server serves OCX's page, said where it does not.
-pub const SERVE_PAGE: &str = "have the server serve OCX's page (fossil server --extroot DIR, ocx linked there as ocx-cgi), then try again";
+pub const SERVE_PAGE: &str = "have the server serve OCX's page (fossil server --extroot DIR, ocx-cgi linked there), then try again";
 
 /// The most bytes of an answer read.
 const ANSWER_LIMIT: u64 = 16 << 20;

@@ -304,7 +304,7 @@ impl Tool for Project {
         out.next.insert(
             0,
             format!(
-                "serve it: fossil server --port PORT --extroot EXT {} (EXT a directory holding ocx linked as ocx-cgi, and as git for the export)",
+                "serve it: fossil server --port PORT --extroot EXT {} (EXT a directory holding ocx-cgi linked there, and ocx linked as git for the export)",
                 path.display()
             ),
         );

@@ -198,13 +198,18 @@ impl Root {
     }
 
     /// Links Fossil's extroot's `ocx-cgi` and `ocx-cgi-next` to the
-    /// current and the next release's program, when the root names it.
+    /// current and the next release's page (its hand-off program, else its program),
+    /// when the root names it.
     pub fn link_extroot(&self) -> std::io::Result<()> {
         let Some(ext) = &self.config.extroot else {
             return Ok(());
         };
         for (name, link) in [("ocx-cgi", CURRENT), ("ocx-cgi-next", NEXT)] {
-            let target = self.dir.join(link).join("bin").join("ocx");
+            let bin = self.dir.join(link).join("bin");
+            let target = match bin.join(HANDOFF).is_file() {
+                true => bin.join(HANDOFF),
+                false => bin.join("ocx"),
+            };
             let path = ext.join(name);
             if std::fs::read_link(&path).ok().as_deref() == Some(target.as_path()) {
                 continue;
@@ -217,6 +222,10 @@ impl Root {
         Ok(())
     }
 }
+
+/// The page's hand-off program, which a build may make beside its program and a
+/// release keeps beside it in `bin` (`src/entry/cgi/handoff.rs`).
+pub const HANDOFF: &str = "ocx-cgi";
 
 /// The release this running program is, when it is a staged build's
 /// `bin/ocx` (as `ocx-cgi` and `ocx-cgi-next` lead to it).

@@ -139,7 +139,7 @@ pub fn confirm(
                 ),
             )
             .next(
-                "check the thread on the server's own pages, and have the server serve OCX's page (fossil server --extroot DIR, ocx linked there as ocx-cgi)",
+                "check the thread on the server's own pages, and have the server serve OCX's page (fossil server --extroot DIR, ocx-cgi linked there)",
             ));
         }
         Err(e) => return Err(e.into()),
@@ -209,6 +209,6 @@ pub fn page_warning(url: &str) -> Option<String> {
         ),
     };
     Some(format!(
-        "{url} {why}: runs that hold their password cannot learn who sent what; serve it with fossil server --extroot DIR (ocx linked there as ocx-cgi)"
+        "{url} {why}: runs that hold their password cannot learn who sent what; serve it with fossil server --extroot DIR (ocx-cgi linked there)"
     ))
 }

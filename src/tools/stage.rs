@@ -329,6 +329,14 @@ fn build(
     let bin = dir.join("bin");
     std::fs::create_dir(&bin).map_err(Stop::internal)?;
     copy_program(&made, &bin.join("ocx")).map_err(Stop::internal)?;
+    // The page's hand-off program, when the build made one beside the program.
+    let handoff = Path::new(&root.config.artifact).with_file_name(release::HANDOFF);
+    if let Some(handoff) = handoff.to_str()
+        && src.join(handoff).exists()
+    {
+        let made = artifact(&src, handoff)?;
+        copy_program(&made, &bin.join(release::HANDOFF)).map_err(Stop::internal)?;
+    }
     let built = Built {
         checkin: checkin.to_string(),
         built: crate::fossil::artifact::now(),

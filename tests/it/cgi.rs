@@ -15,12 +15,19 @@ pub struct Ext {
 }
 
 impl Ext {
+    /// `ocx` itself linked as `ocx-cgi`: the page's own program, run as
+    /// Fossil runs it.
     pub fn new() -> Ext {
+        Ext::linked_to(Path::new(env!("CARGO_BIN_EXE_ocx")))
+    }
+
+    /// `program` linked as `ocx-cgi` (the page's hand-off program, say).
+    pub fn linked_to(program: &Path) -> Ext {
         let dir = tempfile::Builder::new()
             .prefix("ocx-ext-")
             .tempdir()
             .unwrap();
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ocx"), dir.path().join("ocx-cgi")).unwrap();
+        std::os::unix::fs::symlink(program, dir.path().join("ocx-cgi")).unwrap();
         let config = serde_json::json!({"fossil": fossil()});
         std::fs::write(dir.path().join(".ocx-cgi.json"), config.to_string()).unwrap();
         Ext { dir }

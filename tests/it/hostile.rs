@@ -347,9 +347,12 @@ fn web_request(repo: &Repo, path: &str, content_type: &str, body: &[u8]) -> cgi:
         query: "json".into(),
         ..Request::default()
     };
-    cgi::respond(&request, &mut &body[..], || {
-        Err(Stop::new("no fossil in these tests"))
-    })
+    cgi::respond(
+        &request,
+        &mut &body[..],
+        || Err(Stop::new("no fossil in these tests")),
+        None,
+    )
 }
 
 #[test]
@@ -724,6 +727,9 @@ fn the_web_pages_request_of_any_text_is_answered() {
             ][..],
         ),
     );
+    // As the page server answers them: one repository kept open across
+    // every request, so what one request leaves is what the next meets.
+    let kept = ocx::fossil::kept::Kept::new();
     TestRunner::new(config(192))
         .run(
             &request,
@@ -743,9 +749,12 @@ fn the_web_pages_request_of_any_text_is_answered() {
                     referer: Some(query),
                     ..Request::default()
                 };
-                let page = cgi::respond(&request, &mut &body[..], || {
-                    Err(Stop::new("no fossil in these tests"))
-                });
+                let page = cgi::respond(
+                    &request,
+                    &mut &body[..],
+                    || Err(Stop::new("no fossil in these tests")),
+                    Some(&kept),
+                );
                 prop_assert!((200..500).contains(&page.status), "{}", page.status);
                 let answer: Value = serde_json::from_str(&page.body).expect("a JSON answer");
                 if answer["ok"] == false && page.status == 400 {

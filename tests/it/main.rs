@@ -30,6 +30,7 @@ mod messages;
 mod model;
 mod node;
 mod ollama;
+mod page_server;
 mod patterns;
 mod project;
 mod protocol;

@@ -324,13 +324,14 @@ impl Repo {
 }
 
 /// The directory beside `file` that Fossil serves as its extroot: `ocx-cgi`
-/// linked to the binary, and the page's configuration naming the tests'
-/// fossil. Made once; kept with the repository's own directory.
+/// linked to the page's hand-off program (as installed), and the page's configuration
+/// naming the tests' fossil. Made once; kept with the repository's own
+/// directory.
 pub fn ext_root(file: &Path) -> PathBuf {
     let dir = file.parent().unwrap().join("ocx-ext");
     if !dir.join("ocx-cgi").exists() {
         std::fs::create_dir_all(&dir).unwrap();
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ocx"), dir.join("ocx-cgi")).unwrap();
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_ocx-cgi"), dir.join("ocx-cgi")).unwrap();
         let config = serde_json::json!({ "fossil": fossil() });
         std::fs::write(dir.join(".ocx-cgi.json"), config.to_string()).unwrap();
     }

@@ -9,7 +9,9 @@ use crate::input::parse_input;
 use crate::stop::Stop;
 use crate::tool::Entry;
 use serde_json::{Map, Value};
+use std::ffi::OsString;
 use std::io::Read;
+use std::path::{Path, PathBuf};
 
 /// What the page reads of a request: each variable Fossil sets that it
 /// uses, by value, and no other.
@@ -57,12 +59,35 @@ pub struct Request {
     pub next: bool,
     /// The release this program is, when it was staged into a release root.
     pub release: Option<crate::tools::release::Built>,
+    /// The page's working directory, which Fossil chose.
+    pub cwd: PathBuf,
+    /// The path the page was started as, absolute: where its
+    /// configuration lies.
+    pub invoked_as: PathBuf,
 }
 
 impl Request {
-    /// The request as Fossil gives it in the environment.
+    /// The request as Fossil gives it in this process's environment, to
+    /// the program started as its first argument.
     pub fn from_environment() -> Request {
-        let var = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let invoked_as = cwd.join(
+            std::env::args_os()
+                .next()
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(NAME)),
+        );
+        Request::from_variables(|name| std::env::var_os(name), invoked_as, cwd)
+    }
+
+    /// The request as Fossil gives it in the variables `var` reads, to the
+    /// program started as `invoked_as` (absolute) in directory `cwd`.
+    pub fn from_variables(
+        var: impl Fn(&str) -> Option<OsString>,
+        invoked_as: PathBuf,
+        cwd: PathBuf,
+    ) -> Request {
+        let var = |name: &str| var(name).map(|v| v.to_string_lossy().into_owned());
         Request {
             repository: var("FOSSIL_REPOSITORY").filter(|r| !r.is_empty()),
             fossil_user: var("FOSSIL_USER").filter(|u| !u.is_empty()),
@@ -81,11 +106,19 @@ impl Request {
             host: var("HTTP_HOST").filter(|h| !h.is_empty()),
             referer: var("HTTP_REFERER"),
             accept: var("HTTP_ACCEPT"),
-            next: std::env::args_os()
-                .next()
-                .is_some_and(|a| std::path::Path::new(&a).file_name() == Some(NEXT_NAME.as_ref())),
+            next: invoked_as.file_name() == Some(NEXT_NAME.as_ref()),
             release: crate::tools::release::of_this_program(),
+            cwd,
+            invoked_as,
         }
+    }
+
+    /// The page's configuration file, beside the program Fossil started.
+    pub fn config_file(&self) -> PathBuf {
+        self.invoked_as
+            .parent()
+            .unwrap_or(Path::new("/"))
+            .join(super::CONFIG)
     }
 
     /// The name the page is served under: `ocx-cgi`, or `ocx-cgi-next`.
