@@ -223,15 +223,21 @@ impl Root {
     }
 }
 
-/// The page's hand-off program, which a build may make beside its program and a
-/// release keeps beside it in `bin` (`src/entry/cgi/handoff.rs`).
+/// The page's hand-off program, which a build may make beside its program
+/// and a release keeps beside it in `bin` (`src/entry/cgi/handoff.rs`).
 pub const HANDOFF: &str = "ocx-cgi";
 
 /// The release this running program is, when it is a staged build's
-/// `bin/ocx` (as `ocx-cgi` and `ocx-cgi-next` lead to it).
+/// `bin/ocx` (as `ocx-cgi` and `ocx-cgi-next` lead to it); read once a
+/// process, since a running program's file and its build never change
+/// (the page server asks at every request).
 pub fn of_this_program() -> Option<Built> {
-    let exe = std::env::current_exe().ok()?;
-    Root::built(exe.parent()?.parent()?)
+    static THIS: std::sync::OnceLock<Option<Built>> = std::sync::OnceLock::new();
+    THIS.get_or_init(|| {
+        let exe = std::env::current_exe().ok()?;
+        Root::built(exe.parent()?.parent()?)
+    })
+    .clone()
 }
 
 /// The SHA-256 of each file of `dir/bin`.
