@@ -122,6 +122,9 @@ impl Repository {
         )
         .map_err(unreadable)?;
         db.busy_handler(Some(busy)).map_err(unreadable)?;
+        // A connection kept by a long-lived process (the page server, MCP,
+        // the node) keeps every hot statement prepared, not the last 16.
+        db.set_prepared_statement_cache_capacity(64);
         db.pragma_update(None, "query_only", true)
             .map_err(unreadable)?;
         db.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
@@ -143,9 +146,8 @@ impl Repository {
     pub fn config(&self, name: &str) -> Result<Option<String>, FossilError> {
         Ok(self
             .db
-            .query_row("SELECT value FROM config WHERE name=?1", [name], |r| {
-                r.get::<_, Option<String>>(0)
-            })
+            .prepare_cached("SELECT value FROM config WHERE name=?1")?
+            .query_row([name], |r| r.get::<_, Option<String>>(0))
             .optional()?
             .flatten())
     }
@@ -186,9 +188,8 @@ impl Repository {
     pub fn own_capabilities(&self, login: &str) -> Result<Option<String>, FossilError> {
         Ok(self
             .db
-            .query_row("SELECT cap FROM user WHERE login=?1", [login], |r| {
-                r.get::<_, Option<String>>(0)
-            })
+            .prepare_cached("SELECT cap FROM user WHERE login=?1")?
+            .query_row([login], |r| r.get::<_, Option<String>>(0))
             .optional()?
             .map(Option::unwrap_or_default))
     }

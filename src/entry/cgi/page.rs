@@ -428,7 +428,10 @@ fn card(
 }
 
 /// A tool's form: a POST to its own page, a field for each of its
-/// input's, filled in from `given` (what the request gave) when there is one.
+/// input's, filled in from `given` (what the request gave) when there is
+/// one, each described once, beneath it (a field's description is most of
+/// the page's bytes, which Fossil reads through once more to put it in its
+/// skin).
 fn form(request: &Request, tool: &dyn Entry, fields: &[Flag], given: Option<&Value>) -> Markup {
     let name = tool.name();
     html! {
@@ -439,33 +442,34 @@ fn form(request: &Request, tool: &dyn Entry, fields: &[Flag], given: Option<&Val
                 @let value = given.and_then(|g| g.get(field));
                 @let text = value.map(field_text).unwrap_or_default();
                 @let required = if f.required { " (required)" } else { "" };
+                @let doc = format!("{id}-doc");
                 @match f.kind {
-                    Kind::Boolean => label title=(f.doc) {
-                        input type="checkbox" id=(id) name=(field) title=(f.doc) value="true" checked[value == Some(&Value::Bool(true))];
+                    Kind::Boolean => label {
+                        input type="checkbox" id=(id) name=(field) aria-describedby=(doc) value="true" checked[value == Some(&Value::Bool(true))];
                         " " (field)
                     },
                     Kind::Integer => {
-                        label for=(id) title=(f.doc) { (field) (required) }
-                        input type="number" step="1" id=(id) name=(field) title=(f.doc) value=(text);
+                        label for=(id) { (field) (required) }
+                        input type="number" step="1" id=(id) name=(field) aria-describedby=(doc) value=(text);
                     },
                     Kind::Json => {
-                        label for=(id) title=(f.doc) { (field) (required) " (JSON)" }
-                        textarea rows="3" id=(id) name=(field) title=(f.doc) { (text) }
+                        label for=(id) { (field) (required) " (JSON)" }
+                        textarea rows="3" id=(id) name=(field) aria-describedby=(doc) { (text) }
                     },
                     Kind::List => {
-                        label for=(id) title=(f.doc) { (field) (required) " (separated by spaces)" }
-                        input type="text" id=(id) name=(field) title=(f.doc) value=(text);
+                        label for=(id) { (field) (required) " (separated by spaces)" }
+                        input type="text" id=(id) name=(field) aria-describedby=(doc) value=(text);
                     },
                     Kind::Text if f.doc.contains("Markdown") => {
-                        label for=(id) title=(f.doc) { (field) (required) }
-                        textarea rows="5" id=(id) name=(field) title=(f.doc) { (text) }
+                        label for=(id) { (field) (required) }
+                        textarea rows="5" id=(id) name=(field) aria-describedby=(doc) { (text) }
                     },
                     Kind::Text => {
-                        label for=(id) title=(f.doc) { (field) (required) }
-                        input type="text" id=(id) name=(field) title=(f.doc) value=(text);
+                        label for=(id) { (field) (required) }
+                        input type="text" id=(id) name=(field) aria-describedby=(doc) value=(text);
                     },
                 }
-                small { (f.doc) }
+                small id=(doc) { (f.doc) }
             }
             p { button type="submit" id=(format!("{name}-submit")) { "Run " (name) } }
         }

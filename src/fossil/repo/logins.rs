@@ -36,9 +36,8 @@ impl Repository {
     pub fn password_hash(&self, login: &str) -> Result<Option<String>, FossilError> {
         Ok(self
             .db
-            .query_row("SELECT pw FROM user WHERE login=?1", [login], |r| {
-                r.get::<_, Option<String>>(0)
-            })
+            .prepare_cached("SELECT pw FROM user WHERE login=?1")?
+            .query_row([login], |r| r.get::<_, Option<String>>(0))
             .optional()?
             .flatten()
             .filter(|pw| !pw.is_empty()))
