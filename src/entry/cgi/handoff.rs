@@ -321,8 +321,10 @@ fn cannot_start(why: &str) -> i32 {
     let body = format!(
         "OCX's page could not start the program ocx beside ocx-cgi ({why}): reinstall OCX, with ocx and ocx-cgi in one directory"
     );
-    let _ = std::io::stdout()
-        .write_all((super::head(500, "text/plain; charset=utf-8", "") + &body).as_bytes());
+    // Flushed here: with the C library's `main`, nothing flushes it at exit.
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all((super::head(500, "text/plain; charset=utf-8", "") + &body).as_bytes());
+    let _ = out.flush();
     1
 }
 
