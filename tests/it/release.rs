@@ -268,12 +268,15 @@ fn the_page_says_which_release_serves_it() {
         json!({"fossil": fossil()}).to_string(),
     )
     .unwrap();
+    // The build leaves the page's hand-off program beside OCX, as cargo
+    // does, so the release serves through its own page server.
     let program = ocx_bin().canonicalize().unwrap();
+    let handoff = program.with_file_name("ocx-cgi");
     let root = release_root(
         ext.dir.path(),
-        json!({"build": ["/bin/sh", "-c", "mkdir -p out && cp \"$0\" out/ocx", program],
+        json!({"build": ["/bin/sh", "-c", "mkdir -p out && cp \"$0\" out/ocx && cp \"$1\" out/ocx-cgi", program, handoff],
                "gate": ["/bin/sh", "-c", "echo the gate passes"],
-               "artifact": "out/ocx", "read_only": [program]}),
+               "artifact": "out/ocx", "read_only": [program, handoff]}),
     );
     let r = root.path().to_str().unwrap();
     repo.json(&["stage", &one, "--root", r]).ok();
@@ -281,6 +284,17 @@ fn the_page_says_which_release_serves_it() {
     let two = repo.commit_as("admin", "README", "two\n", None);
     repo.json(&["stage", &two]).ok();
     let server = Server::start(&repo, &ext);
+    for name in ["ocx-cgi", "ocx-cgi-next"] {
+        let link = std::fs::read_link(ext.dir.path().join(name)).unwrap();
+        assert!(
+            link.ends_with("bin/ocx-cgi"),
+            "{name} leads to {}",
+            link.display()
+        );
+    }
+    let _servers = PageServers(
+        ["current", "next"].map(|l| root.path().join(l).join("bin/ocx").canonicalize().unwrap()),
+    );
     let (status, body) = get(&server, "/ext/ocx-cgi");
     assert_eq!(status, 200, "{body}");
     assert!(
@@ -305,6 +319,27 @@ fn the_page_says_which_release_serves_it() {
         next.contains("href=\"/ext/ocx-cgi-next/"),
         "its links stay on the next page"
     );
+}
+
+/// The page servers of these programs, ended when dropped.
+struct PageServers<const N: usize>([PathBuf; N]);
+
+impl<const N: usize> Drop for PageServers<N> {
+    fn drop(&mut self) {
+        let Some(dir) = ocx::entry::cgi::handoff::private_directory() else {
+            return;
+        };
+        for ocx in &self.0 {
+            if let Some(socket) = ocx::entry::cgi::handoff::socket_for(&dir, ocx) {
+                let _ = std::process::Command::new("pkill")
+                    .arg("-f")
+                    .arg(format!("page-server {}", socket.display()))
+                    .status();
+                let _ = std::fs::remove_file(&socket);
+                let _ = std::fs::remove_file(socket.with_extension("lock"));
+            }
+        }
+    }
 }
 
 const STAGING_RUNNER: &str = r#"
