@@ -903,7 +903,6 @@ impl Server {
         headers: &[(&str, &str)],
         body: &str,
     ) -> (u16, String, String) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         let mut req = format!(
             "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n",
             self.port
@@ -919,9 +918,28 @@ impl Server {
         }
         req += "\r\n";
         req += body;
-        s.write_all(req.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        s.read_to_end(&mut out).unwrap();
+        // A GET reset before any answer (the server just started) is asked
+        // again, as a browser would; a POST never is.
+        let mut tries = if method == "GET" { 3 } else { 1 };
+        let out = loop {
+            tries -= 1;
+            let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+            s.write_all(req.as_bytes()).unwrap();
+            let mut out = Vec::new();
+            match s.read_to_end(&mut out) {
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::ConnectionReset
+                        && out.is_empty()
+                        && tries > 0 =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                r => {
+                    r.unwrap();
+                    break out;
+                }
+            }
+        };
         let text = String::from_utf8_lossy(&out).into_owned();
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
         let status = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
