@@ -63,17 +63,26 @@ impl Installed {
 }
 
 impl Drop for Installed {
-    /// Ends this copy's server, whose command line names its socket, and
-    /// removes its socket and lock.
     fn drop(&mut self) {
-        let socket = self.socket();
-        let _ = Command::new("pkill")
-            .arg("-f")
-            .arg(format!("page-server {}", socket.display()))
-            .status();
-        let _ = std::fs::remove_file(&socket);
-        let _ = std::fs::remove_file(socket.with_extension("lock"));
+        end_page_server(&self.ocx());
     }
+}
+
+/// Ends the page server of the program `ocx` (its command line names its
+/// socket), and removes its socket and lock.
+pub fn end_page_server(ocx: &Path) {
+    let Some(dir) = ocx::entry::cgi::handoff::private_directory() else {
+        return;
+    };
+    let Some(socket) = ocx::entry::cgi::handoff::socket_for(&dir, ocx) else {
+        return;
+    };
+    let _ = Command::new("pkill")
+        .arg("-f")
+        .arg(format!("page-server {}", socket.display()))
+        .status();
+    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(socket.with_extension("lock"));
 }
 
 /// The tools' list as JSON, as the page answers it to `alice`.

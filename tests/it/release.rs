@@ -326,19 +326,9 @@ struct PageServers<const N: usize>([PathBuf; N]);
 
 impl<const N: usize> Drop for PageServers<N> {
     fn drop(&mut self) {
-        let Some(dir) = ocx::entry::cgi::handoff::private_directory() else {
-            return;
-        };
-        for ocx in &self.0 {
-            if let Some(socket) = ocx::entry::cgi::handoff::socket_for(&dir, ocx) {
-                let _ = std::process::Command::new("pkill")
-                    .arg("-f")
-                    .arg(format!("page-server {}", socket.display()))
-                    .status();
-                let _ = std::fs::remove_file(&socket);
-                let _ = std::fs::remove_file(socket.with_extension("lock"));
-            }
-        }
+        self.0
+            .iter()
+            .for_each(|ocx| crate::page_server::end_page_server(ocx));
     }
 }
 

@@ -6,16 +6,16 @@
 //! it (`cgi::answer`, the same code), from the handoff alone: the
 //! request's variables, its working directory and the name it was started
 //! under, and Fossil's own pipes, passed as descriptors, which it reads the
-//! body from and writes the answer to. Nothing of one request is kept for
-//! another: the server holds no repository open and no viewer, and each
-//! request proves its viewer anew. A request is read as hostile: its
+//! body from and writes the answer to. What it keeps between requests is
+//! read connections to the repositories (`fossil::kept`); no viewer is
+//! kept, and each request proves its viewer anew. A request is read as hostile: its
 //! peer must be this very account, its handoff is refused unless whole
 //! and well formed, a panic inside is answered as an internal error, and
 //! past [`AT_ONCE`] requests at once the rest are declined, so `ocx-cgi`
 //! starts the whole program for them as before.
 
 use super::Request;
-use super::handoff::{FRAME_LIMIT, Handoff, TAKEN};
+use super::handoff::{Handoff, TAKEN};
 use crate::fossil::kept::Kept;
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, getsockopt, recvmsg, sockopt};
 use std::io::{IoSliceMut, Read, Write};
@@ -34,6 +34,10 @@ pub const IDLE: Duration = Duration::from_secs(600);
 /// more by starting the whole program.
 pub const AT_ONCE: usize = 64;
 
+/// The bytes read of a handoff before its length is known: more than
+/// Fossil's variables take.
+const FIRST_READ: usize = 16 * 1024;
+
 /// How long a request's thread waits for its handoff.
 const HANDOFF_WAIT: Duration = Duration::from_secs(5);
 
@@ -45,17 +49,10 @@ static ANSWERING: AtomicUsize = AtomicUsize::new(0);
 pub fn main(socket: &Path) -> i32 {
     std::panic::set_hook(Box::new(|_| {}));
     let lock_path = socket.with_extension("lock");
-    let Ok(lock_file) = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-    else {
-        return 1;
-    };
-    let Ok(_lock) = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
-    else {
-        return 0;
+    let _lock = match crate::lock::take(&lock_path, false) {
+        Ok(Some(held)) => held,
+        Ok(None) => return 0,
+        Err(_) => return 1,
     };
     let _ = std::fs::remove_file(socket);
     let Ok(listener) = UnixListener::bind(socket) else {
@@ -190,7 +187,9 @@ fn answer(connection: UnixStream, kept: &Arc<Kept>) {
 /// `None` for anything else.
 fn receive(connection: &UnixStream) -> Option<(Handoff, [OwnedFd; 3])> {
     connection.set_read_timeout(Some(HANDOFF_WAIT)).ok()?;
-    let mut buffer = vec![0u8; FRAME_LIMIT];
+    // Room for a handoff as large as most are; grown once its length is
+    // read, up to FRAME_LIMIT (Handoff::length refuses more).
+    let mut buffer = vec![0u8; FIRST_READ];
     let mut space = nix::cmsg_space!([std::os::fd::RawFd; 3]);
     let (got, fds) = {
         let mut iov = [IoSliceMut::new(&mut buffer)];
@@ -228,15 +227,16 @@ fn receive(connection: &UnixStream) -> Option<(Handoff, [OwnedFd; 3])> {
         }
         have += n;
     };
+    if have > whole {
+        return None;
+    }
+    buffer.resize(whole, 0);
     while have < whole {
         let n = (&*connection).read(&mut buffer[have..whole]).ok()?;
         if n == 0 {
             return None;
         }
         have += n;
-    }
-    if have != whole {
-        return None;
     }
     Some((Handoff::decode(&buffer[..whole]).ok()?, fds))
 }
