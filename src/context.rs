@@ -108,6 +108,12 @@ pub struct Context {
     checkout: OnceCell<Option<checkout::Checkout>>,
 }
 
+/// Whether this process runs inside a no-password run's sandbox: its
+/// node's socket is named (`OCX_MCP_SOCKET`), and the node makes its writes.
+pub fn in_a_runs_sandbox() -> bool {
+    std::env::var_os(MCP_SOCKET_VAR).is_some_and(|s| !s.is_empty())
+}
+
 /// How a context finds its `fossil` program when it first needs it.
 type Locate = Box<dyn Fn() -> Result<Fossil, Stop> + Send + Sync>;
 
@@ -136,6 +142,12 @@ impl Context {
         locate: impl Fn() -> Result<Fossil, Stop> + Send + Sync + 'static,
     ) -> Context {
         self.locate = Some(Box::new(locate));
+        self
+    }
+
+    /// The same context with its `fossil` program already found.
+    pub fn with_found_fossil(self, fossil: Fossil) -> Context {
+        let _ = self.fossil.set(Ok(fossil));
         self
     }
 
@@ -184,9 +196,9 @@ impl Context {
     /// publish.
     pub fn node_socket(&self) -> Option<PathBuf> {
         match self.who {
-            Who::Local { .. } => std::env::var_os(MCP_SOCKET_VAR)
-                .filter(|s| !s.is_empty())
-                .map(PathBuf::from),
+            Who::Local { .. } if in_a_runs_sandbox() => {
+                std::env::var_os(MCP_SOCKET_VAR).map(PathBuf::from)
+            }
             _ => None,
         }
     }
@@ -249,6 +261,13 @@ impl Context {
             })
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// Ends a `fossil` started ahead that the call did not need.
+    pub fn end_fossil_ahead(&self) {
+        if let Some(Ok(fossil)) = self.fossil.get() {
+            fossil.end_ahead();
+        }
     }
 
     /// The caller, with their capabilities in this repository.

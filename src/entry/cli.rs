@@ -4,8 +4,9 @@
 //! Exit 0 when the tool did its work, 1 when it was refused, 3 when
 //! something beneath it failed, 2 when the command line does not parse.
 
-use crate::context::{Context, Who};
+use crate::context::{self, Context, Who};
 use crate::fields::{Flag, Kind, flags_of, set, to_json};
+use crate::fossil::Fossil;
 use crate::input::parse_input;
 use crate::registry::{self, TOOLS};
 use crate::stop::Stop;
@@ -34,6 +35,7 @@ const GLOBALS: &[&str] = &[
 /// Runs the command line; answers the exit code.
 pub fn main(args: Vec<OsString>) -> i32 {
     let named = named_tool(&args);
+    let ahead = named.and_then(|tool| fossil_ahead(tool, &args));
     let known = named.filter(|n| TOOLS.iter().any(|t| t.name() == *n));
     let flags: Vec<(&dyn Entry, Option<Vec<Flag>>)> = TOOLS
         .iter()
@@ -69,7 +71,10 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Err(stop) => (None, None, Err(stop)),
     };
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let cx = Context::new(repository, cwd, Who::Local { user });
+    let mut cx = Context::new(repository, cwd, Who::Local { user });
+    if let Some(fossil) = ahead {
+        cx = cx.with_found_fossil(fossil);
+    }
     let dry_run = matches.get_flag("dry_run");
     if tool == <crate::tools::attach::Attach as crate::tool::Tool>::NAME && !dry_run {
         return attach(input, &cx, json);
@@ -87,6 +92,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         answer
     };
     let code = exit_status(&answer);
+    cx.end_fossil_ahead();
     // The process ends now: the parser, its matches, the context (its
     // repository's connection, read only, holding no lock between
     // statements) and the answer (a tree of values for `--json`) are left
@@ -186,6 +192,22 @@ pub fn acting(m: &ArgMatches) -> Result<(Option<PathBuf>, Option<String>), Stop>
     let repository = text_arg(m, "repository")?.map(PathBuf::from);
     let user = text_arg(m, "user")?;
     Ok((repository, user))
+}
+
+/// For a tool that writes and answers when done (not `attach`, which
+/// holds a terminal), asked neither as a dry run nor inside a run's
+/// sandbox (whose node makes its writes): `fossil`, found and started
+/// now, first of all ([`Fossil::start_ahead`]), so that its start is made
+/// while the command line is read and the write composed.
+fn fossil_ahead(tool: &str, args: &[OsString]) -> Option<Fossil> {
+    let writes = registry::find(tool).is_some_and(|t| t.writes())
+        && tool != <crate::tools::attach::Attach as crate::tool::Tool>::NAME;
+    if !writes || args.iter().any(|a| a == "--dry-run") || context::in_a_runs_sandbox() {
+        return None;
+    }
+    let fossil = Fossil::locate().ok()?;
+    fossil.start_ahead();
+    Some(fossil)
 }
 
 /// The tool the command line names: its first word that is no global

@@ -9,6 +9,7 @@
 
 #![allow(clippy::disallowed_methods)] // the one place fossil is started, and where it finds its HOME, as docs/architecture.md says
 
+mod ahead;
 mod checkout;
 mod git;
 mod hooks;
@@ -25,6 +26,7 @@ use super::remote::redact_password;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 /// The oldest Fossil OCX works with: `bundle import --publish` and the
 /// after-receive hook as OCX uses them are verified from here on.
@@ -42,6 +44,9 @@ pub struct Fossil {
     path: PathBuf,
     version: String,
     home: Home,
+    /// A `fossil` started ahead for the next command ([`Fossil::start_ahead`]),
+    /// shared by this value's clones.
+    ahead: Arc<Mutex<Option<ahead::Ahead>>>,
 }
 
 /// Where the program keeps its per-user settings while OCX runs it.
@@ -180,6 +185,7 @@ impl Fossil {
             path: path.to_path_buf(),
             version,
             home,
+            ahead: Arc::default(),
         })
     }
 
@@ -191,6 +197,31 @@ impl Fossil {
     /// Its version, as `2.28`.
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// Starts the program now, for the next command run without a
+    /// directory or input of its own: a process about to store what it
+    /// is still composing gets Fossil's start made meanwhile ([`ahead`]).
+    /// Nothing when one is waiting already or it cannot be started.
+    pub fn start_ahead(&self) {
+        if let Ok(mut slot) = self.ahead.lock()
+            && slot.is_none()
+        {
+            *slot = ahead::Ahead::start(command(&self.path, &self.home));
+        }
+    }
+
+    /// Ends a program started ahead and never given its command.
+    pub fn end_ahead(&self) {
+        if let Ok(mut slot) = self.ahead.lock() {
+            slot.take();
+        }
+    }
+
+    /// The process id of a program started ahead and waiting, if any.
+    #[cfg(test)]
+    fn waiting(&self) -> Option<u32> {
+        self.ahead.lock().ok()?.as_ref().and_then(ahead::Ahead::id)
     }
 
     /// Runs a `fossil pull` or `push` (in `dir`, when given). Fossil exits
@@ -255,13 +286,18 @@ impl Fossil {
         if !input.is_empty() {
             cmd.stdin(Stdio::piped());
         }
-        let out = cmd
-            .spawn()
-            .and_then(|mut child| {
-                if let Some(mut stdin) = child.stdin.take() {
-                    stdin.write_all(input)?;
-                }
-                child.wait_with_output()
+        let started = match (dir, input.is_empty()) {
+            (None, true) => self.given_ahead(args),
+            _ => None,
+        };
+        let out = started
+            .unwrap_or_else(|| {
+                cmd.spawn().and_then(|mut child| {
+                    if let Some(mut stdin) = child.stdin.take() {
+                        stdin.write_all(input)?;
+                    }
+                    child.wait_with_output()
+                })
             })
             .map_err(|e| FossilError::Command {
                 operation,
@@ -288,6 +324,17 @@ impl Fossil {
             });
         }
         Ok((stdout, stderr.into_owned()))
+    }
+}
+
+impl Fossil {
+    /// `fossil ARGS` run by the program started ahead, when one is waiting
+    /// and `args` come back through `--args` unchanged: its output, or
+    /// `None` when it was not run.
+    fn given_ahead(&self, args: &[&OsStr]) -> Option<std::io::Result<std::process::Output>> {
+        let words = ahead::lines(args)?;
+        let waiting = self.ahead.lock().ok()?.take()?;
+        waiting.run(&words)
     }
 }
 
@@ -357,5 +404,106 @@ mod tests {
         ));
         assert!(plain("uv add", "the name", "-").is_err());
         assert_eq!(plain("uv add", "the name", "a-b").unwrap(), "a-b");
+    }
+
+    /// What `fossil test-echo WORDS` prints, run by `fossil` as given.
+    fn echoed(fossil: &Fossil, words: &[String]) -> String {
+        let mut args: Vec<&OsStr> = vec!["test-echo".as_ref()];
+        args.extend(words.iter().map(OsStr::new));
+        fossil
+            .run("test-echo", &args)
+            .unwrap_or_else(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_program_started_ahead_runs_the_next_command_as_one_started_for_it_would() {
+        let fresh = Fossil::locate().expect("fossil");
+        let ahead = Fossil::locate().expect("fossil");
+        let words: Vec<String> = [
+            "bundle",
+            "--user",
+            "ann",
+            "a b",
+            "-R",
+            "/tmp/x y.fossil",
+            "é",
+        ]
+        .map(String::from)
+        .to_vec();
+        ahead.start_ahead();
+        let pid = ahead.waiting().expect("a program waits");
+        assert_eq!(echoed(&ahead, &words), echoed(&fresh, &words));
+        assert!(ahead.waiting().is_none(), "the waiting program was used");
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "and reaped");
+    }
+
+    #[test]
+    fn a_program_started_ahead_and_never_given_a_command_is_ended() {
+        let fossil = Fossil::locate().expect("fossil");
+        fossil.start_ahead();
+        let pid = fossil.waiting().expect("a program waits");
+        assert!(Path::new(&format!("/proc/{pid}")).exists());
+        fossil.end_ahead();
+        assert!(fossil.waiting().is_none());
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "ended and reaped"
+        );
+        let dropped = Fossil::locate().expect("fossil");
+        dropped.start_ahead();
+        let pid = dropped.waiting().expect("a program waits");
+        drop(dropped);
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "ended when dropped"
+        );
+    }
+
+    #[test]
+    fn words_that_would_come_back_changed_are_run_by_a_program_started_for_them() {
+        let fossil = Fossil::locate().expect("fossil");
+        for word in [
+            "--args",
+            "-args",
+            "-x y",
+            "--comment=two words",
+            "a\nb",
+            "a\rb",
+            "",
+            "\u{feff}a",
+            "-\tz",
+        ] {
+            assert!(ahead::lines(&[OsStr::new(word)]).is_none(), "{word:?}");
+            fossil.start_ahead();
+            let echo = echoed(&fossil, &[word.to_string()]);
+            assert!(fossil.waiting().is_some(), "{word:?} was not given to it");
+            if !word.contains(['\n', '\r']) && !word.is_empty() {
+                assert!(echo.contains(&format!("[{word}]")), "{word:?}: {echo}");
+            }
+        }
+        fossil.end_ahead();
+        use std::os::unix::ffi::OsStrExt;
+        assert!(ahead::lines(&[OsStr::from_bytes(b"\xff")]).is_none());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Any words `--args` is trusted with come back unchanged: the
+        /// program started ahead prints what one started for them prints.
+        #[test]
+        fn words_given_through_args_come_back_unchanged(
+            words in proptest::collection::vec("[-a-zA-Z0-9 ./=_\\[\\]\t\u{e9}\u{4e2d}]{1,12}", 1..6)
+        ) {
+            let fresh = Fossil::locate().expect("fossil");
+            let ahead = Fossil::locate().expect("fossil");
+            ahead.start_ahead();
+            let through = echoed(&ahead, &words);
+            let trusted = ahead.waiting().is_none();
+            ahead.end_ahead();
+            let refused = words.iter().any(|w| w.starts_with('-') && w.contains([' ', '\t']));
+            proptest::prop_assert_eq!(trusted, !refused);
+            proptest::prop_assert_eq!(through, echoed(&fresh, &words));
+        }
     }
 }

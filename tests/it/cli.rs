@@ -213,3 +213,65 @@ fn the_repository_is_the_checkouts_or_the_one_named() {
     assert_eq!(run(c, None).refused(), "repository");
     assert!(!missing.exists(), "no file is made where none was");
 }
+
+/// A write from the command line starts `fossil` before it has composed
+/// what to store: whether it is stored, refused, or its repository's name
+/// is one Fossil's `--args` would read back changed, the post is what
+/// Fossil stores (or nothing is) and no `fossil` is left running after it.
+#[test]
+fn a_post_from_the_command_line_leaves_no_fossil_behind() {
+    let r = Repo::new();
+    let odd_dir = r.dir.path().join("two words\nand a line");
+    std::fs::create_dir_all(&odd_dir).unwrap();
+    let odd = odd_dir.join("repo.fossil");
+    std::fs::copy(&r.file, &odd).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let post = |repo: &std::path::Path, text: &str, to: Option<&str>| {
+        let mut c = Command::new(ocx_bin());
+        c.args(["post", "--json", "--user", "admin", "--text", text])
+            .args(match to {
+                Some(h) => ["--to", h],
+                None => ["--title", "A thread"],
+            })
+            .arg("--repository")
+            .arg(repo)
+            .current_dir(work.path());
+        let out = run(c, None);
+        assert_eq!(started_in(work.path()), Vec::<u32>::new(), "{out:?}");
+        out
+    };
+    for repo in [&r.file, &odd] {
+        let stored = post(repo, "said once", None).ok();
+        let hash = stored["hash"].as_str().unwrap();
+        let files = ocx::fossil::Repository::open(repo)
+            .unwrap()
+            .all_hashes()
+            .unwrap();
+        assert!(files.contains(&hash.to_string()), "{repo:?}");
+        let db = rusqlite::Connection::open(repo).unwrap();
+        let sender: String = db
+            .query_row(
+                "SELECT u.login FROM blob b JOIN rcvfrom r ON r.rcvid=b.rcvid \
+                 JOIN user u ON u.uid=r.uid WHERE b.uuid=?1",
+                [hash],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(sender, "admin");
+    }
+    let before = r.hashes();
+    assert_eq!(post(&r.file, "x", Some("0123456789ab")).refused(), "to");
+    assert_eq!(r.hashes(), before, "a refused post stores nothing");
+}
+
+/// The processes whose working directory is `dir`.
+fn started_in(dir: &std::path::Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir))
+        .collect()
+}
