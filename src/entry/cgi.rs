@@ -291,9 +291,9 @@ pub fn respond(
     }
     let flags = form_fields(tool);
     let input = if request.is_post() {
-        read_body(request, body).and_then(|b| post_input(request, tool, &flags, &b))
+        read_body(request, body).and_then(|b| post_input(request, tool, flags, &b))
     } else {
-        form_input(tool, &flags, request.query.as_bytes(), true)
+        form_input(tool, flags, request.query.as_bytes(), true)
     };
     let bad_input = input.is_err();
     let given = input.as_ref().ok().cloned();
@@ -359,7 +359,7 @@ fn console(request: &Request, body: &mut dyn Read, cx: &Context) -> Response {
     if request.is_post() {
         let decide = registry::find("decide").expect("decide is a tool");
         let input = read_body(request, body)
-            .and_then(|b| post_input(request, decide, &form_fields(decide), &b));
+            .and_then(|b| post_input(request, decide, form_fields(decide), &b));
         let loose = !runs_only_fossils_scripts(cx);
         let dry = !request.signed_in() || !request.from_own_page() || loose;
         let answer = registry::call("decide", input, cx, dry);

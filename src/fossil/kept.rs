@@ -11,7 +11,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-/// The most connections kept idle at once (one per call under way).
+/// The most connections kept idle at once (one per call under way); past
+/// it, the one given back longest ago is closed.
 const IDLE: usize = 8;
 
 /// Repositories opened and the program learned, for the life of a process.
@@ -164,16 +165,21 @@ impl Deref for Held {
 impl Drop for Held {
     /// Gives the connection back, unless a statement of it was left
     /// unfinished or a transaction open: either would hold a read open
-    /// between calls, so the connection is closed instead.
+    /// between calls, so the connection is closed instead. With [`IDLE`]
+    /// kept already, the one given back longest ago is closed, so that
+    /// repositories served before (or since deleted) never crowd out the
+    /// one in use.
     fn drop(&mut self) {
         if let (Some(repo), Some((kept, path, file))) = (self.repo.take(), self.back.take())
             && !repo.db.is_busy()
             && repo.db.is_autocommit()
         {
-            let mut idle = locked(&kept.idle);
-            if idle.len() < IDLE {
+            let oldest = {
+                let mut idle = locked(&kept.idle);
                 idle.push(Idle { path, file, repo });
-            }
+                (idle.len() > IDLE).then(|| idle.remove(0))
+            };
+            drop(oldest);
         }
     }
 }
@@ -226,6 +232,35 @@ mod tests {
             Err(FossilError::NoRepository(_))
         ));
         assert_eq!(locked(&kept.idle).len(), 0);
+    }
+
+    #[test]
+    fn the_repository_in_use_is_kept_however_many_were_served_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = Kept::new();
+        for i in 0..IDLE + 3 {
+            let other = repository(dir.path(), &format!("before-{i}"));
+            drop(kept.repository(&other).unwrap());
+        }
+        assert_eq!(locked(&kept.idle).len(), IDLE, "no more than IDLE kept");
+        let path = repository(dir.path(), "now");
+        let first = kept.repository(&path).unwrap();
+        first.db.execute_batch("PRAGMA cache_size = -1234").unwrap();
+        drop(first);
+        assert_eq!(locked(&kept.idle).len(), IDLE);
+        let again = kept.repository(&path).unwrap();
+        let marked: i64 = again
+            .db
+            .query_row("PRAGMA cache_size", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(marked, -1234, "the same connection, kept");
+        assert_eq!(again.project_code().unwrap(), "now");
+        drop(again);
+        let before_0 = dir.path().join("before-0");
+        assert!(
+            locked(&kept.idle).iter().all(|i| i.path != before_0),
+            "the one given back longest ago was closed"
+        );
     }
 
     /// A stand-in `fossil` that answers `version` as `version` and counts

@@ -49,12 +49,11 @@ impl Repository {
         }
         let stored: Option<Option<String>> = self
             .db
-            .query_row(
+            .prepare_cached(
                 "SELECT cookie FROM user WHERE login=?1 AND cexpire>julianday('now') \
                  AND length(cap)>0 AND length(pw)>0",
-                [login],
-                |r| r.get(0),
-            )
+            )?
+            .query_row([login], |r| r.get(0))
             .optional()?;
         Ok(match stored.flatten() {
             Some(cookie) if same_secret(cookie.as_bytes(), hash.as_bytes()) => {

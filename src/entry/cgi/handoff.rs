@@ -11,7 +11,9 @@
 //! directory, the name it was started under, and its standard input,
 //! output and error themselves, passed as descriptors, so the page reads
 //! Fossil's request and writes Fossil's answer as it would have. The
-//! server says it has taken the request, then, once answered, its status.
+//! server says it has taken the request (and `ocx-cgi` lets go of its own
+//! copies of the streams, so the answer ends when the server's does), then,
+//! once answered, its status.
 //! Whatever fails before it has taken it (no server, a directory that is
 //! not private, a request too large to hand over) leaves `ocx-cgi` to start
 //! the whole program as before: the page is the same either way, only
@@ -282,9 +284,25 @@ fn hand_over(socket: &Path, invoked: &Path, cwd: &Path) -> Handed {
         Ok(1) if byte[0] == TAKEN => {}
         _ => return Handed::Declined,
     }
+    let_go_of_streams();
     match (&stream).read(&mut byte) {
         Ok(1) => Handed::Answered(i32::from(byte[0])),
         _ => Handed::Answered(1),
+    }
+}
+
+/// Puts `/dev/null` in place of this program's standard streams once the
+/// server has taken them: the server then holds Fossil's pipes alone, so
+/// Fossil reads the answer's end as soon as the server has written it, not
+/// when this program has also heard so and exited.
+fn let_go_of_streams() {
+    use nix::unistd::{dup2_stderr, dup2_stdin, dup2_stdout};
+    if let Ok(null) = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        let _ = (dup2_stdin(&null), dup2_stdout(&null), dup2_stderr(&null));
     }
 }
 

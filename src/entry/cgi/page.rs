@@ -421,7 +421,7 @@ fn card(
             }
             @match &refused {
                 Some(why) => p.ocx-noform { "No form: " (why) "." },
-                None => (form(request, tool, &fields, given)),
+                None => (form(request, tool, fields, given)),
             }
         }
     }

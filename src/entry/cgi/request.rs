@@ -9,9 +9,11 @@ use crate::input::parse_input;
 use crate::stop::Stop;
 use crate::tool::Entry;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 /// What the page reads of a request: each variable Fossil sets that it
 /// uses, by value, and no other.
@@ -307,12 +309,19 @@ pub(super) fn post_input(
 }
 
 /// The fields of a tool's form: each top-level field of its input, `dry_run`
-/// among them (an object's fields are given together, as JSON).
-pub(super) fn form_fields(tool: &dyn Entry) -> Vec<Flag> {
-    flags_of(tool.input_schema(), &[])
-        .into_iter()
-        .filter(|f| f.path.len() == 1)
-        .collect()
+/// among them (an object's fields are given together, as JSON). Read from
+/// its schema the first time, then kept for the life of the process (a
+/// page server's), as the schema is.
+pub(super) fn form_fields(tool: &dyn Entry) -> &'static [Flag] {
+    static FORMS: Mutex<BTreeMap<&'static str, &'static [Flag]>> = Mutex::new(BTreeMap::new());
+    let mut forms = FORMS.lock().unwrap_or_else(PoisonError::into_inner);
+    forms.entry(tool.name()).or_insert_with(|| {
+        let fields: Vec<Flag> = flags_of(tool.input_schema(), &[])
+            .into_iter()
+            .filter(|f| f.path.len() == 1)
+            .collect();
+        Box::leak(fields.into_boxed_slice())
+    })
 }
 
 /// A tool's input from an `application/x-www-form-urlencoded` text: each

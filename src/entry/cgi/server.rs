@@ -158,9 +158,10 @@ fn answer(connection: UnixStream, kept: &Arc<Kept>) {
     if peer.uid() != nix::unistd::geteuid().as_raw() {
         return;
     }
-    let Some((handoff, [stdin, stdout, _stderr])) = receive(&connection) else {
+    let Some((handoff, [stdin, stdout, stderr])) = receive(&connection) else {
         return;
     };
+    drop(stderr);
     let request = Request::from_variables(
         |name| {
             handoff

@@ -81,7 +81,7 @@ impl Repository {
 
     /// Every remote run's row: the record's hash and what the row keeps.
     pub fn remote_runs(&self) -> Result<Vec<(String, String)>, FossilError> {
-        let mut st = self.db.prepare(
+        let mut st = self.db.prepare_cached(
             "SELECT substr(name,?3), value FROM config WHERE name>=?1 AND name<?2 ORDER BY name",
         )?;
         let rows = st.query_map(
