@@ -610,9 +610,10 @@ fn session(
             .line(),
         );
     }
-    if let Some(bin) = cfg.ocx.parent() {
-        sandbox.read_only.push(bin.to_path_buf());
-    }
+    // OCX itself, for its MCP server and the forwarder inside: the program
+    // alone, not the directory it lies in, which may be a build's, holding
+    // everything the build made.
+    sandbox.read_only.push(cfg.ocx.clone());
     let program = Program {
         command,
         env,

@@ -199,6 +199,12 @@ status, text = ask("sk-guessed")
 note({"step": "wrong", "status": status, "body": text})
 status, text = ask(token, UnixConnection("relay"))
 note({"step": "socket", "status": status, "body": text})
+beside = os.environ.get("OCX_TEST_BESIDE")
+if beside:
+    try:
+        note({"step": "beside", "entries": sorted(os.listdir(beside))})
+    except OSError as e:
+        note({"step": "beside", "entries": [], "error": str(e)})
 note({"step": "done", "url": url, "token": token})
 for line in sys.stdin:
     if "please end" in line:
@@ -242,7 +248,8 @@ pub(crate) fn search_site(tls: &Tls) -> (Site, PathBuf) {
     crate::support::runner_page(
         &site.node.repo,
         "search",
-        &json!({"command": [runner], "input": "lines", "env": {"OCX_TEST_OUT": out},
+        &json!({"command": [runner], "input": "lines",
+            "env": {"OCX_TEST_OUT": out, "OCX_TEST_BESIDE": crate::support::ocx_bin().parent()},
             "model": service("anthropic-messages", tls)}),
     );
     (site, out)
@@ -281,6 +288,11 @@ fn a_run_given_a_model_finds_no_key_in_its_environment_home_or_proc() {
     assert!(
         !holds(KEY) && !holds("the-nodes-own-key"),
         "the model key is inside the sandbox"
+    );
+    assert_eq!(
+        step(&all, "beside")["entries"],
+        json!(["ocx"]),
+        "OCX's program is inside, and nothing that lies beside it on the host"
     );
     assert_ne!(token, KEY);
     let ok = step(&all, "token");
