@@ -278,20 +278,20 @@ impl Fossil {
         input: &[u8],
     ) -> Result<(String, String), FossilError> {
         use std::io::Write;
-        let mut cmd = command(&self.path, &self.home);
-        if let Some(d) = dir {
-            cmd.current_dir(d);
-        }
-        cmd.args(args);
-        if !input.is_empty() {
-            cmd.stdin(Stdio::piped());
-        }
         let started = match (dir, input.is_empty()) {
             (None, true) => self.given_ahead(args),
             _ => None,
         };
         let out = started
             .unwrap_or_else(|| {
+                let mut cmd = command(&self.path, &self.home);
+                if let Some(d) = dir {
+                    cmd.current_dir(d);
+                }
+                cmd.args(args);
+                if !input.is_empty() {
+                    cmd.stdin(Stdio::piped());
+                }
                 cmd.spawn().and_then(|mut child| {
                     if let Some(mut stdin) = child.stdin.take() {
                         stdin.write_all(input)?;
@@ -325,9 +325,7 @@ impl Fossil {
         }
         Ok((stdout, stderr.into_owned()))
     }
-}
 
-impl Fossil {
     /// `fossil ARGS` run by the program started ahead, when one is waiting
     /// and `args` come back through `--args` unchanged: its output, or
     /// `None` when it was not run.

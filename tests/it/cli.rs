@@ -221,10 +221,15 @@ fn the_repository_is_the_checkouts_or_the_one_named() {
 #[test]
 fn a_post_from_the_command_line_leaves_no_fossil_behind() {
     let r = Repo::new();
-    let odd_dir = r.dir.path().join("two words\nand a line");
-    std::fs::create_dir_all(&odd_dir).unwrap();
-    let odd = odd_dir.join("repo.fossil");
-    std::fs::copy(&r.file, &odd).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("two words\nand a line")
+        .tempdir()
+        .unwrap();
+    let odd = Repo {
+        file: dir.path().join("repo.fossil"),
+        dir,
+    };
+    std::fs::copy(&r.file, &odd.file).unwrap();
     let work = tempfile::tempdir().unwrap();
     let post = |repo: &std::path::Path, text: &str, to: Option<&str>| {
         let mut c = Command::new(ocx_bin());
@@ -240,24 +245,11 @@ fn a_post_from_the_command_line_leaves_no_fossil_behind() {
         assert_eq!(started_in(work.path()), Vec::<u32>::new(), "{out:?}");
         out
     };
-    for repo in [&r.file, &odd] {
-        let stored = post(repo, "said once", None).ok();
+    for repo in [&r, &odd] {
+        let stored = post(&repo.file, "said once", None).ok();
         let hash = stored["hash"].as_str().unwrap();
-        let files = ocx::fossil::Repository::open(repo)
-            .unwrap()
-            .all_hashes()
-            .unwrap();
-        assert!(files.contains(&hash.to_string()), "{repo:?}");
-        let db = rusqlite::Connection::open(repo).unwrap();
-        let sender: String = db
-            .query_row(
-                "SELECT u.login FROM blob b JOIN rcvfrom r ON r.rcvid=b.rcvid \
-                 JOIN user u ON u.uid=r.uid WHERE b.uuid=?1",
-                [hash],
-                |row| row.get(0),
-            )
-            .unwrap();
-        assert_eq!(sender, "admin");
+        assert!(repo.hashes().contains(&hash.to_string()), "{:?}", repo.file);
+        assert_eq!(repo.sender(hash).as_deref(), Some("admin"));
     }
     let before = r.hashes();
     assert_eq!(post(&r.file, "x", Some("0123456789ab")).refused(), "to");
