@@ -107,6 +107,13 @@ fn busy(tries: i32) -> bool {
 impl Repository {
     /// Opens the repository file at `path` for reading. A path that is not
     /// a file is refused before SQLite could make one there.
+    ///
+    /// The connection is query-only: no statement it runs writes. It is
+    /// opened for writing where the file may be written, as Fossil opens
+    /// it, so that SQLite itself puts back what a writer killed mid-write
+    /// left, and looks again when a commit's journal vanishes as it reads;
+    /// a connection opened read-only answers both "attempt to write a
+    /// readonly database" (HISTORY 298).
     pub fn open(path: &Path) -> Result<Repository, FossilError> {
         if !path.is_file() {
             return Err(FossilError::NoRepository(path.to_path_buf()));
@@ -118,7 +125,7 @@ impl Repository {
         };
         let mut db = Connection::open_with_flags(
             &path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(unreadable)?;
         db.busy_handler(Some(busy)).map_err(unreadable)?;

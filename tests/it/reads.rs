@@ -1,6 +1,7 @@
 //! Reading: `thread` and `receipt` name each artifact's sender by the
-//! repository's receipt, never the name written inside it, and the hot
-//! queries are answered by indexes.
+//! repository's receipt, never the name written inside it, the hot
+//! queries are answered by indexes, and a writer killed mid-write stops no
+//! read.
 
 use crate::support::Repo;
 use ocx::fossil::artifact::{self, ForumPost};
@@ -199,4 +200,56 @@ fn status_says_who_and_where() {
     assert!(out["fossil"]["version"].as_str().is_some());
     let admin = r.json(&["status"]).ok();
     assert_eq!(admin["login"], "admin", "the repository's default user");
+}
+
+/// A `fossil` killed in the middle of a write leaves its journal beside
+/// the repository; SQLite answers a connection opened read-only "attempt
+/// to write a readonly database" for as long as it lies there (and, now
+/// and then, while any writer commits). The node, the page and every
+/// tool read on: what the writer had begun is put back.
+#[test]
+fn a_read_after_a_fossil_killed_mid_write_sees_the_repository_as_before() {
+    use std::io::{BufRead, Write};
+    let r = Repo::new();
+    let before = ocx::fossil::Repository::open(&r.file)
+        .unwrap()
+        .project_code()
+        .unwrap();
+    let mut writer = std::process::Command::new(crate::support::fossil())
+        .args(["sql", "-R"])
+        .arg(&r.file)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // A cache of one page spills the change to the file, as a long write does.
+    writer
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(
+            b"PRAGMA cache_size=1; BEGIN; UPDATE config SET value='half' WHERE name='project-code'; \
+              WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<100) \
+              INSERT INTO config SELECT 'filler-'||i, randomblob(4000), 0 FROM n; SELECT 'begun';\n",
+        )
+        .unwrap();
+    let mut said = String::new();
+    std::io::BufReader::new(writer.stdout.as_mut().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    assert!(said.contains("begun"), "{said}");
+    writer.kill().unwrap();
+    writer.wait().unwrap();
+    let journal = r.file.with_file_name(format!(
+        "{}-journal",
+        r.file.file_name().unwrap().to_string_lossy()
+    ));
+    assert!(journal.exists(), "the killed write left no journal");
+
+    let repo = ocx::fossil::Repository::open(&r.file).unwrap();
+    assert_eq!(repo.project_code().unwrap(), before);
+    assert_eq!(repo.config("filler-1").unwrap(), None);
+    assert!(!journal.exists(), "the half-done write was not put back");
+    assert_eq!(r.json(&["status"]).ok()["login"], "admin");
 }
