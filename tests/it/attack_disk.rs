@@ -218,7 +218,13 @@ fn a_command_run_writing_past_its_disk_ceiling_gets_a_failing_verdict_naming_the
         .as_str()
         .unwrap()
         .to_string();
-    crate::support::handled_all(&h.repo.file, &h.root(), Duration::from_secs(60)).unwrap();
+    if let Err(last) = crate::support::handled_all(&h.repo.file, &h.root(), Duration::from_secs(60))
+    {
+        panic!(
+            "the node never handled row {last}: {}",
+            crate::support::node_log_text(&h.root())
+        );
+    }
     let checkin = h.repo.commit_as("maint", "a.txt", "a", None);
     let until = Instant::now() + Duration::from_secs(60);
     let value = loop {

@@ -839,6 +839,8 @@ fn the_page_runs_fossil_as_configured_never_from_path() {
 pub struct Server {
     child: Child,
     pub port: u16,
+    /// Fossil's error log (`--errorlog`): what a request Fossil failed said.
+    errors: tempfile::NamedTempFile,
 }
 
 impl Server {
@@ -859,36 +861,35 @@ impl Server {
     ) -> Server {
         repo.fossil(&["settings", "backoffice-disable", "1"]);
         crate::support::site_as_a_node_keeps_it(&repo.file);
-        let port = crate::support::free_port();
-        let mut c = Command::new(fossil());
-        c.args([
-            command,
-            "--port",
-            &port.to_string(),
-            "--localhost",
-            "--nojail",
-        ]);
-        if command == "ui" {
-            c.arg("--nobrowser");
+        let errors = tempfile::NamedTempFile::new().unwrap();
+        let (child, port) = crate::support::fossil_listening(|port| {
+            let mut c = Command::new(fossil());
+            c.args([
+                command,
+                "--port",
+                &port.to_string(),
+                "--localhost",
+                "--nojail",
+            ]);
+            if command == "ui" {
+                c.arg("--nobrowser");
+            }
+            c.arg("--extroot").arg(ext.dir.path());
+            c.arg("--errorlog").arg(errors.path());
+            if name_repo {
+                c.arg(&repo.file);
+            }
+            c.envs(env.iter().copied())
+                .current_dir(cwd)
+                .stdin(Stdio::null())
+                .stderr(Stdio::null());
+            c
+        });
+        Server {
+            child,
+            port,
+            errors,
         }
-        c.arg("--extroot").arg(ext.dir.path());
-        if name_repo {
-            c.arg(&repo.file);
-        }
-        let child = c
-            .envs(env.iter().copied())
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let server = Server { child, port };
-        assert!(
-            crate::support::listening(port),
-            "fossil server did not start"
-        );
-        server
     }
 
     pub fn base(&self) -> String {
@@ -918,28 +919,17 @@ impl Server {
         }
         req += "\r\n";
         req += body;
-        // A GET reset before any answer (the server just started) is asked
-        // again, as a browser would; a POST never is.
-        let mut tries = if method == "GET" { 3 } else { 1 };
-        let out = loop {
-            tries -= 1;
-            let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-            s.write_all(req.as_bytes()).unwrap();
-            let mut out = Vec::new();
-            match s.read_to_end(&mut out) {
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::ConnectionReset
-                        && out.is_empty()
-                        && tries > 0 =>
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                r => {
-                    r.unwrap();
-                    break out;
-                }
-            }
-        };
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        if let Err(e) = s.read_to_end(&mut out) {
+            panic!(
+                "{method} {path}: {e}, {} bytes of an answer had come: {:?}; Fossil's error log: {:?}",
+                out.len(),
+                String::from_utf8_lossy(&out),
+                std::fs::read_to_string(self.errors.path()).unwrap_or_default()
+            );
+        }
         let text = String::from_utf8_lossy(&out).into_owned();
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
         let status = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);

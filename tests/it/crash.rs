@@ -418,19 +418,11 @@ fn a_node_killed_after_making_a_run_user_and_before_recording_the_run_opens_it_o
 
 /// `fossil server` for `file` on `port`, in a process group of its own so
 /// a kill reaches the process serving a request too.
-fn server_on(file: &Path, port: u16) -> Child {
+fn server_on(file: &Path, port: u16) -> Command {
     use std::os::unix::process::CommandExt;
-    let child = Command::new(crate::support::fossil())
-        .args(["server", "--port", &port.to_string(), "--localhost"])
-        .arg(file)
-        .env("USER", "admin")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    support::listening(port);
-    child
+    let mut c = support::fossil_server(port, file, None);
+    c.env("USER", "admin").process_group(0);
+    c
 }
 
 /// A served repository's server and node, ended when dropped (a failed
@@ -476,14 +468,10 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
     use ocx::place::{self, Where};
     let served = Repo::new();
     served.fossil(&["user", "password", "admin", "admin-pw"]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let (server, port) = support::fossil_listening(|port| server_on(&served.file, port));
     let mut serving = Serving {
         served: &served,
-        server: server_on(&served.file, port),
+        server,
     };
     served
         .json(&[
@@ -590,7 +578,8 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
         std::thread::sleep(Duration::from_millis(delay));
         kill_group(&mut serving.server);
         let _ = push.wait_with_output();
-        serving.server = server_on(&served.file, port);
+        serving.server =
+            support::fossil_listening_again(|port| server_on(&served.file, port), port);
         let until = Instant::now() + Duration::from_secs(60);
         let mut first = true;
         loop {

@@ -10,7 +10,7 @@ use crate::cgi::Ext;
 use crate::support::{self, Repo, fossil_as, kill_from, ocx_bin, run};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 const RUNNER: &str = r#"#!/usr/bin/python3
@@ -52,15 +52,17 @@ impl Site {
         let repo = Repo::new();
         repo.user("pat", "v4");
         let out = support::echo_runner(&repo, RUNNER, json!({ "OCX_TEST_BIN": ocx_bin() }));
-        let port = support::free_port();
-        let mut site = Site {
+        let ext = Ext::new();
+        let (server, port) = support::fossil_listening(|port| {
+            support::fossil_server(port, &repo.file, Some(ext.dir.path()))
+        });
+        let site = Site {
             repo,
-            ext: Ext::new(),
+            ext,
             port,
-            server: None,
+            server: Some(server),
             out,
         };
-        site.serve();
         site.repo
             .json(&["hook", "install", "--url", &site.base()])
             .ok();
@@ -85,26 +87,13 @@ impl Site {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// Starts `fossil server` on the site's port, as before a restart.
+    /// Starts `fossil server` again on the site's port, as after a halt.
     pub(crate) fn serve(&mut self) {
-        let child = Command::new(crate::support::fossil())
-            .args([
-                "server",
-                "--port",
-                &self.port.to_string(),
-                "--localhost",
-                "--nojail",
-            ])
-            .arg("--extroot")
-            .arg(self.ext.dir.path())
-            .arg(&self.repo.file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.server = Some(child);
-        assert!(support::listening(self.port), "no server");
+        let (ext, repo) = (&self.ext, &self.repo);
+        self.server = Some(support::fossil_listening_again(
+            |port| support::fossil_server(port, &repo.file, Some(ext.dir.path())),
+            self.port,
+        ));
     }
 
     /// Stops `fossil server` (the served node goes on).

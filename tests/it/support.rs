@@ -373,21 +373,25 @@ fn launch(file: &Path, page: bool) -> (std::process::Child, u16) {
     if page {
         site_as_a_node_keeps_it(file);
     }
-    let port = free_port();
+    let extroot = page.then(|| ext_root(file));
+    fossil_listening(|port| {
+        let mut c = fossil_server(port, file, extroot.as_deref());
+        c.env("USER", "admin");
+        c
+    })
+}
+
+/// `fossil server` for the repository `file` on `port` of 127.0.0.1,
+/// serving OCX's page from `extroot` when given; its output is Fossil's
+/// to say where it listens ([`fossil_listening`]), its errors dropped.
+pub fn fossil_server(port: u16, file: &Path, extroot: Option<&Path>) -> Command {
     let mut c = Command::new(fossil());
     c.args(["server", "--port", &port.to_string(), "--localhost"]);
-    if page {
-        c.arg("--nojail").arg("--extroot").arg(ext_root(file));
+    if let Some(extroot) = extroot {
+        c.arg("--nojail").arg("--extroot").arg(extroot);
     }
-    let server = c
-        .arg(file)
-        .env("USER", "admin")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    listening(port);
-    (server, port)
+    c.arg(file).stdin(Stdio::null()).stderr(Stdio::null());
+    c
 }
 
 /// `fossil server` serving a repository and OCX's page on 127.0.0.1, made
@@ -621,6 +625,10 @@ pub fn echo_runner(repo: &Repo, script: &str, env: Value) -> PathBuf {
 }
 
 /// A port of 127.0.0.1 free now, for a server to listen on.
+///
+/// Free now is not free later: another process may take it before the
+/// server does. A Fossil server is started by [`fossil_listening`], which
+/// holds to what Fossil says it listens on.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -629,17 +637,100 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Waits up to ten seconds until something listens on `port` of
-/// 127.0.0.1; answers whether it did.
-pub fn listening(port: u16) -> bool {
-    let until = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if Instant::now() >= until {
-            return false;
+/// Starts the Fossil server `server` makes for a port (`fossil server` or
+/// `fossil ui` given `--port`), on a port of 127.0.0.1 free a moment
+/// before, and answers it with its port once it listens there.
+///
+/// Free a moment before is not yet the server's. Fossil binds its port
+/// with `SO_REUSEADDR` and never reads what `listen` answers, so two
+/// Fossils given one port both say they listen, and the second serves
+/// nobody. So tests start their servers one at a time (the kernel gives
+/// no port anything listens on), and a port another process took
+/// meanwhile is never believed: Fossil says it cannot listen and ends,
+/// and another port is tried (HISTORY 299).
+pub fn fossil_listening(mut server: impl FnMut(u16) -> Command) -> (std::process::Child, u16) {
+    let _alone = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..10 {
+        let port = free_port();
+        if let Some(child) = fossil_listening_on(server(port), port) {
+            return (child, port);
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
-    true
+    panic!("Fossil could listen on none of ten free ports");
+}
+
+/// Held while a test's Fossil server starts ([`fossil_listening`]).
+static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Starts the Fossil server `server` makes for `port` again on that port,
+/// as a server halted and started again is; tries for up to ten seconds
+/// while the port is still held (by the halted server's last requests).
+pub fn fossil_listening_again(
+    mut server: impl FnMut(u16) -> Command,
+    port: u16,
+) -> std::process::Child {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let alone = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+        let started = fossil_listening_on(server(port), port);
+        drop(alone);
+        if let Some(child) = started {
+            return child;
+        }
+        assert!(
+            Instant::now() < until,
+            "Fossil could not listen on port {port} again"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Starts `server`, a Fossil server told to listen on `port`, and answers
+/// it once Fossil says it listens; none when Fossil ended without
+/// listening there.
+fn fossil_listening_on(mut server: Command, port: u16) -> Option<std::process::Child> {
+    use std::io::BufRead;
+    let mut child = server.stdout(Stdio::piped()).spawn().unwrap();
+    let mut said = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let _ = said.read_line(&mut line);
+    let listens_on = line
+        .strip_prefix("Listening for HTTP requests on TCP port ")
+        .and_then(|rest| rest.split(',').next())
+        .map(|at| at.trim_start_matches("localhost:"));
+    if listens_on != Some(port.to_string().as_str()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
+    }
+    // Whatever else the server says is read, so that saying it never stops it.
+    std::thread::spawn(move || std::io::copy(&mut said, &mut std::io::sink()));
+    // Fossil says where it listens a moment before it does. Whether it
+    // does is read from the kernel's table, not tried with a connection:
+    // Fossil would serve that connection in a process of its own, and
+    // `fossil ui` in a checkout, starting two at once, may fail one before
+    // it reads its request (answering a robot check, then a reset).
+    let until = Instant::now() + Duration::from_secs(10);
+    while !listens(port) {
+        assert!(
+            Instant::now() < until,
+            "Fossil never listened on port {port}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Some(child)
+}
+
+/// Whether a socket listens on `port` of 127.0.0.1, as `/proc/net/tcp`
+/// lists it (`0100007F:PORT`, state `0A`).
+fn listens(port: u16) -> bool {
+    let local = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|table| {
+        table.lines().skip(1).any(|row| {
+            let mut fields = row.split_whitespace().skip(1);
+            fields.next() == Some(local.as_str()) && fields.nth(1) == Some("0A")
+        })
+    })
 }
 
 /// The steps a test's runner noted, a JSON object a line, in `out/results`,
