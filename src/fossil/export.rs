@@ -1,9 +1,19 @@
 //! Fossil's git export as OCX reads it: the directory the repository's
-//! `last-git-export-repo` config row names, what `fossil git export` and
-//! `fossil git status` print, the check-in the mirror's state last
-//! recorded, and Fossil's own export hook (`git export --if-mirrored`).
-//! Running the commands is `program.rs`'s; reading what they print is here,
-//! as pure functions tested on samples.
+//! `last-git-export-repo` config row names, what `fossil git export`
+//! prints, the mirror's own state (`.mirror_state/db`: which check-in each
+//! git commit was made from, and the watermark), what of the repository
+//! that state lacks, each branch's head, and Fossil's own export hook (`git
+//! export --if-mirrored`). Running the commands is `program.rs`'s; reading
+//! what they print is here, as pure functions tested on samples.
+//!
+//! Fossil's export sends only check-ins dated after its watermark, the
+//! newest time it exported, and points each branch at the check-in dated
+//! newest: a check-in dated earlier than one exported before it (an
+//! import, a clock set wrong) is passed over for good, and a branch whose
+//! newest check-in is dated before its parent is left at the parent.
+//! [`BesideMirror`] says what the mirror lacks and where each branch should
+//! stand, by the marks both sides keep, whatever the dates;
+//! `crate::git::export` mends it.
 
 use super::FossilError;
 use super::Repository;
@@ -13,21 +23,180 @@ use std::path::{Path, PathBuf};
 /// The config row (not a setting) where `fossil git export` keeps its mirror's directory.
 const EXPORT_ROW: &str = "last-git-export-repo";
 
-/// What `fossil git status` says of the mirror.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GitStatus {
-    /// The mirror's directory.
-    pub mirror: Option<String>,
-    /// How many check-ins await export; `None` where Fossil did not say.
-    pub awaiting: Option<u64>,
-    /// When it last exported, as Fossil writes it.
+/// The mirror's own state, `.mirror_state/db` in its directory, as Fossil's
+/// export keeps it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MirrorState {
+    /// The watermark: the newest check-in time (a Julian day) Fossil
+    /// exported; it sends only what is dated after it.
+    pub start: Option<f64>,
+    /// The watermark as a time (UTC, `YYYY-MM-DD HH:MM:SS`), which `fossil
+    /// git status` calls the last export.
     pub last_export: Option<String>,
-    /// Where it pushes after each export (`off` when nowhere).
-    pub autopush: Option<String>,
+    /// Where Fossil pushes after each export (`off` when nowhere).
+    pub autopush: String,
     /// The git branch Fossil's trunk becomes.
-    pub main_branch: Option<String>,
-    /// Why what awaits could not be read, when it could not.
-    pub unreadable: Option<String>,
+    pub main_branch: String,
+}
+
+/// A check-in the mirror has no commit of.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unexported {
+    /// Its full hash.
+    pub hash: String,
+    /// Its time, a Julian day.
+    pub mtime: f64,
+}
+
+/// The name the mirror's state is attached under, for one check.
+const ATTACHED: &str = "ocx_mirror";
+
+/// The mirror state's file in the mirror `dir`.
+fn state_file(dir: &Path) -> PathBuf {
+    dir.join(".mirror_state").join("db")
+}
+
+/// A repository read beside its git export's state, attached to its
+/// connection (still query-only) for as long as this lives.
+pub struct BesideMirror<'r> {
+    repo: &'r Repository,
+    file: PathBuf,
+}
+
+impl Drop for BesideMirror<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .repo
+            .db
+            .execute_batch(&format!("DETACH DATABASE {ATTACHED}"));
+    }
+}
+
+impl BesideMirror<'_> {
+    fn failed(&self, e: rusqlite::Error) -> FossilError {
+        FossilError::MirrorState {
+            path: self.file.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    /// What the mirror's state says of itself.
+    pub fn state(&self) -> Result<MirrorState, FossilError> {
+        let db = &self.repo.db;
+        let config = |key: &str| -> Result<Option<String>, FossilError> {
+            db.query_row(
+                &format!("SELECT CAST(value AS TEXT) FROM {ATTACHED}.mconfig WHERE key=?1"),
+                [key],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.failed(e))
+        };
+        let (start, last_export) = db
+            .query_row(
+                &format!(
+                    "SELECT CAST(value AS REAL), datetime(value) FROM {ATTACHED}.mconfig WHERE key='start'"
+                ),
+                [],
+                |r| Ok((r.get::<_, Option<f64>>(0)?, r.get::<_, Option<String>>(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.failed(e))?
+            .unwrap_or((None, None));
+        Ok(MirrorState {
+            start,
+            last_export,
+            autopush: config("autopush")?.unwrap_or_else(|| "off".into()),
+            main_branch: config("mainbranch")?.unwrap_or_else(|| "master".into()),
+        })
+    }
+
+    /// The check-ins Fossil's export sends (every one not private) that
+    /// the mirror has no commit of, oldest first.
+    pub fn unexported(&self) -> Result<Vec<Unexported>, FossilError> {
+        let mut st = self
+            .repo
+            .db
+            .prepare(&format!(
+                "SELECT b.uuid, e.mtime FROM event e CROSS JOIN blob b ON b.rid=e.objid
+                 WHERE e.type='ci' AND NOT EXISTS(SELECT 1 FROM private p WHERE p.rid=e.objid)
+                   AND NOT EXISTS(SELECT 1 FROM {ATTACHED}.mmark m
+                                  WHERE m.uuid=b.uuid AND m.isfile=0 AND m.githash IS NOT NULL)
+                 ORDER BY e.mtime"
+            ))
+            .map_err(|e| self.failed(e))?;
+        st.query_map([], |r| {
+            Ok(Unexported {
+                hash: r.get(0)?,
+                mtime: r.get(1)?,
+            })
+        })
+        .and_then(Iterator::collect)
+        .map_err(|e| self.failed(e))
+    }
+
+    /// The Fossil branch of the check-in the git commit `commit` was
+    /// exported from, when it was.
+    pub fn branch_of(&self, commit: &str) -> Result<Option<String>, FossilError> {
+        // Tag 8 is Fossil's `branch` tag; its value on a check-in names its branch.
+        self.repo
+            .db
+            .query_row(
+                &format!(
+                    "SELECT x.value FROM {ATTACHED}.mmark m CROSS JOIN blob b ON b.uuid=m.uuid
+                     CROSS JOIN tagxref x ON x.rid=b.rid AND x.tagid=8 AND x.tagtype>0
+                     WHERE m.githash=?1 AND m.isfile=0"
+                ),
+                [commit],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.failed(e))
+    }
+
+    /// The git commit of `branch`'s head: its leaf dated newest among those
+    /// exported (what `fossil update BRANCH` takes), not private.
+    pub fn head(&self, branch: &str) -> Result<Option<String>, FossilError> {
+        self.repo
+            .db
+            .query_row(
+                &format!(
+                    "SELECT m.githash FROM tagxref x CROSS JOIN leaf l ON l.rid=x.rid
+                     CROSS JOIN event e ON e.objid=l.rid CROSS JOIN blob b ON b.rid=l.rid
+                     CROSS JOIN {ATTACHED}.mmark m ON m.uuid=b.uuid AND m.isfile=0
+                     WHERE x.tagid=8 AND x.tagtype>0 AND x.value=?1 AND m.githash IS NOT NULL
+                       AND NOT EXISTS(SELECT 1 FROM private p WHERE p.rid=l.rid)
+                     ORDER BY e.mtime DESC LIMIT 1"
+                ),
+                [branch],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.failed(e))
+    }
+}
+
+/// Sets the watermark of the mirror `dir` to `start` (a Julian day), so
+/// Fossil's next export sends what is dated after it and not yet sent.
+pub fn set_watermark(dir: &Path, start: f64) -> Result<(), FossilError> {
+    let file = state_file(dir);
+    let failed = |e: rusqlite::Error| FossilError::MirrorState {
+        path: file.clone(),
+        message: e.to_string(),
+    };
+    let db = Connection::open_with_flags(
+        &file,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(failed)?;
+    db.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(failed)?;
+    db.execute(
+        "REPLACE INTO mconfig(key, value) VALUES('start', ?1)",
+        [start],
+    )
+    .map_err(failed)?;
+    Ok(())
 }
 
 impl Repository {
@@ -37,6 +206,31 @@ impl Repository {
             .config(EXPORT_ROW)?
             .filter(|d| !d.trim().is_empty())
             .map(PathBuf::from))
+    }
+
+    /// This repository read beside the state of the git export in `dir`;
+    /// refused when Fossil keeps none there (no export was made there, or
+    /// its state was removed).
+    pub fn beside_mirror(&self, dir: &Path) -> Result<BesideMirror<'_>, FossilError> {
+        let file = state_file(dir);
+        let beside = BesideMirror {
+            repo: self,
+            file: file.clone(),
+        };
+        // SQLite would make a file that is not there: the state must be Fossil's.
+        if !std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
+            return Err(FossilError::MirrorState {
+                path: file,
+                message: "no such file: Fossil's export keeps its state there".into(),
+            });
+        }
+        self.db
+            .execute(
+                &format!("ATTACH DATABASE ?1 AS {ATTACHED}"),
+                [file.to_string_lossy()],
+            )
+            .map_err(|e| beside.failed(e))?;
+        Ok(beside)
     }
 
     /// The index and command of each after-receive hook that runs Fossil's
@@ -156,79 +350,9 @@ pub fn export_failure(stdout: &str, stderr: &str, ended: &str) -> String {
         .unwrap_or_else(|| format!("fossil git export {ended} without saying why"))
 }
 
-/// What `fossil git status` printed, read: each line `Key: value`; the
-/// `Status` line says what awaits (`up-to-date`, or `N check-in(s)
-/// awaiting export`), and anything else leaves `awaiting` unknown, with
-/// `unreadable` saying why.
-pub fn parse_git_status(stdout: &str) -> GitStatus {
-    let mut s = GitStatus::default();
-    let mut said = None;
-    for line in stdout.lines() {
-        let Some((key, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim().to_string();
-        match key.trim() {
-            "Git mirror" => s.mirror = (value != "none").then_some(value),
-            "Last export" => s.last_export = Some(value),
-            "Autopush" => s.autopush = Some(value),
-            "Main-Branch" => s.main_branch = Some(value),
-            "Status" => said = Some(value),
-            _ => {}
-        }
-    }
-    match said.as_deref() {
-        Some("up-to-date") => s.awaiting = Some(0),
-        Some(text) => match text
-            .split_whitespace()
-            .next()
-            .and_then(|n| n.parse::<u64>().ok())
-            .filter(|_| text.contains("awaiting export"))
-        {
-            Some(n) => s.awaiting = Some(n),
-            None => s.unreadable = Some(format!("fossil git status says {text:?}")),
-        },
-        None if s.mirror.is_some() => {
-            s.unreadable = Some("fossil git status says nothing of what awaits export".into())
-        }
-        None => {}
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const STATUS: &str = "Git mirror:  /srv/mirror\nLast export: 2026-11-30 20:16:07 (5 seconds ago)\nAutopush:    off\nMain-Branch: master\nStatus:      1 check-in awaiting export\nExported:    1 check-ins and 0 file blobs\n";
-
-    #[test]
-    fn git_status_reads_each_line() {
-        let s = parse_git_status(STATUS);
-        assert_eq!(s.mirror.as_deref(), Some("/srv/mirror"));
-        assert_eq!(s.awaiting, Some(1));
-        assert_eq!(s.autopush.as_deref(), Some("off"));
-        assert_eq!(s.main_branch.as_deref(), Some("master"));
-        assert!(s.last_export.unwrap().starts_with("2026-11-30"));
-        assert_eq!(s.unreadable, None);
-        let up = parse_git_status(&STATUS.replace("1 check-in awaiting export", "up-to-date"));
-        assert_eq!(up.awaiting, Some(0));
-        let many = parse_git_status(&STATUS.replace("1 check-in", "12 check-ins"));
-        assert_eq!(many.awaiting, Some(12));
-    }
-
-    #[test]
-    fn a_status_fossil_cannot_say_is_unreadable() {
-        let odd = parse_git_status(&STATUS.replace("1 check-in awaiting export", "confused"));
-        assert_eq!(odd.awaiting, None);
-        assert!(odd.unreadable.unwrap().contains("confused"));
-        let none = parse_git_status("Git mirror:  none\n");
-        assert_eq!(none.mirror, None);
-        assert_eq!(none.unreadable, None);
-        for junk in ["", "::::", "Status:", "Status: -3 awaiting export"] {
-            let _ = parse_git_status(junk);
-        }
-    }
 
     #[test]
     fn an_export_says_what_it_added() {

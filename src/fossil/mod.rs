@@ -35,6 +35,9 @@ pub enum FossilError {
     /// The file is there but SQLite cannot read it as a repository.
     #[error("cannot read the repository {path}: {message}")]
     Unreadable { path: PathBuf, message: String },
+    /// The git export's own state (`.mirror_state/db`) cannot be read or written.
+    #[error("cannot use the git export's state {path}: {message}")]
+    MirrorState { path: PathBuf, message: String },
     /// A query failed while reading.
     #[error("reading the repository failed: {0}")]
     Query(String),

@@ -7,7 +7,7 @@
 //! again, so no mark is ever left without an exporter. The holder keeps what
 //! it did as `ocx-export-last.json` there.
 
-use super::GitError;
+use super::{Git, GitError};
 use crate::fossil::{Fossil, Repository, export as fossil_export};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -31,9 +31,12 @@ pub struct LastRun {
     pub took_ms: u64,
     /// How many exports it ran.
     pub runs: u64,
-    /// How many check-ins Fossil said each export added, in order.
+    /// How many check-ins each export added to git, in order: what Fossil's
+    /// export sent, and what the check after it sent of what Fossil had
+    /// passed over.
     pub added: Vec<u64>,
-    /// Fossil's words when its last export failed; absent when it did not.
+    /// Why the last export failed (Fossil's or git's words, or the
+    /// check-ins the check could not send); absent when it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
 }
@@ -84,6 +87,16 @@ impl Export {
         fossil_export::last_exported_checkin(&self.dir)
     }
 
+    /// The export's state and how many check-ins of `repo` it lacks: what
+    /// awaits export, exactly.
+    pub fn awaiting(
+        &self,
+        repo: &Repository,
+    ) -> Result<(fossil_export::MirrorState, u64), GitError> {
+        let beside = repo.beside_mirror(&self.dir)?;
+        Ok((beside.state()?, beside.unexported()?.len() as u64))
+    }
+
     /// Exports what awaits, one run at a time (this module's head says
     /// how). With [`Wait::No`] it answers `None` when another holds the
     /// lock (its mark is left for that holder); otherwise the runs of its
@@ -115,19 +128,17 @@ impl Export {
             let force = block && first.is_none();
             while self.take_mark() || (force && run.runs == 0) {
                 run.runs += 1;
-                match fossil.git_export(repository) {
-                    Ok(added) => {
-                        run.added.push(added);
-                        run.failure = None;
-                    }
-                    Err(e) => {
-                        run.added.push(0);
-                        run.failure = Some(match e {
-                            crate::fossil::FossilError::Command { message, .. } => message,
-                            other => other.to_string(),
-                        });
-                    }
-                }
+                let mut added = 0;
+                run.failure = self
+                    .export(fossil, repository, &mut added)
+                    .err()
+                    .map(|e| match e {
+                        GitError::Fossil(crate::fossil::FossilError::Command {
+                            message, ..
+                        }) => message,
+                        other => other.to_string(),
+                    });
+                run.added.push(added);
             }
             run.took_ms = started.elapsed().as_millis() as u64;
             run.when = crate::fossil::artifact::now();
@@ -143,6 +154,64 @@ impl Export {
             }
             block = false;
         }
+    }
+
+    /// One export: Fossil's, then what it passed over sent and each branch
+    /// set at its leaf (this module's head says why); `added` counts what
+    /// reached git, even when a later step fails.
+    fn export(&self, fossil: &Fossil, repository: &Path, added: &mut u64) -> Result<(), GitError> {
+        *added += fossil.git_export(repository)?;
+        let repo = Repository::open(repository)?;
+        let beside = repo.beside_mirror(&self.dir)?;
+        let missing = beside.unexported()?;
+        if let (Some(oldest), Some(newest)) = (missing.first(), missing.last()) {
+            // Lowered to just before the oldest passed over, Fossil's export
+            // sends exactly what it lacks: what is already sent it skips
+            // by its marks. Its watermark is then put back, so the next
+            // export starts where the newest left off.
+            let watermark = beside.state()?.start;
+            fossil_export::set_watermark(&self.dir, oldest.mtime - 1e-6)?;
+            let sent = fossil.git_export(repository);
+            let back = watermark.map_or(newest.mtime, |w| w.max(newest.mtime));
+            fossil_export::set_watermark(&self.dir, back)?;
+            *added += sent?;
+            let left = beside.unexported()?;
+            if !left.is_empty() {
+                return Err(GitError::Export(format!(
+                    "{} check-in{} could not be exported ({}): Fossil's export passed {} over; `fossil git export --verbose` says why",
+                    left.len(),
+                    if left.len() == 1 { "" } else { "s" },
+                    left.iter()
+                        .take(3)
+                        .map(|u| &u.hash[..16])
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if left.len() == 1 { "it" } else { "them" },
+                )));
+            }
+        }
+        if *added > 0 {
+            self.set_heads(&beside)?;
+        }
+        Ok(())
+    }
+
+    /// Moves each branch of the export whose commit is of a Fossil branch
+    /// with another head to that head.
+    fn set_heads(&self, beside: &fossil_export::BesideMirror) -> Result<(), GitError> {
+        let git = Git::locate(None)?;
+        for (name, commit) in git.refs(&self.git_dir(), "refs/heads/")? {
+            let Some(branch) = beside.branch_of(&commit)? else {
+                continue;
+            };
+            match beside.head(&branch)? {
+                Some(head) if head != commit => {
+                    git.update_ref(&self.git_dir(), &format!("refs/heads/{name}"), &head)?
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Leaves the mark asking for one more export.
@@ -178,6 +247,20 @@ impl Export {
             &serde_json::to_vec_pretty(run).unwrap_or_default(),
             0o644,
         );
+    }
+}
+
+impl Git {
+    /// Points the branch `refname` of the git repository `git_dir` at `commit`.
+    fn update_ref(&self, git_dir: &Path, refname: &str, commit: &str) -> Result<(), GitError> {
+        self.ran(
+            "update-ref",
+            self.command(Some(git_dir))
+                .arg("update-ref")
+                .arg(refname)
+                .arg(commit),
+        )
+        .map(drop)
     }
 }
 

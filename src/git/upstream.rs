@@ -21,7 +21,8 @@ const ENV: &[(&str, &str)] = &[
 ];
 
 impl Git {
-    fn command(&self, git_dir: Option<&Path>) -> Command {
+    /// `git`, as this module's head says it is started, on `git_dir` when given.
+    pub(super) fn command(&self, git_dir: Option<&Path>) -> Command {
         let mut c = Command::new(self.path());
         c.env_clear().envs(ENV.iter().copied()).current_dir("/");
         if let Some(d) = git_dir {
@@ -33,7 +34,8 @@ impl Git {
         c
     }
 
-    fn ran(
+    /// Runs `c` to its end; refused in git's own words when it fails.
+    pub(super) fn ran(
         &self,
         operation: &'static str,
         c: &mut Command,

@@ -1,11 +1,11 @@
 //! `export`: brings the served repository's git export up to date, one run
-//! at a time (`crate::git::export`), and answers the run with what `fossil
-//! git status` says; its dry run lists the export without exporting. Needs
+//! at a time (`crate::git::export`), and answers the run with what the
+//! export's state says and how many check-ins it still lacks; its dry run
+//! lists the export without exporting. Needs
 //! setup, acts only on the served repository named outright, and MCP does
 //! not offer it.
 
 use crate::answer::Op;
-use crate::fossil::export::GitStatus;
 use crate::git::{Export, GitError, LastRun, export::Wait};
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
@@ -31,19 +31,19 @@ pub struct Output {
     /// Fossil's words when the last run's export failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<String>,
-    /// How many check-ins await export, as fossil git status says; absent where it cannot say.
+    /// How many check-ins of the repository the export has no commit of; absent where its state cannot be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub awaiting: Option<u64>,
     /// Why what awaits could not be read (the next export mends it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unreadable: Option<String>,
-    /// When Fossil last exported.
+    /// The newest check-in time the export holds (Fossil's watermark, which `fossil git status` calls its last export).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_export: Option<String>,
     /// The check-in the export last recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_exported_checkin: Option<String>,
-    /// Where Fossil pushes after each export (OCX never sets one).
+    /// Where Fossil pushes after each export (`off`: nowhere; OCX never sets one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autopush: Option<String>,
     /// The git branch Fossil's trunk becomes.
@@ -97,7 +97,7 @@ impl Tool for ExportTool {
             let done = export
                 .keep_current(&fossil, &path, Wait::ForOwnRun)
                 .map_err(|e| {
-                    Stop::new(e.to_string()).next(
+                    Stop::failed(e.to_string()).next(
                         "make the export's .git writable by this account, then run export again",
                     )
                 })?;
@@ -106,9 +106,11 @@ impl Tool for ExportTool {
                 done: true,
             });
             if let Some(failure) = done.as_ref().and_then(|r| r.failure.clone()) {
-                return Err(Stop::new(format!("the git export failed: {failure}")).next(
-                    "mend what Fossil names, then run export again: it exports what awaits",
-                ));
+                return Err(
+                    Stop::failed(format!("the git export failed: {failure}")).next(
+                        "mend what Fossil names, then run export again: it exports what awaits",
+                    ),
+                );
             }
             run = done;
         } else {
@@ -117,23 +119,24 @@ impl Tool for ExportTool {
                 done: false,
             });
         }
-        let status = fossil.git_status(&path).unwrap_or_else(|e| GitStatus {
-            unreadable: Some(e.to_string()),
-            ..GitStatus::default()
-        });
-        call.read("what fossil git status says");
+        let repo = call.repo()?;
+        let (state, awaiting, unreadable) = match export.awaiting(repo) {
+            Ok((state, n)) => (Some(state), Some(n), None),
+            Err(e) => (None, None, Some(e.to_string())),
+        };
+        call.read("what the export's state holds and what it lacks");
         let last_run = export.last_run();
         Ok(Output {
             mirror: export.dir.display().to_string(),
             run,
             last_failure: last_run.as_ref().and_then(|r| r.failure.clone()),
             last_run,
-            awaiting: status.awaiting,
-            unreadable: status.unreadable,
-            last_export: status.last_export,
+            awaiting,
+            unreadable,
+            last_export: state.as_ref().and_then(|s| s.last_export.clone()),
             last_exported_checkin: export.last_exported_checkin(),
-            autopush: status.autopush,
-            main_branch: status.main_branch,
+            autopush: state.as_ref().map(|s| s.autopush.clone()),
+            main_branch: state.map(|s| s.main_branch),
         })
     }
 }

@@ -133,14 +133,14 @@ pub struct GitExport {
     pub mirror: String,
     /// The check-in it last recorded.
     pub last_exported_checkin: Option<String>,
-    /// How many check-ins await export, as fossil git status says; absent where it cannot say.
+    /// How many check-ins of the repository it has no commit of; absent where its state cannot be read.
     pub awaiting: Option<u64>,
     /// Why what awaits, or the export itself, could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unreadable: Option<String>,
     /// When the last run let go of the export.
     pub last_run: Option<String>,
-    /// Fossil's words when the last run's export failed.
+    /// Why the last run's export failed (Fossil's or git's words).
     pub last_failure: Option<String>,
 }
 
@@ -175,10 +175,7 @@ fn upstream(repo: &crate::fossil::Repository) -> Result<Option<UpstreamStatus>, 
     }))
 }
 
-fn git_export(
-    repo: &crate::fossil::Repository,
-    fossil: &crate::fossil::Fossil,
-) -> Option<GitExport> {
+fn git_export(repo: &crate::fossil::Repository) -> Option<GitExport> {
     let export = match crate::git::Export::of(repo) {
         Ok(Some(e)) => e,
         Ok(None) => return None,
@@ -198,8 +195,8 @@ fn git_export(
             });
         }
     };
-    let (awaiting, unreadable) = match fossil.git_status(repo.path()) {
-        Ok(s) => (s.awaiting, s.unreadable),
+    let (awaiting, unreadable) = match export.awaiting(repo) {
+        Ok((_, n)) => (Some(n), None),
         Err(e) => (None, Some(e.to_string())),
     };
     let last = export.last_run();
@@ -317,7 +314,7 @@ impl Tool for Status {
             }),
             ceiling: is_node.then(|| cfg.map(|c| c.ceiling).unwrap_or_default()),
             run_uids,
-            git_export: git_export(repo, fossil),
+            git_export: git_export(repo),
             upstream: upstream(repo)?,
             credentials: root
                 .as_deref()

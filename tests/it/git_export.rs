@@ -627,14 +627,17 @@ fn git_runs_with_path_alone_on_an_export_another_account_owns() {
 fn a_failed_export_is_reported_and_mended_by_the_next() {
     let (repo, mirror) = exported_repo();
     let hash = repo.commit_as("admin", "c.txt", "three\n", None);
-    let refused = {
+    let failed = {
         let _frozen = Immutable::set(&mirror.join(".mirror_state"));
-        refusal(&repo.json(&["export"]))
+        repo.json(&["export"]).failed()
     };
-    assert!(refused.contains("the git export failed"), "{refused}");
     assert!(
-        refused.contains("readonly database"),
-        "Fossil's own words: {refused}"
+        failed.contains("the git export failed"),
+        "a failure, never a refusal: {failed}"
+    );
+    assert!(
+        failed.contains("readonly database"),
+        "Fossil's own words: {failed}"
     );
     let status = repo.json(&["status"]).ok();
     let shown = &status["git_export"];
@@ -855,7 +858,7 @@ fn where_fossil_cannot_say_what_awaits_the_export_says_why_and_mends_it() {
     assert!(
         dry["unreadable"]
             .as_str()
-            .is_some_and(|u| u.contains("git status")),
+            .is_some_and(|u| u.contains("the git export's state")),
         "{dry}"
     );
     let mended = repo.json(&["export"]).ok();
@@ -930,4 +933,230 @@ fn a_checkin_or_a_tag_on_one_changes_the_export_and_a_tag_on_a_post_does_not() {
         .unwrap();
     assert!(!adds(&file), "a file");
     assert!(!adds(&"0".repeat(64)), "nothing");
+}
+
+/// Commits `file` in `repo`'s checkout on `branch` (trunk when none),
+/// dated `date` (UTC) whatever its parent's date; its hash.
+fn commit_dated(
+    repo: &Repo,
+    file: &str,
+    content: &str,
+    branch: Option<&str>,
+    date: &str,
+) -> String {
+    let work = repo.dir.path().join("work");
+    std::fs::write(work.join(file), content).unwrap();
+    let fossil_in = |args: &[&str]| {
+        let out = Command::new(fossil())
+            .args(args)
+            .current_dir(&work)
+            .env("USER", "admin")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "fossil {args:?}: {}", said(&out));
+    };
+    fossil_in(&["add", file]);
+    let mut args = vec![
+        "commit",
+        "-m",
+        file,
+        "--user",
+        "admin",
+        "--no-warnings",
+        "--allow-older",
+        "--date-override",
+        date,
+    ];
+    if let Some(b) = branch {
+        args.extend(["--branch", b]);
+    }
+    fossil_in(&args);
+    let db = rusqlite::Connection::open(&repo.file).unwrap();
+    db.query_row(
+        "SELECT b.uuid FROM event e JOIN blob b ON b.rid=e.objid WHERE e.type='ci' ORDER BY e.objid DESC LIMIT 1",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// The Fossil check-ins each commit reachable from git's `refname` in
+/// `mirror` was exported from (their `FossilOrigin-Name` lines).
+fn origins(mirror: &Path, refname: &str) -> std::collections::BTreeSet<String> {
+    git_ok(mirror, &["log", "--format=%B", refname])
+        .lines()
+        .filter_map(|l| l.strip_prefix("FossilOrigin-Name: "))
+        .map(|h| h.trim().to_string())
+        .collect()
+}
+
+/// Every check-in of `repo` on `branch`, by hash.
+fn branch_checkins(repo: &Repo, branch: &str) -> std::collections::BTreeSet<String> {
+    let db = rusqlite::Connection::open(&repo.file).unwrap();
+    let mut st = db
+        .prepare(
+            "SELECT b.uuid FROM event e JOIN blob b ON b.rid=e.objid JOIN tagxref x ON x.rid=e.objid
+             WHERE e.type='ci' AND x.tagid=8 AND x.tagtype>0 AND x.value=?1",
+        )
+        .unwrap();
+    st.query_map([branch], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn checkins_dated_before_the_last_export_reach_git_and_what_awaits_is_what_git_lacks() {
+    let (repo, mirror) = exported_repo();
+    // Dated before everything exported: Fossil's own export passes it over
+    // (its watermark is the newest time it exported) and says all is current.
+    let early = commit_dated(&repo, "early.txt", "early\n", None, "2020-01-01 05:00:00");
+    let dry = repo.json(&["export", "--dry-run"]).ok();
+    assert_eq!(dry["awaiting"], 1, "the early check-in awaits: {dry}");
+    let done = repo.json(&["export"]).ok();
+    assert_eq!(done["awaiting"], 0, "{done}");
+    assert_eq!(done["run"]["added"], serde_json::json!([1]), "{done}");
+    assert_eq!(origins(&mirror, "master"), branch_checkins(&repo, "trunk"));
+    assert!(
+        git_ok(&mirror, &["log", "-1", "--format=%B", "master"]).contains(&early),
+        "git's master is trunk's newest check-in, the early one"
+    );
+
+    // A child dated after it, and a branch whose check-in is dated earlier
+    // still, reach git in one export; each branch's head is its leaf.
+    let later = commit_dated(&repo, "later.txt", "later\n", None, "2020-01-01 10:00:00");
+    let side = commit_dated(
+        &repo,
+        "side.txt",
+        "side\n",
+        Some("side"),
+        "2019-06-01 00:00:00",
+    );
+    assert_eq!(repo.json(&["export", "--dry-run"]).ok()["awaiting"], 2);
+    let done = repo.json(&["export"]).ok();
+    assert_eq!(done["awaiting"], 0, "{done}");
+    let status = repo.json(&["status"]).ok();
+    assert_eq!(status["git_export"]["awaiting"], 0, "{status}");
+    assert_eq!(origins(&mirror, "master"), branch_checkins(&repo, "trunk"));
+    assert!(origins(&mirror, "master").contains(&later));
+    assert_eq!(
+        origins(&mirror, "side")
+            .difference(&origins(&mirror, "master"))
+            .collect::<Vec<_>>(),
+        vec![&side],
+        "the side branch's one check-in is its head"
+    );
+    let again = repo.json(&["export"]).ok();
+    assert_eq!(
+        again["run"]["added"],
+        serde_json::json!([0]),
+        "nothing is sent twice: {again}"
+    );
+
+    // A clone of the export over HTTP has them all.
+    let server = Server::start(&repo, false);
+    let work = tempfile::tempdir().unwrap();
+    let cloned = clone(work.path(), &server.url("/ext/git/repo.git"), &[]).unwrap();
+    for file in ["early.txt", "later.txt"] {
+        assert!(cloned.join(file).is_file(), "{file} is in the clone");
+    }
+}
+
+/// `git ARGS` in `dir` with the author's and committer's date `date`.
+fn git_dated(dir: &Path, date: &str, args: &[&str]) -> String {
+    let out = Command::new(git_program())
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "Up Stream")
+        .env("GIT_AUTHOR_EMAIL", "up@example.org")
+        .env("GIT_COMMITTER_NAME", "Up Stream")
+        .env("GIT_COMMITTER_EMAIL", "up@example.org")
+        .env("GIT_AUTHOR_DATE", date)
+        .env("GIT_COMMITTER_DATE", date)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", said(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn upstream_commits_dated_out_of_order_all_reach_the_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = dir.path().join("up");
+    std::fs::create_dir_all(&up).unwrap();
+    git_dated(&up, "2026-01-01T06:00:00Z", &["init", "-q", "-b", "main"]);
+    for (n, hour) in [("one", "06"), ("two", "07")] {
+        std::fs::write(up.join(format!("{n}.txt")), n).unwrap();
+        git_dated(&up, &format!("2026-01-01T{hour}:00:00Z"), &["add", "."]);
+        git_dated(
+            &up,
+            &format!("2026-01-01T{hour}:00:00Z"),
+            &["commit", "-qm", n],
+        );
+    }
+    let ocx = |args: &[&str]| {
+        let mut c = Command::new(ocx_bin());
+        c.args(args).arg("--json").current_dir(dir.path());
+        crate::support::run(c, None)
+    };
+    let made = ocx(&["project", "demo", "--from", up.to_str().unwrap()]).ok();
+    let mirror = PathBuf::from(made["git_export"].as_str().unwrap());
+    let repo = ["-R", "demo.fossil", "--user", "admin"];
+    for (n, hour) in [("three", "05"), ("four", "10")] {
+        std::fs::write(up.join(format!("{n}.txt")), n).unwrap();
+        git_dated(&up, &format!("2026-01-01T{hour}:00:00Z"), &["add", "."]);
+        git_dated(
+            &up,
+            &format!("2026-01-01T{hour}:00:00Z"),
+            &["commit", "-qm", n],
+        );
+        ocx(&[&["upstream"], &repo[..]].concat()).ok();
+        let done = ocx(&[&["export"], &repo[..]].concat()).ok();
+        assert_eq!(done["awaiting"], 0, "after {n}: {done}");
+        let subjects = git_ok(&mirror, &["log", "--format=%s", "master"]);
+        assert!(
+            subjects.lines().next() == Some(n),
+            "master's head is {n}, the upstream's newest: {subjects}"
+        );
+        assert!(
+            subjects.contains("one") && subjects.contains("two"),
+            "{subjects}"
+        );
+    }
+    let subjects = git_ok(&mirror, &["log", "--format=%s", "master"]);
+    assert_eq!(subjects.lines().count(), 4, "{subjects}");
+
+    // Fossil's own check-in, dated now, then an upstream commit dated
+    // before it, which goes beside it onto upstream/trunk: both reach git.
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let fossil_in = |args: &[&str]| {
+        let out = Command::new(fossil())
+            .args(args)
+            .current_dir(&work)
+            .env("USER", "admin")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "fossil {args:?}: {}", said(&out));
+    };
+    fossil_in(&["open", dir.path().join("demo.fossil").to_str().unwrap()]);
+    std::fs::write(work.join("mine.txt"), "mine").unwrap();
+    fossil_in(&["add", "mine.txt"]);
+    fossil_in(&["commit", "-m", "mine", "--user", "admin", "--no-warnings"]);
+    fossil_in(&["close"]);
+    std::fs::write(up.join("five.txt"), "five").unwrap();
+    git_dated(&up, "2026-01-01T11:00:00Z", &["add", "."]);
+    git_dated(&up, "2026-01-01T11:00:00Z", &["commit", "-qm", "five"]);
+    let brought = ocx(&[&["upstream"], &repo[..]].concat()).ok();
+    assert_eq!(
+        brought["brought"]["branches"][0]["onto"], "upstream/trunk",
+        "{brought}"
+    );
+    let done = ocx(&[&["export"], &repo[..]].concat()).ok();
+    assert_eq!(done["awaiting"], 0, "{done}");
+    let head = |branch: &str| git_ok(&mirror, &["log", "-1", "--format=%s", branch]);
+    assert_eq!(head("master").trim(), "mine");
+    assert_eq!(head("upstream/trunk").trim(), "five");
 }

@@ -1,6 +1,5 @@
-//! Fossil's git export of a repository and what it says of its mirror, its
-//! import of git's fast-export stream into a repository, and a repository
-//! made new for a project.
+//! Fossil's git export of a repository, its import of git's fast-export
+//! stream into a repository, and a repository made new for a project.
 
 use super::{Fossil, command};
 use crate::fossil::FossilError;
@@ -40,23 +39,6 @@ impl Fossil {
             });
         }
         Ok(crate::fossil::export::parse_added(&stdout))
-    }
-
-    /// What `fossil git status` says of `repository`'s mirror.
-    pub fn git_status(
-        &self,
-        repository: &Path,
-    ) -> Result<crate::fossil::export::GitStatus, FossilError> {
-        let out = self.run(
-            "git status",
-            &[
-                "git".as_ref(),
-                "status".as_ref(),
-                "-R".as_ref(),
-                repository.as_os_str(),
-            ],
-        )?;
-        Ok(crate::fossil::export::parse_git_status(&out))
     }
 }
 
