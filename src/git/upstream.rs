@@ -422,13 +422,13 @@ impl Upstream {
         };
         for (branch, onto) in plan {
             git.fast_export(&mirror, &git_marks, &git_next, &branch, &onto, &stream)?;
-            let commits = std::fs::read(&stream)
-                .map(|b| {
-                    b.split(|c| *c == b'\n')
-                        .filter(|l| l.starts_with(b"commit "))
-                        .count() as u64
-                })
-                .unwrap_or(0);
+            let commits = std::fs::File::open(&stream)
+                .map(|f| commits_in(std::io::BufReader::new(f)))
+                .map_err(|error| GitError::Io {
+                    what: "read the export's stream",
+                    dir: stream.clone(),
+                    error,
+                })?;
             if commits == 0 && !first {
                 let _ = std::fs::remove_file(&git_next);
                 continue;
@@ -582,9 +582,86 @@ pub fn plain_ref(name: &str) -> bool {
         && !name.chars().any(|c| c.is_control() || c.is_whitespace())
 }
 
+/// How many commits the fast-export stream `stream` holds: its `commit`
+/// commands, each `data` block passed over unread, since a commit's
+/// message or a file may hold a line that begins `commit `. A stream cut
+/// short counts what it holds.
+pub fn commits_in(mut stream: impl std::io::BufRead) -> u64 {
+    use std::io::Read;
+    let mut commits = 0;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match stream.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return commits,
+            Ok(_) => {}
+        }
+        let command = line.strip_suffix(b"\n").unwrap_or(&line);
+        if command.starts_with(b"commit ") {
+            commits += 1;
+        } else if let Some(size) = command.strip_prefix(b"data ") {
+            if let Some(delimiter) = size.strip_prefix(b"<<") {
+                let delimiter = delimiter.to_vec();
+                loop {
+                    line.clear();
+                    match stream.read_until(b'\n', &mut line) {
+                        Ok(0) | Err(_) => return commits,
+                        Ok(_) if line.strip_suffix(b"\n").unwrap_or(&line) == delimiter => break,
+                        Ok(_) => {}
+                    }
+                }
+            } else {
+                let Some(n) = std::str::from_utf8(size)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+                else {
+                    continue;
+                };
+                if std::io::copy(&mut stream.by_ref().take(n), &mut std::io::sink()).ok() != Some(n)
+                {
+                    return commits;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn commits_are_counted_by_command_never_inside_data() {
+        let message = "fix\ncommit refs/heads/main\ncommit x\n";
+        let file = "commit y\ncommit z\n";
+        let stream = format!(
+            "blob\nmark :1\ndata {}\n{file}\ncommit refs/heads/main\nmark :2\nauthor A <a@b> 1 +0000\ncommitter A <a@b> 1 +0000\ndata {}\n{message}M 100644 :1 f\n\ncommit refs/heads/main\nmark :3\ncommitter A <a@b> 2 +0000\ndata <<END\ncommit inside\nEND\nfrom :2\n\n",
+            file.len(),
+            message.len()
+        );
+        assert_eq!(commits_in(stream.as_bytes()), 2);
+        assert_eq!(commits_in(&b""[..]), 0);
+        assert_eq!(
+            commits_in(&b"commit refs/heads/a\ndata 999\ncommit b\n"[..]),
+            1
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_stream_is_counted_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let n = commits_in(&bytes[..]);
+            prop_assert!(n as usize <= bytes.len() / 7 + 1);
+        }
+
+        #[test]
+        fn a_commit_message_of_any_lines_counts_once(lines in proptest::collection::vec("[a-z ]{0,12}", 0..6)) {
+            let message = lines.iter().map(|l| format!("commit {l}\n")).collect::<String>();
+            let stream = format!("commit refs/heads/main\nmark :1\ncommitter A <a@b> 1 +0000\ndata {}\n{message}\n", message.len());
+            prop_assert_eq!(commits_in(stream.as_bytes()), 1);
+        }
+    }
 
     #[test]
     fn a_ref_is_plain_or_refused() {

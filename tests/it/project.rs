@@ -353,3 +353,42 @@ fn upstream_brings_its_new_commits_onto_each_branch_or_beside_one_fossil_moved_a
     crate::support::until_logged(&root, 30, |e: &Value| e["done"] == "upstream brought");
     let _ = ocx(dir.path(), &["node", "stop", "-R", "demo.fossil"]);
 }
+
+#[test]
+fn project_and_upstream_count_each_commit_once_whatever_its_message_or_files_hold() {
+    let dir = place();
+    let up = dir.path().join("up");
+    std::fs::create_dir_all(&up).unwrap();
+    git(&up, &["init", "-q", "-b", "main"]);
+    let lines = "commit refs/heads/main\ncommit 1\ncommit 2\n";
+    for n in 0..3 {
+        std::fs::write(up.join("log.txt"), lines.repeat(n + 1)).unwrap();
+        git(&up, &["add", "log.txt"]);
+        git(&up, &["commit", "-qm", &format!("change {n}\n\n{lines}")]);
+    }
+    let made = ocx(
+        dir.path(),
+        &["project", "demo", "--from", up.to_str().unwrap()],
+    )
+    .ok();
+    assert_eq!(
+        made["imported"]["branches"],
+        json!([{"branch": "main", "onto": "trunk", "commits": 3}]),
+        "{made:#}"
+    );
+    std::fs::write(up.join("log.txt"), lines.repeat(9)).unwrap();
+    git(
+        &up,
+        &["commit", "-qam", &format!("change 3\n\n{lines}{lines}")],
+    );
+    let brought = ocx(
+        dir.path(),
+        &["upstream", "-R", "demo.fossil", "--user", "admin"],
+    )
+    .ok();
+    assert_eq!(
+        brought["brought"]["branches"],
+        json!([{"branch": "main", "onto": "trunk", "commits": 1}]),
+        "{brought:#}"
+    );
+}
