@@ -53,6 +53,10 @@ pub struct Output {
     /// that hold their password cannot learn who sent what.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// The login install made the repository's default user, where it had
+    /// none: who `ocx` acts as there without `--user`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_user: Option<String>,
 }
 
 /// The `hook` tool.
@@ -100,6 +104,7 @@ impl Tool for Hook {
                     removed: indexes.len(),
                     note: None,
                     warning: None,
+                    default_user: None,
                 })
             }
             HookAction::Install => {
@@ -133,7 +138,16 @@ impl Tool for Hook {
                 let note = fossil_export_note(repo)?;
                 let policy = repo.content_security_policy()?;
                 let has_login = repo.own_capabilities(&login)?.is_some();
+                // Commands printed for a person to run next name no --user:
+                // where the repository has no default user, the installer becomes it.
+                let default_user = match repo.config("default-user")? {
+                    Some(u) if !u.is_empty() => None,
+                    _ => Some(call.cx.caller()?.login.clone()),
+                };
                 if !call.dry_run {
+                    if let Some(user) = &default_user {
+                        fossil.user_default(&path, user)?;
+                    }
                     for i in &indexes {
                         fossil.hook_delete(&path, *i)?;
                     }
@@ -169,6 +183,14 @@ impl Tool for Hook {
                         done,
                     });
                 }
+                if let Some(user) = &default_user {
+                    call.log(Op::Fossil {
+                        operation: format!(
+                            "make {user} the repository's default user, who ocx acts as there without --user"
+                        ),
+                        done,
+                    });
+                }
                 call.log(Op::Fossil {
                     operation: format!("make the node's login {login} holding {NODE_CAPABILITIES}"),
                     done,
@@ -188,6 +210,7 @@ impl Tool for Hook {
                     removed: indexes.len(),
                     note,
                     warning: super::served::page_warning(&url),
+                    default_user,
                 })
             }
         }

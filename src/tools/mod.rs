@@ -82,3 +82,22 @@ pub fn not_an_option(field: &str, value: &str) -> Result<(), Stop> {
     }
     Ok(())
 }
+
+/// `command` (an `ocx` command line) as a person runs it next, as printed:
+/// naming the repository the call acted on, and the caller with `--user`
+/// where the repository's default user is someone else or no one.
+pub fn as_run_next(call: &crate::tool::Call, command: &str) -> String {
+    let Ok(repo) = call.repo() else {
+        return command.to_string();
+    };
+    let mut line = format!(
+        "{command} -R {}",
+        shlex::try_quote(&repo.path().to_string_lossy()).unwrap_or_default()
+    );
+    if let Ok(caller) = call.cx.caller()
+        && repo.config("default-user").ok().flatten().as_deref() != Some(caller.login.as_str())
+    {
+        line.push_str(&format!(" --user {}", caller.login));
+    }
+    line
+}

@@ -94,15 +94,20 @@ impl Tool for NodeTool {
             .map_err(Stop::internal)?
             .or_else(|| node::machine_root(repo))
             .ok_or_else(|| {
-                Stop::new("this repository is no node")
-                    .next("install the hook first (ocx hook install --url URL), or enrol this clone as an agent machine (ocx machine URL --repository CLONE)")
+                Stop::new("this repository is no node").next(format!(
+                    "install the hook first ({}, URL where it is served), or enrol this clone as an agent machine (ocx machine URL --repository CLONE)",
+                    super::as_run_next(call, "ocx hook install --url URL")
+                ))
             })?;
         let cfg = NodeConfig::load(&root).ok_or_else(|| {
             Stop::new(format!(
                 "the node's root {} holds no node.json",
                 root.display()
             ))
-            .next("run ocx hook install again")
+            .next(format!(
+                "run {} again",
+                super::as_run_next(call, "ocx hook install --url URL")
+            ))
         })?;
         if input.foreground && input.action != NodeAction::Start {
             return Err(

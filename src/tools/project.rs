@@ -59,7 +59,7 @@ pub struct Output {
     pub node: Option<String>,
     /// The runner pages and patterns written.
     pub pages: Vec<String>,
-    /// The commands left to run.
+    /// The commands left to run, each as it runs, after a colon saying what it does.
     pub next: Vec<String>,
 }
 
@@ -212,10 +212,22 @@ impl Tool for Project {
                 }
             }
         }
+        step(
+            call,
+            format!(
+                "make {admin} its default user, so the commands below act as {admin} without --user"
+            ),
+        );
+        if !dry {
+            fossil.user_default(&path, &admin)?;
+        }
         step(call, format!("make its git export in {}", export.display()));
         if !dry {
             fossil.git_export_into(&path, &export)?;
         }
+        let shown = shlex::try_quote(&path.to_string_lossy())
+            .unwrap_or_default()
+            .into_owned();
         let sub = Context::new(
             Some(path.clone()),
             call.cx.cwd.clone(),
@@ -225,7 +237,10 @@ impl Tool for Project {
         );
         match &input.url {
             Some(url) => {
-                step(call, format!("install OCX's hook, the repository served at {url}"));
+                step(
+                    call,
+                    format!("install OCX's hook, the repository served at {url}"),
+                );
                 step(call, "start its node".into());
                 if !dry {
                     let hooked = within(call, &sub, |c| {
@@ -252,11 +267,14 @@ impl Tool for Project {
                     })?;
                 }
             }
-            None => out.next.push(format!(
-                "once you know the URL it is served at: ocx hook install --url URL -R {} and ocx node start -R {}",
-                path.display(),
-                path.display()
-            )),
+            None => {
+                out.next.push(format!(
+                    "once you know the URL it is served at (URL): ocx hook install --url URL -R {}",
+                    shown
+                ));
+                out.next
+                    .push(format!("then start its node: ocx node start -R {}", shown));
+            }
         }
         for (i, name) in input.runners.iter().enumerate() {
             let patterns = input.patterns && i == 0;
@@ -278,7 +296,7 @@ impl Tool for Project {
                 out.next.push(format!(
                     "then the runner page: ocx runner --name {name}{} -R {}",
                     if patterns { " --patterns" } else { "" },
-                    path.display()
+                    shown
                 ));
                 continue;
             }
@@ -305,20 +323,20 @@ impl Tool for Project {
             0,
             format!(
                 "serve it: fossil server --port PORT --extroot EXT {} (EXT a directory holding ocx-cgi linked there, and ocx linked as git for the export)",
-                path.display()
+                shown
             ),
         );
         out.next.insert(
             1,
             format!(
                 "give its administrator a password: fossil user password {admin} -R {}",
-                path.display()
+                shown
             ),
         );
         if input.from.is_some() {
             out.next.push(format!(
                 "keep it in step with its upstream: ocx upstream --every 1h -R {}",
-                path.display()
+                shown
             ));
         }
         Ok(out)

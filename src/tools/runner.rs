@@ -193,10 +193,14 @@ impl Tool for Runner {
                 patterns.push(page);
             }
         } else {
-            still.push(format!(
-                "write the example patterns for it, a reviewer of dev, a fixer on fixes and a forum helper: ocx runner --name {}{} --patterns",
+            let command = format!(
+                "ocx runner --name {}{} --patterns",
                 input.name,
                 if input.terminal { " --terminal" } else { "" }
+            );
+            still.push(format!(
+                "write the example patterns for it, a reviewer of dev, a fixer on fixes and a forum helper: {}",
+                super::as_run_next(call, &command)
             ));
         }
         write(call, &batch, true)?;

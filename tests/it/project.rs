@@ -392,3 +392,115 @@ fn project_and_upstream_count_each_commit_once_whatever_its_message_or_files_hol
         "{brought:#}"
     );
 }
+
+/// Stops the node of `dir/demo.fossil` when dropped, whatever the test did.
+struct NodeStopped<'a>(&'a Path);
+
+impl Drop for NodeStopped<'_> {
+    fn drop(&mut self) {
+        let _ = ocx(self.0, &["node", "stop", "--runs", "-R", "demo.fossil"]);
+    }
+}
+
+#[test]
+fn each_ocx_command_project_prints_to_run_next_runs_as_printed_with_no_user_named() {
+    let dir = place();
+    let up = upstream(dir.path());
+    let _stopped = NodeStopped(dir.path());
+    let made = ocx(
+        dir.path(),
+        &[
+            "project",
+            "demo",
+            "--from",
+            up.to_str().unwrap(),
+            "--runners",
+            "demo",
+            "--patterns",
+        ],
+    )
+    .ok();
+    let url = format!("http://127.0.0.1:{}/", crate::support::free_port());
+    let mut ran = Vec::new();
+    for line in made["next"].as_array().unwrap() {
+        let line = line.as_str().unwrap();
+        let Some((_, command)) = line.split_once(": ocx ") else {
+            continue;
+        };
+        let words = shlex::split(&command.replace("URL", &url)).expect(line);
+        assert!(!words.iter().any(|w| w == "--user"), "{line}");
+        // No USER, LOGNAME or FOSSIL_USER: who acts is the repository's default user.
+        let done = ocx(
+            dir.path(),
+            &words.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        assert_eq!(done.code, 0, "{line}: {}{}", done.stdout, done.stderr);
+        ran.push(words[0].clone());
+    }
+    assert_eq!(ran, ["hook", "node", "runner", "upstream"], "{made:#}");
+}
+
+#[test]
+fn on_a_repository_fossil_new_made_hook_install_makes_its_installer_the_default_user_and_says_so() {
+    let dir = place();
+    let made = Command::new(fossil())
+        .args(["new", "--admin-user", "keeper", "demo.fossil"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", crate::support::said(&made));
+    let _stopped = NodeStopped(dir.path());
+    // Not a node yet: what node start prints to run next names who runs it.
+    let no_node = ocx(
+        dir.path(),
+        &["node", "start", "-R", "demo.fossil", "--user", "keeper"],
+    );
+    let a = no_node.answer();
+    let next = a["next_step"].as_str().unwrap();
+    assert!(
+        next.contains("ocx hook install --url URL -R ") && next.contains("--user keeper"),
+        "{a:#}"
+    );
+    let refused = ocx(
+        dir.path(),
+        &[
+            "hook",
+            "install",
+            "--url",
+            "http://127.0.0.1:9/",
+            "-R",
+            "demo.fossil",
+        ],
+    );
+    assert_eq!(
+        refused.refused(),
+        "user",
+        "no one named and no default user"
+    );
+    let url = format!("http://127.0.0.1:{}/", crate::support::free_port());
+    let hooked = ocx(
+        dir.path(),
+        &[
+            "hook",
+            "install",
+            "--url",
+            &url,
+            "-R",
+            "demo.fossil",
+            "--user",
+            "keeper",
+        ],
+    )
+    .ok();
+    assert_eq!(hooked["default_user"], "keeper", "{hooked:#}");
+    ocx(dir.path(), &["node", "start", "-R", "demo.fossil"]).ok();
+    let again = ocx(
+        dir.path(),
+        &["hook", "install", "--url", &url, "-R", "demo.fossil"],
+    )
+    .ok();
+    assert!(
+        again.get("default_user").is_none(),
+        "a default user is kept: {again:#}"
+    );
+}
