@@ -236,7 +236,9 @@ impl Context {
                 opened.map_err(|e| match e {
                     FossilError::NoRepository(p) => Stop::field(field, format!("no repository at {}", p.display()))
                         .next("name an existing repository file with --repository FILE"),
-                    other => Stop::field(field, other.to_string()),
+                    unreadable @ FossilError::Unreadable { .. } => Stop::field(field, unreadable.to_string())
+                        .next("name a Fossil repository file with --repository FILE"),
+                    fault => Stop::internal(fault),
                 })
             })
             .as_ref()
@@ -256,7 +258,8 @@ impl Context {
                     None => Fossil::locate(),
                 };
                 found.map_err(|e| {
-                    Stop::new(e.to_string()).next("install Fossil 2.23 or later (scripts/setup.sh)")
+                    Stop::failed(e.to_string())
+                        .next("install Fossil 2.23 or later (scripts/setup.sh)")
                 })
             })
             .as_ref()

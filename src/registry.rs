@@ -83,7 +83,7 @@ impl<T: Tool> Entry for Def<T> {
             .json()
             .then(|| serde_json::to_value(&out))
             .transpose()
-            .map_err(|e| Stop::new(format!("internal error: {e}")))?;
+            .map_err(|e| Stop::failed(format!("internal error: {e}")))?;
         Ok((value, text))
     }
 }

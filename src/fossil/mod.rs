@@ -41,6 +41,10 @@ pub enum FossilError {
     /// A query failed while reading.
     #[error("reading the repository failed: {0}")]
     Query(String),
+    /// SQLite found the database damaged (`SQLITE_CORRUPT`): a fault of
+    /// the file, never of whoever named it.
+    #[error("the repository's database is damaged ({0}): restore it from a backup or a clone")]
+    Damaged(String),
     /// No usable `fossil` program was found.
     #[error(
         "no fossil program of version {FLOOR} or later was found (set OCX_FOSSIL to its absolute path)"
@@ -93,7 +97,10 @@ impl From<FossilError> for crate::stop::Stop {
 
 impl From<rusqlite::Error> for FossilError {
     fn from(e: rusqlite::Error) -> Self {
-        FossilError::Query(e.to_string())
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseCorrupt) => FossilError::Damaged(e.to_string()),
+            _ => FossilError::Query(e.to_string()),
+        }
     }
 }
 
@@ -115,5 +122,22 @@ mod tests {
         };
         assert!(!other.is_busy());
         assert!(!FossilError::NoProgram.is_busy());
+    }
+
+    #[test]
+    fn sqlites_damage_keeps_its_kind() {
+        let corrupt = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+            Some("database disk image is malformed".into()),
+        );
+        assert!(matches!(
+            FossilError::from(corrupt),
+            FossilError::Damaged(_)
+        ));
+        let other = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            Some("no such table: x".into()),
+        );
+        assert!(matches!(FossilError::from(other), FossilError::Query(_)));
     }
 }

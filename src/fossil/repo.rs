@@ -119,9 +119,12 @@ impl Repository {
             return Err(FossilError::NoRepository(path.to_path_buf()));
         }
         let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-        let unreadable = |e: rusqlite::Error| FossilError::Unreadable {
-            path: path.clone(),
-            message: e.to_string(),
+        let unreadable = |e: rusqlite::Error| match FossilError::from(e) {
+            damaged @ FossilError::Damaged(_) => damaged,
+            other => FossilError::Unreadable {
+                path: path.clone(),
+                message: other.to_string(),
+            },
         };
         let mut db = Connection::open_with_flags(
             &path,
@@ -137,9 +140,12 @@ impl Repository {
         db.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
             .map_err(unreadable)?;
         let repo = Repository { path, db };
-        repo.project_code().map_err(|e| FossilError::Unreadable {
-            path: repo.path.clone(),
-            message: format!("not a Fossil repository ({e})"),
+        repo.project_code().map_err(|e| match e {
+            damaged @ FossilError::Damaged(_) => damaged,
+            other => FossilError::Unreadable {
+                path: repo.path.clone(),
+                message: format!("not a Fossil repository ({other})"),
+            },
         })?;
         Ok(repo)
     }

@@ -87,7 +87,7 @@ pub fn swap(call: &mut Call, root: &Root, name: &str, dir: &std::path::Path) -> 
     });
     if !call.dry_run {
         root.link(name, Some(dir)).map_err(|e| {
-            Stop::new(format!("{name} could not be linked: {e}"))
+            Stop::failed(format!("{name} could not be linked: {e}"))
                 .next("what serves is whatever current led to before; mend the release root, then try again")
         })?;
     }

@@ -195,7 +195,7 @@ impl Tool for NodeTool {
                     .next("stop it first: ocx node stop"));
                 }
                 node::daemon::run_foreground(&root).map_err(|e| {
-                    Stop::new(format!("the node stopped: {e}")).next("see its log: ocx node log")
+                    Stop::failed(format!("the node stopped: {e}")).next("see its log: ocx node log")
                 })?;
                 Ok(Output {
                     root: root.display().to_string(),

@@ -302,7 +302,7 @@ fn build(
         let err = log.try_clone().map_err(Stop::internal)?;
         let ended = crate::run::spawn(&plan, std::process::Stdio::null(), out.into(), err.into())
             .and_then(|r| r.wait())
-            .map_err(|e| Stop::new(format!("the {step} did not start: {e}")))?;
+            .map_err(|e| Stop::failed(format!("the {step} did not start: {e}")))?;
         if ended.code != Some(0) || ended.limit.is_some() {
             let why = match (&ended.limit, ended.code) {
                 (Some(l), _) => format!("reached its {l} limit"),

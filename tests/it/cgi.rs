@@ -1128,3 +1128,59 @@ fn a_page_that_starts_no_fossil_never_asks_fossil_its_version() {
         ran()
     );
 }
+
+/// Damages `file`'s `config` table where SQLite reads it first: its root
+/// page's header, as a disk or a killed copy might leave it.
+fn damage(file: &Path) {
+    let (page_size, root): (i64, i64) = {
+        let db = rusqlite::Connection::open(file).unwrap();
+        let size = db.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+        let root = db
+            .query_row(
+                "SELECT rootpage FROM sqlite_master WHERE name='config'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        (size, root)
+    };
+    use std::io::{Seek, SeekFrom};
+    let mut f = std::fs::OpenOptions::new().write(true).open(file).unwrap();
+    f.seek(SeekFrom::Start(((root - 1) * page_size) as u64))
+        .unwrap();
+    f.write_all(&[0x0d, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff])
+        .unwrap();
+}
+
+#[test]
+fn a_damaged_repository_is_a_failure_on_the_command_line_and_500_on_the_page_and_no_file_a_refusal()
+{
+    let (ext, repo) = (Ext::new(), repo());
+    let cookie = sign_in(&repo, "alice");
+    damage(&repo.file);
+    let failed = repo.json(&["status"]).failed();
+    assert!(
+        failed.contains("damaged") && failed.contains("malformed"),
+        "{failed}"
+    );
+    let page = cgi_raw(
+        &ext,
+        &repo,
+        &[
+            ("HTTP_COOKIE", &cookie),
+            ("PATH_INFO", "/status"),
+            ("QUERY_STRING", "json"),
+        ],
+        b"",
+    );
+    assert_eq!(page.status, 500, "{}", page.body);
+    assert_eq!(page.answer()["stopped"]["kind"], "failed");
+
+    // A file that is no repository is the caller's to mend: a refusal naming it.
+    let text = repo.dir.path().join("notes.txt");
+    std::fs::write(&text, "not a repository\n").unwrap();
+    let mut c = Command::new(crate::support::ocx_bin());
+    c.args(["status", "--json", "--user", "admin", "--repository"])
+        .arg(&text);
+    assert_eq!(crate::support::run(c, None).refused(), "repository");
+}
