@@ -4,11 +4,14 @@
 //! to them, what they type reaching the program, one person at a time.
 //!
 //! Everything the program writes is hostile: what reaches a person's
-//! terminal passes [`Screen`], which lets through what draws a screen and
-//! holds back what would act outside it (the clipboard, a terminal's own
-//! passthrough strings, window operations); what is kept as the run's
+//! terminal passes [`Screen`] (`screen.rs`), which reads it as a terminal
+//! does, lets through what draws a screen and holds back what would act
+//! outside it or make the terminal answer; what is kept as the run's
 //! output log is its text alone, without escape sequences or carriage
 //! returns.
+
+mod screen;
+pub use screen::Screen;
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -115,185 +118,6 @@ pub fn size(fd: BorrowedFd<'_>) -> io::Result<(u16, u16)> {
     // SAFETY: TIOCGWINSZ writes one winsize to the pointer, which lives for the call.
     unsafe { get_winsize(fd.as_raw_fd(), &mut size) }.map_err(io::Error::from)?;
     Ok((size.ws_row, size.ws_col))
-}
-
-/// The longest escape sequence kept whole; a longer one is held back.
-const SEQUENCE_MAX: usize = 4096;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Ground,
-    Escape,
-    Csi,
-    Osc,
-    OscEscape,
-    /// A device control, privacy or application string: held back whole,
-    /// to its string terminator (ESC \\) alone.
-    Held,
-    HeldEscape,
-    /// An operating system command too long to keep: held back to its
-    /// end (BEL, or the string terminator).
-    HeldOsc,
-}
-
-/// Reads what a program writes to its terminal, in pieces as they come:
-/// its text for the output log, and what may reach a person's terminal.
-#[derive(Debug)]
-pub struct Screen {
-    state: State,
-    sequence: Vec<u8>,
-}
-
-impl Default for Screen {
-    fn default() -> Self {
-        Screen {
-            state: State::Ground,
-            sequence: Vec::new(),
-        }
-    }
-}
-
-/// Operating system commands a person's terminal may be given: the
-/// window's title (0, 1, 2), colours and their queries (4, 10–12, 104,
-/// 110–112) and a shell's prompt marks (133). The clipboard (52),
-/// hyperlinks (8) and every other are held back.
-const OSC_LET_THROUGH: &[&[u8]] = &[
-    b"0", b"1", b"2", b"4", b"10", b"11", b"12", b"104", b"110", b"111", b"112", b"133",
-];
-
-impl Screen {
-    /// Reads `bytes`: their text (no escape sequence, no carriage return,
-    /// no other control but newline and tab) added to `text`, and what a
-    /// person's terminal may be shown added to `shown`.
-    pub fn read(&mut self, bytes: &[u8], text: &mut Vec<u8>, shown: &mut Vec<u8>) {
-        for &b in bytes {
-            self.byte(b, text, shown);
-        }
-    }
-
-    fn byte(&mut self, b: u8, text: &mut Vec<u8>, shown: &mut Vec<u8>) {
-        const ESC: u8 = 0x1b;
-        const BEL: u8 = 0x07;
-        match self.state {
-            State::Ground => match b {
-                ESC => {
-                    self.sequence.clear();
-                    self.sequence.push(b);
-                    self.state = State::Escape;
-                }
-                b'\n' | b'\t' => {
-                    text.push(b);
-                    shown.push(b);
-                }
-                0x00..=0x1f | 0x7f => shown.push(b),
-                _ => {
-                    text.push(b);
-                    shown.push(b);
-                }
-            },
-            State::Escape => {
-                self.sequence.push(b);
-                match b {
-                    b'[' => self.state = State::Csi,
-                    b']' => self.state = State::Osc,
-                    b'P' | b'X' | b'^' | b'_' => {
-                        self.sequence.clear();
-                        self.state = State::Held;
-                    }
-                    0x20..=0x2f if self.sequence.len() < 8 => {}
-                    ESC => {
-                        self.sequence.clear();
-                        self.sequence.push(ESC);
-                    }
-                    0x30..=0x7e => self.pass(shown),
-                    _ => self.drop_sequence(),
-                }
-            }
-            State::Csi => {
-                self.sequence.push(b);
-                match b {
-                    0x40..=0x7e => {
-                        // Window operations (moving, resizing, reporting a title) act outside the screen.
-                        if b == b't' {
-                            self.drop_sequence();
-                        } else {
-                            self.pass(shown);
-                        }
-                    }
-                    0x20..=0x3f if self.sequence.len() < 64 => {}
-                    ESC => {
-                        self.sequence.clear();
-                        self.sequence.push(ESC);
-                        self.state = State::Escape;
-                    }
-                    _ => self.drop_sequence(),
-                }
-            }
-            State::Osc => match b {
-                BEL => {
-                    self.sequence.push(b);
-                    self.end_osc(shown);
-                }
-                ESC => self.state = State::OscEscape,
-                _ if self.sequence.len() >= SEQUENCE_MAX => {
-                    self.sequence.clear();
-                    self.state = State::HeldOsc;
-                }
-                _ => self.sequence.push(b),
-            },
-            State::OscEscape => {
-                if b == b'\\' {
-                    self.sequence.extend_from_slice(b"\x1b\\");
-                    self.end_osc(shown);
-                } else {
-                    // Another sequence began inside: this one is held back.
-                    self.sequence.clear();
-                    self.sequence.push(ESC);
-                    self.state = State::Escape;
-                    self.byte(b, text, shown);
-                }
-            }
-            State::Held => {
-                if b == ESC {
-                    self.state = State::HeldEscape;
-                }
-            }
-            State::HeldOsc => match b {
-                ESC => self.state = State::HeldEscape,
-                BEL => self.state = State::Ground,
-                _ => {}
-            },
-            State::HeldEscape => {
-                self.state = if b == b'\\' {
-                    State::Ground
-                } else if b == ESC {
-                    State::HeldEscape
-                } else {
-                    State::Held
-                };
-            }
-        }
-    }
-
-    fn pass(&mut self, shown: &mut Vec<u8>) {
-        shown.extend_from_slice(&self.sequence);
-        self.drop_sequence();
-    }
-
-    fn drop_sequence(&mut self) {
-        self.sequence.clear();
-        self.state = State::Ground;
-    }
-
-    fn end_osc(&mut self, shown: &mut Vec<u8>) {
-        let body = &self.sequence[2..];
-        let number = body.split(|&c| c == b';').next().unwrap_or_default();
-        if OSC_LET_THROUGH.contains(&number) {
-            self.pass(shown);
-        } else {
-            self.drop_sequence();
-        }
-    }
 }
 
 /// A line as the run's terminal is given it: no control character (each
@@ -840,52 +664,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn read(bytes: &[u8]) -> (Vec<u8>, Vec<u8>) {
-        let (mut text, mut shown) = (Vec::new(), Vec::new());
-        Screen::default().read(bytes, &mut text, &mut shown);
-        (text, shown)
-    }
-
-    #[test]
-    fn the_log_keeps_text_without_escapes_or_carriage_returns() {
-        let (text, shown) =
-            read(b"\x1b[2J\x1b[1;1Hhello\r\n\x1b[31mred\x1b[0m\x1b]0;title\x07 done\r\n");
-        assert_eq!(String::from_utf8_lossy(&text), "hello\nred done\n");
-        assert!(shown.starts_with(b"\x1b[2J\x1b[1;1Hhello\r\n"));
-        assert!(
-            shown.windows(10).any(|w| w == b"\x1b]0;title\x07"),
-            "a title reaches the person"
-        );
-    }
-
-    #[test]
-    fn what_acts_outside_the_screen_never_reaches_a_person() {
-        for hostile in [
-            &b"\x1b]52;c;ZWNobyBwd25lZA==\x07"[..],
-            b"\x1b]52;c;ZWNobyBwd25lZA==\x1b\\",
-            b"\x1bPtmux;\x1b\x1b]52;c;eA==\x07\x1b\\",
-            b"\x1b_hidden application string\x1b\\",
-            b"\x1b[21t",
-            b"\x1b[8;100;300t",
-            b"\x1b]8;;file:///etc/passwd\x1b\\",
-        ] {
-            let (text, shown) = read(&[b"a", hostile, b"b"].concat());
-            assert_eq!(shown, b"ab", "{hostile:?}");
-            assert_eq!(text, b"ab", "{hostile:?}");
-        }
-    }
-
-    #[test]
-    fn a_sequence_cut_across_reads_is_read_whole() {
-        let mut screen = Screen::default();
-        let (mut text, mut shown) = (Vec::new(), Vec::new());
-        for piece in [&b"x\x1b]5"[..], b"2;c;eA", b"==\x07y\x1b[3", b"1mz"] {
-            screen.read(piece, &mut text, &mut shown);
-        }
-        assert_eq!(text, b"xyz");
-        assert_eq!(shown, b"xy\x1b[31mz");
-    }
-
     #[test]
     fn a_typed_line_is_one_line_cut_where_linux_cuts_it() {
         assert_eq!(typed("Post abc: hi"), b"Post abc: hi\r");
@@ -975,21 +753,6 @@ mod tests {
                 }
                 let _ = f.read(&bytes[cut..]);
             }
-        }
-
-        #[test]
-        fn no_bytes_put_a_clipboard_or_a_passthrough_before_a_person(
-            bytes in proptest::collection::vec(any::<u8>(), 0..2000),
-            cut in 0usize..2000,
-        ) {
-            let mut screen = Screen::default();
-            let (mut text, mut shown) = (Vec::new(), Vec::new());
-            let cut = cut.min(bytes.len());
-            screen.read(&bytes[..cut], &mut text, &mut shown);
-            screen.read(&bytes[cut..], &mut text, &mut shown);
-            prop_assert!(!text.contains(&0x1b) && !text.contains(&b'\r'));
-            prop_assert!(!shown.windows(4).any(|w| w == b"\x1b]52"));
-            prop_assert!(!shown.windows(2).any(|w| w == b"\x1bP" || w == b"\x1b_" || w == b"\x1b^" || w == b"\x1bX"));
         }
     }
 }

@@ -69,3 +69,66 @@ fn what_a_run_writes_to_its_terminal_never_sets_a_persons_clipboard() {
     tmux.press("C-]");
     tmux.shows("joining: left");
 }
+
+#[test]
+fn what_a_run_writes_as_c1_controls_or_queries_never_reaches_a_person_or_types_into_the_run() {
+    let site = Site::new();
+    let record = site.record();
+    let dir = site.node.repo.dir.path();
+    let tmux = site.joined(&record, "admin", "admin");
+    tmux.set_clipboard();
+    let seen = dir.join("seen-by-the-person");
+    tmux.record_to(&seen);
+    tmux.type_text("controls");
+    tmux.press("Enter");
+    tmux.shows("got: controls");
+    // What the person's terminal would type back (a cursor report, its
+    // attributes, a colour, its answerback) would arrive before this line.
+    tmux.type_text("after");
+    tmux.press("Enter");
+    site.noted(|s| s["step"] == "line" && s["text"] == "after");
+    tmux.shows("got: after");
+    let bytes = std::fs::read(&seen).unwrap();
+    let shown = String::from_utf8(bytes.clone())
+        .unwrap_or_else(|e| panic!("the person was shown bytes of no character: {e}"));
+    assert!(
+        !shown.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)),
+        "a C1 control reached the person: {shown:?}"
+    );
+    for held in [
+        "\x1b]52",
+        "\x1b]8;",
+        "\x1bP",
+        "\x1b_",
+        "\x1b[21t",
+        "\x1b[6n",
+        "\x1b[c",
+        "\x1b]11;?",
+        "\x05",
+        "\x1bZ",
+    ] {
+        assert!(
+            !shown.contains(held),
+            "{held:?} reached the person: {shown:?}"
+        );
+    }
+    assert!(shown.contains("got:\x1b[0m controls"), "{shown:?}");
+    assert!(
+        !tmux.buffers().contains("ocx-secret-payload"),
+        "the run set the person's clipboard: {}",
+        tmux.buffers()
+    );
+    let lines: Vec<String> = site
+        .steps()
+        .iter()
+        .filter(|s| s["step"] == "line")
+        .filter_map(|s| s["text"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some("after"),
+        "nothing typed itself into the run: {lines:?}"
+    );
+    tmux.press("C-]");
+    tmux.shows("joining: left");
+}

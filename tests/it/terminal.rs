@@ -40,6 +40,17 @@ while True:
         break
     line = line.rstrip("\n")
     note({"step": "line", "text": line})
+    if line == "controls":
+        # The clipboard, a link, a device control, an application string and
+        # a window report, each written with C1 introducers, as 8-bit bytes
+        # and as UTF-8 characters; then the queries a terminal answers by
+        # typing: cursor position, device attributes, a colour, the answerback.
+        c1 = b"\x9d52;c;b2N4LXNlY3JldC1wYXlsb2Fk\x9c\x9d8;;http://example.org/\x9c\x90$qm\x9c\x9fapp\x9c\x9b21t"
+        sys.stdout.flush()
+        sys.stdout.buffer.write(c1)
+        sys.stdout.buffer.write(c1.decode("latin-1").encode("utf-8"))
+        sys.stdout.buffer.write(b"\x1b[6n\x9b6n\x1b[c\xc2\x9bc\x1b]11;?\x07\x05\x1bZ")
+        sys.stdout.buffer.flush()
     if line == "clipboard":
         sys.stdout.write("\x1b]52;c;b2N4LXNlY3JldC1wYXlsb2Fk\x07\x1bPtmux;\x1b\x1b]52;c;b2N4LXNlY3JldC1wYXlsb2Fk\x07\x1b\\")
         sys.stdout.flush()
@@ -125,6 +136,18 @@ impl Tmux {
             .tmux()
             .args(["set-option", "-g", "set-clipboard", "on"])
             .output();
+    }
+
+    /// Copies to `file` every byte the program in the window writes to it
+    /// from now on, as the terminal reads them.
+    pub fn record_to(&self, file: &Path) {
+        let out = self
+            .tmux()
+            .args(["pipe-pane", "-O", "-t", &self.name])
+            .arg(format!("cat >> '{}'", file.display()))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", crate::support::said(&out));
     }
 
     /// Every paste buffer tmux keeps, as text.
