@@ -38,7 +38,8 @@ fn main() {
         kind: ModelKind::AnthropicMessages,
         upstream: front.url(),
         key: KEY.into(),
-        budget: None,
+        // A budget, so each request is reserved and settled as a run's with `budget.tokens` is.
+        budget: Some(1 << 40),
         dir: dir.path().to_path_buf(),
         socket: dir.path().join("model.sock"),
         authorities: Some(authority.clone()),
@@ -77,9 +78,14 @@ fn main() {
     println!("  tokens counted by the relay: {}", relay.spent());
 }
 
-/// A request for a streamed answer, with `key` as Anthropic's API takes it.
+/// A request for a streamed answer, with `key` as Anthropic's API takes it:
+/// a conversation of 64 KB, as an agent's turns grow to (the relay reads
+/// each body for the most it may cost).
 fn request(key: &str) -> Vec<u8> {
-    let body = r#"{"model":"scripted","stream":true,"max_tokens":64,"messages":[{"role":"user","content":"Say hello"}]}"#;
+    let body = format!(
+        r#"{{"model":"scripted","stream":true,"max_tokens":64,"messages":[{{"role":"user","content":"{}Say hello"}}]}}"#,
+        "earlier words ".repeat(64 * 1024 / 14)
+    );
     format!(
         "POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: {key}\r\n\
          anthropic-version: 2023-06-01\r\ncontent-type: application/json\r\n\

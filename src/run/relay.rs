@@ -5,9 +5,15 @@
 //! upstream over TLS with the node's key in its place, and streams the
 //! answer back event by event as it comes. It adds up each answer's usage
 //! as the service counts it (in and out, streamed or not), keeps the total
-//! in the run's `tokens` file, and once the total reaches the record's
-//! `budget.tokens` it cuts the answer that crossed it at an event's end
-//! and answers no more.
+//! in the run's `tokens` file, and holds the record's `budget.tokens` as a
+//! hard limit however many requests the run sends at once: before it
+//! forwards a request it reserves the most that request may cost (its
+//! `max_tokens`, or the service's ceiling when it names none, and its
+//! input reckoned at a token a byte of its body), refuses as the service
+//! would one the budget left cannot cover, and settles the reservation
+//! with what the service billed. An answer the run stops reading is read
+//! on by the relay to its usage, and counted. Once the budget is reached,
+//! or cannot cover a request, it answers no more.
 //!
 //! It listens on 127.0.0.1 (a port of its own) and on a Unix socket (the
 //! way in for a run without a network of the host's). Anything a run sends
@@ -42,6 +48,9 @@ const MAX_KEPT: usize = 8 << 20;
 /// The longest server-sent event held whole; a longer one is passed on as
 /// it comes, unread.
 const MAX_EVENT: usize = 8 << 20;
+/// The most output a request naming no `max_tokens` (`max_output_tokens`)
+/// is reckoned to cost: the most either service lets one answer hold.
+const OUTPUT_CEILING: u64 = 128_000;
 /// How long a connection to the upstream may take to open.
 const CONNECT: Duration = Duration::from_secs(15);
 
@@ -142,6 +151,8 @@ struct Shared {
     budget: Option<u64>,
     tokens_file: PathBuf,
     spent: AtomicU64,
+    /// What the requests under way may still cost, beyond what they billed so far.
+    reserved: Mutex<u64>,
     reached: AtomicBool,
     on_reached: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     written: Mutex<()>,
@@ -170,6 +181,7 @@ impl Relay {
             budget: s.budget,
             tokens_file: s.dir.join(TOKENS),
             spent: AtomicU64::new(0),
+            reserved: Mutex::new(0),
             reached: AtomicBool::new(false),
             on_reached: Mutex::new(None),
             written: Mutex::new(()),
@@ -629,6 +641,30 @@ pub fn error_answer(kind: ModelKind, status: u16, message: &str) -> Vec<u8> {
     out
 }
 
+/// The most `asked` may cost: the output it allows (its `max_tokens` or
+/// `max_output_tokens`, else [`OUTPUT_CEILING`]) and its input, reckoned at
+/// a token a byte of its body (no tokenizer makes more tokens of text than
+/// bytes, and a body's JSON only adds bytes). A request with no body
+/// generates nothing.
+fn bound(asked: &Asked) -> u64 {
+    if asked.body.is_empty() {
+        return 0;
+    }
+    #[derive(Deserialize)]
+    struct Limits {
+        #[serde(default)]
+        max_tokens: Option<serde_json::Value>,
+        #[serde(default)]
+        max_output_tokens: Option<serde_json::Value>,
+    }
+    let output = serde_json::from_slice::<Limits>(&asked.body)
+        .ok()
+        .and_then(|l| l.max_tokens.or(l.max_output_tokens))
+        .and_then(|v| v.as_u64())
+        .unwrap_or(OUTPUT_CEILING);
+    output.saturating_add(asked.body.len() as u64)
+}
+
 /// One chunk of a chunked body.
 fn chunk(bytes: &[u8]) -> Vec<u8> {
     let mut out = format!("{:x}\r\n", bytes.len()).into_bytes();
@@ -698,6 +734,62 @@ impl Shared {
             ))?;
             return Ok(false);
         }
+        let Some(reservation) = self.reserve(asked) else {
+            out.write_all(&error_answer(
+                self.kind,
+                400,
+                &format!(
+                    "the run's budget of {} tokens cannot cover this request: it may cost {} (its output limit and its input, reckoned at a token a byte)",
+                    thousands(self.budget.unwrap_or(0)),
+                    thousands(bound(asked)),
+                ),
+            ))?;
+            self.end();
+            return Ok(false);
+        };
+        let answered = self.forward(asked, out);
+        self.settle(reservation);
+        if self.reached() {
+            self.end();
+        }
+        answered
+    }
+
+    /// Reserves what `asked` may cost, when the budget left covers it
+    /// beside what the requests under way may cost; `None` when it does
+    /// not, the budget then marked reached. What is reserved (0 with no budget).
+    fn reserve(&self, asked: &Asked) -> Option<u64> {
+        let Some(budget) = self.budget else {
+            return Some(0);
+        };
+        let cost = bound(asked);
+        let mut reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
+        let spent = self.spent.load(Ordering::SeqCst);
+        if spent.saturating_add(*reserved).saturating_add(cost) > budget {
+            drop(reserved);
+            if !self.reached.swap(true, Ordering::SeqCst) {
+                (self.log)(&format!(
+                    "model relay: the run's budget of {} tokens cannot cover a request that may cost {} ({} spent): it answers no more",
+                    thousands(budget),
+                    thousands(cost),
+                    thousands(spent)
+                ));
+            }
+            return None;
+        }
+        *reserved += cost;
+        Some(cost)
+    }
+
+    /// Gives back a reservation once its answer is counted.
+    fn settle(&self, reservation: u64) {
+        let mut reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
+        *reserved = reserved.saturating_sub(reservation);
+    }
+
+    /// Forwards `asked` upstream and its answer back on `out`, counting
+    /// its usage; whether the connection may go on.
+    fn forward(&self, asked: &Asked, out: &mut impl Write) -> std::io::Result<bool> {
         let url = format!("{}{}", self.upstream, asked.target);
         let mut request = ureq::http::Request::builder()
             .method(asked.method.as_str())
@@ -784,6 +876,10 @@ impl Shared {
         let mut usage = Usage::default();
         let mut counted = 0u64;
         let mut kept = Vec::new();
+        // Once the run stops reading (or the budget cuts its answer), the
+        // answer is still read to its end: the service bills the whole
+        // generation, and its usage comes last.
+        let mut gone = false;
         let mut cut = false;
         loop {
             let n = match reader.read(&mut buf) {
@@ -794,6 +890,10 @@ impl Shared {
                         "model relay: the model service's answer to {} broke off: {e}",
                         asked.target.split('?').next().unwrap_or("")
                     ));
+                    if !stream && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&kept) {
+                        usage.read(&v);
+                    }
+                    self.count(usage.total(), counted);
                     return Ok(false);
                 }
             };
@@ -801,35 +901,36 @@ impl Shared {
                 if kept.len() < MAX_KEPT {
                     kept.extend_from_slice(&buf[..n]);
                 }
-                send(out, &buf[..n])?;
+                gone = gone || send(out, &buf[..n]).is_err();
                 continue;
             }
             for event in events.push(&buf[..n]) {
                 usage.read_event(&event);
                 counted = self.count(usage.total(), counted);
-                send(out, &event)?;
-                if self.reached() {
-                    cut = true;
-                    break;
+                if !gone && !cut {
+                    gone = send(out, &event).is_err();
                 }
-            }
-            if cut {
-                break;
+                cut = cut || self.reached();
             }
         }
-        if stream && !cut {
-            send(out, &events.rest())?;
+        if stream {
+            let rest = events.rest();
+            usage.read_event(&rest);
+            self.count(usage.total(), counted);
+            if !gone && !cut {
+                gone = send(out, &rest).is_err();
+            }
         }
         if !stream && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&kept) {
             usage.read(&v);
             self.count(usage.total(), counted);
         }
+        if gone {
+            return Ok(false);
+        }
         if chunked {
             out.write_all(b"0\r\n\r\n")?;
             out.flush()?;
-        }
-        if self.reached() {
-            self.end();
         }
         Ok(chunked && !cut && !self.reached())
     }

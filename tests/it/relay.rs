@@ -383,7 +383,7 @@ fn ask(url: &str, token: &str, body: &Value) -> (u16, String, bool) {
 }
 
 #[test]
-fn a_record_with_tokens_ends_at_its_budget_the_answer_cut_at_an_events_end() {
+fn a_record_with_tokens_is_answered_while_its_budget_covers_a_request_then_ends() {
     let model = Model::start(|_| Reply::text("a long answer ".repeat(20)));
     let tls = Tls::front(port_of(&model.url()));
     let (site, out) = search_site(&tls);
@@ -404,20 +404,22 @@ fn a_record_with_tokens_ends_at_its_budget_the_answer_cut_at_an_events_end() {
             .refused()
             .contains("budget.tokens")
     );
-    // The scripted server counts a request's input as its body's bytes
-    // over four, and its output as 1 at the start, 5 at the end: a budget
-    // between is crossed by the answer's last usage.
+    // The scripted server bills a request's input as its body's bytes over
+    // four, and 5 tokens out; the relay reserves its max_tokens and its
+    // input at a token a byte, so a budget that covers one such request
+    // beside what was spent, and not two, answers it whole and no more.
     let body = json!({"model": "m", "stream": true, "max_tokens": 10,
         "messages": [{"role": "user", "content": "Say a lot"}]});
-    let input = (body.to_string().len() / 4) as u64;
+    let reserved = body.to_string().len() as u64 + 10;
+    let billed = (body.to_string().len() / 4) as u64 + 5;
     let searched = (json!({"model": "m", "stream": true, "max_tokens": 10,
         "messages": [{"role": "user", "content": "Say hello"}]})
     .to_string()
     .len()
         / 4) as u64;
-    // The runner's own two requests spend `searched` + 5 each first.
+    // The runner's own two requests bill `searched` + 5 each first.
     let before = 2 * (searched + 5);
-    let budget = before + input + 3;
+    let budget = before + reserved + billed - 1;
     let record = create(&site, &out, &["--tokens", &budget.to_string()]);
     let all = results(&out);
     let done = step(&all, "done");
@@ -433,22 +435,22 @@ fn a_record_with_tokens_ends_at_its_budget_the_answer_cut_at_an_events_end() {
     );
     let (status, text, ended) = ask(url, token, &body);
     assert_eq!(status, 200);
-    assert!(ended, "the answer that crossed the budget ends cleanly");
-    let events: Vec<&str> = text
-        .split("\n\n")
-        .filter(|e| !e.is_empty())
-        .map(|e| e.lines().next().unwrap_or(""))
-        .collect();
-    assert!(text.ends_with("\n\n"), "cut at an event's end: {text:?}");
-    assert_eq!(
-        events.last(),
-        Some(&"event: message_delta"),
-        "cut after the event whose usage reached the budget: {events:?}"
+    assert!(
+        ended && text.contains("message_stop"),
+        "answered whole: {text:?}"
     );
-    assert!(!text.contains("message_stop"));
+    assert_eq!(ocx::run::relay::spent_in(&dir), Some(before + billed));
+    let (status, text, _) = ask(url, token, &body);
+    assert_eq!(status, 400, "{text}");
+    let error: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        error["error"]["type"], "invalid_request_error",
+        "in the service's shape: {error:#}"
+    );
+    assert!(text.contains("cannot cover this request"), "{text}");
     let (outcome, note) = site.response(&record);
     assert_eq!(outcome, "budget", "{note}");
-    let spent = before + input + 5;
+    let spent = before + billed;
     assert!(
         note.starts_with("tokens limit reached after ")
             && note.ends_with(&format!(
@@ -456,10 +458,172 @@ fn a_record_with_tokens_ends_at_its_budget_the_answer_cut_at_an_events_end() {
                 ocx::run::relay::thousands(spent),
                 ocx::run::relay::thousands(budget)
             )),
-        "{note}"
+        "what the service billed, never what was reserved: {note}"
     );
     let log = std::fs::read_to_string(dir.join("output.log")).unwrap();
-    assert!(log.contains("budget of"), "{log}");
+    assert!(log.contains("cannot cover a request"), "{log}");
+}
+
+/// A relay started here with `budget`, trusting `tls`'s authority; its log lines kept.
+fn budgeted(tls: &Tls, budget: u64) -> (Relay, tempfile::NamedTempFile) {
+    let ca = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(ca.path(), &tls.authority).unwrap();
+    let dir = tempfile::tempdir().unwrap().keep();
+    let relay = Relay::start(Settings {
+        kind: ModelKind::AnthropicMessages,
+        upstream: tls.url(),
+        key: KEY.into(),
+        budget: Some(budget),
+        dir: dir.clone(),
+        socket: dir.join("model.sock"),
+        authorities: Some(ca.path().to_path_buf()),
+        log: Box::new(|_| {}),
+    })
+    .unwrap();
+    (relay, ca)
+}
+
+#[test]
+fn requests_sent_at_once_never_spend_past_the_budget() {
+    let model = Model::start(|_| Reply::text("an answer"));
+    let tls = Tls::front(port_of(&model.url()));
+    let body = json!({"model": "m", "stream": true, "max_tokens": 10,
+        "messages": [{"role": "user", "content": "x".repeat(400)}]});
+    let billed = (body.to_string().len() / 4) as u64 + 5;
+    // Enough for about nine such answers one after another; the relay
+    // reserves about four times what each bills, so two at once.
+    let budget = 9 * billed + 3;
+    let (relay, _ca) = budgeted(&tls, budget);
+    let (url, token) = (relay.url(), relay.token().to_string());
+    let answers: Vec<(u16, String)> = std::thread::scope(|s| {
+        let started: Vec<_> = (0..16)
+            .map(|_| {
+                s.spawn(|| {
+                    let (status, text, _) = ask(&url, &token, &body);
+                    (status, text)
+                })
+            })
+            .collect();
+        started.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let forwarded = model.conversation().len() as u64;
+    assert!(forwarded >= 1, "{answers:?}");
+    assert!(
+        forwarded * billed <= budget,
+        "{forwarded} of 16 requests reached the service, billing {} against {budget}",
+        forwarded * billed
+    );
+    assert_eq!(
+        relay.spent(),
+        forwarded * billed,
+        "the spend is what the service billed"
+    );
+    for (status, text) in &answers {
+        assert!(
+            *status == 200 || (*status == 400 && text.contains("invalid_request_error")),
+            "{status}: {text}"
+        );
+    }
+    assert_eq!(
+        answers.iter().filter(|(s, _)| *s == 200).count() as u64,
+        forwarded
+    );
+}
+
+/// A model service of the test's own, plain HTTP on 127.0.0.1: each
+/// request answered with a stream of `events` Messages API events, a
+/// pause between each, the last billing `output` tokens out.
+fn slow_service(events: usize, output: u64) -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let serving = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length: ") {
+                length = n.trim().parse().unwrap();
+            }
+            if line.trim().is_empty() {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let mut out = stream;
+        let _ = out.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+        );
+        let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+        let _ = out.write_all(
+            event(
+                "message_start",
+                json!({"type": "message_start",
+            "message": {"id": "m", "usage": {"input_tokens": 100, "output_tokens": 1}}}),
+            )
+            .as_bytes(),
+        );
+        for i in 0..events {
+            std::thread::sleep(Duration::from_millis(150));
+            let delta = json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": format!("part {i} ")}});
+            if out
+                .write_all(event("content_block_delta", delta).as_bytes())
+                .is_err()
+            {
+                return;
+            }
+        }
+        let _ = out.write_all(
+            event(
+                "message_delta",
+                json!({"type": "message_delta",
+            "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": output}}),
+            )
+            .as_bytes(),
+        );
+        let _ = out.write_all(event("message_stop", json!({"type": "message_stop"})).as_bytes());
+    });
+    (port, serving)
+}
+
+#[test]
+fn an_answer_the_run_stops_reading_is_read_on_to_its_usage_and_counted() {
+    let (port, serving) = slow_service(8, 3_000);
+    let tls = Tls::front(port);
+    let (relay, _ca) = budgeted(&tls, 1_000_000);
+    let body = json!({"model": "m", "stream": true, "max_tokens": 4000,
+        "messages": [{"role": "user", "content": "Say a lot"}]})
+    .to_string();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", relay.port())).unwrap();
+    write!(
+        s,
+        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        relay.token(),
+        body.len()
+    )
+    .unwrap();
+    let mut r = BufReader::new(s);
+    let mut seen = String::new();
+    while !seen.contains("content_block_delta") {
+        let mut line = String::new();
+        assert!(r.read_line(&mut line).unwrap() > 0, "{seen}");
+        seen.push_str(&line);
+    }
+    // The run goes, its first words read: the service generates and bills on.
+    drop(r);
+    serving.join().unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while relay.spent() < 3_100 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        relay.spent(),
+        3_100,
+        "the whole answer as the service billed it"
+    );
 }
 
 /// A relay started here, its log lines kept.
