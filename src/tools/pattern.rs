@@ -244,18 +244,24 @@ fn fetch(call: &mut Call, url: &str) -> Result<Pattern, Stop> {
         return Err(Stop::field("pattern", "a pattern's URL names no login")
             .next("give a URL anyone may read"));
     }
-    if matches!(call.cx.who, crate::context::Who::Web { .. }) && !public(&parsed) {
-        return Err(Stop::field(
-            "pattern",
-            format!(
-                "{} is on the server's own network, which the page does not fetch from",
-                parsed.host_str().unwrap_or("")
-            ),
-        )
-        .next("give a public URL, or the pattern's name on this repository"));
-    }
+    // From the page, the URL's name is resolved once, its every address
+    // checked, and the fetch goes to those addresses alone.
+    let agent = if matches!(call.cx.who, crate::context::Who::Web { .. }) {
+        let addresses = public(&parsed).ok_or_else(|| {
+            Stop::field(
+                "pattern",
+                format!(
+                    "{} is on the server's own network, which the page does not fetch from",
+                    parsed.host_str().unwrap_or("")
+                ),
+            )
+            .next("give a public URL, or the pattern's name on this repository")
+        })?;
+        crate::http::agent_at(Some(FETCH_WITHIN), addresses)
+    } else {
+        crate::http::agent(Some(FETCH_WITHIN))
+    };
     call.read(format!("the pattern at {parsed}"));
-    let agent = crate::http::agent(Some(FETCH_WITHIN));
     let mut answer = agent.get(parsed.as_str()).call().map_err(|e| {
         Stop::field(
             "pattern",
@@ -303,20 +309,15 @@ fn fetch(call: &mut Call, url: &str) -> Result<Pattern, Stop> {
     })
 }
 
-/// Whether every address `url`'s host has is a public one.
-fn public(url: &url::Url) -> bool {
+/// The addresses `url`'s host has, resolved once, when every one is public.
+fn public(url: &url::Url) -> Option<Vec<std::net::SocketAddr>> {
     use std::net::{IpAddr, ToSocketAddrs};
-    let Some(host) = url.host_str() else {
-        return false;
-    };
+    let host = url.host_str()?;
     let port = url.port_or_known_default().unwrap_or(80);
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    let Ok(addrs) = (host, port).to_socket_addrs() else {
-        return false;
-    };
-    let addrs: Vec<IpAddr> = addrs.map(|a| a.ip()).collect();
-    !addrs.is_empty()
-        && addrs.iter().all(|ip| match ip {
+    let addrs: Vec<std::net::SocketAddr> = (host, port).to_socket_addrs().ok()?.collect();
+    let every_public = !addrs.is_empty()
+        && addrs.iter().map(|a| a.ip()).all(|ip| match ip {
             IpAddr::V4(v) => {
                 let o = v.octets();
                 !(v.is_loopback()
@@ -339,7 +340,8 @@ fn public(url: &url::Url) -> bool {
                     || (s[0] & 0xffc0) == 0xfe80
                     || mapped.is_some())
             }
-        })
+        });
+    every_public.then_some(addrs)
 }
 
 /// The record's fields: the pattern's, then each of `given` (the call's
@@ -440,8 +442,8 @@ mod tests {
             "http://[::ffff:127.0.0.1]/",
             "http://[fd00::1]/",
         ] {
-            assert!(!public(&url::Url::parse(u).unwrap()), "{u}");
+            assert!(public(&url::Url::parse(u).unwrap()).is_none(), "{u}");
         }
-        assert!(public(&url::Url::parse("http://93.184.215.14/").unwrap()));
+        assert!(public(&url::Url::parse("http://93.184.215.14/").unwrap()).is_some());
     }
 }
