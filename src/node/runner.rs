@@ -585,6 +585,25 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_page_is_told_from_no_page_naming_runner_and_the_pages_field() {
+        let refused = page(r#"{"command": ["x"], "hosts": ["10.0.0.1"]}"#).unwrap_err();
+        let why = Offered::Refused(refused).counting("probe").unwrap_err();
+        assert_eq!(why.field, "runner");
+        assert!(
+            why.reason.starts_with(
+                "this node refuses the page sandbox/probe that defines it, at hosts[0]: "
+            ),
+            "{}",
+            why.reason
+        );
+        let none = Offered::NoPage.refusal("probe").unwrap();
+        assert_eq!(none.field, "runner");
+        assert!(none.reason.contains("offers no runner"), "{}", none.reason);
+        let p = RunnerPage::of(vec!["x".into()]);
+        assert_eq!(Offered::Page(p.clone()).counting("probe"), Ok(p));
+    }
+
+    #[test]
     fn remote_names_its_arguments() {
         let p = page(r#"{"command": ["x"], "remote": ["--remote-control"]}"#).unwrap();
         assert_eq!(p.remote, vec!["--remote-control".to_string()]);
