@@ -142,12 +142,10 @@ fn run(word: &str, m: &ArgMatches) -> i32 {
             }
             0
         }
+        // Why it stopped is in the node's log, which is also its standard error.
         "node-daemon" => match crate::node::daemon::run(&path("root")) {
             Ok(()) => 0,
-            Err(e) => {
-                super::eprint(&format!("ocx node-daemon: {e}\n"));
-                1
-            }
+            Err(_) => 1,
         },
         "watch" => {
             let record = m.get_one::<String>("record").cloned().unwrap_or_default();

@@ -419,13 +419,16 @@ fn session(
         let _ = node::poke(root);
         Ok(())
     };
-    let page = match receipts.runner_page(repo, &r.record.runner) {
-        Ok(Some(p)) => p,
-        _ => {
+    let page = match receipts.runner(repo, &r.record.runner) {
+        Ok(offered) => match offered.counting(&r.record.runner) {
+            Ok(p) => p,
+            Err(p) => return answer("unenforced", &format!("{}: {}", p.field, p.reason)),
+        },
+        Err(e) => {
             return answer(
                 "unenforced",
                 &format!(
-                    "runner: the page sandbox/{} no longer counts",
+                    "runner: the page sandbox/{} could not be read: {e}",
                     r.record.runner
                 ),
             );

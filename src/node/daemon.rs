@@ -1,7 +1,11 @@
 //! The node's one long-lived process (`ocx node-daemon`): it wakes on a
 //! poke at its socket (from Fossil's hook, or from OCX's own writes), and
 //! on every change of the repository file (inotify): interrupts, never a
-//! timer. At its start, and at `ocx node start`, it answers `lost` for each
+//! timer. It stops, saying why in its log where it still can, once its
+//! repository or its root is gone (or its root made anew): told at once
+//! by inotify when either is removed or renamed, and looking every
+//! [`LOOK`] besides, for what inotify cannot see (a directory above them
+//! moved). At its start, and at `ocx node start`, it answers `lost` for each
 //! open session whose watcher is gone, and clears each run's filesystem
 //! that a watcher gone without unmounting it left. It claims its runs' host uids for as
 //! long as it lives, and its socket is its own account's alone (0600): the
@@ -15,6 +19,7 @@ use super::receipts::Server;
 use super::wake::{self, State};
 use super::{NodeError, machine};
 use crate::fossil::kept::Kept;
+use nix::sys::inotify::AddWatchFlags;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
@@ -127,6 +132,9 @@ enum Woken {
     /// A change of the repository file, perhaps one of several writes of
     /// one commit under way.
     Changed,
+    /// The root, a file in it, or the repository file removed or moved:
+    /// the node looks whether it can go on, and wakes for nothing else.
+    Moved,
 }
 
 /// How long a change of the repository file waits for the rest of its
@@ -138,19 +146,101 @@ const GATHER: std::time::Duration = std::time::Duration::from_millis(5);
 /// logged and answered.
 pub fn run_foreground(root: &Path) -> Result<(), NodeError> {
     log::to_stderr_too();
-    let ran = run(root);
+    run(root)
+}
+
+/// Runs the node at `root` until it is killed, or until its repository or
+/// root is gone; a fatal error is logged (where the root still is) and
+/// answered. Returns at once when another node process already runs there.
+pub fn run(root: &Path) -> Result<(), NodeError> {
+    let ran = serve(root);
     if let Err(e) = &ran {
         log::write(root, &[Event::new(Done::NodeStopped, e.to_string())]);
     }
     ran
 }
 
-/// Runs the node at `root` until it is killed. Returns at once when
-/// another node process already runs there.
-pub fn run(root: &Path) -> Result<(), NodeError> {
-    let Some(_lock) = super::lock(&root.join("node.lock"), false)? else {
+/// How long the node waits, with nothing to wake it, before it looks
+/// whether its repository and root are still there.
+pub const LOOK: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a node stands on: its root's lock, as the node holds it, and its
+/// repository's path.
+struct Ground<'a> {
+    root: &'a Path,
+    repository: &'a Path,
+    lock: (u64, u64),
+}
+
+impl Ground<'_> {
+    /// Why the node cannot go on, when it cannot: its repository is gone,
+    /// its root is gone, or its root was made anew (its lock file another,
+    /// which another node may hold).
+    fn gone(&self) -> Option<NodeError> {
+        use std::os::unix::fs::MetadataExt;
+        let missing = |p: &Path| matches!(std::fs::metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+        if missing(self.repository) {
+            return Some(NodeError::Gone(format!(
+                "its repository {} is gone",
+                self.repository.display()
+            )));
+        }
+        match std::fs::metadata(self.root.join("node.lock")) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(NodeError::Gone(format!(
+                "its root {} is gone",
+                self.root.display()
+            ))),
+            Ok(m) if (m.dev(), m.ino()) != self.lock => Some(NodeError::Gone(format!(
+                "its root {} was made anew, its lock another node's to take",
+                self.root.display()
+            ))),
+            _ => None,
+        }
+    }
+}
+
+/// What removes or moves the node's root, or a file in it.
+const ROOT_CHANGES: AddWatchFlags = AddWatchFlags::from_bits_truncate(
+    nix::libc::IN_DELETE
+        | nix::libc::IN_MOVED_FROM
+        | nix::libc::IN_DELETE_SELF
+        | nix::libc::IN_MOVE_SELF,
+);
+
+/// What removes or moves the repository file (its link count changing is
+/// an attribute's change).
+const REPOSITORY_CHANGES: AddWatchFlags = AddWatchFlags::from_bits_truncate(
+    nix::libc::IN_ATTRIB | nix::libc::IN_DELETE_SELF | nix::libc::IN_MOVE_SELF,
+);
+
+/// Sends [`Woken::Moved`] on `tx` whenever the root or the repository may
+/// have been removed or moved, from a thread that lives until `tx`'s
+/// receiver is gone.
+fn on_moved(root: &Path, repository: &Path, tx: mpsc::Sender<Woken>) -> Result<(), NodeError> {
+    use nix::sys::inotify::{InitFlags, Inotify};
+    let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(std::io::Error::from)?;
+    inotify
+        .add_watch(root, ROOT_CHANGES)
+        .map_err(std::io::Error::from)?;
+    inotify
+        .add_watch(repository, REPOSITORY_CHANGES)
+        .map_err(std::io::Error::from)?;
+    std::thread::spawn(move || {
+        while inotify.read_events().is_ok() {
+            if tx.send(Woken::Moved).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(())
+}
+
+fn serve(root: &Path) -> Result<(), NodeError> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(lock) = super::lock(&root.join("node.lock"), false)? else {
         return Ok(());
     };
+    let held = lock.metadata()?;
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
     let _claim = claim_uids(root, &cfg)?;
@@ -173,7 +263,13 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
             }
         }
     });
-    crate::fossil::wait::on_change(&cfg.repository, tx, Woken::Changed)?;
+    crate::fossil::wait::on_change(&cfg.repository, tx.clone(), Woken::Changed)?;
+    on_moved(root, &cfg.repository, tx)?;
+    let ground = Ground {
+        root,
+        repository: &cfg.repository,
+        lock: (held.dev(), held.ino()),
+    };
     let pulling = Arc::new(AtomicBool::new(false));
     let server = match &cfg.machine {
         Some(_) => {
@@ -223,13 +319,24 @@ pub fn run(root: &Path) -> Result<(), NodeError> {
             ),
         }
         loop {
-            let Ok(woken) = rx.recv() else {
-                return Ok(());
+            let woken = match rx.recv_timeout(LOOK) {
+                Ok(w) => Some(w),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             };
-            if woken == Woken::Changed {
+            if woken == Some(Woken::Changed) {
                 std::thread::sleep(GATHER);
             }
-            while rx.try_recv().is_ok() {}
+            let mut wakes = matches!(woken, Some(Woken::Poked | Woken::Changed));
+            while let Ok(w) = rx.try_recv() {
+                wakes |= w != Woken::Moved;
+            }
+            if let Some(gone) = ground.gone() {
+                return Err(gone);
+            }
+            if !wakes {
+                continue;
+            }
             // What the listener's pull writes wakes the node once, when the
             // pull is done.
             if !pulling.load(Ordering::Acquire) {

@@ -108,45 +108,36 @@ pub fn check_enforceable(
     repo: &Repository,
     record: &Record,
 ) -> Result<Result<(), Problem>, NodeError> {
-    let page = match record.runner == runner::COMMAND {
+    let offered = match record.runner == runner::COMMAND {
         true => None,
-        false => Receipts::served(repo).runner_page(repo, &record.runner)?,
+        false => Some(Receipts::served(repo).runner(repo, &record.runner)?),
     };
-    let runner_found = record.runner == runner::COMMAND || page.is_some();
-    let names_model = page.is_some_and(|p| p.model.is_some());
     let ceiling = super::root_of(repo)?
         .and_then(|root| NodeConfig::load(&root))
         .map(|c| c.ceiling)
         .unwrap_or_default();
     Ok(enforceable(
         record,
-        runner_found,
-        names_model,
+        offered.as_ref(),
         &restrictions_enforced(),
         &ceiling,
     ))
 }
 
-/// [`check_enforceable`] once the runner is looked for: whether its page
-/// counts (`runner_found`) and names its model service (`names_model`,
-/// whose relay alone counts tokens), the restrictions this node enforces
-/// and its ceiling.
+/// [`check_enforceable`] once the runner is looked for: how this node
+/// finds its page (none for `command`), which must count and read, and
+/// name its model service where the record counts tokens (its relay alone
+/// counts them), the restrictions this node enforces and its ceiling.
 pub fn enforceable(
     record: &Record,
-    runner_found: bool,
-    names_model: bool,
+    offered: Option<&runner::Offered>,
     enforced: &[String],
     ceiling: &crate::run::Ceiling,
 ) -> Result<(), Problem> {
-    if !runner_found {
-        return Err(Problem {
-            field: "runner".into(),
-            reason: format!(
-                "this node offers no runner {:?} (no counting wiki page sandbox/{})",
-                record.runner, record.runner
-            ),
-        });
+    if let Some(why) = offered.and_then(|o| o.refusal(&record.runner)) {
+        return Err(why);
     }
+    let names_model = matches!(offered, Some(runner::Offered::Page(p)) if p.model.is_some());
     if record.budget.tokens.is_some() && !names_model {
         return Err(Problem {
             field: "budget.tokens".into(),

@@ -70,6 +70,9 @@ pub enum NodeError {
     /// An agent machine's wake stopped at an arrival until the server answers.
     #[error("{0}")]
     Away(String),
+    /// The node's process stopped: what it stands on is gone, as this says.
+    #[error("{0}")]
+    Gone(String),
 }
 
 /// Answers `record` with `outcome` as the node's login: on the served

@@ -508,10 +508,19 @@ impl<'a> Receipts<'a> {
         repo: &Repository,
         name: &str,
     ) -> Result<Option<RunnerPage>, NodeError> {
+        Ok(self.runner(repo, name)?.page())
+    }
+
+    /// Runner `name` as this node finds it in `repo`: the counting version
+    /// of its page read, or why it offers none.
+    pub fn runner(&self, repo: &Repository, name: &str) -> Result<runner::Offered, NodeError> {
         let Some(counting) = self.counting_version(repo, &runner::page_name(name))? else {
-            return Ok(None);
+            return Ok(runner::Offered::NoPage);
         };
-        Ok(runner::read_page(&counting.text).ok())
+        Ok(match runner::read_page(&counting.text) {
+            Ok(p) => runner::Offered::Page(p),
+            Err(p) => runner::Offered::Refused(p),
+        })
     }
 
     /// The version of wiki page `page` that counts: the newest, in the

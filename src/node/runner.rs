@@ -333,6 +333,57 @@ pub fn page_name(name: &str) -> String {
     format!("sandbox/{name}")
 }
 
+/// A runner as a node finds it: its page, or why it offers none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Offered {
+    /// Its page counts and reads.
+    Page(RunnerPage),
+    /// No version of its page counts: none was written, or none by a
+    /// login holding admin or setup.
+    NoPage,
+    /// Its counting version is refused: the page's field at fault, and why.
+    Refused(Problem),
+}
+
+impl Offered {
+    /// The page, when it counts and reads.
+    pub fn page(self) -> Option<RunnerPage> {
+        match self {
+            Offered::Page(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The page, or why a record naming the runner `name` (the built-in
+    /// `command` aside) cannot run here, naming the record's field
+    /// `runner`.
+    pub fn counting(self, name: &str) -> Result<RunnerPage, Problem> {
+        let reason = match self {
+            Offered::Page(p) => return Ok(p),
+            Offered::NoPage => format!(
+                "this node offers no runner {name:?} (no counting wiki page {})",
+                page_name(name)
+            ),
+            Offered::Refused(p) => format!(
+                "this node refuses the page {} that defines it, at {}: {}",
+                page_name(name),
+                p.field,
+                p.reason
+            ),
+        };
+        Err(Problem {
+            field: "runner".into(),
+            reason,
+        })
+    }
+
+    /// Why a record naming the runner `name` cannot run here, as
+    /// [`Offered::counting`] says; none when its page counts and reads.
+    pub fn refusal(&self, name: &str) -> Option<Problem> {
+        self.clone().counting(name).err()
+    }
+}
+
 /// A runner page's definition: its first fenced JSON block, read as a
 /// [`RunnerPage`]; refused naming the field at fault.
 pub fn read_page(text: &[u8]) -> Result<RunnerPage, Problem> {
@@ -375,17 +426,39 @@ pub struct LastError {
     pub error: String,
 }
 
+/// A run's last error as its directory keeps it: with its record, by full
+/// hash (none in a file an earlier release wrote).
+#[derive(Serialize, Deserialize)]
+struct KeptError {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    record: Option<String>,
+    #[serde(flatten)]
+    error: LastError,
+}
+
 /// The last error kept in the run directory `dir`, if any (readable only by
 /// the node's account).
 pub fn last_error(dir: &std::path::Path) -> Option<LastError> {
-    serde_json::from_slice(&std::fs::read(dir.join(LAST_ERROR)).ok()?).ok()
+    kept_error(dir).map(|(_, e)| e)
 }
 
-/// Keeps `error` as the last error of the run in `dir`, its owner's alone.
-pub fn keep_error(dir: &std::path::Path, error: &str) {
-    let kept = LastError {
-        at: crate::fossil::artifact::now(),
-        error: error.to_string(),
+/// The last error kept in the run directory `dir`, with the record it
+/// names (none when an earlier release kept it).
+pub fn kept_error(dir: &std::path::Path) -> Option<(Option<String>, LastError)> {
+    let kept: KeptError =
+        serde_json::from_slice(&std::fs::read(dir.join(LAST_ERROR)).ok()?).ok()?;
+    Some((kept.record, kept.error))
+}
+
+/// Keeps `error` as the last error of `record`'s run in `dir`, its owner's
+/// alone.
+pub fn keep_error(dir: &std::path::Path, record: &str, error: &str) {
+    let kept = KeptError {
+        record: Some(record.to_string()),
+        error: LastError {
+            at: crate::fossil::artifact::now(),
+            error: error.to_string(),
+        },
     };
     let _ = crate::file::write_whole(
         &dir.join(LAST_ERROR),
@@ -509,6 +582,25 @@ mod tests {
         let both = r#"{"command": ["x"], "credentials": [{"name": "k", "env": "OPENAI_API_KEY"}],
             "model": {"kind": "openai-responses", "upstream": "https://x", "credential": "k"}}"#;
         assert_eq!(page(both).unwrap_err().field, "credentials[0].name");
+    }
+
+    #[test]
+    fn a_refused_page_is_told_from_no_page_naming_runner_and_the_pages_field() {
+        let refused = page(r#"{"command": ["x"], "hosts": ["10.0.0.1"]}"#).unwrap_err();
+        let why = Offered::Refused(refused).counting("probe").unwrap_err();
+        assert_eq!(why.field, "runner");
+        assert!(
+            why.reason.starts_with(
+                "this node refuses the page sandbox/probe that defines it, at hosts[0]: "
+            ),
+            "{}",
+            why.reason
+        );
+        let none = Offered::NoPage.refusal("probe").unwrap();
+        assert_eq!(none.field, "runner");
+        assert!(none.reason.contains("offers no runner"), "{}", none.reason);
+        let p = RunnerPage::of(vec!["x".into()]);
+        assert_eq!(Offered::Page(p.clone()).counting("probe"), Ok(p));
     }
 
     #[test]

@@ -801,16 +801,13 @@ impl Node<'_> {
         let enforceable = match self.receipts.asked() {
             None => enforce::check_enforceable(self.repo, &r.record)?,
             Some(_) => {
-                let page = match r.record.runner == runner::COMMAND {
+                let offered = match r.record.runner == runner::COMMAND {
                     true => None,
-                    false => self.receipts.runner_page(self.repo, &r.record.runner)?,
+                    false => Some(self.receipts.runner(self.repo, &r.record.runner)?),
                 };
-                let found = r.record.runner == runner::COMMAND || page.is_some();
-                let names_model = page.is_some_and(|p| p.model.is_some());
                 enforce::enforceable(
                     &r.record,
-                    found,
-                    names_model,
+                    offered.as_ref(),
                     &enforce::machine_restrictions_enforced(),
                     &self.cfg.ceiling,
                 )

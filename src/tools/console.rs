@@ -71,8 +71,8 @@ pub struct RunView {
     pub outcome: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// The last error its agent met, in the agent's words (running runs,
-    /// where the node's own account asks).
+    /// The last error its agent met, in the agent's words (where the
+    /// node's own account asks).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<crate::node::runner::LastError>,
     /// The model tokens it has spent, as its relay counts them (running
@@ -276,6 +276,12 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
     }
     ended.reverse();
     ended.truncate(ENDED_MAX);
+    if let Some(root) = node_root.as_deref() {
+        for view in &mut ended {
+            let dir = crate::node::config::NodeConfig::run_dir(root, &view.record);
+            view.last_error = crate::node::runner::last_error(&dir);
+        }
+    }
     if node_root.is_some() && !running.is_empty() {
         mark_terminals(call, &mut running)?;
     }

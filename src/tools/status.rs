@@ -3,8 +3,9 @@
 //! restrictions the node enforces, its ceiling on each run's memory,
 //! processes and disk, the host uids its runs run as, its site's policy
 //! for scripts, its git export (what it last exported, what awaits, the
-//! last failure), and a warning when the repository file is open to
-//! other accounts. Writes nothing.
+//! last failure), the last errors of its runs open and ended lately, and a
+//! warning when the repository file is open to other accounts. Writes
+//! nothing.
 
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
@@ -67,7 +68,9 @@ pub struct Output {
     /// the node's own account sees them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<String>,
-    /// The node's open runs whose agent met an error, with its last one (on a node).
+    /// The last error of each open run whose agent met one, and of the runs
+    /// ended lately (their error kept within the last 7 days, the newest 10),
+    /// newest first (on a node, as the node's own account sees them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub run_errors: Vec<RunError>,
     /// On a node (or an agent machine): whether the URL it is served at (its
@@ -102,11 +105,13 @@ pub struct Site {
     pub runs_only_fossils_scripts: bool,
 }
 
-/// An open run's last error, as status shows it.
+/// A run's last error, as status shows it.
 #[derive(Serialize, JsonSchema)]
 pub struct RunError {
     /// Its record, by full hash.
     pub record: String,
+    /// Whether its record is still open (its run going); false once answered.
+    pub open: bool,
     /// The last error its agent met.
     pub last_error: crate::node::runner::LastError,
 }
@@ -233,17 +238,76 @@ pub struct FossilProgram {
 /// The `status` tool.
 pub struct Status;
 
-/// The last error of each open run under the node's `root` that met one.
-fn run_errors(root: &std::path::Path) -> Vec<RunError> {
-    crate::node::wake::State::load(root)
-        .open
-        .into_keys()
-        .filter_map(|record| {
-            let dir = crate::node::config::NodeConfig::run_dir(root, &record);
-            let last_error = crate::node::runner::last_error(&dir)?;
-            Some(RunError { record, last_error })
+/// How long an ended run's last error is shown, counted from when it was kept.
+const ENDED_WITHIN: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// How many ended runs' last errors are shown at most.
+const ENDED_MAX: usize = 10;
+
+/// The last errors kept in the run directories under the node's `root`:
+/// each open run's, and those of the [`ENDED_MAX`] runs ended lately
+/// whose error was kept within [`ENDED_WITHIN`], newest first. A run's
+/// directory is kept once it ends; its record is named as its last error
+/// names it, else (an error an earlier release kept) as `repo` resolves
+/// its directory's name.
+fn run_errors(root: &std::path::Path, repo: &crate::fossil::Repository) -> Vec<RunError> {
+    use crate::node::config::NodeConfig;
+    let open: std::collections::BTreeMap<std::path::PathBuf, String> =
+        crate::node::wake::State::load(root)
+            .open
+            .into_keys()
+            .map(|record| (NodeConfig::run_dir(root, &record), record))
+            .collect();
+    let Ok(dirs) = std::fs::read_dir(root.join("runs")) else {
+        return Vec::new();
+    };
+    let now = std::time::SystemTime::now();
+    let mut kept: Vec<(std::time::SystemTime, std::path::PathBuf)> = dirs
+        .filter_map(|d| {
+            let dir = d.ok()?.path();
+            let at = std::fs::metadata(dir.join(crate::node::runner::LAST_ERROR))
+                .ok()?
+                .modified()
+                .ok()?;
+            let lately = now
+                .duration_since(at)
+                .map_or(true, |ago| ago <= ENDED_WITHIN);
+            (open.contains_key(&dir) || lately).then_some((at, dir))
         })
-        .collect()
+        .collect();
+    kept.sort_by_key(|k| std::cmp::Reverse(k.0));
+    let mut shown = Vec::new();
+    let mut ended = 0;
+    for (_, dir) in kept {
+        let is_open = open.contains_key(&dir);
+        if !is_open && ended == ENDED_MAX {
+            continue;
+        }
+        let Some((named, last_error)) = crate::node::runner::kept_error(&dir) else {
+            continue;
+        };
+        let record = match (open.get(&dir), named) {
+            (Some(r), _) => r.clone(),
+            (None, Some(r)) => r,
+            (None, None) => {
+                let name = dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                match repo.resolve(&name) {
+                    Ok(crate::fossil::repo::Lookup::One(_, hash)) => hash,
+                    _ => name,
+                }
+            }
+        };
+        ended += usize::from(!is_open);
+        shown.push(RunError {
+            record,
+            open: is_open,
+            last_error,
+        });
+    }
+    shown
 }
 
 impl Tool for Status {
@@ -320,7 +384,10 @@ impl Tool for Status {
                 .as_deref()
                 .map(crate::node::credentials::names)
                 .unwrap_or_default(),
-            run_errors: root.as_deref().map(run_errors).unwrap_or_default(),
+            run_errors: root
+                .as_deref()
+                .map(|root| run_errors(root, repo))
+                .unwrap_or_default(),
             site: (is_node && machine.is_none()
                 || matches!(call.cx.who, crate::context::Who::Web { .. }))
             .then(|| repo.content_security_policy().ok())

@@ -518,23 +518,56 @@ fn a_missing_login_is_said_in_the_thread_and_ends_the_run() {
 }
 
 #[test]
-fn a_refused_key_is_said_at_once_and_shown_as_the_runs_last_error() {
+fn a_refused_key_is_said_at_once_in_the_services_words_and_shown_by_status_once_the_run_ended() {
     claude_and_codex(|agent| {
         let model = Model::start(|_| Reply::Error(401));
         let site = Site::new(agent, &model, Some("a-key-the-service-refuses"));
         let started = Instant::now();
         let record = site.record(&[]);
         let user = site.user_of(&record);
-        site.said(&record, &user, "refused");
+        let (_, _, said) = site.said(&record, &user, "refused");
         assert!(
             started.elapsed() < Duration::from_secs(40),
             "{agent:?}: the refusal is said within 30 s of the first"
         );
-        let dir = site.run_dir(&record);
-        let kept = ocx::node::runner::last_error(&dir);
-        assert!(kept.is_some(), "{agent:?}: the last error is kept");
+        // The service's own words, as far as the agent tells them: Codex
+        // keeps the service's answer in its event's details (its message
+        // counts its tries); Claude Code tells the status and its kind.
+        let words = match agent {
+            Agent::Claude => "authentication_failed",
+            Agent::Codex => "Incorrect API key provided",
+        };
+        assert!(
+            said.contains(words) && said.contains("401") && !said.contains("Reconnecting"),
+            "{agent:?}: {said}"
+        );
         let (outcome, note) = site.response(&record);
         assert_eq!(outcome, "exited", "{agent:?}: {note}");
+        let until = Instant::now() + PATIENCE;
+        let shown = loop {
+            let status = site.json(&["status"]);
+            let errors = status["run_errors"].as_array().cloned().unwrap_or_default();
+            if let Some(e) = errors
+                .iter()
+                .find(|e| e["record"] == record.as_str() && e["open"] == false)
+            {
+                break e.clone();
+            }
+            assert!(
+                Instant::now() < until,
+                "{agent:?}: status shows the ended run's last error: {status:#}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let error = shown["last_error"]["error"].as_str().unwrap();
+        assert!(error.contains(words), "{agent:?}: {shown:#}");
+        let console = site.json(&["console"]);
+        let ended = console["ended"].as_array().cloned().unwrap_or_default();
+        assert!(
+            ended.iter().any(|r| r["record"] == record.as_str()
+                && r["last_error"]["error"].as_str() == Some(error)),
+            "{agent:?}: console shows it with the ended run: {console:#}"
+        );
     });
 }
 

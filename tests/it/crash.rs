@@ -674,3 +674,83 @@ fn node_stop_lists_a_command_run_going_and_with_runs_ends_it_answered_stopped_on
     );
     s.node.repo.json(&["node", "stop"]).ok();
 }
+
+/// A repository in `sub` of a directory of its own, made a node (its hook
+/// installed, pointing at a port no server listens on) and its node's
+/// process started; the repository, and that process as the tests see it.
+fn node_in(sub: &str) -> (support::Repo, support::OcxProcess) {
+    let dir = tempfile::Builder::new()
+        .prefix("ocx-test-")
+        .tempdir()
+        .unwrap();
+    std::fs::create_dir(dir.path().join(sub)).unwrap();
+    let file = dir.path().join(sub).join("repo.fossil");
+    let made = Command::new(support::fossil())
+        .args(["new", "--admin-user", "admin"])
+        .arg(&file)
+        .env("USER", "admin")
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", support::said(&made));
+    let repo = support::Repo { dir, file };
+    repo.fossil(&["user", "default", "admin"]);
+    repo.json(&["hook", "install", "--url", "http://127.0.0.1:9/"])
+        .ok();
+    repo.json(&["node", "start"]).ok();
+    let root = repo.node_root();
+    let pid: i32 = std::fs::read_to_string(root.join("node.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let seen = support::nodes_and_watchers_under(repo.dir.path());
+    assert!(
+        seen.len() == 1 && seen[0].pid == pid && seen[0].command() == "node-daemon",
+        "the node's process {pid}, and it alone, is seen running under its root: {seen:?}"
+    );
+    assert_eq!(seen[0].root(), Some(root.as_path()));
+    (repo, seen.into_iter().next().unwrap())
+}
+
+/// Waits up to a minute for process `pid` to end; how long it took.
+fn ends_within_a_minute(pid: i32, what: &str) -> Duration {
+    let started = Instant::now();
+    while !support::ended(pid) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the node's process {pid} lived on a minute after {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    started.elapsed()
+}
+
+#[test]
+fn a_node_whose_repository_or_root_is_removed_stops_within_a_minute_saying_why_where_it_can() {
+    // The repository removed: at once, said in the log its root keeps.
+    let (repo, node) = node_in("a");
+    let root = repo.node_root();
+    std::fs::remove_file(&repo.file).unwrap();
+    let took = ends_within_a_minute(node.pid, "its repository was removed");
+    assert!(took < Duration::from_secs(10), "told at once: {took:?}");
+    let stopped = support::until_logged(&root, 5, |e| e["done"] == "node stopped");
+    let why = stopped["why"].as_str().unwrap();
+    assert!(
+        why.contains("repository") && why.contains(repo.file.to_str().unwrap()),
+        "{why}"
+    );
+    assert!(support::nodes_and_watchers_under(repo.dir.path()).is_empty());
+
+    // Its root removed: at once, with nowhere left to say why.
+    let (repo, node) = node_in("b");
+    std::fs::remove_dir_all(repo.node_root()).unwrap();
+    let took = ends_within_a_minute(node.pid, "its root was removed");
+    assert!(took < Duration::from_secs(10), "told at once: {took:?}");
+    assert!(repo.file.is_file(), "its repository is left as it was");
+
+    // A directory above both moved away, of which inotify need tell the
+    // node nothing: within a minute all the same.
+    let (repo, node) = node_in("c");
+    std::fs::rename(repo.dir.path().join("c"), repo.dir.path().join("moved")).unwrap();
+    ends_within_a_minute(node.pid, "the directory above it was moved");
+}

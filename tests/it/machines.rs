@@ -217,8 +217,10 @@ impl Site {
 }
 
 impl Drop for Site {
+    /// Ends the served node's runs too: a test that runs a record on the
+    /// node itself leaves no watcher going.
     fn drop(&mut self) {
-        let _ = self.repo.json(&["node", "stop"]);
+        let _ = self.repo.json(&["node", "stop", "--runs"]);
         self.halt();
     }
 }

@@ -389,6 +389,64 @@ fn records_the_node_must_not_act_on_are_ignored_or_refused() {
 }
 
 #[test]
+fn a_runner_page_the_node_refuses_is_answered_naming_its_field_and_why_in_the_response_and_the_log()
+{
+    let s = Served::new();
+    crate::support::runner_page(
+        &s.node.repo,
+        "own-tools",
+        &json!({"command": ["/usr/bin/claude", "-p", "--allowedTools", "Bash"],
+            "input": "claude-stream-json"}),
+    );
+    crate::support::runner_page(
+        &s.node.repo,
+        "numbered",
+        &json!({"command": ["/bin/cat"], "hosts": ["10.0.0.1:443"], "input": "lines"}),
+    );
+    for (runner, field, why) in [
+        (
+            "own-tools",
+            "command",
+            "\"--allowedTools\" is the node's to give",
+        ),
+        ("numbered", "hosts[0]", "an address written as a number"),
+    ] {
+        let record = s
+            .node
+            .repo
+            .json(&[
+                "create",
+                "--runner",
+                runner,
+                "--objective",
+                "x",
+                "--wall",
+                "1m",
+            ])
+            .ok()["record"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (outcome, note, _) = s.response(&record).expect("answered");
+        assert_eq!(outcome, "refused", "{runner}");
+        let said = format!("at {field}: ");
+        assert!(
+            note.starts_with("runner: ")
+                && note.contains(&format!("sandbox/{runner}"))
+                && note.contains(&said)
+                && note.contains(why),
+            "the response says which field of the page and why: {note}"
+        );
+        assert!(!note.contains("offers no runner"), "{note}");
+        let logged = crate::support::until_logged(&s.root(), 10, |e| {
+            crate::support::is(e, "refused", &record)
+        });
+        assert_eq!(logged["why"], note.as_str(), "the node's log says it too");
+    }
+    assert_eq!(s.log(), "", "no run started");
+}
+
+#[test]
 fn a_killed_watcher_is_answered_lost_once() {
     let s = Served::new();
     let record = s.record(&[]);

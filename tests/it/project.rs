@@ -78,6 +78,31 @@ fn tags(repo: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Stops the node of `demo.fossil` in `dir` as its administrator, and
+/// holds that no node process or run watcher is left whose root lies in
+/// `dir`: a test ends every process it starts.
+fn stop_node(dir: &Path) {
+    let root = ocx::node::config::default_root(&dir.join("demo.fossil").canonicalize().unwrap());
+    let pid: i32 = std::fs::read_to_string(root.join("node.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let seen = crate::support::nodes_and_watchers_under(dir);
+    assert!(
+        seen.iter().any(|p| p.pid == pid),
+        "its node's process {pid} is seen running before it is stopped: {seen:?}"
+    );
+    let stopped = ocx(
+        dir,
+        &["node", "stop", "-R", "demo.fossil", "--user", "admin"],
+    )
+    .ok();
+    assert_eq!(stopped["running"], false, "{stopped:#}");
+    let left = crate::support::nodes_and_watchers_under(dir);
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
 fn place() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::Builder::new()
@@ -155,7 +180,7 @@ fn a_git_repository_becomes_a_node_in_one_command_with_its_branches_tags_export_
     )
     .ok();
     assert_eq!(patterns["patterns"].as_array().unwrap().len(), 3);
-    let _ = ocx(dir.path(), &["node", "stop", "-R", "demo.fossil"]);
+    stop_node(dir.path());
 
     // Without --from: a new empty repository.
     let empty = ocx(dir.path(), &["project", "blank"]).ok();
@@ -351,7 +376,7 @@ fn upstream_brings_its_new_commits_onto_each_branch_or_beside_one_fossil_moved_a
         std::thread::sleep(Duration::from_millis(200));
     }
     crate::support::until_logged(&root, 30, |e: &Value| e["done"] == "upstream brought");
-    let _ = ocx(dir.path(), &["node", "stop", "-R", "demo.fossil"]);
+    stop_node(dir.path());
 }
 
 #[test]

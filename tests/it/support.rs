@@ -779,3 +779,185 @@ pub fn response_to(repo: &Repo, record: &str) -> (String, String) {
     }
     panic!("no response to {record}: {}", node_log_text(&root));
 }
+
+/// A process of the tests' own `ocx` program, alive: its pid and its
+/// arguments (the program's path first).
+#[derive(Debug, Clone)]
+pub struct OcxProcess {
+    pub pid: i32,
+    pub args: Vec<String>,
+}
+
+impl OcxProcess {
+    /// The directory its `--root` names, if it names one (a node's
+    /// process and a run's watcher do).
+    pub fn root(&self) -> Option<&Path> {
+        let at = self.args.iter().position(|a| a == "--root")?;
+        self.args.get(at + 1).map(Path::new)
+    }
+
+    /// What it is: its first argument after the program (`node-daemon`,
+    /// `watch`, ...).
+    pub fn command(&self) -> &str {
+        self.args.get(1).map(String::as_str).unwrap_or("")
+    }
+}
+
+/// The `(state, start time)` of process `pid` as `/proc/PID/stat` says
+/// (its start time in clock ticks since the host booted).
+fn stat_of(pid: &str) -> Option<(char, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
+/// The processes of the tests' `ocx` program alive now (a zombie is no
+/// longer alive), started since `since` (a start time as `/proc` counts
+/// it; 0 for any).
+///
+/// A process is the program's when `/proc/PID/exe` is its file, as the
+/// kernel links it: however it was started or named. The same reading
+/// serves every test that looks for its node's process and the check at
+/// the suite's end ([`leftovers`]), so a reading that found nothing
+/// would fail those tests first.
+pub fn ocx_processes(since: u64) -> Vec<OcxProcess> {
+    let ocx = ocx_bin()
+        .canonicalize()
+        .unwrap_or_else(|_| ocx_bin().into());
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(exe) = std::fs::read_link(entry.path().join("exe")) else {
+            continue;
+        };
+        let exe = exe.to_string_lossy();
+        if Path::new(exe.strip_suffix(" (deleted)").unwrap_or(&exe)) != ocx {
+            continue;
+        }
+        match stat_of(pid) {
+            Some((state, start)) if state != 'Z' && state != 'X' && start >= since => {}
+            _ => continue,
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if let (Ok(pid), false) = (pid.parse(), args.is_empty()) {
+            found.push(OcxProcess { pid, args });
+        }
+    }
+    found
+}
+
+/// The node processes and run watchers of the tests' `ocx` program
+/// alive now whose root lies under `dir`.
+pub fn nodes_and_watchers_under(dir: &Path) -> Vec<OcxProcess> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.into());
+    ocx_processes(0)
+        .into_iter()
+        .filter(|p| matches!(p.command(), "node-daemon" | "watch"))
+        .filter(|p| p.root().is_some_and(|r| r.starts_with(&dir)))
+        .collect()
+}
+
+/// Whether process `pid` has ended (or is a zombie its parent has not
+/// yet reaped).
+pub fn ended(pid: i32) -> bool {
+    !matches!(stat_of(&pid.to_string()), Some((state, _)) if state != 'Z' && state != 'X')
+}
+
+/// The node processes and run watchers of this run of the tests' `ocx`
+/// program still alive, waiting `within` at most for those still ending.
+pub fn leftovers(since: u64, within: Duration) -> Vec<OcxProcess> {
+    let until = Instant::now() + within;
+    loop {
+        let left: Vec<OcxProcess> = ocx_processes(since)
+            .into_iter()
+            .filter(|p| matches!(p.command(), "node-daemon" | "watch"))
+            .collect();
+        if left.is_empty() || Instant::now() >= until {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The check that the suite leaves no node process and no run watcher
+/// behind, registered before `main` runs (as a C program's constructor
+/// is) and run when the test binary exits: after every test, whatever
+/// the harness ran and in which order, which no test of its own could
+/// be sure of. A test ends every process it starts; a node or watcher
+/// of this run still alive 15 s after the last test is named on standard
+/// error, ended, and the binary exits 1, failing the suite.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static CHECK_AT_EXIT: extern "C" fn() = check_at_exit;
+
+/// When this test binary started, as `/proc` counts it.
+static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn check_at_exit() {
+    let start = stat_of(&std::process::id().to_string()).map_or(0, |s| s.1);
+    STARTED.store(start, std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: registers a function taking and returning nothing, which
+    // catches every panic itself.
+    unsafe {
+        nix::libc::atexit(no_leftovers);
+    }
+}
+
+/// At exit, thread-locals are gone: this writes through the raw file
+/// descriptor 2 and never panics.
+extern "C" fn no_leftovers() {
+    let checked = std::panic::catch_unwind(|| {
+        let since = STARTED.load(std::sync::atomic::Ordering::SeqCst);
+        let left = leftovers(since, Duration::from_secs(15));
+        if left.is_empty() {
+            return true;
+        }
+        let mut said = String::from(
+            "\nThe tests left these processes of ocx running (a test ends every process it starts):\n",
+        );
+        for p in &left {
+            said.push_str(&format!("  {} {}\n", p.pid, p.args.join(" ")));
+        }
+        // SAFETY: fd 2 stays open for the process's life; the File is never dropped.
+        let mut stderr = std::mem::ManuallyDrop::new(unsafe {
+            <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(2)
+        });
+        let _ = std::io::Write::write_all(&mut *stderr, said.as_bytes());
+        for signal in [
+            nix::sys::signal::Signal::SIGTERM,
+            nix::sys::signal::Signal::SIGKILL,
+        ] {
+            for p in leftovers(since, Duration::ZERO) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p.pid), signal);
+            }
+            let until = Instant::now() + Duration::from_secs(10);
+            while !leftovers(since, Duration::ZERO).is_empty() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        false
+    });
+    if !matches!(checked, Ok(true)) {
+        // SAFETY: ends the process at once, as exit would, with status 1.
+        unsafe { nix::libc::_exit(1) };
+    }
+}

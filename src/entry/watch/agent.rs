@@ -178,7 +178,7 @@ fn codex_event(v: &Value) -> (Option<Event>, Option<Value>) {
             let text = if ok {
                 String::new()
             } else {
-                let error = words_of(&turn["error"]["message"]);
+                let error = codex_words(&turn["error"]);
                 if error.is_empty() {
                     format!("the turn ended {}", words_of(&turn["status"]))
                 } else {
@@ -189,7 +189,7 @@ fn codex_event(v: &Value) -> (Option<Event>, Option<Value>) {
         }
         (None, Some("error")) => {
             let e = &v["params"]["error"];
-            let words = words_of(&e["message"]);
+            let words = codex_words(e);
             let will_retry = v["params"]["willRetry"] == Value::Bool(true);
             match (will_retry, words.is_empty()) {
                 (true, false) => (
@@ -203,6 +203,25 @@ fn codex_event(v: &Value) -> (Option<Event>, Option<Value>) {
             }
         }
         _ => (None, None),
+    }
+}
+
+/// Codex's error `e` in its service's own words: Codex's
+/// `additionalDetails`, where it keeps what the service answered (its
+/// `message` then says only "Reconnecting... 1/5"), else its `message`;
+/// the HTTP status put first where the words do not say it.
+fn codex_words(e: &Value) -> String {
+    let details = words_of(&e["additionalDetails"]);
+    let words = if details.trim().is_empty() {
+        words_of(&e["message"])
+    } else {
+        details
+    };
+    match http_status(&e["codexErrorInfo"]) {
+        Some(s) if !words.is_empty() && !words.contains(&s.to_string()) => {
+            format!("HTTP {s}: {words}")
+        }
+        _ => words,
     }
 }
 
@@ -408,7 +427,7 @@ impl Speaker {
 
     /// Keeps `error` as the run's last error, for `status` and `console`.
     pub fn keep_error(&self, error: &str) {
-        crate::node::runner::keep_error(&self.dir, error);
+        crate::node::runner::keep_error(&self.dir, &self.scope.record, error);
     }
 }
 
@@ -752,6 +771,23 @@ mod tests {
         assert_eq!(
             read_event(InputMode::CodexAppServer, words).0,
             Some(Event::Words("Hi.".into()))
+        );
+        let refused = r#"{"method":"error","params":{"error":{"message":"Reconnecting... 1/5","codexErrorInfo":{"responseStreamDisconnected":{"httpStatusCode":401}},"additionalDetails":"unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:9/v1/responses"},"willRetry":true}}"#;
+        assert_eq!(
+            read_event(InputMode::CodexAppServer, refused).0,
+            Some(Event::Refused {
+                status: Some(401),
+                text: "unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:9/v1/responses".into()
+            }),
+            "the service's words, not Codex's count of its tries"
+        );
+        let bare = r#"{"method":"error","params":{"error":{"message":"Rate limit reached","codexErrorInfo":{"httpConnectionFailed":{"httpStatusCode":429}}},"willRetry":true}}"#;
+        assert_eq!(
+            read_event(InputMode::CodexAppServer, bare).0,
+            Some(Event::Refused {
+                status: Some(429),
+                text: "HTTP 429: Rate limit reached".into()
+            })
         );
         let failed = r#"{"method":"turn/completed","params":{"turn":{"status":"failed","error":{"message":"unauthorized"}}}}"#;
         assert_eq!(
