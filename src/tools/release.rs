@@ -107,21 +107,57 @@ impl Root {
     }
 
     /// The release root `given` names: its `release.json` read, refused
-    /// naming `root` when there is none, it does not read, or another
-    /// account than the caller's may change it.
+    /// naming `root` when there is none, it does not read, the root or the
+    /// file is a symbolic link, or another account than the caller's may
+    /// change either (whoever may change the root may swap the links that
+    /// say what the page runs).
     fn open(call: &Call, given: &str) -> Result<Root, Stop> {
-        use std::os::unix::fs::MetadataExt;
-        let dir = call.cx.cwd.join(given).canonicalize().map_err(|e| {
-            Stop::field("root", format!("{given} cannot be read: {e}"))
+        use std::io::Read;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let named = call.cx.cwd.join(given);
+        let unreadable = |path: &Path, e: std::io::Error| {
+            Stop::field("root", format!("{} cannot be read: {e}", path.display()))
                 .next("give a directory holding the administrator's release.json")
-        })?;
-        let file = dir.join(CONFIG);
-        let meta = std::fs::metadata(&file).map_err(|e| {
-            Stop::field("root", format!("{} cannot be read: {e}", file.display()))
-                .next(format!("write {CONFIG} there: {{\"build\": [...], \"gate\": [...], \"artifact\": \"PATH\"}}"))
-        })?;
+        };
+        let linked = std::fs::symlink_metadata(&named).map_err(|e| unreadable(&named, e))?;
+        if linked.file_type().is_symlink() {
+            return Err(Stop::field(
+                "root",
+                format!(
+                    "{} is a symbolic link: whoever may change a link may point it at another root",
+                    named.display()
+                ),
+            )
+            .next("give the release root's own directory"));
+        }
+        let dir = named.canonicalize().map_err(|e| unreadable(&named, e))?;
         let me = nix::unistd::geteuid().as_raw();
-        if meta.uid() != me || meta.mode() & 0o022 != 0 {
+        let theirs = |meta: &std::fs::Metadata| meta.uid() != me || meta.mode() & 0o022 != 0;
+        let dir_meta = std::fs::metadata(&dir).map_err(|e| unreadable(&dir, e))?;
+        if !dir_meta.is_dir() || theirs(&dir_meta) {
+            return Err(Stop::field(
+                "root",
+                format!(
+                    "{} is not the caller's own directory, or others may change it",
+                    dir.display()
+                ),
+            )
+            .next(format!(
+                "make it a directory of this account's and chmod go-w {}",
+                dir.display()
+            )));
+        }
+        let file = dir.join(CONFIG);
+        let mut opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&file)
+            .map_err(|e| {
+                Stop::field("root", format!("{} cannot be read, or is a symbolic link: {e}", file.display()))
+                    .next(format!("write {CONFIG} there: {{\"build\": [...], \"gate\": [...], \"artifact\": \"PATH\"}}"))
+            })?;
+        let meta = opened.metadata().map_err(Stop::internal)?;
+        if theirs(&meta) {
             return Err(Stop::field(
                 "root",
                 format!(
@@ -134,7 +170,8 @@ impl Root {
                 file.display()
             )));
         }
-        let text = std::fs::read(&file).map_err(Stop::internal)?;
+        let mut text = Vec::new();
+        opened.read_to_end(&mut text).map_err(Stop::internal)?;
         let config: RootConfig = serde_json::from_slice(&text).map_err(|e| {
             Stop::field("root", format!("{} does not read: {e}", file.display()))
                 .next("correct the administrator's release.json")

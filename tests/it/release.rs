@@ -257,6 +257,47 @@ fn a_release_root_others_may_change_or_an_escaping_artifact_is_refused() {
 }
 
 #[test]
+fn a_release_root_given_as_a_link_or_one_others_may_change_is_refused_and_nothing_is_staged() {
+    let repo = Repo::new();
+    repo.commit_as("admin", "build.sh", BUILD, None);
+    repo.commit_as("admin", "gate.sh", GATE, None);
+    let one = repo.commit_as("admin", "page.sh", &page("one"), None);
+    let ext = tempfile::tempdir().unwrap();
+    let root = release_root(ext.path(), shell_project());
+    let refused = |given: &Path, says: &str| {
+        let run = repo.json(&["stage", &one, "--root", given.to_str().unwrap()]);
+        assert_eq!(run.refused(), "root", "{given:?}");
+        let reason = run.answer()["stopped"]["reason"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(reason.contains(says), "{reason}");
+    };
+    // A link to the root: whoever may change it may point it elsewhere.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let via = elsewhere.path().join("release");
+    std::os::unix::fs::symlink(root.path(), &via).unwrap();
+    refused(&via, "symbolic link");
+    // A root others may write: they could swap the links that say what runs.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    refused(root.path(), "others may change it");
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    // release.json a link to a file of the caller's own elsewhere.
+    let config = root.path().join("release.json");
+    let moved = elsewhere.path().join("release.json");
+    std::fs::rename(&config, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &config).unwrap();
+    refused(root.path(), "symbolic link");
+    assert!(!root.path().join("staged").exists(), "nothing was staged");
+    assert!(link(root.path(), "next").is_none());
+    std::fs::remove_file(&config).unwrap();
+    std::fs::rename(&moved, &config).unwrap();
+    repo.json(&["stage", &one, "--root", root.path().to_str().unwrap()])
+        .ok();
+}
+
+#[test]
 fn the_page_says_which_release_serves_it() {
     let repo = Repo::new();
     let one = repo.commit_as("admin", "README", "one\n", None);
