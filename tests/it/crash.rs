@@ -143,7 +143,11 @@ fn a_foreground_node_that_cannot_serve_exits_non_zero_saying_why() {
     let err = s.node.repo.dir.path().join("node.err");
     let mut node = foreground(&s, &err);
     let status = ended(&mut node, Duration::from_secs(20)).expect("the node ended");
-    assert_eq!(status.code(), Some(1), "{status:?}");
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "a failure, nothing the caller gave: {status:?}"
+    );
     let stderr = std::fs::read_to_string(&err).unwrap();
     assert!(stderr.contains("node stopped"), "stderr: {stderr}");
     assert_eq!(
