@@ -944,40 +944,7 @@ fn commit_dated(
     branch: Option<&str>,
     date: &str,
 ) -> String {
-    let work = repo.dir.path().join("work");
-    std::fs::write(work.join(file), content).unwrap();
-    let fossil_in = |args: &[&str]| {
-        let out = Command::new(fossil())
-            .args(args)
-            .current_dir(&work)
-            .env("USER", "admin")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "fossil {args:?}: {}", said(&out));
-    };
-    fossil_in(&["add", file]);
-    let mut args = vec![
-        "commit",
-        "-m",
-        file,
-        "--user",
-        "admin",
-        "--no-warnings",
-        "--allow-older",
-        "--date-override",
-        date,
-    ];
-    if let Some(b) = branch {
-        args.extend(["--branch", b]);
-    }
-    fossil_in(&args);
-    let db = rusqlite::Connection::open(&repo.file).unwrap();
-    db.query_row(
-        "SELECT b.uuid FROM event e JOIN blob b ON b.rid=e.objid WHERE e.type='ci' ORDER BY e.objid DESC LIMIT 1",
-        [],
-        |r| r.get(0),
-    )
-    .unwrap()
+    repo.commit_dated("admin", file, content, branch, Some(date))
 }
 
 /// The Fossil check-ins each commit reachable from git's `refname` in
@@ -1132,15 +1099,7 @@ fn upstream_commits_dated_out_of_order_all_reach_the_export() {
     // before it, which goes beside it onto upstream/trunk: both reach git.
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
-    let fossil_in = |args: &[&str]| {
-        let out = Command::new(fossil())
-            .args(args)
-            .current_dir(&work)
-            .env("USER", "admin")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "fossil {args:?}: {}", said(&out));
-    };
+    let fossil_in = |args: &[&str]| crate::support::fossil_in(&work, args);
     fossil_in(&["open", dir.path().join("demo.fossil").to_str().unwrap()]);
     std::fs::write(work.join("mine.txt"), "mine").unwrap();
     fossil_in(&["add", "mine.txt"]);

@@ -418,12 +418,24 @@ fn project_and_upstream_count_each_commit_once_whatever_its_message_or_files_hol
     );
 }
 
-/// Stops the node of `dir/demo.fossil` when dropped, whatever the test did.
-struct NodeStopped<'a>(&'a Path);
+/// Stops the node of `dir/demo.fossil` as its administrator when dropped,
+/// whatever the test did.
+struct NodeStopped<'a>(&'a Path, &'a str);
 
 impl Drop for NodeStopped<'_> {
     fn drop(&mut self) {
-        let _ = ocx(self.0, &["node", "stop", "--runs", "-R", "demo.fossil"]);
+        let _ = ocx(
+            self.0,
+            &[
+                "node",
+                "stop",
+                "--runs",
+                "-R",
+                "demo.fossil",
+                "--user",
+                self.1,
+            ],
+        );
     }
 }
 
@@ -431,7 +443,7 @@ impl Drop for NodeStopped<'_> {
 fn each_ocx_command_project_prints_to_run_next_runs_as_printed_with_no_user_named() {
     let dir = place();
     let up = upstream(dir.path());
-    let _stopped = NodeStopped(dir.path());
+    let _stopped = NodeStopped(dir.path(), "admin");
     let made = ocx(
         dir.path(),
         &[
@@ -474,7 +486,7 @@ fn on_a_repository_fossil_new_made_hook_install_makes_its_installer_the_default_
         .output()
         .unwrap();
     assert!(made.status.success(), "{}", crate::support::said(&made));
-    let _stopped = NodeStopped(dir.path());
+    let _stopped = NodeStopped(dir.path(), "keeper");
     // Not a node yet: what node start prints to run next names who runs it.
     let no_node = ocx(
         dir.path(),

@@ -253,6 +253,20 @@ impl Repo {
     /// Commits `file` holding `content` as `user` (on `branch` when given,
     /// starting it); answers the check-in's full hash.
     pub fn commit_as(&self, user: &str, file: &str, content: &str, branch: Option<&str>) -> String {
+        self.commit_dated(user, file, content, branch, None)
+    }
+
+    /// Like [`Repo::commit_as`], the check-in dated `date` (UTC, as
+    /// Fossil's `--date-override` takes it) when given, whatever its
+    /// parent's date.
+    pub fn commit_dated(
+        &self,
+        user: &str,
+        file: &str,
+        content: &str,
+        branch: Option<&str>,
+        date: Option<&str>,
+    ) -> String {
         let work = self.dir.path().join("work");
         if !work.join(".fslckout").exists() {
             std::fs::create_dir_all(&work).unwrap();
@@ -299,6 +313,9 @@ impl Repo {
         if let Some(b) = branch {
             args.extend(["--branch", b]);
         }
+        if let Some(d) = date {
+            args.extend(["--date-override", d, "--allow-older"]);
+        }
         fossil_in(&args);
         let db = rusqlite::Connection::open(&self.file).unwrap();
         db.query_row(
@@ -321,6 +338,18 @@ impl Repo {
             .server_code()
             .unwrap()
     }
+}
+
+/// Runs `fossil ARGS` in `dir` as `admin`, which must succeed; what it printed.
+pub fn fossil_in(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(fossil())
+        .args(args)
+        .current_dir(dir)
+        .env("USER", "admin")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "fossil {args:?}: {}", said(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The directory beside `file` that Fossil serves as its extroot: `ocx-cgi`
