@@ -260,6 +260,7 @@ fn build(
                 ),
             )
         })?;
+    let (network, wall) = within_record(call, root.config.network, wall)?;
     let forbidden = Forbidden {
         paths: [
             Some(root.dir.clone()),
@@ -287,7 +288,7 @@ fn build(
             home: Some(home.clone()),
         };
         let sandbox = SandboxFields {
-            network: root.config.network,
+            network,
             read_only: root.config.read_only.clone(),
             read_write: Vec::new(),
         };
@@ -352,6 +353,34 @@ fn build(
 
 /// A check-in's file name as a path inside its tree, or `None` when it
 /// would lead out of it (absolute, `..`, or empty parts).
+/// The network and wall a build may have: `release.json`'s, and for a run
+/// no more than its own record allows it, since a run stages a check-in it
+/// may have written: the host's network only where the record gives the
+/// run the host's network with no list of hosts (a stage has no proxy to
+/// hold one), and no longer than the record's wall.
+fn within_record(call: &Call, network: bool, wall: Duration) -> Result<(bool, Duration), Stop> {
+    let crate::context::Who::Run(scope) = &call.cx.who else {
+        return Ok((network, wall));
+    };
+    let repo = call.repo()?;
+    let Lookup::One(rid, hash) = repo.resolve(&scope.record)? else {
+        return Err(Stop::failed(
+            "the run's record cannot be found in the repository",
+        ));
+    };
+    let Some(standing) = crate::protocol::found::record(repo, rid, &hash)? else {
+        return Err(Stop::failed("the run's record cannot be read"));
+    };
+    let record = standing.record;
+    let record_wall = crate::protocol::kinds::wall_seconds(&record.budget.wall)
+        .map(Duration::from_secs)
+        .unwrap_or(wall);
+    Ok((
+        network && record.sandbox.network && record.sandbox.hosts.is_none(),
+        wall.min(record_wall),
+    ))
+}
+
 fn safe_path(name: &str) -> Option<PathBuf> {
     let path = Path::new(name);
     if name.is_empty() || name.contains('\0') || name.split('/').any(str::is_empty) {

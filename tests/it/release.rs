@@ -476,3 +476,81 @@ fn a_run_whose_record_allows_it_stages_and_no_other_sender_may_allow_it() {
         "the run's build is offered as next"
     );
 }
+
+#[test]
+fn a_runs_stage_has_no_more_network_than_its_record_gives_the_run() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let reached = || {
+        let mut n = 0;
+        while listener.accept().is_ok() {
+            n += 1;
+        }
+        n
+    };
+    let repo = Repo::new();
+    // The check-in's own build reaches for the host's network: a run could
+    // have written it.
+    let build = format!(
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 3)\" && echo 'build: reached' || echo 'build: unreached'\n{BUILD}"
+    );
+    repo.commit_as("admin", "build.sh", &build, None);
+    repo.commit_as("admin", "gate.sh", GATE, None);
+    let one = repo.commit_as("admin", "page.sh", &page("staged by a run"), None);
+    let (runner, out) =
+        crate::support::runner_script(&repo, &format!("{PY_RUNNER_PRELUDE}{STAGING_RUNNER}"));
+    let block = json!({"command": [runner], "input": "lines",
+        "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil(), "OCX_TEST_CHECKIN": one}});
+    crate::support::runner_page(&repo, "stager", &block);
+    let ext = tempfile::tempdir().unwrap();
+    let mut project = shell_project();
+    project["network"] = json!(true);
+    let root = release_root(ext.path(), project);
+    let s = ServedNode::start(repo);
+    // The administrator's stage has release.json's network: the control.
+    s.repo
+        .json(&["stage", &one, "--root", root.path().to_str().unwrap()])
+        .ok();
+    assert_eq!(
+        reached(),
+        1,
+        "an administrator's build shares the host's network"
+    );
+    std::fs::remove_file(root.path().join("next")).unwrap();
+    std::fs::remove_dir_all(root.path().join("staged")).unwrap();
+
+    s.repo
+        .json(&[
+            "create",
+            "--runner",
+            "stager",
+            "--run-user",
+            "stager",
+            "--objective",
+            "Stage it",
+            "--no-password",
+            "--stage",
+            "--network",
+            "false",
+            "--wall",
+            "5m",
+            "--read-write",
+            out.to_str().unwrap(),
+        ])
+        .ok();
+    let all = crate::restricted::results(&out);
+    let staged = &all
+        .iter()
+        .find(|s| s["step"] == "stage")
+        .expect("the run staged")["result"];
+    assert_eq!(staged["isError"], false, "{staged:#}");
+    assert_eq!(
+        reached(),
+        0,
+        "a run without the network staged a build that reached it"
+    );
+    let log = std::fs::read_to_string(root.path().join("staged").join(&one[..16]).join("gate.log"))
+        .unwrap();
+    assert!(log.contains("build: unreached"), "{log}");
+}
