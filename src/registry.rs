@@ -68,7 +68,7 @@ impl<T: Tool> Entry for Def<T> {
     fn check(&self, input: &Value) -> Result<(), Stop> {
         serde_path_to_error::deserialize::<_, T::Input>(input)
             .map(|_| ())
-            .map_err(refusal)
+            .map_err(|e| refusal(T::NAME, e))
     }
     fn invoke(
         &self,
@@ -76,7 +76,8 @@ impl<T: Tool> Entry for Def<T> {
         call: &mut Call,
         shown: Shown,
     ) -> Result<(Option<Value>, Option<String>), Stop> {
-        let typed: T::Input = serde_path_to_error::deserialize(input).map_err(refusal)?;
+        let typed: T::Input =
+            serde_path_to_error::deserialize(input).map_err(|e| refusal(T::NAME, e))?;
         let out = T::run(typed, call)?;
         let text = shown.text().then(|| T::text(&out));
         let value = shown
@@ -130,17 +131,24 @@ fn input_schema<T: Tool>() -> Value {
     schema
 }
 
-/// Turns serde's complaint into a refusal naming the field.
-fn refusal(e: serde_path_to_error::Error<serde_json::Error>) -> Stop {
+/// Turns serde's complaint about `tool`'s input into a refusal naming the
+/// field and the tool, in words for a person (never serde's own).
+fn refusal(tool: &str, e: serde_path_to_error::Error<serde_json::Error>) -> Stop {
     let (field, message) = field_at_fault(&e);
-    let next = if message.starts_with("unknown field") {
-        "leave the field out; `ocx help TOOL` lists the fields"
+    let (reason, next) = if message.starts_with("unknown field") {
+        (
+            format!("{tool} takes no such field"),
+            format!("leave it out; `ocx help {tool}` lists what {tool} takes"),
+        )
     } else if message.starts_with("missing field") {
-        "give the field; `ocx help TOOL` lists what it takes"
+        (
+            format!("{tool} needs it, and it was not given"),
+            format!("give it; `ocx help {tool}` lists what {tool} takes"),
+        )
     } else {
-        "give the field as its schema says; `ocx help TOOL` shows it"
+        (message, format!("give it as `ocx help {tool}` says"))
     };
-    Stop::field(field, message).next(next)
+    Stop::field(field, reason).next(next)
 }
 
 /// Every tool, in the order `ocx list` shows them.

@@ -79,6 +79,13 @@ pub fn main(args: Vec<OsString>) -> i32 {
     if tool == <crate::tools::attach::Attach as crate::tool::Tool>::NAME && !dry_run {
         return attach(input, &cx, json);
     }
+    // A field the command line takes as a flag is named as it is typed.
+    let flag_of = |field: &str| {
+        flags_of_tool
+            .iter()
+            .find(|f| f.path.join(".") == field)
+            .map(|f| format!("--{}", f.name()))
+    };
     let answer = if json {
         let answer = registry::call(&tool, input, &cx, dry_run);
         super::print(&format!(
@@ -87,7 +94,12 @@ pub fn main(args: Vec<OsString>) -> i32 {
         ));
         answer
     } else {
-        let (answer, text) = registry::call_for_text(&tool, input, &cx, dry_run);
+        let (mut answer, text) = registry::call_for_text(&tool, input, &cx, dry_run);
+        if let Some(stopped) = answer.stopped.as_mut()
+            && let Some(flag) = stopped.field.as_deref().and_then(flag_of)
+        {
+            stopped.field = Some(flag);
+        }
         super::print(&answer.to_text(text));
         answer
     };

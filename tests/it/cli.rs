@@ -39,6 +39,39 @@ fn flags_and_input_give_the_same_answer() {
 }
 
 #[test]
+fn a_missing_field_is_refused_naming_its_flag_as_typed_and_the_tool() {
+    let r = Repo::new();
+    let h = r.json(&["post", "--title", "Asked", "--text", "x"]).ok()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let said = r.ocx(&["post", "--to", &h[..10]]);
+    assert_eq!(said.code, 1);
+    assert!(
+        said.stdout.starts_with("stopped: --text: post needs it"),
+        "{}",
+        said.stdout
+    );
+    assert!(said.stdout.contains("`ocx help post`"), "{}", said.stdout);
+    for serdes in ["TOOL", "missing field"] {
+        assert!(!said.stdout.contains(serdes), "{}", said.stdout);
+    }
+    let a = r.json(&["post", "--to", &h[..10]]).answer();
+    assert_eq!(
+        a["stopped"]["field"], "text",
+        "the answer's field stays the input's: {a:#}"
+    );
+    let unknown = r.ocx(&["post", "--input", r#"{"text": "x", "colour": "red"}"#]);
+    assert!(
+        unknown
+            .stdout
+            .starts_with("stopped: colour: post takes no such field"),
+        "{}",
+        unknown.stdout
+    );
+}
+
+#[test]
 fn a_command_line_that_does_not_parse_exits_2() {
     let r = Repo::new();
     let run = r.ocx(&["thread", "--of", "0123456789", "--bogus"]);
