@@ -332,7 +332,7 @@ impl Context {
             .flatten();
         let candidates = [
             from_checkout,
-            repo.config("default-user")?,
+            repo.default_user()?,
             std::env::var("FOSSIL_USER").ok(),
             std::env::var("USER").ok(),
             std::env::var("LOGNAME").ok(),

@@ -37,6 +37,8 @@ pub struct MirrorState {
     pub autopush: String,
     /// The git branch Fossil's trunk becomes.
     pub main_branch: String,
+    /// The check-in it recorded last, when it holds one.
+    pub last_checkin: Option<String>,
 }
 
 /// A check-in the mirror has no commit of.
@@ -103,9 +105,20 @@ impl BesideMirror<'_> {
             .optional()
             .map_err(|e| self.failed(e))?
             .unwrap_or((None, None));
+        let last_checkin = db
+            .query_row(
+                &format!(
+                    "SELECT uuid FROM {ATTACHED}.mmark WHERE isfile=0 ORDER BY id DESC LIMIT 1"
+                ),
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.failed(e))?;
         Ok(MirrorState {
             start,
             last_export,
+            last_checkin,
             autopush: config("autopush")?.unwrap_or_else(|| "off".into()),
             main_branch: config("mainbranch")?.unwrap_or_else(|| "master".into()),
         })
@@ -303,26 +316,6 @@ pub fn hook_input_hashes(input: &[u8]) -> Vec<String> {
         .filter(|h| (40..=64).contains(&h.len()) && h.bytes().all(|b| b.is_ascii_hexdigit()))
         .map(str::to_string)
         .collect()
-}
-
-/// The check-in the mirror's state (`.mirror_state/db` in `mirror`)
-/// recorded last, read query-only; `None` when it holds none or cannot
-/// be read.
-pub fn last_exported_checkin(mirror: &Path) -> Option<String> {
-    let db = Connection::open_with_flags(
-        mirror.join(".mirror_state").join("db"),
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .ok()?;
-    let _ = db.busy_timeout(std::time::Duration::from_secs(2));
-    db.query_row(
-        "SELECT uuid FROM mmark WHERE isfile=0 ORDER BY id DESC LIMIT 1",
-        [],
-        |r| r.get(0),
-    )
-    .optional()
-    .ok()
-    .flatten()
 }
 
 /// How many check-ins one `fossil git export` said it added (`N check-ins

@@ -165,6 +165,11 @@ impl Repository {
             .flatten())
     }
 
+    /// The repository's default user (`fossil user default`), when one is set.
+    pub fn default_user(&self) -> Result<Option<String>, FossilError> {
+        Ok(self.config("default-user")?.filter(|u| !u.is_empty()))
+    }
+
     /// The project-code every clone of this project shares.
     pub fn project_code(&self) -> Result<String, FossilError> {
         self.config("project-code")?

@@ -82,11 +82,6 @@ impl Export {
         serde_json::from_slice(&bytes).ok()
     }
 
-    /// The check-in the export last recorded, as Fossil's mirror state says.
-    pub fn last_exported_checkin(&self) -> Option<String> {
-        fossil_export::last_exported_checkin(&self.dir)
-    }
-
     /// The export's state and how many check-ins of `repo` it lacks: what
     /// awaits export, exactly.
     pub fn awaiting(

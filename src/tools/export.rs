@@ -134,7 +134,7 @@ impl Tool for ExportTool {
             awaiting,
             unreadable,
             last_export: state.as_ref().and_then(|s| s.last_export.clone()),
-            last_exported_checkin: export.last_exported_checkin(),
+            last_exported_checkin: state.as_ref().and_then(|s| s.last_checkin.clone()),
             autopush: state.as_ref().map(|s| s.autopush.clone()),
             main_branch: state.map(|s| s.main_branch),
         })

@@ -140,9 +140,9 @@ impl Tool for Hook {
                 let has_login = repo.own_capabilities(&login)?.is_some();
                 // Commands printed for a person to run next name no --user:
                 // where the repository has no default user, the installer becomes it.
-                let default_user = match repo.config("default-user")? {
-                    Some(u) if !u.is_empty() => None,
-                    _ => Some(call.cx.caller()?.login.clone()),
+                let default_user = match repo.default_user()? {
+                    Some(_) => None,
+                    None => Some(call.cx.caller()?.login.clone()),
                 };
                 if !call.dry_run {
                     if let Some(user) = &default_user {

@@ -95,7 +95,7 @@ pub fn as_run_next(call: &crate::tool::Call, command: &str) -> String {
         shlex::try_quote(&repo.path().to_string_lossy()).unwrap_or_default()
     );
     if let Ok(caller) = call.cx.caller()
-        && repo.config("default-user").ok().flatten().as_deref() != Some(caller.login.as_str())
+        && repo.default_user().ok().flatten().as_deref() != Some(caller.login.as_str())
     {
         line.push_str(&format!(" --user {}", caller.login));
     }

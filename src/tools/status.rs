@@ -200,14 +200,14 @@ fn git_export(repo: &crate::fossil::Repository) -> Option<GitExport> {
             });
         }
     };
-    let (awaiting, unreadable) = match export.awaiting(repo) {
-        Ok((_, n)) => (Some(n), None),
-        Err(e) => (None, Some(e.to_string())),
+    let (last_exported_checkin, awaiting, unreadable) = match export.awaiting(repo) {
+        Ok((state, n)) => (state.last_checkin, Some(n), None),
+        Err(e) => (None, None, Some(e.to_string())),
     };
     let last = export.last_run();
     Some(GitExport {
         mirror: export.dir.display().to_string(),
-        last_exported_checkin: export.last_exported_checkin(),
+        last_exported_checkin,
         awaiting,
         unreadable,
         last_run: last.as_ref().map(|r| r.when.clone()),

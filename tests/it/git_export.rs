@@ -412,14 +412,13 @@ fn where_no_node_runs_the_hook_exports_after_a_push() {
     });
     let seen = fetched_within(&cloned, "pushed with no node", Duration::from_secs(30));
     assert!(seen, "the hook did not export the pushed check-in");
-    assert_eq!(
-        ocx::git::Export {
-            dir: mirror.clone()
-        }
-        .last_exported_checkin()
-        .as_deref(),
-        Some(hash.as_str())
-    );
+    let served = ocx::fossil::Repository::open(&repo.file).unwrap();
+    let (state, _) = ocx::git::Export {
+        dir: mirror.clone(),
+    }
+    .awaiting(&served)
+    .unwrap();
+    assert_eq!(state.last_checkin.as_deref(), Some(hash.as_str()));
     let last: Value = serde_json::from_slice(
         &std::fs::read(mirror.join(".git").join("ocx-export-last.json")).unwrap(),
     )
@@ -1029,23 +1028,27 @@ fn checkins_dated_before_the_last_export_reach_git_and_what_awaits_is_what_git_l
     }
 }
 
-/// `git ARGS` in `dir` with the author's and committer's date `date`.
-fn git_dated(dir: &Path, date: &str, args: &[&str]) -> String {
-    let out = Command::new(git_program())
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "Up Stream")
-        .env("GIT_AUTHOR_EMAIL", "up@example.org")
-        .env("GIT_COMMITTER_NAME", "Up Stream")
-        .env("GIT_COMMITTER_EMAIL", "up@example.org")
-        .env("GIT_AUTHOR_DATE", date)
-        .env("GIT_COMMITTER_DATE", date)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", said(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// Commits `name.txt` (holding `name`, its message too) in the git
+/// repository `up`, authored and committed at `hour`:00 on 1 January 2026 (UTC).
+fn commit_at(up: &Path, name: &str, hour: &str) {
+    std::fs::write(up.join(format!("{name}.txt")), name).unwrap();
+    let date = format!("2026-01-01T{hour}:00:00Z");
+    for args in [&["add", "."][..], &["commit", "-qm", name]] {
+        let out = Command::new(git_program())
+            .args(args)
+            .current_dir(up)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "Up Stream")
+            .env("GIT_AUTHOR_EMAIL", "up@example.org")
+            .env("GIT_COMMITTER_NAME", "Up Stream")
+            .env("GIT_COMMITTER_EMAIL", "up@example.org")
+            .env("GIT_AUTHOR_DATE", &date)
+            .env("GIT_COMMITTER_DATE", &date)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", said(&out));
+    }
 }
 
 #[test]
@@ -1053,16 +1056,9 @@ fn upstream_commits_dated_out_of_order_all_reach_the_export() {
     let dir = tempfile::tempdir().unwrap();
     let up = dir.path().join("up");
     std::fs::create_dir_all(&up).unwrap();
-    git_dated(&up, "2026-01-01T06:00:00Z", &["init", "-q", "-b", "main"]);
-    for (n, hour) in [("one", "06"), ("two", "07")] {
-        std::fs::write(up.join(format!("{n}.txt")), n).unwrap();
-        git_dated(&up, &format!("2026-01-01T{hour}:00:00Z"), &["add", "."]);
-        git_dated(
-            &up,
-            &format!("2026-01-01T{hour}:00:00Z"),
-            &["commit", "-qm", n],
-        );
-    }
+    git_ok(&up, &["init", "-q", "-b", "main"]);
+    commit_at(&up, "one", "06");
+    commit_at(&up, "two", "07");
     let ocx = |args: &[&str]| {
         let mut c = Command::new(ocx_bin());
         c.args(args).arg("--json").current_dir(dir.path());
@@ -1072,13 +1068,7 @@ fn upstream_commits_dated_out_of_order_all_reach_the_export() {
     let mirror = PathBuf::from(made["git_export"].as_str().unwrap());
     let repo = ["-R", "demo.fossil", "--user", "admin"];
     for (n, hour) in [("three", "05"), ("four", "10")] {
-        std::fs::write(up.join(format!("{n}.txt")), n).unwrap();
-        git_dated(&up, &format!("2026-01-01T{hour}:00:00Z"), &["add", "."]);
-        git_dated(
-            &up,
-            &format!("2026-01-01T{hour}:00:00Z"),
-            &["commit", "-qm", n],
-        );
+        commit_at(&up, n, hour);
         ocx(&[&["upstream"], &repo[..]].concat()).ok();
         let done = ocx(&[&["export"], &repo[..]].concat()).ok();
         assert_eq!(done["awaiting"], 0, "after {n}: {done}");
@@ -1105,9 +1095,7 @@ fn upstream_commits_dated_out_of_order_all_reach_the_export() {
     fossil_in(&["add", "mine.txt"]);
     fossil_in(&["commit", "-m", "mine", "--user", "admin", "--no-warnings"]);
     fossil_in(&["close"]);
-    std::fs::write(up.join("five.txt"), "five").unwrap();
-    git_dated(&up, "2026-01-01T11:00:00Z", &["add", "."]);
-    git_dated(&up, "2026-01-01T11:00:00Z", &["commit", "-qm", "five"]);
+    commit_at(&up, "five", "11");
     let brought = ocx(&[&["upstream"], &repo[..]].concat()).ok();
     assert_eq!(
         brought["brought"]["branches"][0]["onto"], "upstream/trunk",

@@ -383,6 +383,17 @@ for line in sys.stdin:
     note({"step": "done"})
 "#;
 
+/// The runner page `stager`, whose program ([`STAGING_RUNNER`]) stages
+/// `checkin` through its node's tools; the directory it writes to.
+fn stager(repo: &Repo, checkin: &str) -> PathBuf {
+    let (runner, out) =
+        crate::support::runner_script(repo, &format!("{PY_RUNNER_PRELUDE}{STAGING_RUNNER}"));
+    let block = json!({"command": [runner], "input": "lines",
+        "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil(), "OCX_TEST_CHECKIN": checkin}});
+    crate::support::runner_page(repo, "stager", &block);
+    out
+}
+
 #[test]
 fn a_run_whose_record_allows_it_stages_and_no_other_sender_may_allow_it() {
     let repo = Repo::new();
@@ -390,11 +401,7 @@ fn a_run_whose_record_allows_it_stages_and_no_other_sender_may_allow_it() {
     repo.commit_as("admin", "build.sh", BUILD, None);
     repo.commit_as("admin", "gate.sh", GATE, None);
     let one = repo.commit_as("admin", "page.sh", &page("staged by a run"), None);
-    let (runner, out) =
-        crate::support::runner_script(&repo, &format!("{PY_RUNNER_PRELUDE}{STAGING_RUNNER}"));
-    let block = json!({"command": [runner], "input": "lines",
-        "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil(), "OCX_TEST_CHECKIN": one}});
-    crate::support::runner_page(&repo, "stager", &block);
+    let out = stager(&repo, &one);
     let ext = tempfile::tempdir().unwrap();
     let root = release_root(ext.path(), shell_project());
     let s = ServedNode::start(repo);
@@ -498,11 +505,7 @@ fn a_runs_stage_has_no_more_network_than_its_record_gives_the_run() {
     repo.commit_as("admin", "build.sh", &build, None);
     repo.commit_as("admin", "gate.sh", GATE, None);
     let one = repo.commit_as("admin", "page.sh", &page("staged by a run"), None);
-    let (runner, out) =
-        crate::support::runner_script(&repo, &format!("{PY_RUNNER_PRELUDE}{STAGING_RUNNER}"));
-    let block = json!({"command": [runner], "input": "lines",
-        "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil(), "OCX_TEST_CHECKIN": one}});
-    crate::support::runner_page(&repo, "stager", &block);
+    let out = stager(&repo, &one);
     let ext = tempfile::tempdir().unwrap();
     let mut project = shell_project();
     project["network"] = json!(true);
