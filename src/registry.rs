@@ -247,7 +247,8 @@ fn answer(
     dry_run: bool,
     shown: Shown,
 ) -> (Answer, Option<String>) {
-    if let Some(served) = cx.run().and_then(|r| r.server.as_ref())
+    if let Some(run) = cx.run()
+        && let Some(served) = run.server.as_ref()
         && let Ok(given) = &input
     {
         let given = given.clone();
@@ -265,7 +266,7 @@ fn answer(
             name,
             writes,
             forwarded,
-            served,
+            (run, served),
             checked,
             shown.text(),
         );

@@ -414,8 +414,12 @@ fn session(
             n => format!("{note}, {n} connections refused"),
         };
         let note = note.as_str();
-        node::answer(root, cfg, fossil, repo, receipts, r, outcome, note, true)?;
-        say(&format!("answered {outcome}: {note}"));
+        match node::answer(root, cfg, fossil, repo, receipts, r, outcome, note, true)? {
+            Some(_) => say(&format!("answered {outcome}: {note}")),
+            None => say(&format!(
+                "ended {outcome}: {note}; the response waits for the check-ins the run pushed to reach the server, which gives no answer"
+            )),
+        }
         let _ = node::poke(root);
         Ok(())
     };

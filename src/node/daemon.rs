@@ -11,6 +11,8 @@
 //! long as it lives, and its socket is its own account's alone (0600): the
 //! hook, run by `fossil server`, reaches it when the server runs as the
 //! node's account; otherwise the change of the repository file wakes it.
+//! An agent machine's node is woken by its listener instead, and not at
+//! all while its server is away but by the listener hearing it again.
 //! It opens the repository and learns `fossil` once, for every wake.
 
 use super::config::NodeConfig;
@@ -21,7 +23,6 @@ use super::{NodeError, machine};
 use crate::fossil::kept::Kept;
 use nix::sys::inotify::AddWatchFlags;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 
 /// Answers `lost` for each open session whose watcher is gone (C3, C4),
@@ -65,7 +66,7 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<Event>, NodeE
         .collect();
     for (hash, run) in open {
         let dir = NodeConfig::run_dir(root, &hash);
-        if !run.session || super::watcher_alive(&dir) {
+        if !run.session || super::watcher_alive(&dir) || machine::answered_here(root, &hash) {
             continue;
         }
         let Some(receipt) = repo.receipt(&hash)? else {
@@ -126,8 +127,8 @@ pub fn claim_uids(
 /// What woke the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Woken {
-    /// A poke: the hook, OCX's own write, or the machine's listener once
-    /// it pulled. Each tells of a write already done.
+    /// A poke: the hook, or OCX's own write. Each tells of a write
+    /// already done.
     Poked,
     /// A change of the repository file, perhaps one of several writes of
     /// one commit under way.
@@ -135,6 +136,9 @@ enum Woken {
     /// The root, a file in it, or the repository file removed or moved:
     /// the node looks whether it can go on, and wakes for nothing else.
     Moved,
+    /// An agent machine's listener: the server answered, and what it
+    /// told of is in the clone.
+    Heard,
 }
 
 /// How long a change of the repository file waits for the rest of its
@@ -235,6 +239,12 @@ fn on_moved(root: &Path, repository: &Path, tx: mpsc::Sender<Woken>) -> Result<(
     Ok(())
 }
 
+/// Serves the node at `root` until it is killed or its ground is gone.
+///
+/// An agent machine's node is not woken by changes of its clone: each is
+/// one the machine made itself (a pull, what the server's wait carried, a
+/// response and its push, which Fossil writes even when the server gives
+/// no answer), and its listener wakes it for what the server told of.
 fn serve(root: &Path) -> Result<(), NodeError> {
     use std::os::unix::fs::MetadataExt;
     let Some(lock) = super::lock(&root.join("node.lock"), false)? else {
@@ -253,7 +263,7 @@ fn serve(root: &Path) -> Result<(), NodeError> {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))?;
     }
-    let poked = tx.clone();
+    let heard = tx.clone();
     let socket_poked = tx.clone();
     std::thread::spawn(move || {
         let mut buf = [0u8; 64];
@@ -263,32 +273,32 @@ fn serve(root: &Path) -> Result<(), NodeError> {
             }
         }
     });
-    crate::fossil::wait::on_change(&cfg.repository, tx.clone(), Woken::Changed)?;
-    on_moved(root, &cfg.repository, tx)?;
+    on_moved(root, &cfg.repository, tx.clone())?;
     let ground = Ground {
         root,
         repository: &cfg.repository,
         lock: (held.dev(), held.ino()),
     };
-    let pulling = Arc::new(AtomicBool::new(false));
-    let server = match &cfg.machine {
+    let (server, reach) = match &cfg.machine {
         Some(_) => {
             let server = Arc::new(Server::of(&cfg)?.ok_or(NodeError::NotANode)?);
-            let (root, cfg, woken) = (root.to_path_buf(), cfg.clone(), poked.clone());
-            let (listening, pulls) = (server.clone(), pulling.clone());
+            let reach = Arc::new(machine::Reach::new(root, &cfg.url));
+            let (root, cfg) = (root.to_path_buf(), cfg.clone());
+            let (listening, reached) = (server.clone(), reach.clone());
             std::thread::spawn(move || {
-                machine::listen(&root, &cfg, &listening, &pulls, || {
-                    woken.send(Woken::Poked).is_ok()
+                machine::listen(&root, &cfg, &listening, &reached, || {
+                    heard.send(Woken::Heard).is_ok()
                 })
             });
-            Some(server)
+            (Some(server), Some(reach))
         }
-        None => None,
+        None => {
+            crate::fossil::wait::on_change(&cfg.repository, tx, Woken::Changed)?;
+            let (root, cfg) = (root.to_path_buf(), cfg.clone());
+            std::thread::spawn(move || upstream_on_schedule(&root, &cfg));
+            (None, None)
+        }
     };
-    if cfg.machine.is_none() {
-        let (root, cfg) = (root.to_path_buf(), cfg.clone());
-        std::thread::spawn(move || upstream_on_schedule(&root, &cfg));
-    }
     let kept = Kept::new();
     if let Err(e) = sweep_lost_keeping(root, &kept) {
         log::write(
@@ -299,18 +309,20 @@ fn serve(root: &Path) -> Result<(), NodeError> {
             )],
         );
     }
+    let mut unconfirmed_tries = 0u32;
     loop {
         // A wake that panics leaves the server's receipts half told; the
         // next wake forgets them before it asks.
         let waking =
             std::panic::AssertUnwindSafe(|| wake::wake_asking(root, &kept, server.as_deref()));
-        match std::panic::catch_unwind(waking) {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => log::write(
+        match (std::panic::catch_unwind(waking), &reach) {
+            (Ok(Ok(_)), _) => {}
+            (Ok(Err(e)), Some(reach)) if e.server_away() => reach.lost(&e.to_string()),
+            (Ok(Err(e)), _) => log::write(
                 root,
                 &[Event::new(Done::Failed, format!("the wake failed: {e}"))],
             ),
-            Err(_) => log::write(
+            (Err(_), _) => log::write(
                 root,
                 &[Event::new(
                     Done::Failed,
@@ -318,17 +330,33 @@ fn serve(root: &Path) -> Result<(), NodeError> {
                 )],
             ),
         }
+        // A response the server answered but did not take is pushed again
+        // after 1, 2, 4... seconds, at most a minute apart, while the
+        // server answers; while it is away, the listener wakes the node.
+        let retry = match &reach {
+            Some(r) if !r.is_away() && machine::any_unconfirmed(root) => {
+                unconfirmed_tries = unconfirmed_tries.saturating_add(1);
+                Some(machine::listen::backoff(unconfirmed_tries))
+            }
+            _ => {
+                unconfirmed_tries = 0;
+                None
+            }
+        };
         loop {
-            let woken = match rx.recv_timeout(LOOK) {
+            let woken = match rx.recv_timeout(retry.unwrap_or(LOOK)) {
                 Ok(w) => Some(w),
+                Err(mpsc::RecvTimeoutError::Timeout) if retry.is_some() => break,
                 Err(mpsc::RecvTimeoutError::Timeout) => None,
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             };
             if woken == Some(Woken::Changed) {
                 std::thread::sleep(GATHER);
             }
-            let mut wakes = matches!(woken, Some(Woken::Poked | Woken::Changed));
+            let mut heard = woken == Some(Woken::Heard);
+            let mut wakes = matches!(woken, Some(Woken::Poked | Woken::Changed | Woken::Heard));
             while let Ok(w) = rx.try_recv() {
+                heard |= w == Woken::Heard;
                 wakes |= w != Woken::Moved;
             }
             if let Some(gone) = ground.gone() {
@@ -337,9 +365,9 @@ fn serve(root: &Path) -> Result<(), NodeError> {
             if !wakes {
                 continue;
             }
-            // What the listener's pull writes wakes the node once, when the
-            // pull is done.
-            if !pulling.load(Ordering::Acquire) {
+            // While its server is away, a machine's wake would ask it in
+            // vain: only the listener, once it hears the server, wakes it.
+            if heard || !reach.as_ref().is_some_and(|r| r.is_away()) {
                 break;
             }
         }

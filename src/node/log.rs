@@ -53,6 +53,13 @@ pub enum Done {
     ForgotPasswords,
     /// The server confirmed a response an agent machine pushed.
     Confirmed,
+    /// An agent machine's server stopped answering.
+    ServerAway,
+    /// An agent machine's server answers again.
+    ServerAnswers,
+    /// The check-ins an agent machine's run pushed while its server was
+    /// away, pushed again as the run's login before its response.
+    PushedAgain,
     /// The site's Content-Security-Policy set to run Fossil's scripts alone.
     KeptPolicy,
     /// The git export brought up to date.
@@ -88,6 +95,9 @@ impl Done {
             Done::Withdrew => "withdrew",
             Done::ForgotPasswords => "forgot passwords",
             Done::Confirmed => "confirmed",
+            Done::ServerAway => "server away",
+            Done::ServerAnswers => "server answers",
+            Done::PushedAgain => "pushed again",
             Done::KeptPolicy => "kept policy",
             Done::Exported => "exported",
             Done::ExportHeld => "export held",

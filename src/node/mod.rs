@@ -75,11 +75,19 @@ pub enum NodeError {
     Gone(String),
 }
 
+impl NodeError {
+    /// Whether an agent machine's server gave no answer.
+    pub fn server_away(&self) -> bool {
+        matches!(self, NodeError::Page(e) if e.away())
+    }
+}
+
 /// Answers `record` with `outcome` as the node's login: on the served
 /// repository, stored there (and the run user's capabilities withdrawn when
 /// `withdraw`); on an agent machine (its `receipts` asked of the server),
 /// written in the clone and pushed, the served side withdrawing them once
-/// it receives it. Answers the hash.
+/// it receives it. Answers the hash, once the response is written (on an
+/// agent machine, not while the run's check-ins wait for the server).
 #[allow(clippy::too_many_arguments)]
 pub fn answer(
     root: &Path,
@@ -91,10 +99,12 @@ pub fn answer(
     outcome: &str,
     note: &str,
     withdraw: bool,
-) -> Result<String, NodeError> {
+) -> Result<Option<String>, NodeError> {
     Ok(match receipts.asked() {
-        Some(s) => machine::respond(root, cfg, fossil, repo, s, record, outcome, note)?.0,
-        None => respond::respond(fossil, repo, record, &cfg.login, outcome, note, withdraw)?,
+        Some(s) => machine::respond(root, cfg, fossil, repo, s, record, outcome, note)?.response,
+        None => Some(respond::respond(
+            fossil, repo, record, &cfg.login, outcome, note, withdraw,
+        )?),
     })
 }
 

@@ -28,7 +28,13 @@ pub enum PageError {
     /// The server serves no OCX page (a 404 that is not OCX's answer).
     #[error("{server} serves no OCX page at /ext/{PAGE}")]
     NoPage { server: String },
-    /// The server could not be reached, or answered otherwise than OCX's page.
+    /// The server gave no answer: it could not be reached, it broke off
+    /// its answer, or a gateway before it said it is down (HTTP 502, 503
+    /// or 504); asked again later, it may answer.
+    #[error("the server {server} does not answer: {why}")]
+    Away { server: String, why: String },
+    /// The server answered otherwise than OCX's page, or would not take
+    /// the login's sign-in.
     #[error("the server {server}: {why}")]
     Unreachable { server: String, why: String },
     /// The page answered, stopping what was asked.
@@ -50,6 +56,11 @@ impl PageError {
     /// Whether the page refused (as opposed to failing, or not answering).
     pub fn refused(&self) -> bool {
         matches!(self, PageError::Stopped(s) if s.stopped.kind == StopKind::Refused)
+    }
+
+    /// Whether the server gave no answer ([`PageError::Away`]).
+    pub fn away(&self) -> bool {
+        matches!(self, PageError::Away { .. })
     }
 }
 
@@ -124,6 +135,28 @@ impl Page {
         PageError::Unreachable {
             server: self.url.clone(),
             why: why.to_string(),
+        }
+    }
+
+    fn away(&self, why: impl std::fmt::Display) -> PageError {
+        PageError::Away {
+            server: self.url.clone(),
+            why: why.to_string(),
+        }
+    }
+
+    /// A request that failed as `e` says: the server gave no answer when
+    /// the connection or its answer failed, else it could not be asked.
+    fn failed(&self, e: ureq::Error) -> PageError {
+        use ureq::Error as E;
+        match e {
+            E::Io(_)
+            | E::Timeout(_)
+            | E::HostNotFound
+            | E::ConnectionFailed
+            | E::Protocol(_)
+            | E::BodyStalled => self.away(e),
+            other => self.unreachable(other),
         }
     }
 
@@ -214,14 +247,17 @@ impl Page {
                     request.call()
                 }
             };
-            let mut response = sent.map_err(|e| self.unreachable(e))?;
+            let mut response = sent.map_err(|e| self.failed(e))?;
             let status = response.status().as_u16();
             let text = response
                 .body_mut()
                 .with_config()
                 .limit(ANSWER_LIMIT)
                 .read_to_string()
-                .map_err(|e| self.unreachable(e))?;
+                .map_err(|e| self.failed(e))?;
+            if matches!(status, 502..=504) && serde_json::from_str::<Answer>(&text).is_err() {
+                return Err(self.away(format!("HTTP {status} from before it")));
+            }
             if cookie.is_some() && attempt == 0 && (status == 401 || status == 403) {
                 continue;
             }
@@ -251,7 +287,7 @@ impl Page {
                 ("p", s.password.as_str()),
                 ("in", "Login"),
             ])
-            .map_err(|e| self.unreachable(e))?;
+            .map_err(|e| self.failed(e))?;
         let cookie = response
             .headers()
             .get_all("set-cookie")

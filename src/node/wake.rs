@@ -144,7 +144,7 @@ pub fn wake_asking(
         }
     }
     if let Some(s) = receipts.asked() {
-        report.extend(machine::push_unconfirmed(root, &cfg, &fossil, s));
+        report.extend(machine::push_unconfirmed(root, &cfg, &fossil, &repo, s));
         // The open records' receipts, asked at once: any of them may hear
         // an arrival, and each is read again at the end.
         let open: Vec<String> = state.open.keys().cloned().collect();
@@ -159,6 +159,7 @@ pub fn wake_asking(
         repo: &repo,
         receipts: &receipts,
         away: false,
+        no_answer: None,
         state: &mut state,
         report: &mut report,
     };
@@ -198,13 +199,17 @@ pub fn wake_asking(
     }
     if node.away {
         log::write(root, &node.report[logged..]);
-        let away = node
-            .report
-            .last()
-            .map(|e| e.why.clone())
-            .unwrap_or_default();
+        let away = match node.no_answer.take() {
+            Some(e) => NodeError::Page(e),
+            None => NodeError::Away(
+                node.report
+                    .last()
+                    .map(|e| e.why.clone())
+                    .unwrap_or_default(),
+            ),
+        };
         state.save(root)?;
-        return Err(NodeError::Away(away));
+        return Err(away);
     }
     let open: Vec<String> = node.state.open.keys().cloned().collect();
     let mut standing = Vec::with_capacity(open.len());
@@ -361,6 +366,8 @@ struct Node<'a> {
     /// Whether the server could not be reached for an arrival, which is
     /// then acted on at a later wake.
     away: bool,
+    /// Why, when the server gave no answer.
+    no_answer: Option<super::page::PageError>,
     state: &'a mut State,
     report: &'a mut Report,
 }
@@ -523,6 +530,7 @@ impl Node<'_> {
                                 .arrival(&a.hash),
                         );
                         self.away = true;
+                        self.no_answer = e.away().then_some(e);
                         return;
                     }
                     Ok(Err(NodeError::Fossil(e))) if e.is_busy() => {

@@ -5,11 +5,15 @@
 //! on `post`), then made on the server's page signed in as the run's
 //! login, whose password the machine's watcher holds and the run never
 //! does; the server holds the same restrictions again, and a write counts
-//! only once the server's receipt names that login.
+//! only once the server's receipt names that login. A `push` the server
+//! gives no answer to is kept for the machine to push again before the
+//! run's response.
 
 use crate::answer::{Answer, Op, Stopped, value_text};
-use crate::context::ServedAs;
-use crate::node::page::Page;
+use crate::context::{RunScope, ServedAs};
+use crate::node::config::NodeConfig;
+use crate::node::machine::checkins;
+use crate::node::page::{Page, PageError};
 use crate::node::receipts::Server;
 use crate::stop::StopKind;
 use serde_json::Value;
@@ -18,18 +22,23 @@ use std::time::Duration;
 /// How long the server is given to answer a call.
 const WITHIN: Duration = Duration::from_secs(120);
 
-/// `name` (a tool that `writes`, or only reads) called with `input` on the
-/// server `served` names, once `checked` (the same call made here as a dry
-/// run) found nothing to refuse; its answer, and its result as text when
-/// `text` asks for it.
+/// `name` (a tool that `writes`, or only reads) called with `input` by
+/// `run` on the server `served` names, once `checked` (the same call made
+/// here as a dry run) found nothing to refuse; its answer, and its result
+/// as text when `text` asks for it. A `push` the server gives no answer to
+/// is kept for the machine to push again ([`checkins`]); one it takes
+/// forgets what it carried that was kept.
 pub fn answer(
     name: &str,
     writes: bool,
     input: Value,
-    served: &ServedAs,
+    (run, served): (&RunScope, &ServedAs),
     checked: Answer,
     text: bool,
 ) -> (Answer, Option<String>) {
+    let pushes = name == <crate::tools::push::Push as crate::tool::Tool>::NAME;
+    let dir = NodeConfig::run_dir(&run.root, &run.record);
+    let checked_checkins = written(checked.result.as_ref());
     let server = Server::new(Page::signed_in(
         &served.url,
         &served.login,
@@ -44,7 +53,14 @@ pub fn answer(
     let mut answer = match server.page().answer(name, &input) {
         Ok(a) => a,
         Err(e) => {
-            let stop = crate::stop::Stop::from(e);
+            let kept = (pushes && e.away())
+                .then(|| keep_push(&dir, &input, &checked_checkins, &e, &served.login))
+                .flatten();
+            let mut stop = crate::stop::Stop::from(e);
+            if let Some((reason, next)) = kept {
+                stop.reason = reason;
+                stop.next_step = Some(next);
+            }
             return (
                 stopped(
                     name,
@@ -83,10 +99,57 @@ pub fn answer(
         answer.log.push(Op::Read {
             what: format!("{}'s receipts, naming {}", served.url, served.login),
         });
+        if pushes {
+            let _ = checkins::taken(&dir, &sent(&input));
+        }
     }
     let shown =
         (text && answer.ok).then(|| answer.result.as_ref().map(value_text).unwrap_or_default());
     (answer, shown)
+}
+
+/// The hashes of the artifacts `push`'s `input` carries.
+fn sent(input: &Value) -> Vec<String> {
+    input["artifacts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["hash"].as_str().map(String::from))
+        .collect()
+}
+
+/// Keeps in the run's directory `dir` the artifacts of a push (its
+/// `input`, the check-ins among them `checkins`) that the server gave no
+/// answer to, as `e` says, for the machine to push again as `login`; the
+/// refusal's reason and next step saying so, or none when it could not be
+/// kept.
+fn keep_push(
+    dir: &std::path::Path,
+    input: &Value,
+    checkins: &[String],
+    e: &PageError,
+    login: &str,
+) -> Option<(String, String)> {
+    let artifacts: Vec<(String, String)> = input["artifacts"]
+        .as_array()?
+        .iter()
+        .filter_map(|a| Some((a["hash"].as_str()?.into(), a["content"].as_str()?.into())))
+        .collect();
+    if artifacts.is_empty() {
+        return None;
+    }
+    checkins::keep(dir, &artifacts, checkins).ok()?;
+    let (which, them) = match checkins {
+        [] => ("the artifacts it carried".to_string(), "them"),
+        [one] => (format!("check-in {one}"), "it"),
+        many => (format!("check-ins {}", many.join(", ")), "them"),
+    };
+    Some((
+        format!(
+            "{e}: the machine keeps {which} and pushes {them} to the server as {login} once the server answers, before the run's response (which names any the server does not take)"
+        ),
+        format!("go on with the run; push again to send {them} sooner"),
+    ))
 }
 
 /// The hashes a write's result names as written: `hash`, and `checkins`.

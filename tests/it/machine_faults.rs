@@ -10,6 +10,7 @@ use crate::support::{self, kill_from, ocx_bin};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,6 +34,11 @@ struct Faults {
     released: bool,
     /// How many requests are held now.
     holding: usize,
+    /// Holds the answer to every request whose path begins with one of
+    /// the prefixes, once the repository file holds more forum posts than
+    /// the count, until released: so what the server tells of a post, or
+    /// after it, is held however soon it follows.
+    hold_after_post: Option<(Vec<String>, std::path::PathBuf, i64)>,
     /// Each path seen, with what was done to it.
     seen: Vec<(String, Option<Fault>)>,
 }
@@ -68,6 +74,19 @@ impl Proxy {
         let mut f = self.faults.lock().unwrap();
         f.released = false;
         f.next.push((prefix.to_string(), fault));
+    }
+
+    /// Holds the answer to each request whose path begins with one of
+    /// `prefixes` once the served repository `repository` holds more than
+    /// `posts` forum posts it holds not now, until released.
+    fn hold_after_posts(&self, prefixes: &[&str], repository: &Path, posts: i64) {
+        let mut f = self.faults.lock().unwrap();
+        f.released = false;
+        f.hold_after_post = Some((
+            prefixes.iter().map(|p| p.to_string()).collect(),
+            repository.to_path_buf(),
+            forum_posts(repository) + posts,
+        ));
     }
 
     fn release(&self) {
@@ -113,11 +132,7 @@ fn relay(mut client: TcpStream, upstream: u16, faults: &Mutex<Faults>) {
         return;
     }
     if fault == Some(Fault::Hold) {
-        faults.lock().unwrap().holding += 1;
-        while !faults.lock().unwrap().released {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        faults.lock().unwrap().holding -= 1;
+        hold(faults);
     }
     let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else {
         return;
@@ -127,9 +142,39 @@ fn relay(mut client: TcpStream, upstream: u16, faults: &Mutex<Faults>) {
     }
     let mut answer = Vec::new();
     let _ = server.read_to_end(&mut answer);
+    let after_post = faults.lock().unwrap().hold_after_post.as_ref().is_some_and(
+        |(prefixes, repository, posts)| {
+            prefixes.iter().any(|p| path.starts_with(p.as_str()))
+                && forum_posts(repository) > *posts
+        },
+    );
+    if after_post {
+        hold(faults);
+    }
     if fault != Some(Fault::LoseAnswer) {
         let _ = client.write_all(&answer);
     }
+}
+
+/// Waits until held requests are released, counted as held meanwhile.
+fn hold(faults: &Mutex<Faults>) {
+    faults.lock().unwrap().holding += 1;
+    while !faults.lock().unwrap().released {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    faults.lock().unwrap().holding -= 1;
+}
+
+/// How many forum posts the repository file `repository` holds.
+fn forum_posts(repository: &Path) -> i64 {
+    let db = rusqlite::Connection::open_with_flags(
+        repository,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    db.busy_timeout(Duration::from_secs(10)).unwrap();
+    db.query_row("SELECT count(*) FROM forumpost", [], |r| r.get(0))
+        .unwrap()
 }
 
 /// One HTTP request from `client`, its `Connection` made `close` so the
@@ -344,11 +389,14 @@ fn a_machine_killed_between_its_push_and_its_confirmation_and_a_push_the_server_
     let second = site.record(&m.code, "echo-f2");
     let dir = ocx::node::config::NodeConfig::run_dir(&m.root(), &second);
     site.line(&format!("Record {second}"));
+    // The stop is one post; the next, the machine's answer: what the
+    // server tells of it, by a receipt or a wait, is held from the machine.
+    proxy.hold_after_posts(
+        &["/ext/ocx-cgi/receipt", "/ext/ocx-cgi/wait"],
+        &site.repo.file,
+        1,
+    );
     site.repo.json(&["stop", &second]).ok();
-    crate::support::until_logged(&m.root(), 60, |e| support::is(e, "stopping", &second));
-    for _ in 0..20 {
-        proxy.next("/ext/ocx-cgi/receipt", Fault::Hold);
-    }
     let unconfirmed = m.root().join("unconfirmed").join(&second[..16]);
     until("the answer pushed, its confirmation held", 60, || {
         (!site.responses(&second).is_empty() && proxy.holding() > 0 && unconfirmed.exists())
@@ -384,4 +432,272 @@ fn a_machine_killed_between_its_push_and_its_confirmation_and_a_push_the_server_
         m.node_log()
     );
     assert_eq!(site.responses(&first).len(), 1, "the first still once");
+}
+
+/// A runner on the machine, holding no password, held to `fixes`: once
+/// the test leaves `go` in its output directory, it commits a fix on
+/// `fixes`, pushes it through its tools, notes the push's answer and
+/// ends.
+const AWAY_RUNNER: &str = r#"
+import time
+for line in sys.stdin:
+    break
+note({"step": "started"})
+while not os.path.exists(os.path.join(out, "go")):
+    time.sleep(0.05)
+with open("fix-away.txt", "w") as f:
+    f.write("fixed while the server was away\n")
+fossil("add", "fix-away.txt")
+code, said = fossil("commit", "-m", "fix while away", "--branch", "fixes", "--no-warnings")
+note({"step": "commit", "code": code, "said": said})
+local = mcp("ocx")
+result = local("tools/call", {"name": "ocx_push", "arguments": {}})["result"]
+note({"step": "push", "result": result})
+"#;
+
+/// A served site and an agent machine running a no-password record held
+/// to `fixes` for [`AWAY_RUNNER`] as `user`: the machine, the record and
+/// the runner's output directory.
+fn away_run(site: &Site, user: &str) -> (Machine, String, std::path::PathBuf) {
+    site.repo.commit_as("admin", "README", "start\n", None);
+    let (runner, out) = support::runner_script(
+        &site.repo,
+        &format!("{}{AWAY_RUNNER}", support::PY_RUNNER_PRELUDE),
+    );
+    support::runner_page(
+        &site.repo,
+        "away",
+        &json!({"command": [runner], "input": "lines",
+            "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": support::fossil()}}),
+    );
+    let m = Machine::enrol(site);
+    let bin = ocx_bin().parent().unwrap().to_str().unwrap().to_string();
+    let record = site
+        .repo
+        .json(&[
+            "create",
+            "--runner",
+            "away",
+            "--run-user",
+            user,
+            "--objective",
+            "Fix it while the server is away",
+            "--no-password",
+            "--branch",
+            "fixes",
+            "--wall",
+            "5m",
+            "--read-write",
+            out.to_str().unwrap(),
+            "--read-only",
+            &bin,
+            "--node",
+            &m.code,
+        ])
+        .ok()["record"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    support::until_logged(&m.root(), 60, |e| support::is(e, "opened", &record));
+    (m, record, out)
+}
+
+/// Once the run started, stops the site's server, lets the run commit and
+/// push, and waits until its watcher is gone: the run ended while the
+/// server was away. The push's answer.
+fn run_ends_while_away(site: &mut Site, m: &Machine, record: &str, out: &Path) -> Value {
+    until(&format!("the run's start\n{}", m.node_log()), 90, || {
+        notes(out)
+            .iter()
+            .any(|n| n["step"] == "started")
+            .then_some(())
+    });
+    site.halt();
+    std::fs::write(out.join("go"), b"").unwrap();
+    let pushed = pushed(out, 1, m);
+    let dir = ocx::node::config::NodeConfig::run_dir(&m.root(), record);
+    until(&format!("the run's end\n{}", m.node_log()), 60, || {
+        (!ocx::node::watcher_alive(&dir)).then_some(())
+    });
+    pushed
+}
+
+/// The receipt's number under which the served repository took `hash`.
+fn receipt_of(site: &Site, hash: &str) -> Option<i64> {
+    let db = rusqlite::Connection::open(&site.repo.file).unwrap();
+    db.query_row(
+        "SELECT rcvid FROM blob WHERE uuid=?1 AND size>=0",
+        [hash],
+        |r| r.get(0),
+    )
+    .ok()
+}
+
+/// The check-ins the served repository holds with comment `comment`, by hash.
+fn checkins_named(site: &Site, comment: &str) -> Vec<String> {
+    let db = rusqlite::Connection::open(&site.repo.file).unwrap();
+    let mut q = db
+        .prepare("SELECT b.uuid FROM event e JOIN blob b ON b.rid=e.objid WHERE e.type='ci' AND e.comment=?1")
+        .unwrap();
+    q.query_map([comment], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// The responses to `record` on the served repository: hash, outcome,
+/// note and sender each.
+fn responses_in_full(site: &Site, record: &str) -> Vec<(String, String, String, String)> {
+    site.thread(record)
+        .iter()
+        .filter_map(|p| {
+            let text = p["text"].as_str()?;
+            match ocx::protocol::message::read(text.as_bytes()) {
+                ocx::protocol::message::Reading::Message { message }
+                    if message["kind"] == "response" && message["answers"] == record =>
+                {
+                    Some((
+                        p["hash"].as_str()?.to_string(),
+                        message["outcome"].as_str()?.to_string(),
+                        message["note"].as_str()?.to_string(),
+                        p["from"].as_str()?.to_string(),
+                    ))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_check_in_a_machines_run_pushed_while_its_server_was_away_reaches_it_before_the_runs_response()
+{
+    let mut site = Site::new();
+    let (m, record, out) = away_run(&site, "away-m1");
+    let pushed = run_ends_while_away(&mut site, &m, &record, &out);
+    assert_eq!(pushed["isError"], true, "the push was refused: {pushed:#}");
+    let said = pushed["structuredContent"]["stopped"]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        said.contains("the machine keeps check-in"),
+        "the refusal says the check-in is kept: {pushed:#}"
+    );
+    assert!(
+        checkins_named(&site, "fix while away").is_empty(),
+        "nothing reached the stopped server"
+    );
+
+    site.serve();
+    let answered = until(
+        &format!("the run's response\n{}", m.node_log()),
+        120,
+        || {
+            let r = responses_in_full(&site, &record);
+            (!r.is_empty()).then_some(r)
+        },
+    );
+    let fixes = checkins_named(&site, "fix while away");
+    assert_eq!(
+        fixes.len(),
+        1,
+        "the run's check-in reached the server, once\n{}",
+        m.node_log()
+    );
+    assert_eq!(
+        site.repo.sender(&fixes[0]).as_deref(),
+        Some("away-m1"),
+        "sent by the run's login"
+    );
+    let (response, outcome, note, from) = &answered[0];
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        ("exited", m.login.as_str())
+    );
+    assert!(
+        receipt_of(&site, &fixes[0]) < receipt_of(&site, response),
+        "the check-in came before the response: {note}"
+    );
+    let r = site.repository();
+    let tip = r.branch_tip("fixes").unwrap().unwrap();
+    assert_eq!(r.hash_of(tip).unwrap(), fixes[0], "on fixes");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(responses_in_full(&site, &record).len(), 1, "answered once");
+}
+
+#[test]
+fn a_machine_whose_server_is_away_with_a_response_to_push_backs_off_and_logs_once() {
+    let mut site = Site::new();
+    let (m, record, out) = away_run(&site, "away-m2");
+    run_ends_while_away(&mut site, &m, &record, &out);
+    let before = support::node_log(&m.root()).len();
+    std::thread::sleep(Duration::from_secs(20));
+    let during: Vec<Value> = support::node_log(&m.root())[before..].to_vec();
+    assert!(
+        during.len() <= 2,
+        "{} lines in 20 s while the server was away:\n{:#?}",
+        during.len(),
+        &during[..during.len().min(10)]
+    );
+
+    site.serve();
+    let answered = until(
+        &format!("the run's response\n{}", m.node_log()),
+        120,
+        || {
+            let r = responses_in_full(&site, &record);
+            (!r.is_empty()).then_some(r)
+        },
+    );
+    assert_eq!(answered[0].1, "exited");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(responses_in_full(&site, &record).len(), 1, "answered once");
+}
+
+#[test]
+fn a_check_in_a_machines_run_pushed_while_its_server_was_away_that_the_server_then_refuses_is_named_in_its_response()
+ {
+    let mut site = Site::new();
+    let (m, record, out) = away_run(&site, "away-m3");
+    run_ends_while_away(&mut site, &m, &record, &out);
+    let committed = notes(&out)
+        .into_iter()
+        .find(|n| n["step"] == "commit")
+        .unwrap();
+    let fix = committed["said"]
+        .as_str()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("New_Version: ")))
+        .unwrap_or_else(|| panic!("the run committed: {committed:#}"))
+        .trim()
+        .to_string();
+
+    // Meanwhile an administrator takes the run's login's capabilities away
+    // on the served repository: the server no longer takes its push.
+    site.repo.fossil(&["user", "capabilities", "away-m3", ""]);
+    site.serve();
+    let answered = until(
+        &format!("the run's response\n{}", m.node_log()),
+        120,
+        || {
+            let r = responses_in_full(&site, &record);
+            (!r.is_empty()).then_some(r)
+        },
+    );
+    let (_, outcome, note, from) = &answered[0];
+    assert_eq!(
+        (outcome.as_str(), from.as_str()),
+        ("exited", m.login.as_str())
+    );
+    assert!(
+        note.contains(&format!(
+            "the run's check-in {fix} did not reach the server"
+        )),
+        "the response names the check-in the server did not take: {note}"
+    );
+    assert!(
+        checkins_named(&site, "fix while away").is_empty(),
+        "the server took nothing of it"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(responses_in_full(&site, &record).len(), 1, "answered once");
 }

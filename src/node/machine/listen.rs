@@ -1,9 +1,10 @@
 //! The machine's listener: one long-poll open on the server's `wait`,
 //! asking for the artifacts themselves; when it answers something new,
 //! those artifacts stored in the clone (each checked against its hash),
-//! or a pull when it could not carry them all, and a wake; a pull once a
-//! minute while the wait is refused or the server is away; what it heard
-//! last is kept for `ocx status`.
+//! or a pull when it could not carry them all, and a wake; while the wait
+//! is refused or the server is away, the wait asked again after 1, 2,
+//! 4... seconds, at most a minute apart, and a pull once a minute; what
+//! it heard last is kept for `ocx status`.
 
 use crate::fossil::artifact;
 use crate::fossil::store::Artifacts;
@@ -13,7 +14,6 @@ use crate::node::page::PageError;
 use crate::node::receipts::{Received, Server};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// How often the machine pulls at least, while its server's wait answers
@@ -108,20 +108,30 @@ impl Heard {
     }
 }
 
+/// The longest the listener waits before it asks a server that gave no
+/// answer again: the once a minute it pulls at least.
+const AWAY_AT_MOST: Duration = PULL_AT_LEAST;
+
+/// How long the listener waits before it asks again after `failures`
+/// waits in a row failed: 1 second, doubled each time, at most a minute.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(6)).min(AWAY_AT_MOST)
+}
+
 /// The machine's listener: keeps one long-poll open on the server's
 /// `wait`; when it answers something new, stores the artifacts it carried
 /// in the clone, or pulls when it carried none or they would not store,
 /// and sends `wake`; pulls once a minute at least, for what no receipt
-/// tells; when the wait is refused or the server is away, pulls once a
-/// minute (trying the wait again each time) and keeps waking for
-/// unconfirmed responses.
-/// `pulling` is set while a pull or a store is under way, so the node
-/// passes over the changes they write.
+/// tells; when the wait is refused or the server is away, asks again
+/// after 1, 2, 4... seconds, at most a minute apart, and pulls once a
+/// minute, waking the node only when the pull went through (and for
+/// unconfirmed responses once the wait answers again). `reach` learns
+/// whether the server answers from each wait.
 pub fn listen(
     root: &Path,
     cfg: &NodeConfig,
     server: &Server,
-    pulling: &AtomicBool,
+    reach: &super::Reach,
     wake: impl Fn() -> bool,
 ) {
     let Ok(fossil) = Fossil::at(&cfg.fossil) else {
@@ -136,12 +146,13 @@ pub fn listen(
             Ok((last, carried)) => {
                 failures = 0;
                 heard.polling = false;
+                reach.answered();
                 if after.is_none_or(|a| last > a) {
                     heard.last_wake = Some(crate::fossil::artifact::now());
                     let stored = after.is_some()
-                        && carried.is_some_and(|c| store(&fossil, cfg, &mut heard, &c, pulling));
+                        && carried.is_some_and(|c| store(&fossil, cfg, &mut heard, &c));
                     if !stored {
-                        pull(&fossil, cfg, &mut heard, pulling);
+                        pull(&fossil, cfg, &mut heard);
                         pulled_at = Some(std::time::Instant::now());
                     }
                     after = Some(last);
@@ -156,7 +167,7 @@ pub fn listen(
                 // approved since (its receipt is the old one), only a
                 // pull brings.
                 if pulled_at.is_none_or(|t| t.elapsed() >= PULL_AT_LEAST) {
-                    pull(&fossil, cfg, &mut heard, pulling);
+                    pull(&fossil, cfg, &mut heard);
                     pulled_at = Some(std::time::Instant::now());
                     heard.save(root);
                     if !wake() {
@@ -165,34 +176,38 @@ pub fn listen(
                 }
             }
             Err(e) => {
-                failures += 1;
+                failures = failures.saturating_add(1);
                 after = None;
                 heard.polling = true;
                 heard.last_failure = Some(e.to_string());
-                heard.save(root);
+                if e.away() {
+                    reach.lost(&e.to_string());
+                }
                 if pulled_at.is_none_or(|t| t.elapsed() >= PULL_AT_LEAST) {
-                    pull(&fossil, cfg, &mut heard, pulling);
-                    heard.save(root);
+                    let pulled = pull(&fossil, cfg, &mut heard);
                     pulled_at = Some(std::time::Instant::now());
-                    if !wake() {
+                    if pulled && !wake() {
                         return;
                     }
                 }
-                std::thread::sleep(
-                    Duration::from_secs(1u64 << failures.min(6)).min(Duration::from_secs(60)),
-                );
+                heard.save(root);
+                std::thread::sleep(backoff(failures));
             }
         }
     }
 }
 
-fn pull(fossil: &Fossil, cfg: &NodeConfig, heard: &mut Heard, pulling: &AtomicBool) {
-    pulling.store(true, Ordering::Release);
-    let pulled = fossil.pull_server(&cfg.repository);
-    pulling.store(false, Ordering::Release);
-    match pulled {
-        Ok(()) => heard.last_pull = Some(artifact::now()),
-        Err(e) => heard.last_failure = Some(format!("pull: {e}")),
+/// Pulls into the clone what the server holds; whether it went through.
+fn pull(fossil: &Fossil, cfg: &NodeConfig, heard: &mut Heard) -> bool {
+    match fossil.pull_server(&cfg.repository) {
+        Ok(()) => {
+            heard.last_pull = Some(artifact::now());
+            true
+        }
+        Err(e) => {
+            heard.last_failure = Some(format!("pull: {e}"));
+            false
+        }
     }
 }
 
@@ -205,9 +220,7 @@ fn store(
     cfg: &NodeConfig,
     heard: &mut Heard,
     carried: &[(String, Vec<u8>)],
-    pulling: &AtomicBool,
 ) -> bool {
-    pulling.store(true, Ordering::Release);
     let stored = Repository::open(&cfg.repository).and_then(|clone| {
         // A phantom of the clone may have been filled on the server, in
         // its old row, which no wait carries: only a pull brings it.
@@ -219,7 +232,6 @@ fn store(
         }
         Ok(true)
     });
-    pulling.store(false, Ordering::Release);
     match stored {
         Ok(false) => false,
         Ok(true) => {
@@ -243,6 +255,14 @@ mod tests {
             hash: hash.to_string(),
             content: base64::engine::general_purpose::STANDARD.encode(bytes),
         }
+    }
+
+    #[test]
+    fn a_server_that_gives_no_answer_is_asked_again_a_second_later_then_twice_as_late_to_a_minute()
+    {
+        let waits: Vec<u64> = (1..=9).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(backoff(u32::MAX), Duration::from_secs(60));
     }
 
     #[test]

@@ -7,15 +7,21 @@
 //! ([`listen`]). Its responses are written in the clone as the machine's
 //! login, pushed, and count only once the server's receipt names that
 //! login; one not yet confirmed is kept under the root and pushed again
-//! until it is, never written twice ([`unconfirmed`]).
+//! until it is, never written twice ([`unconfirmed`]), and only after the
+//! check-ins its run pushed while the server gave no answer ([`checkins`]).
+//! While the server gives none, the node waits for its listener to hear
+//! it again, and says so once ([`reach`]).
 
+pub mod checkins;
 pub mod listen;
 pub mod login;
+pub mod reach;
 pub mod unconfirmed;
 
 pub use listen::{Heard, listen};
 pub use login::read_credentials;
-pub use unconfirmed::{any_unconfirmed, push_unconfirmed, respond};
+pub use reach::Reach;
+pub use unconfirmed::{Responded, answered_here, any_unconfirmed, push_unconfirmed, respond};
 
 use super::receipts::Server;
 use crate::node::page::PageError;
@@ -38,7 +44,8 @@ struct RunLogin {
 
 /// The run login's name and password for `record` addressed to this
 /// machine, as the served side made it; asked again for a few seconds
-/// while the server has not made it yet.
+/// while the server has not made it yet, and not again when the server
+/// gives no answer (the record is then acted on once it does).
 pub fn run_login(server: &Server, record: &str) -> Result<(String, String), PageError> {
     let until = std::time::Instant::now() + Duration::from_secs(15);
     loop {
@@ -53,7 +60,7 @@ pub fn run_login(server: &Server, record: &str) -> Result<(String, String), Page
                 });
             }
             Ok(v) => return Ok((v.user, v.password)),
-            Err(e) if std::time::Instant::now() >= until => return Err(e),
+            Err(e) if e.away() || std::time::Instant::now() >= until => return Err(e),
             Err(_) => std::thread::sleep(Duration::from_millis(300)),
         }
     }
