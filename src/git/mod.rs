@@ -37,6 +37,9 @@ pub enum GitError {
     /// No `git` program was found where OCX looks for one.
     #[error("no git program at {0}")]
     NoProgram(String),
+    /// What the upstream holds is refused, in words saying why.
+    #[error("{0}")]
+    Refused(String),
     /// `git` ran and failed, or could not be started.
     #[error("git {operation} failed: {message}")]
     Command {

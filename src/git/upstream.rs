@@ -13,18 +13,117 @@ use super::{Git, GitError};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// The only variables git is given.
+/// The transports git may use for an upstream: a local directory or
+/// `file://`, `git://`, `http://`, `https://` and ssh (`ssh://` or
+/// `[user@]host:path`). Not `ext::` (it runs a command), `fd::` (it talks
+/// on a descriptor, and waits on it for ever), nor any other remote
+/// helper git would start by its name.
+pub const TRANSPORTS: &[&str] = &["file", "git", "http", "https", "ssh"];
+
+/// The only variables git is given: no `HOME`, so no config of the
+/// caller's is read, and no system config either; no prompt; and
+/// [`TRANSPORTS`] as `GIT_ALLOW_PROTOCOL`, which git holds above any
+/// `protocol.*.allow` a config sets, so no repository's config (nor a
+/// submodule, nor a redirect) gives git another.
 const ENV: &[(&str, &str)] = &[
     ("PATH", "/usr/local/bin:/usr/bin:/bin"),
     ("GIT_TERMINAL_PROMPT", "0"),
     ("GIT_CONFIG_NOSYSTEM", "1"),
+    ("GIT_ALLOW_PROTOCOL", "file:git:http:https:ssh"),
 ];
 
+/// What every git OCX starts here is given on its command line, above
+/// what a repository's config says: no hook (a mirror's `hooks/` is
+/// OCX's own, but a hook runs as whoever fetches), no file-system monitor
+/// (a command), no submodule followed.
+const PINNED: &[&str] = &[
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "submodule.recurse=false",
+    "fetch.recurseSubmodules=false",
+];
+
+/// Why `from` is no upstream OCX gives git, or `None` when it is one: a
+/// URL whose scheme is one of [`TRANSPORTS`] (`git+ssh` and `ssh+git`
+/// as ssh), an scp-like `[user@]host:path`, or a local directory.
+/// Refused: a control character; a leading `-` (an option to git); git's
+/// `NAME::ADDRESS` form, which starts the remote helper `NAME` (`ext::`
+/// runs the command it names); any other scheme, which git hands to a
+/// helper program of that name; an ssh user, host or port beginning with
+/// `-` (an option to ssh).
+pub fn refused_from(from: &str) -> Option<String> {
+    if from.is_empty() {
+        return Some("it is empty".into());
+    }
+    if from.chars().any(char::is_control) {
+        return Some("it holds a control character".into());
+    }
+    if from.starts_with('-') {
+        return Some("it begins with -, which git would read as an option".into());
+    }
+    // Git's own reading: letters, digits and `+-.` up to `::` name a helper.
+    let word = from
+        .find(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
+        .unwrap_or(from.len());
+    if from[word..].starts_with("::") {
+        return Some(format!(
+            "it names git's remote helper {:?} ({}::), which starts a program of its own (ext:: runs a command, fd:: talks on a descriptor); OCX lets git use {} alone",
+            &from[..word],
+            &from[..word],
+            TRANSPORTS.join(", ")
+        ));
+    }
+    if from[word..].starts_with("://") {
+        let scheme = from[..word].to_ascii_lowercase();
+        let scheme = match scheme.as_str() {
+            "git+ssh" | "ssh+git" => "ssh",
+            s => s,
+        };
+        if !TRANSPORTS.contains(&scheme) {
+            return Some(format!(
+                "its scheme {:?} is no transport OCX lets git use ({}); git would hand it to a helper program of that name",
+                &from[..word],
+                TRANSPORTS.join(", ")
+            ));
+        }
+        if scheme == "ssh" {
+            let rest = &from[word + 3..];
+            let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+            return ssh_address(authority);
+        }
+        return None;
+    }
+    // Git reads a colon before any slash as ssh's `[user@]host:path`.
+    match (from.find(':'), from.find('/')) {
+        (Some(colon), slash) if slash.is_none_or(|s| s > colon) => ssh_address(&from[..colon]),
+        _ => None,
+    }
+}
+
+/// Why the ssh address `authority` (`[user@]host[:port]`, a host perhaps
+/// in brackets) would be an option to ssh, or `None`.
+fn ssh_address(authority: &str) -> Option<String> {
+    let (user, host) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    let host = host.trim_start_matches('[');
+    let port = host.rsplit_once(':').map(|(_, p)| p);
+    let option = |part: Option<&str>| part.is_some_and(|p| p.starts_with('-'));
+    (option(user) || option(Some(host)) || option(port)).then(|| {
+        "its ssh user, host or port begins with -, which ssh would read as an option".into()
+    })
+}
+
 impl Git {
-    /// `git`, as this module's head says it is started, on `git_dir` when given.
+    /// `git`, as this module's head says it is started, with [`PINNED`]
+    /// given, on `git_dir` when given.
     pub(super) fn command(&self, git_dir: Option<&Path>) -> Command {
         let mut c = Command::new(self.path());
         c.env_clear().envs(ENV.iter().copied()).current_dir("/");
+        for pin in PINNED {
+            c.arg("-c").arg(pin);
+        }
         if let Some(d) = git_dir {
             let mut safe = std::ffi::OsString::from("safe.directory=");
             safe.push(d.as_os_str());
@@ -54,12 +153,16 @@ impl Git {
     }
 
     /// Makes `into` a bare mirror of the git repository `from` (a URL or a
-    /// directory), refused in git's own words when git cannot read it.
+    /// directory), refused in git's own words when git cannot read it. A
+    /// directory is read as a URL is (`--no-local`): its objects copied
+    /// through git's transport, never linked, and no `alternates` of its
+    /// carried into the mirror, so the mirror reads nothing of another
+    /// directory after.
     pub fn mirror(&self, from: &str, into: &Path) -> Result<(), GitError> {
         self.ran(
             "clone",
             self.command(None)
-                .args(["clone", "--mirror", "--quiet", "--"])
+                .args(["clone", "--mirror", "--no-local", "--quiet", "--"])
                 .arg(from)
                 .arg(into)
                 .stdout(Stdio::null()),
@@ -128,6 +231,34 @@ impl Git {
                 Some((name, peeled.unwrap_or(object)))
             })
             .collect())
+    }
+
+    /// Writes to `out` git's fast-export of every branch of `branches`,
+    /// what the marks file `marks` does not hold yet, its marks kept
+    /// nowhere: the stream read for its paths before any is imported.
+    pub fn fast_export_check(
+        &self,
+        dir: &Path,
+        marks: &Path,
+        branches: &[&str],
+        out: &Path,
+    ) -> Result<(), GitError> {
+        let file = std::fs::File::create(out).map_err(|error| GitError::Io {
+            what: "write the export's stream",
+            dir: out.to_path_buf(),
+            error,
+        })?;
+        let mut import = std::ffi::OsString::from("--import-marks-if-exists=");
+        import.push(marks.as_os_str());
+        self.ran(
+            "fast-export",
+            self.command(Some(dir))
+                .args(["fast-export", "--signed-tags=strip", "--reencode=yes"])
+                .arg(import)
+                .args(branches.iter().map(|b| format!("refs/heads/{b}")))
+                .stdout(file),
+        )
+        .map(drop)
     }
 
     /// Writes to `out` git's fast-export of `branch`, what its marks file
@@ -302,23 +433,39 @@ impl Upstream {
                 dir: dir.clone(),
                 error,
             })?;
-        git.mirror(from, &dir.join(MIRROR))?;
-        let default = git
-            .default_branch(&dir.join(MIRROR))?
-            .unwrap_or_else(|| "main".into());
-        let up = Upstream {
-            dir,
-            kept: Kept {
-                from: crate::fossil::redact_password(from),
-                default_branch: default,
-                last: None,
-            },
-        };
-        let mut up = up;
-        let brought = up.bring(git, fossil, repository, admin, true)?;
-        up.kept.last = Some(brought.clone());
-        up.keep()?;
-        Ok((up, brought))
+        let existed = repository.exists();
+        let made = (|| {
+            git.mirror(from, &dir.join(MIRROR))?;
+            let default = git
+                .default_branch(&dir.join(MIRROR))?
+                .unwrap_or_else(|| "main".into());
+            if !plain_ref(&default) {
+                return Err(GitError::Refused(format!(
+                    "the upstream's default branch {default:?} is no name OCX gives Fossil (a control character, a space, .., or a leading - or /)"
+                )));
+            }
+            let mut up = Upstream {
+                dir: dir.clone(),
+                kept: Kept {
+                    from: crate::fossil::redact_password(from),
+                    default_branch: default,
+                    last: None,
+                },
+            };
+            let brought = up.bring(git, fossil, repository, admin, true)?;
+            up.kept.last = Some(brought.clone());
+            up.keep()?;
+            Ok((up, brought))
+        })();
+        if made.is_err() {
+            // Nothing half made is left: the directory was made above, and
+            // the repository, when it was not there before, by the import.
+            let _ = std::fs::remove_dir_all(&dir);
+            if !existed {
+                let _ = std::fs::remove_file(repository);
+            }
+        }
+        made
     }
 
     /// Fetches what the upstream added since and brings it into
@@ -413,6 +560,24 @@ impl Upstream {
             self.dir.join("git.marks.next"),
             self.dir.join("fossil.marks.next"),
         );
+        // Every path the new commits name is read before Fossil takes any.
+        let tips: Vec<&str> = plan.iter().map(|(b, _)| b.as_str()).collect();
+        if !tips.is_empty() {
+            git.fast_export_check(&mirror, &git_marks, &tips, &stream)?;
+            let read = std::fs::File::open(&stream)
+                .map(|f| read_stream(std::io::BufReader::new(f)))
+                .map_err(|error| GitError::Io {
+                    what: "read the export's stream",
+                    dir: stream.clone(),
+                    error,
+                })?;
+            if let Some(path) = read.unplain {
+                let _ = std::fs::remove_file(&stream);
+                return Err(GitError::Refused(format!(
+                    "the upstream names a file {path:?}, which is no plain path (a control character, or an empty, . or .. part): nothing of it was imported"
+                )));
+            }
+        }
         let moved = |from: &Path, to: &Path| {
             std::fs::rename(from, to).map_err(|error| GitError::Io {
                 what: "keep the marks of what was imported",
@@ -423,7 +588,7 @@ impl Upstream {
         for (branch, onto) in plan {
             git.fast_export(&mirror, &git_marks, &git_next, &branch, &onto, &stream)?;
             let commits = std::fs::File::open(&stream)
-                .map(|f| commits_in(std::io::BufReader::new(f)))
+                .map(|f| read_stream(std::io::BufReader::new(f)).commits)
                 .map_err(|error| GitError::Io {
                     what: "read the export's stream",
                     dir: stream.clone(),
@@ -582,30 +747,41 @@ pub fn plain_ref(name: &str) -> bool {
         && !name.chars().any(|c| c.is_control() || c.is_whitespace())
 }
 
-/// How many commits the fast-export stream `stream` holds: its `commit`
-/// commands, each `data` block passed over unread, since a commit's
-/// message or a file may hold a line that begins `commit `. A stream cut
-/// short counts what it holds.
-pub fn commits_in(mut stream: impl std::io::BufRead) -> u64 {
+/// What [`read_stream`] found in a fast-export stream.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct StreamRead {
+    /// Its `commit` commands.
+    pub commits: u64,
+    /// The first path a file command names that is not [`plain_path`],
+    /// unquoted and read as UTF-8 (each byte that is not, U+FFFD).
+    pub unplain: Option<String>,
+}
+
+/// Reads the fast-export stream `stream`: its `commit` commands counted,
+/// each `data` block passed over unread (a commit's message or a file may
+/// hold a line that begins `commit ` or `M `), and the path of each file
+/// command (`M`, `D`, `C`, `R`) read, unquoted as git quotes it. A stream
+/// cut short is read as far as it goes.
+pub fn read_stream(mut stream: impl std::io::BufRead) -> StreamRead {
     use std::io::Read;
-    let mut commits = 0;
+    let mut read = StreamRead::default();
     let mut line = Vec::new();
     loop {
         line.clear();
         match stream.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return commits,
+            Ok(0) | Err(_) => return read,
             Ok(_) => {}
         }
         let command = line.strip_suffix(b"\n").unwrap_or(&line);
         if command.starts_with(b"commit ") {
-            commits += 1;
+            read.commits += 1;
         } else if let Some(size) = command.strip_prefix(b"data ") {
             if let Some(delimiter) = size.strip_prefix(b"<<") {
                 let delimiter = delimiter.to_vec();
                 loop {
                     line.clear();
                     match stream.read_until(b'\n', &mut line) {
-                        Ok(0) | Err(_) => return commits,
+                        Ok(0) | Err(_) => return read,
                         Ok(_) if line.strip_suffix(b"\n").unwrap_or(&line) == delimiter => break,
                         Ok(_) => {}
                     }
@@ -619,11 +795,100 @@ pub fn commits_in(mut stream: impl std::io::BufRead) -> u64 {
                 };
                 if std::io::copy(&mut stream.by_ref().take(n), &mut std::io::sink()).ok() != Some(n)
                 {
-                    return commits;
+                    return read;
                 }
             }
+        } else if read.unplain.is_none() {
+            read.unplain = file_paths(command)
+                .into_iter()
+                .map(|p| String::from_utf8_lossy(&p).into_owned())
+                .find(|p| !plain_path(p));
         }
     }
+}
+
+/// The paths a fast-export file command names, unquoted: `M MODE REF
+/// PATH`, `D PATH`, `C FROM TO`, `R FROM TO`; none for any other line. A
+/// path git could not have written (a quote unclosed) is read as it is.
+fn file_paths(command: &[u8]) -> Vec<Vec<u8>> {
+    let Some((&op, rest)) = command.split_first() else {
+        return Vec::new();
+    };
+    let Some(rest) = rest.strip_prefix(b" ") else {
+        return Vec::new();
+    };
+    match op {
+        b'M' => {
+            let mut parts = rest.splitn(3, |&b| b == b' ');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some(_), Some(_), Some(path)) => vec![path_of(path, true).0],
+                _ => Vec::new(),
+            }
+        }
+        b'D' => vec![path_of(rest, true).0],
+        b'C' | b'R' => {
+            let (from, after) = path_of(rest, false);
+            let to = after.strip_prefix(b" ").unwrap_or(after);
+            vec![from, path_of(to, true).0]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The path at the start of `s` and what follows it: a quoted path
+/// unquoted (git's C quoting: `\\`, `\"`, `\a` `\b` `\f` `\n` `\r` `\t`
+/// `\v`, three octal digits), else all of `s` when it ends the command
+/// (`whole`), or up to the first space.
+fn path_of(s: &[u8], whole: bool) -> (Vec<u8>, &[u8]) {
+    let Some(mut rest) = s.strip_prefix(b"\"") else {
+        return match s.iter().position(|&b| b == b' ').filter(|_| !whole) {
+            Some(i) => (s[..i].to_vec(), &s[i..]),
+            None => (s.to_vec(), &[]),
+        };
+    };
+    let mut out = Vec::new();
+    while let Some((&b, after)) = rest.split_first() {
+        rest = after;
+        match b {
+            b'"' => return (out, rest),
+            b'\\' => {
+                let Some((&e, after)) = rest.split_first() else {
+                    break;
+                };
+                rest = after;
+                match e {
+                    b'a' => out.push(7),
+                    b'b' => out.push(8),
+                    b'f' => out.push(12),
+                    b'n' => out.push(b'\n'),
+                    b'r' => out.push(b'\r'),
+                    b't' => out.push(b'\t'),
+                    b'v' => out.push(11),
+                    b'0'..=b'3' if rest.len() >= 2 => {
+                        let digits = [e, rest[0], rest[1]];
+                        rest = &rest[2..];
+                        out.push(digits.iter().fold(0u8, |n, d| {
+                            n.wrapping_mul(8).wrapping_add(d.wrapping_sub(b'0'))
+                        }));
+                    }
+                    other => out.push(other),
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    (s.to_vec(), &[])
+}
+
+/// Whether `path` is a file's path OCX gives Fossil: not empty, relative,
+/// no control character (C0, DEL or C1, which a terminal may read as a
+/// command), no part empty, `.` or `..`.
+pub fn plain_path(path: &str) -> bool {
+    !path.is_empty()
+        && !path.chars().any(char::is_control)
+        && path
+            .split('/')
+            .all(|p| !p.is_empty() && p != "." && p != "..")
 }
 
 #[cfg(test)]
@@ -640,10 +905,11 @@ mod tests {
             file.len(),
             message.len()
         );
-        assert_eq!(commits_in(stream.as_bytes()), 2);
-        assert_eq!(commits_in(&b""[..]), 0);
+        assert_eq!(read_stream(stream.as_bytes()).commits, 2);
+        assert_eq!(read_stream(stream.as_bytes()).unplain, None);
+        assert_eq!(read_stream(&b""[..]).commits, 0);
         assert_eq!(
-            commits_in(&b"commit refs/heads/a\ndata 999\ncommit b\n"[..]),
+            read_stream(&b"commit refs/heads/a\ndata 999\ncommit b\n"[..]).commits,
             1
         );
     }
@@ -651,7 +917,7 @@ mod tests {
     proptest! {
         #[test]
         fn any_stream_is_counted_without_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-            let n = commits_in(&bytes[..]);
+            let n = read_stream(&bytes[..]).commits;
             prop_assert!(n as usize <= bytes.len() / 7 + 1);
         }
 
@@ -659,7 +925,81 @@ mod tests {
         fn a_commit_message_of_any_lines_counts_once(lines in proptest::collection::vec("[a-z ]{0,12}", 0..6)) {
             let message = lines.iter().map(|l| format!("commit {l}\n")).collect::<String>();
             let stream = format!("commit refs/heads/main\nmark :1\ncommitter A <a@b> 1 +0000\ndata {}\n{message}\n", message.len());
-            prop_assert_eq!(commits_in(stream.as_bytes()), 1);
+            prop_assert_eq!(read_stream(stream.as_bytes()).commits, 1);
+        }
+    }
+
+    #[test]
+    fn every_path_a_file_command_names_is_read_unquoted() {
+        let read = |s: &str| read_stream(s.as_bytes()).unplain;
+        assert_eq!(read("M 100644 :1 a b/c d.txt\nD \"x y\"\n"), None);
+        assert_eq!(read("M 100644 :1 \"caf\\303\\251\"\n"), None);
+        assert_eq!(read("M 100644 :1 ../x\n"), Some("../x".into()));
+        assert_eq!(read("D a/./b\n"), Some("a/./b".into()));
+        assert_eq!(read("M 100644 :1 /etc/x\n"), Some("/etc/x".into()));
+        assert_eq!(read("M 100644 :1 \"a\\nb\"\n"), Some("a\nb".into()));
+        assert_eq!(
+            read("M 100644 inline \"e\\033]0;t\\a\"\ndata 0\n"),
+            Some("e\u{1b}]0;t\u{7}".into())
+        );
+        assert_eq!(
+            read("M 100644 :1 \"\\302\\233\"\n"),
+            Some("\u{9b}".into()),
+            "C1's CSI in UTF-8"
+        );
+        assert_eq!(read("R \"a b\" ok/../x\n"), Some("ok/../x".into()));
+        assert_eq!(
+            read("commit refs/heads/a\ndata 12\nM 1 :1 ../x\n\n"),
+            None,
+            "a message is no command"
+        );
+    }
+
+    #[test]
+    fn the_transports_git_is_allowed_are_those_named() {
+        let allowed = ENV.iter().find(|(k, _)| *k == "GIT_ALLOW_PROTOCOL");
+        assert_eq!(
+            allowed.map(|(_, v)| *v),
+            Some(TRANSPORTS.join(":").as_str())
+        );
+    }
+
+    #[test]
+    fn a_from_is_a_transport_git_may_use_or_refused() {
+        for ok in [
+            "https://example.org/a.git",
+            "http://u:p@example.org/a",
+            "ssh://git@example.org:22/a.git",
+            "git+ssh://example.org/a",
+            "git://example.org/a",
+            "file:///srv/a.git",
+            "git@example.org:a/b.git",
+            "/srv/a",
+            "./a:b",
+            "a",
+        ] {
+            assert_eq!(refused_from(ok), None, "{ok:?}");
+        }
+        for bad in [
+            "",
+            "ext::sh -c touch% x",
+            "fd::0",
+            "fd::1,0",
+            "testgit::/x",
+            "FD::0",
+            "ftp://example.org/a",
+            "testgit://x",
+            "-u/x",
+            "ssh://-oProxyCommand=x/a",
+            "ssh://-oProxyCommand=x@h/a",
+            "ssh://h:-p/a",
+            "-oProxyCommand=x:a",
+            "u@-oProxyCommand=x:a",
+            "[-x]:a",
+            "a\nb",
+            "a\u{1b}b",
+        ] {
+            assert!(refused_from(bad).is_some(), "{bad:?}");
         }
     }
 

@@ -151,6 +151,16 @@ impl Tool for Project {
         }
         let git = crate::git::Git::locate(None).map_err(Stop::internal)?;
         if let Some(from) = &input.from {
+            if let Some(why) = crate::git::upstream::refused_from(from) {
+                return Err(Stop::field(
+                    "from",
+                    format!(
+                        "{}: {why}",
+                        crate::fossil::redact_password(&from.escape_debug().to_string())
+                    ),
+                )
+                .next("give a git URL (https, http, ssh, git or file) or a directory"));
+            }
             call.read(format!(
                 "whether git reads {}",
                 crate::fossil::redact_password(from)

@@ -124,7 +124,11 @@ impl Tool for UpstreamTool {
         } else {
             let brought = up
                 .bring_up(&git, &fossil, &path, &admin)
-                .map_err(|e| Stop::failed(e.to_string()).next("mend what it names, then run upstream again: it brings what the marks say is new"))?;
+                .map_err(|e| match e {
+                    crate::git::GitError::Refused(why) => Stop::field("repository", format!("its upstream {}: {why}", up.kept.from))
+                        .next("mend the upstream, then run upstream again: it brings what the marks say is new"),
+                    e => Stop::failed(e.to_string()).next("mend what it names, then run upstream again: it brings what the marks say is new"),
+                })?;
             call.log(Op::Fossil {
                 operation: format!(
                     "fetched {} and imported {} commit(s)",

@@ -5,6 +5,7 @@
 
 mod agent;
 mod agents;
+mod attack_accounts;
 mod attack_disk;
 mod attack_host;
 mod attack_pages;
@@ -13,6 +14,7 @@ mod attack_run;
 mod attack_secrets;
 mod attack_senders;
 mod attack_terminal;
+mod attack_upstream;
 mod attack_waits;
 mod attack_web;
 mod cgi;

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// `git ARGS` in `dir`, which must succeed; what it printed.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -52,7 +52,7 @@ fn upstream(dir: &Path) -> PathBuf {
 }
 
 /// `ocx ARGS --json` in `dir`.
-fn ocx(dir: &Path, args: &[&str]) -> crate::support::Run {
+pub(crate) fn ocx(dir: &Path, args: &[&str]) -> crate::support::Run {
     let mut c = Command::new(ocx_bin());
     c.args(args).arg("--json").current_dir(dir);
     run(c, None)
@@ -103,7 +103,7 @@ fn stop_node(dir: &Path) {
     assert!(left.is_empty(), "left running: {left:?}");
 }
 
-fn place() -> tempfile::TempDir {
+pub(crate) fn place() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::Builder::new()
         .prefix("ocx-project-")

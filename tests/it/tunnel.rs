@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const KEY: &str = "tunnel-key-of-the-test";
+pub(crate) const KEY: &str = "tunnel-key-of-the-test";
 const ID: &str = "tunnel_0123456789abcdef";
 
 /// What the tests' tunnel service holds.
@@ -33,13 +33,13 @@ struct State {
     key_refused: bool,
 }
 
-struct Service {
+pub(crate) struct Service {
     port: u16,
     state: Arc<Mutex<State>>,
 }
 
 impl Service {
-    fn start() -> Service {
+    pub(crate) fn start() -> Service {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(State::default()));
@@ -214,7 +214,7 @@ fn command(
     c
 }
 
-fn tunnel(repo: &Repo, service: &Service, key: Option<&str>) -> Child {
+pub(crate) fn tunnel(repo: &Repo, service: &Service, key: Option<&str>) -> Child {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ocx"));
     c.args([
         "--mcp-tunnel",
