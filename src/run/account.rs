@@ -4,7 +4,7 @@
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
 use nix::dir::Dir;
@@ -82,6 +82,11 @@ pub(crate) enum Need {
     Execute,
     /// Searching it and every directory above it.
     Reach,
+    /// Reading the path itself (and searching it, for a directory), whatever the
+    /// directories above it allow: tried on a descriptor OCX opened of it.
+    ReadItself,
+    /// Executing the file itself, whatever the directories above it allow.
+    ExecuteItself,
 }
 
 impl Need {
@@ -92,38 +97,58 @@ impl Need {
             AccessFlags::empty()
         };
         match self {
-            Need::Read => AccessFlags::R_OK | search,
+            Need::Read | Need::ReadItself => AccessFlags::R_OK | search,
             Need::Write => AccessFlags::R_OK | AccessFlags::W_OK | search,
-            Need::Execute => AccessFlags::X_OK,
+            Need::Execute | Need::ExecuteItself => AccessFlags::X_OK,
             Need::Reach => AccessFlags::X_OK,
         }
     }
+
+    /// Whether it is tried on the path itself, not through the directories above it.
+    fn itself(self) -> bool {
+        matches!(self, Need::ReadItself | Need::ExecuteItself)
+    }
 }
 
-/// For each path, whether the account has what it needs there, tried with `access` in a forked
-/// child that has become the account.
+/// For each path, whether the account has what it needs there, tried in a forked child that
+/// has become the account: with `access`, or, for a need of the path itself, with
+/// `faccessat2` on a descriptor this process (root) opened of it beforehand, so the
+/// directories above it are not asked.
 pub(crate) fn account_can(
     account: &RunAccount,
     checks: &[(&Path, Need)],
 ) -> Result<Vec<bool>, String> {
-    let mut tried: Vec<(CString, AccessFlags)> = Vec::with_capacity(checks.len());
+    let mut tried: Vec<(CString, AccessFlags, Option<OwnedFd>)> = Vec::with_capacity(checks.len());
     for (p, need) in checks {
         let c = CString::new(p.as_os_str().as_encoded_bytes())
             .map_err(|_| format!("{} holds a NUL byte", p.display()))?;
-        tried.push((c, need.flags(p.is_dir())));
+        let fd = match need.itself() {
+            true => open(
+                c.as_c_str(),
+                OFlag::O_PATH | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .ok(),
+            false => None,
+        };
+        tried.push((c, need.flags(p.is_dir()), fd));
     }
     let (uid, gid) = account.ids();
     let (reader, writer) = pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
     // SAFETY: the child calls only async-signal-safe functions (setgroups, setgid, setuid,
-    // access, write, _exit) on data prepared before the fork, and allocates nothing.
+    // access, faccessat2, write, _exit) on data prepared before the fork, and allocates nothing.
     match unsafe { fork() } {
         Err(e) => Err(format!("cannot fork: {e}")),
         Ok(ForkResult::Child) => {
             drop(reader);
             let became = become_account(uid, gid).is_ok();
             let _ = write(&writer, &[u8::from(became)]);
-            for (c, flags) in &tried {
-                let ok = became && access(c.as_c_str(), *flags).is_ok();
+            for (c, flags, fd) in &tried {
+                let ok = became
+                    && match fd {
+                        Some(fd) => may_itself(fd, *flags),
+                        None => access(c.as_c_str(), *flags).is_ok(),
+                    };
                 let _ = write(&writer, &[u8::from(ok)]);
             }
             // SAFETY: ends the forked child at once, running no handler of the parent.
@@ -147,6 +172,23 @@ pub(crate) fn account_can(
             }
         }
     }
+}
+
+/// Whether this process may do `flags` to the file `fd` was opened of (`O_PATH`), asked of
+/// that file alone (`faccessat2` with `AT_EMPTY_PATH`, Linux 5.8): the directories above it
+/// are not searched. Async-signal-safe.
+fn may_itself(fd: &OwnedFd, flags: AccessFlags) -> bool {
+    // SAFETY: a system call on a descriptor this process holds and a static empty string.
+    let r = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_faccessat2,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags.bits(),
+            nix::libc::AT_EMPTY_PATH,
+        )
+    };
+    r == 0
 }
 
 const OPEN_DIR: OFlag = OFlag::O_RDONLY

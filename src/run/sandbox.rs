@@ -2,7 +2,7 @@
 
 #![allow(clippy::disallowed_methods)] // where bubblewrap is started, as docs/architecture.md says
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::fs;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -29,8 +29,8 @@ mod plan;
 mod waking;
 
 pub(crate) use plan::find_bwrap;
-use plan::path_err;
 pub use plan::{Bind, Forbidden, Plan, Program, RUN_HOME, SandboxFields, on_path, plan};
+use plan::{path_err, text};
 
 /// How a run ended, and whether a budget limit ended it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -230,6 +230,7 @@ const CPU_LEAST: Duration = Duration::from_millis(10);
 fn supervise(
     plan: Plan,
     cgroup: Option<Arc<Cgroup>>,
+    mounts: Vec<(CString, CString)>,
     stdio: [Stdio; 3],
     started: mpsc::Sender<Result<Started, SandboxError>>,
 ) -> Result<Ended, SandboxError> {
@@ -250,13 +251,14 @@ fn supervise(
         .as_ref()
         .map(|a| (Uid::from_raw(a.uid), Gid::from_raw(a.gid)));
     let terminal = plan.terminal;
-    if !files.is_empty() || ids.is_some() || terminal {
-        // SAFETY: the hook only opens and writes files, sets its groups, gid and uid, and
-        // makes a session whose controlling terminal its standard input is, all
-        // async-signal-safe, and allocates nothing.
+    if !files.is_empty() || ids.is_some() || terminal || !mounts.is_empty() {
+        // SAFETY: the hook only opens and writes files, makes a mount namespace and mounts
+        // in it, sets its groups, gid and uid, and makes a session whose controlling
+        // terminal its standard input is, all async-signal-safe, and allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
                 join_cgroups(&files)?;
+                mount_reached(&mounts)?;
                 if let Some((uid, gid)) = ids {
                     become_account(uid, gid)?;
                 }
@@ -432,6 +434,9 @@ fn disk_full(plan: &Plan) -> bool {
 /// symbolic link). The run is refused, naming the field, when the account cannot read a
 /// `sandbox.read_only` path, read and write a `sandbox.read_write` path (the maintainer grants
 /// that access; it is never handed over), execute the program, or reach the workspace or a home.
+/// A plan given [`Plan::reach_closed`] alone may have a read-only path of the administrator's
+/// that the account may read itself but not reach bound by OCX for bubblewrap; a path closed
+/// to the account itself is refused all the same.
 pub fn spawn(
     plan: &Plan,
     stdin: Stdio,
@@ -452,9 +457,14 @@ pub fn spawn(
     on_its_disk(plan)?;
     make_home_copies(plan)?;
     make_tmp(plan)?;
-    if let Some(account) = &plan.account {
-        prepare_for(plan, account)?;
-    }
+    let mut owned = plan.clone();
+    let mounts = match &plan.account {
+        Some(account) => {
+            let reached = prepare_for(plan, account)?;
+            make_reach_points(&mut owned, &reached)?
+        }
+        None => Vec::new(),
+    };
     let cgroup = plan
         .cgroup
         .as_ref()
@@ -462,13 +472,12 @@ pub fn spawn(
         .transpose()?
         .map(Arc::new);
     let (tx, rx) = mpsc::channel();
-    let owned = plan.clone();
     let (done, ended) = waking::pipe().map_err(SandboxError::Spawn)?;
     let handle = thread::Builder::new()
         .name(format!("ocx-run-{}", plan.run_name))
         .spawn(move || {
             let _done = done;
-            supervise(owned, cgroup, [stdin, stdout, stderr], tx)
+            supervise(owned, cgroup, mounts, [stdin, stdout, stderr], tx)
         })
         .map_err(SandboxError::Spawn)?;
     match rx.recv() {
@@ -494,7 +503,15 @@ pub fn spawn(
     }
 }
 
-fn prepare_for(plan: &Plan, account: &RunAccount) -> Result<(), SandboxError> {
+/// Whether OCX may reach the bind's path for bubblewrap: a read-only path the node's
+/// administrator named, in a plan that asks for it.
+fn may_reach(plan: &Plan, field: &str) -> bool {
+    plan.reach.is_some() && matches!(field, "sandbox.read_only" | "program.command")
+}
+
+/// Checks what the account needs of each path, and hands it the run's own directories;
+/// answers the read-only paths OCX is to reach for bubblewrap ([`Plan::reach_closed`]).
+fn prepare_for(plan: &Plan, account: &RunAccount) -> Result<Vec<PathBuf>, SandboxError> {
     let exe = plan
         .command()
         .first()
@@ -510,30 +527,57 @@ fn prepare_for(plan: &Plan, account: &RunAccount) -> Result<(), SandboxError> {
         };
         checks.push((b.field, b.copy.as_ref().unwrap_or(&b.host), need));
     }
-    let asked: Vec<(&Path, Need)> = checks
+    let mut asked: Vec<(&Path, Need)> = checks
         .iter()
         .map(|(_, p, need)| match need {
             Need::Reach => (p.parent().unwrap_or(p), *need),
             _ => (*p, *need),
         })
         .collect();
+    // A path OCX may reach is asked twice more: of itself, and whether its directory is reached.
+    for (field, p, need) in &checks {
+        if may_reach(plan, field) {
+            let itself = match need {
+                Need::Execute => Need::ExecuteItself,
+                _ => Need::ReadItself,
+            };
+            asked.push((p, itself));
+            asked.push((p.parent().unwrap_or(p), Need::Reach));
+        }
+    }
     let allowed = account_can(account, &asked).map_err(|reason| SandboxError::Account {
         name: account.name.clone(),
         reason,
     })?;
-    if let Some(((field, path, need), _)) = checks.iter().zip(&allowed).find(|(_, ok)| !**ok) {
-        let whose = format!("the run account {} (uid {})", account.name, account.uid);
-        let reason = match need {
-            Need::Read => format!("is not readable by {whose}"),
-            Need::Write => format!(
-                "is not readable and writable by {whose}; grant it that access, as runs never take it over"
-            ),
-            Need::Execute => format!("is not executable by {whose}"),
-            Need::Reach => {
-                format!("cannot be reached by {whose}: a directory above it is closed to it")
+    let (plain, mut more) = allowed.split_at(checks.len());
+    let mut reached = Vec::new();
+    for (at, ((field, path, need), ok)) in checks.iter().zip(plain).enumerate() {
+        let mut ok = *ok;
+        if may_reach(plan, field) {
+            let (pair, rest) = more.split_at(2.min(more.len()));
+            more = rest;
+            // Readable itself, behind a directory closed to the account: OCX reaches it.
+            if !ok && pair == [true, false] {
+                ok = true;
+                if at > 0 {
+                    reached.push(path.to_path_buf());
+                }
             }
-        };
-        return Err(path_err(field, path, reason));
+        }
+        if !ok {
+            let whose = format!("the run account {} (uid {})", account.name, account.uid);
+            let reason = match need {
+                Need::Read | Need::ReadItself => format!("is not readable by {whose}"),
+                Need::Write => format!(
+                    "is not readable and writable by {whose}; grant it that access, as runs never take it over"
+                ),
+                Need::Execute | Need::ExecuteItself => format!("is not executable by {whose}"),
+                Need::Reach => {
+                    format!("cannot be reached by {whose}: a directory above it is closed to it")
+                }
+            };
+            return Err(path_err(field, path, reason));
+        }
     }
     for b in &plan.binds {
         if matches!(
@@ -558,6 +602,100 @@ fn prepare_for(plan: &Plan, account: &RunAccount) -> Result<(), SandboxError> {
                     )
                 })?;
         }
+    }
+    reached.sort();
+    reached.dedup();
+    Ok(reached)
+}
+
+/// Makes where bubblewrap binds each reached path from (`DIR/N`, an empty directory or file
+/// as the path is, under the plan's `reach` directory, 0711), and points bubblewrap's
+/// arguments there (never the program's own, after `--`); answers each mount to make, as C
+/// strings the hook before bubblewrap starts uses without allocating.
+fn make_reach_points(
+    plan: &mut Plan,
+    reached: &[PathBuf],
+) -> Result<Vec<(CString, CString)>, SandboxError> {
+    let Some(dir) = plan.reach.clone() else {
+        return Ok(Vec::new());
+    };
+    if reached.is_empty() {
+        return Ok(Vec::new());
+    }
+    let failed = |p: &Path, e: io::Error| path_err("reach", p, format!("cannot be made: {e}"));
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o711)
+        .create(&dir)
+        .map_err(|e| failed(&dir, e))?;
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o711)).map_err(|e| failed(&dir, e))?;
+    let options = plan
+        .args
+        .iter()
+        .position(|a| a == "--")
+        .unwrap_or(plan.args.len());
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_encoded_bytes())
+            .map_err(|_| path_err("reach", p, "holds a NUL byte"))
+    };
+    let mut mounts = Vec::with_capacity(reached.len());
+    for (n, host) in reached.iter().enumerate() {
+        let at = dir.join(n.to_string());
+        match fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => fs::remove_dir(&at),
+            Ok(_) => fs::remove_file(&at),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+        }
+        .and_then(|()| match host.is_dir() {
+            true => fs::DirBuilder::new().mode(0o700).create(&at),
+            false => fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&at)
+                .map(drop),
+        })
+        .map_err(|e| failed(&at, e))?;
+        let (from, to) = (text(host), text(&at));
+        for i in 0..options.saturating_sub(2) {
+            if plan.args[i] == "--ro-bind" && plan.args[i + 1] == from {
+                plan.args[i + 1] = to.clone();
+            }
+        }
+        mounts.push((c(host)?, c(&at)?));
+    }
+    Ok(mounts)
+}
+
+/// Gives bubblewrap, in a mount namespace of its own, each path OCX reaches for it
+/// ([`Plan::reach_closed`]) bound read-only where bubblewrap binds it from. The namespace
+/// takes the host's mounts as they come and gives it none, so nothing mounted here reaches
+/// the host, and it ends with bubblewrap. Runs between fork and exec, as root: only
+/// async-signal-safe calls on strings made before, allocating nothing.
+fn mount_reached(mounts: &[(CString, CString)]) -> nix::Result<()> {
+    use nix::mount::{MsFlags, mount};
+    const NONE: Option<&CStr> = None;
+    if mounts.is_empty() {
+        return Ok(());
+    }
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
+    mount(NONE, c"/", NONE, MsFlags::MS_REC | MsFlags::MS_SLAVE, NONE)?;
+    for (host, at) in mounts {
+        mount(
+            Some(host.as_c_str()),
+            at.as_c_str(),
+            NONE,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            NONE,
+        )?;
+        mount(
+            NONE,
+            at.as_c_str(),
+            NONE,
+            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+            NONE,
+        )?;
     }
     Ok(())
 }

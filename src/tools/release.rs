@@ -48,6 +48,33 @@ pub struct RootConfig {
     /// Host paths the build may read (a toolchain, a cache of its sources).
     #[serde(default)]
     pub read_only: Vec<PathBuf>,
+    /// Environment variables the build and the gate get (where a toolchain
+    /// keeps itself: `CARGO_HOME`, `RUSTUP_HOME`); never `PATH`, `HOME` or
+    /// `USER`, which OCX sets ([`env_refusal`]).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Why `release.json`'s `env` may not name `name`, if it may not: only a
+/// plain variable name (ASCII letters, digits and `_`, not starting with a
+/// digit), and none OCX sets itself, so what finds a program (`PATH`) and
+/// where the build keeps its own files (`HOME`) stay as the sandbox makes
+/// them.
+pub fn env_refusal(name: &str) -> Option<&'static str> {
+    let plain = name
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !plain {
+        Some("is not a plain variable name (letters, digits and '_', not starting with a digit)")
+    } else if matches!(name, "PATH" | "HOME" | "USER") {
+        Some(
+            "is set by OCX: PATH to the command's directory then the system's, HOME to the build's own fresh home, USER to its account",
+        )
+    } else {
+        None
+    }
 }
 
 fn an_hour() -> String {
@@ -182,6 +209,17 @@ impl Root {
                 format!("{} names no build or no gate command", file.display()),
             )
             .next("name both commands"));
+        }
+        if let Some((name, why)) = config
+            .env
+            .keys()
+            .find_map(|k| env_refusal(k).map(|why| (k, why)))
+        {
+            return Err(Stop::field(
+                "root",
+                format!("{}'s env names {name:?}, which {why}", file.display()),
+            )
+            .next("name in env only the variables the build needs besides PATH, HOME and USER"));
         }
         Ok(Root {
             dir,

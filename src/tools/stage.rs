@@ -14,7 +14,6 @@ use crate::tool::{Call, Needs, Reach, Tool};
 use crate::tools::release::{self, Built, CURRENT, NEXT, PREVIOUS, Root};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -283,7 +282,7 @@ fn build(
         writeln!(log, "== {step}: {}", command.join(" ")).map_err(Stop::internal)?;
         let program = Program {
             command: command.clone(),
-            env: BTreeMap::new(),
+            env: root.config.env.clone(),
             homes: Vec::new(),
             home: Some(home.clone()),
         };
@@ -295,15 +294,19 @@ fn build(
         let budget = BudgetLimits::wall(wall);
         let name = format!("stage-{}-{step}", &checkin[..16]);
         let mut plan = crate::run::plan(&name, &src, &sandbox, &budget, &program, &forbidden)
-            .map_err(|e| Stop::field("root", format!("the {step} cannot be sandboxed: {e}")))?;
+            .map_err(|e| not_started(format!("the {step} cannot be sandboxed: {e}"), &e))?;
         if let Some(l) = &lease {
             plan.run_as(l.account.clone());
+            // The administrator's own paths (a toolchain under root's home) are
+            // reached for the build's account when it may read them itself.
+            plan.reach_closed(&work.path().join("reach"));
         }
         let out = log.try_clone().map_err(Stop::internal)?;
         let err = log.try_clone().map_err(Stop::internal)?;
         let ended = crate::run::spawn(&plan, std::process::Stdio::null(), out.into(), err.into())
-            .and_then(|r| r.wait())
-            .map_err(|e| Stop::failed(format!("the {step} did not start: {e}")))?;
+            .map_err(|e| not_started(format!("the {step} did not start: {e}"), &e))?
+            .wait()
+            .map_err(|e| Stop::failed(format!("the {step} did not end as it should: {e}")))?;
         if ended.code != Some(0) || ended.limit.is_some() {
             let why = match (&ended.limit, ended.code) {
                 (Some(l), _) => format!("reached its {l} limit"),
@@ -349,6 +352,31 @@ fn build(
     )
     .map_err(Stop::internal)?;
     Ok(built)
+}
+
+/// The build or the gate not started, as `said` says: a refusal naming
+/// `root` when the administrator's `release.json` cannot be honoured (a
+/// path it names or its command, missing, forbidden or not usable by the
+/// build's account, or that account itself), else a failure of the host
+/// beneath it (bubblewrap, a cgroup, the directories OCX makes).
+fn not_started(said: String, e: &crate::run::SandboxError) -> Stop {
+    use crate::run::SandboxError as E;
+    match e {
+        E::Path { field, .. } | E::Forbidden { field, .. }
+            if matches!(*field, "sandbox.read_only" | "program.command") =>
+        {
+            Stop::field("root", said).next(
+                "name in release.json paths that exist, lie outside the repository, the release root, the extroot and the node's root, and that other accounts may read (its commands, execute); a directory above them may stay closed",
+            )
+        }
+        E::Command(_) | E::Env(_) => {
+            Stop::field("root", said).next("correct the administrator's release.json")
+        }
+        E::Account { .. } => Stop::field("root", said).next(
+            "stage as an account other than root: its build then runs as that account, not one of its own",
+        ),
+        _ => Stop::failed(said),
+    }
 }
 
 /// A check-in's file name as a path inside its tree, or `None` when it

@@ -557,3 +557,189 @@ fn a_runs_stage_has_no_more_network_than_its_record_gives_the_run() {
         .unwrap();
     assert!(log.contains("build: unreached"), "{log}");
 }
+
+/// Where the quick start's rustup (as root) leaves cargo.
+const ROOTS_CARGO: &str = "/root/.cargo/bin/cargo";
+
+/// The `release.json` docs/operating.md shows, under "Releases of OCX's own page".
+fn documented_release_json() -> Value {
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operating.md"))
+            .unwrap();
+    let section = docs
+        .split("## Releases of OCX's own page")
+        .nth(1)
+        .expect("the docs' section on releases");
+    let block = section
+        .split("```json\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("the docs' release.json");
+    serde_json::from_str(block).unwrap_or_else(|e| panic!("the docs' release.json: {e}\n{block}"))
+}
+
+/// Runs root's own cargo on the host in `dir`, with only the variables
+/// the docs' `release.json` gives the build (and a `HOME` above `dir`).
+fn roots_cargo(dir: &Path, env: &Value, args: &[&str]) {
+    let mut c = std::process::Command::new(ROOTS_CARGO);
+    c.args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", dir.parent().unwrap());
+    for (k, v) in env.as_object().unwrap() {
+        c.env(k, v.as_str().unwrap());
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "cargo {args:?}: {}",
+        crate::support::said(&out)
+    );
+}
+
+const HELLO: &str = "fn greeting() -> &'static str {
+    \"hello from a staged build\"
+}
+
+fn main() {
+    println!(\"{}\", greeting());
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn it_greets() {
+        assert_eq!(super::greeting(), \"hello from a staged build\");
+    }
+}
+";
+
+#[test]
+fn the_documented_release_json_stages_a_crate_with_roots_own_cargo() {
+    if !nix::unistd::geteuid().is_root() || !Path::new(ROOTS_CARGO).exists() {
+        eprintln!(
+            "NOT CHECKED ON THIS HOST, it needs root and rustup's cargo at {ROOTS_CARGO}, as the quick start leaves them"
+        );
+        return;
+    }
+    let mut config = documented_release_json();
+    assert_eq!(config["build"][0], ROOTS_CARGO);
+    assert_eq!(config["gate"][0], ROOTS_CARGO);
+    config["artifact"] = json!("target/release/hello");
+
+    // A tiny crate, made by root's cargo and committed.
+    let home = tempfile::tempdir().unwrap();
+    let made = home.path().join("hello");
+    std::fs::create_dir(&made).unwrap();
+    roots_cargo(
+        &made,
+        &config["env"],
+        &["init", "--name", "hello", "--vcs", "none", "--offline"],
+    );
+    std::fs::write(made.join("src/main.rs"), HELLO).unwrap();
+    roots_cargo(&made, &config["env"], &["generate-lockfile", "--offline"]);
+    let repo = Repo::new();
+    let mut head = String::new();
+    for file in ["Cargo.toml", "Cargo.lock", "src/main.rs"] {
+        let text = std::fs::read_to_string(made.join(file)).unwrap();
+        head = repo.commit_as("admin", file, &text, None);
+    }
+
+    let ext = tempfile::tempdir().unwrap();
+    let root = release_root(ext.path(), config);
+    let staged = repo
+        .json(&["stage", "trunk", "--root", root.path().to_str().unwrap()])
+        .ok();
+    assert_eq!(staged["built"]["checkin"], head.as_str());
+    let log = std::fs::read_to_string(staged["gate_log"].as_str().unwrap()).unwrap();
+    assert!(
+        log.contains("test tests::it_greets ... ok") && log.contains("== the gate passed"),
+        "the gate ran the crate's test: {log}"
+    );
+    let program = Path::new(staged["staged"].as_str().unwrap()).join("bin/ocx");
+    let ran = std::process::Command::new(&program).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&ran.stdout),
+        "hello from a staged build\n"
+    );
+    assert_eq!(
+        link(root.path(), "next").map(|l| root.path().join(l)),
+        Some(PathBuf::from(staged["staged"].as_str().unwrap())),
+        "the build is offered as next"
+    );
+    assert!(
+        std::fs::read_link(ext.path().join("ocx-cgi-next")).is_ok(),
+        "the extroot leads to it"
+    );
+}
+
+#[test]
+fn a_read_only_path_closed_to_the_build_itself_or_an_env_ocx_sets_is_refused_naming_root() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("NOT CHECKED ON THIS HOST, only root builds as a uid of its own");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    // A directory closed to others, as root's home is, holding one
+    // directory all may read and one closed itself.
+    let closed = tempfile::tempdir().unwrap();
+    let (open, shut) = (closed.path().join("open"), closed.path().join("shut"));
+    for (dir, m) in [(&open, 0o755), (&shut, 0o700)] {
+        std::fs::create_dir(dir).unwrap();
+        std::fs::write(dir.join("words"), "read through a closed directory\n").unwrap();
+        mode(dir, m);
+    }
+    mode(closed.path(), 0o700);
+    let repo = Repo::new();
+    let one = repo.commit_as("admin", "README", "one\n", None);
+    let ext = tempfile::tempdir().unwrap();
+    let reading = |dir: &Path| {
+        let words = format!("mkdir -p out && cp {}/words out/page", dir.display());
+        json!({"build": ["/bin/sh", "-c", words], "gate": ["/bin/cat", "out/page"],
+               "artifact": "out/page", "wall": "2m", "read_only": [dir]})
+    };
+
+    let root = release_root(ext.path(), reading(&open));
+    let r = root.path().to_str().unwrap();
+    let staged = repo.json(&["stage", &one, "--root", r]).ok();
+    let log = std::fs::read_to_string(staged["gate_log"].as_str().unwrap()).unwrap();
+    assert!(log.contains("read through a closed directory"), "{log}");
+
+    let root = release_root(ext.path(), reading(&shut));
+    let r = root.path().to_str().unwrap();
+    let refused = repo.json(&["stage", &one, "--root", r]);
+    assert_eq!(refused.refused(), "root");
+    let why = refused.answer()["stopped"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.contains(&format!(
+            "sandbox.read_only: {} is not readable by the run account",
+            shut.display()
+        )),
+        "{why}"
+    );
+    assert!(link(root.path(), "next").is_none(), "nothing is offered");
+
+    for (env, named) in [
+        (json!({"PATH": "/srv/bin:/usr/bin"}), "\"PATH\""),
+        (json!({"HOME": "/root"}), "\"HOME\""),
+        (json!({"CARGO-HOME": "/root/.cargo"}), "\"CARGO-HOME\""),
+        (json!({"9LIVES": "x"}), "\"9LIVES\""),
+    ] {
+        let mut config = reading(&open);
+        config["env"] = env;
+        let root = release_root(ext.path(), config);
+        let refused = repo.json(&["stage", &one, "--root", root.path().to_str().unwrap()]);
+        assert_eq!(refused.refused(), "root");
+        let why = refused.answer()["stopped"]["reason"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(why.contains(&format!("env names {named}")), "{why}");
+    }
+}

@@ -1180,6 +1180,102 @@ fn paths_the_run_account_cannot_use_are_refused_at_spawn() {
     spawn_refused(&planned, "workspace");
 }
 
+/// Whether this process's mount table names `path` anywhere.
+fn mounted_here(path: &Path) -> bool {
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .contains(path.to_str().unwrap())
+}
+
+#[test]
+fn an_administrators_plan_reads_what_its_account_may_read_behind_a_closed_directory() {
+    if account().is_none() {
+        say(
+            "NOT CHECKED ON THIS HOST, runs are not started as a run account unless the node is root",
+        );
+        return;
+    }
+    // Root's home, as rustup leaves it: closed, holding a toolchain all may read.
+    let closed = tmp();
+    fs::set_permissions(closed.path(), fs::Permissions::from_mode(0o700)).unwrap();
+    let toolchain = closed.path().join("toolchain");
+    let shut = closed.path().join("shut");
+    for (dir, mode) in [(&toolchain, 0o755), (&shut, 0o700)] {
+        fs::create_dir(dir).unwrap();
+        fs::write(dir.join("file"), "what the toolchain holds\n").unwrap();
+        fs::set_permissions(dir, fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let show = toolchain.join("show");
+    fs::write(&show, "#!/bin/sh\ncat \"$(dirname \"$0\")/file\"\n").unwrap();
+    fs::set_permissions(&show, fs::Permissions::from_mode(0o755)).unwrap();
+    let reachable = tmp();
+    fs::set_permissions(reachable.path(), fs::Permissions::from_mode(0o711)).unwrap();
+    let reach = reachable.path().join("reach");
+    let ws = tmp();
+    let sandbox = |path: &Path| SandboxFields {
+        read_only: vec![path.to_path_buf()],
+        ..SandboxFields::default()
+    };
+    let shows = Program {
+        command: vec![p(&show)],
+        ..Program::default()
+    };
+
+    // A run from a record reads only what its account reaches, as before.
+    let record = plan(
+        &name("reach-record"),
+        ws.path(),
+        &sandbox(&toolchain),
+        &wall(10),
+        &sh(&format!("cat {}/file", p(&toolchain))),
+        &Forbidden::default(),
+    )
+    .unwrap();
+    spawn_refused(&record, "sandbox.read_only");
+    let record = plan(
+        &name("reach-record"),
+        ws.path(),
+        &sandbox(&toolchain),
+        &wall(10),
+        &shows,
+        &Forbidden::default(),
+    )
+    .unwrap();
+    spawn_refused(&record, "program.command");
+
+    // The administrator's plan reads the toolchain and runs its program.
+    let mut planned = plan(
+        &name("reach-admin"),
+        ws.path(),
+        &sandbox(&toolchain),
+        &wall(10),
+        &shows,
+        &Forbidden::default(),
+    )
+    .unwrap();
+    planned.reach_closed(&reach);
+    let out = run_plan(&planned);
+    assert_eq!(out.ended.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "what the toolchain holds\n");
+    assert!(
+        !mounted_here(&reach) && !mounted_here(&toolchain),
+        "nothing stays mounted on the host"
+    );
+
+    // A path closed to the account itself stays refused, reached or not.
+    let mut planned = plan(
+        &name("reach-shut"),
+        ws.path(),
+        &sandbox(&shut),
+        &wall(10),
+        &sh(&format!("cat {}/file", p(&shut))),
+        &Forbidden::default(),
+    )
+    .unwrap();
+    planned.reach_closed(&reach);
+    spawn_refused(&planned, "sandbox.read_only");
+}
+
 #[test]
 fn a_run_started_by_root_without_an_account_of_its_own_is_refused() {
     if !nix::unistd::geteuid().is_root() {

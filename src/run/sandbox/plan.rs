@@ -86,6 +86,11 @@ pub struct Plan {
     /// Whether the program's standard input is a terminal that becomes its
     /// controlling terminal, in a session of its own ([`Plan::on_terminal`]).
     pub terminal: bool,
+    /// Where OCX mounts, for bubblewrap alone, each read-only path named by the node's
+    /// administrator that the run account could read but cannot reach ([`Plan::reach_closed`]);
+    /// none for a run from a record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reach: Option<PathBuf>,
 }
 
 /// A host path bound inside a run at the path its field named.
@@ -198,7 +203,7 @@ fn real(field: &'static str, p: &Path) -> Result<PathBuf, SandboxError> {
     Ok(r)
 }
 
-fn text(p: &Path) -> String {
+pub(super) fn text(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
@@ -553,6 +558,7 @@ pub fn plan(
         disk_bytes: budget.disk_bytes,
         disk: None,
         terminal: false,
+        reach: None,
     })
 }
 
@@ -620,6 +626,18 @@ impl Plan {
     pub fn on_terminal(&mut self) {
         self.args.retain(|a| a != "--new-session");
         self.terminal = true;
+    }
+
+    /// Lets a run as an account of its own read a `sandbox.read_only` or `program.command`
+    /// path that a directory above it closes to the account, when the account may read (or
+    /// execute) the path itself, as a toolchain under root's home (`/root`, 0700) is: OCX, as
+    /// root, binds each such path read-only at `dir/N` in a mount namespace of bubblewrap's
+    /// own (nothing is mounted on the host), and bubblewrap binds it from there. `dir` must
+    /// lie where the account reaches. Only for a plan whose paths are the node
+    /// administrator's own (`stage`'s, from the release root's `release.json`): a run from a
+    /// record reads only what its account reaches.
+    pub fn reach_closed(&mut self, dir: &Path) {
+        self.reach = Some(dir.to_path_buf());
     }
 
     /// Puts `words` before the program's command line inside (a program that becomes the
