@@ -203,6 +203,8 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::unversioned_put::UnversionedPut>::new(),
 ];
 
+pub use crate::tool::{FIRST_TOOLS, GROUPS, Group};
+
 /// The tool called `name`.
 pub fn find(name: &str) -> Option<&'static dyn Entry> {
     TOOLS.iter().copied().find(|t| t.name() == name)
@@ -360,6 +362,22 @@ fn run(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_tool_stands_in_one_group_and_the_first_tools_are_tools() {
+        let grouped: Vec<&str> = GROUPS
+            .iter()
+            .flat_map(|g| g.tools.iter().copied())
+            .collect();
+        for t in TOOLS {
+            let n = grouped.iter().filter(|g| **g == t.name()).count();
+            assert_eq!(n, 1, "{} stands in {n} groups", t.name());
+        }
+        assert_eq!(grouped.len(), TOOLS.len(), "a group names no tool");
+        assert_eq!(FIRST_TOOLS.len(), 10);
+        assert!(FIRST_TOOLS.iter().all(|n| find(n).is_some()));
+    }
+
     use super::*;
 
     #[test]

@@ -49,6 +49,27 @@ impl Needs {
             .join(" or ")
     }
 
+    /// What it needs in words, each letter named for what it lets its
+    /// holder do ("post to the forum (3), or ..."), as the tools page and
+    /// the help say it.
+    pub fn in_words(self) -> String {
+        let either = |letters: &str| {
+            letters
+                .chars()
+                .map(|c| format!("{} ({c})", capability_words(c)))
+                .collect::<Vec<_>>()
+                .join(", or ")
+        };
+        match self {
+            Needs::Nothing => "nothing: anyone may use it".into(),
+            Needs::Any(l) => format!("the right to {}", either(l)),
+            Needs::AnyOrRun(l, allowed) => format!(
+                "the right to {}; or a run whose record allows {allowed}",
+                either(l)
+            ),
+        }
+    }
+
     /// The letters any one of which suffices, if any are needed.
     pub fn letters(self) -> Option<&'static str> {
         match self {
@@ -67,6 +88,169 @@ impl Needs {
         }
     }
 }
+
+/// What a capability letter lets its holder do, in words after "may"
+/// ("post to the forum"); Fossil's letters and OCX's own `R`.
+pub fn capability_words(letter: char) -> &'static str {
+    match letter {
+        'a' => "administer the repository",
+        's' => "set up the repository",
+        'R' => "send runs to a node",
+        'b' => "add attachments",
+        'c' => "add to tickets",
+        'd' => "delete",
+        'e' => "see email addresses",
+        'f' => "make wiki pages",
+        'g' => "clone the repository",
+        'h' => "follow links",
+        'i' => "check in",
+        'j' => "read the wiki",
+        'k' => "edit the wiki",
+        'l' => "moderate the wiki",
+        'm' => "add to wiki pages",
+        'n' => "make tickets",
+        'o' => "check out files",
+        'p' => "change their own password",
+        'q' => "moderate tickets",
+        'r' => "read tickets",
+        't' => "make ticket reports",
+        'w' => "edit tickets",
+        'x' => "see private branches",
+        'y' => "write unversioned files",
+        'z' => "download archives",
+        '2' => "read the forum",
+        '3' => "post to the forum, held for a moderator",
+        '4' => "post to the forum",
+        '5' => "moderate the forum",
+        '6' => "administer the forum",
+        '7' => "get email alerts",
+        'A' => "send announcements",
+        'C' => "chat",
+        'D' => "debug",
+        _ => "do what this repository gives that letter",
+    }
+}
+
+/// What OCX lets the holder of `capabilities` do, in words ("create
+/// records, stop runs, ..."): each tool's summary is too long for that, so
+/// these are the acts a person looks for, each by the letters that allow it.
+pub fn what_may_be_done(has: impl Fn(char) -> bool) -> Vec<&'static str> {
+    const ACTS: &[(&str, &str)] = &[
+        ("2r", "read threads, tickets and questions"),
+        ("34cw", "post and decide the questions put to you"),
+        ("asR", "create records and stop runs"),
+        (
+            "as",
+            "run nodes and runners, approve logins and join runs' terminals",
+        ),
+        ("s", "set up hooks, exports, upstreams and releases"),
+        ("i", "check in and audit check-ins"),
+        ("j", "read the wiki and its patterns"),
+        ("k", "edit the wiki"),
+        ("o", "read files and unversioned files"),
+        ("y", "write unversioned files"),
+    ];
+    ACTS.iter()
+        .filter(|(letters, _)| letters.chars().any(&has))
+        .map(|(_, act)| *act)
+        .collect()
+}
+
+/// A group of tools by who uses them, as `ocx --help` and the tools page
+/// show them.
+pub struct Group {
+    /// Who uses them, as a heading.
+    pub title: &'static str,
+    /// What they are for, in one line.
+    pub about: &'static str,
+    /// The tools, by name, in the order shown.
+    pub tools: &'static [&'static str],
+}
+
+/// Every tool in one group, by who uses it: a person, an administrator
+/// (of the repository or of a node's host), a run.
+pub static GROUPS: &[Group] = &[
+    Group {
+        title: "For a person",
+        about: "what is said and asked, the console, verdicts, the wiki and your own login",
+        tools: &[
+            "status",
+            "console",
+            "post",
+            "thread",
+            "questions",
+            "decide",
+            "verdicts",
+            "unaudited",
+            "audit",
+            "patterns",
+            "receipt",
+            "register",
+            "collect",
+            "wiki_read",
+            "wiki_edit",
+            "unversioned_list",
+            "unversioned_get",
+            "unversioned_put",
+            "list",
+            "help",
+        ],
+    },
+    Group {
+        title: "For an administrator",
+        about: "records and runs, nodes and agent machines, logins, the git export and releases",
+        tools: &[
+            "create",
+            "stop",
+            "attach",
+            "node",
+            "runner",
+            "credential",
+            "lost",
+            "adopt",
+            "machine",
+            "approve",
+            "send_runs",
+            "tag_messages",
+            "hook",
+            "project",
+            "upstream",
+            "export",
+            "stage",
+            "accept",
+            "rollback",
+            "release",
+        ],
+    },
+    Group {
+        title: "For a run",
+        about: "an agent's own tools in its checkout, and an agent machine's",
+        tools: &[
+            "context",
+            "find",
+            "read",
+            "edit",
+            "test",
+            "save",
+            "push",
+            "run_login",
+        ],
+    },
+];
+
+/// The tools a person starts with, as `ocx` alone names them.
+pub const FIRST_TOOLS: &[&str] = &[
+    "status",
+    "console",
+    "post",
+    "thread",
+    "questions",
+    "decide",
+    "create",
+    "stop",
+    "audit",
+    "help",
+];
 
 /// Where a tool is offered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -57,6 +57,10 @@ pub fn main(args: Vec<OsString>) -> i32 {
         return code;
     }
     let json = matches.get_flag("json");
+    if matches.subcommand().is_none() && !json && matches.get_one::<OsString>("input").is_none() {
+        super::print(&first_words());
+        return 0;
+    }
     let (tool, sub) = match matches.subcommand() {
         Some((name, sub)) => (name.to_string(), Some(sub)),
         None => ("list".to_string(), None),
@@ -179,6 +183,7 @@ pub fn acting_args(cmd: Command) -> Command {
             .global(true)
             .value_parser(OsStringValueParser::new())
             .help(help)
+            .help_heading(GLOBAL_HEADING)
     };
     cmd.arg(
         global(
@@ -255,6 +260,61 @@ fn named_tool(args: &[OsString]) -> Option<&str> {
     None
 }
 
+/// Where the options every tool takes are listed, after the tool's own.
+const GLOBAL_HEADING: &str = "Options of every tool";
+
+/// What `ocx` alone prints: how a call is written, the tools a person
+/// starts with, and where the rest are.
+fn first_words() -> String {
+    let mut out = String::from(
+        "OCX: people and AI agents working together on a Fossil repository.\n\n\
+         Usage: ocx [-R FILE] [-U LOGIN] [--json] [--dry-run] TOOL [--FIELD VALUE ...]\n\n\
+         Start with:\n",
+    );
+    for name in registry::FIRST_TOOLS {
+        if let Some(t) = registry::find(name) {
+            out.push_str(&format!(
+                "  {:<10} {}\n",
+                t.name(),
+                first_sentence(t.summary())
+            ));
+        }
+    }
+    out.push_str(
+        "\nEvery tool, grouped by who uses it: ocx --help\n\
+         One tool's fields: ocx TOOL --help; in full, with what it needs: ocx help TOOL\n",
+    );
+    out
+}
+
+/// A summary's first sentence, for a list a line a tool.
+fn first_sentence(summary: &str) -> &str {
+    summary
+        .find(": ")
+        .or_else(|| summary.find(". "))
+        .map_or(summary, |i| &summary[..i])
+        .trim_end_matches('.')
+}
+
+/// The tools as `ocx --help` lists them: by who uses them, a line a tool.
+fn grouped_tools() -> String {
+    let mut out = String::new();
+    for g in registry::GROUPS {
+        out.push_str(&format!("{} ({}):\n", g.title, g.about));
+        for name in g.tools {
+            if let Some(t) = registry::find(name) {
+                out.push_str(&format!(
+                    "  {:<17} {}\n",
+                    t.name(),
+                    first_sentence(t.summary())
+                ));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// The command line's parser: every tool a subcommand, with its flags
 /// where they were made (`None`: the tool is only named and summarized).
 fn command(flags: &[(&dyn Entry, Option<Vec<Flag>>)]) -> Command {
@@ -267,27 +327,35 @@ fn command(flags: &[(&dyn Entry, Option<Vec<Flag>>)]) -> Command {
         )
         .disable_help_subcommand(true)
         .version(env!("CARGO_PKG_VERSION"))
+        .help_template(
+            "{about-with-newline}\n{usage-heading} {usage}\n\n{before-help}Options:\n{options}\n{after-help}",
+        )
+        .before_help(grouped_tools())
+        .subcommand_value_name("TOOL")
         .arg(
             Arg::new("input")
                 .long("input")
                 .global(true)
                 .value_parser(OsStringValueParser::new())
                 .value_name("JSON")
-                .help("The tool's whole input as one JSON object, or - to read it from stdin"),
+                .help("The tool's whole input as one JSON object, or - to read it from stdin")
+                .help_heading(GLOBAL_HEADING),
         )
         .arg(
             Arg::new("json")
                 .long("json")
                 .global(true)
                 .action(ArgAction::SetTrue)
-                .help("Print the answer as JSON"),
+                .help("Print the answer as JSON")
+                .help_heading(GLOBAL_HEADING),
         )
         .arg(
             Arg::new("dry_run")
                 .long("dry-run")
                 .global(true)
                 .action(ArgAction::SetTrue)
-                .help("Check everything and say what would be written, writing nothing"),
+                .help("Check everything and say what would be written, writing nothing")
+                .help_heading(GLOBAL_HEADING),
         );
     let mut cmd = super::mcp::http_args(acting_args(cmd));
     for (tool, fl) in flags {

@@ -20,8 +20,12 @@ pub struct Input {
 pub struct Output {
     pub name: String,
     pub summary: String,
-    /// The capabilities it needs.
+    /// The capabilities it needs, by letter.
     pub needs: String,
+    /// What it needs, in words.
+    pub needs_in_words: String,
+    /// Who uses it, as `ocx --help` and the tools page group it.
+    pub for_whom: String,
     /// Whether it may change the repository.
     pub writes: bool,
     /// The JSON schema of its input.
@@ -55,6 +59,12 @@ impl Tool for Help {
             name: t.name().into(),
             summary: t.summary().into(),
             needs: t.needs().describe(),
+            needs_in_words: t.needs().in_words(),
+            for_whom: crate::tool::GROUPS
+                .iter()
+                .find(|g| g.tools.contains(&t.name()))
+                .map(|g| g.title.to_string())
+                .unwrap_or_default(),
             writes: t.writes(),
             input: t.input_schema().clone(),
             output: t.output_schema().clone(),
@@ -63,10 +73,11 @@ impl Tool for Help {
 
     fn text(out: &Output) -> String {
         let mut s = format!(
-            "{} — {}\nneeds: {}\n{}\ninput:\n",
+            "{} — {}\n{}\nneeds {}\n{}\ninput:\n",
             out.name,
             out.summary,
-            out.needs,
+            out.for_whom,
+            out.needs_in_words,
             if out.writes {
                 "may write to the repository"
             } else {

@@ -238,13 +238,18 @@ fn the_ocx_page_is_in_the_skin_with_a_card_for_each_tool() {
     assert!(page.body.contains("name=\"dry_run\""));
     assert!(
         page.body
-            .contains("class=\"ocx-held\" title=\"you hold it\">4 (held)")
+            .contains("class=\"ocx-held\" title=\"you hold 4\">post to the forum (4, yours)")
     );
     assert!(
         page.body
-            .contains("class=\"ocx-not-held\" title=\"you do not hold it\">c (not held)")
+            .contains("class=\"ocx-not-held\" title=\"you do not hold c\">add to tickets (c)")
     );
     assert!(page.body.contains("Signed in as <b>alice</b>"));
+    assert!(
+        page.body
+            .contains("; you may read threads, tickets and questions, post and decide"),
+        "what alice may do, in words"
+    );
     assert!(!page.body.contains("<script"), "the page needs no script");
     let style = page
         .body

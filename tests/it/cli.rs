@@ -98,7 +98,16 @@ fn version_says_the_version_and_each_tools_help_its_own_flags() {
     let r = Repo::new();
     let post = r.ocx(&["-R", "x.fossil", "--user", "list", "post", "--help"]);
     assert_eq!(post.code, 0, "{}", post.stderr);
-    assert!(post.stdout.contains("--title"), "{}", post.stdout);
+    let at = |flag: &str| {
+        post.stdout
+            .find(flag)
+            .unwrap_or_else(|| panic!("{flag}: {}", post.stdout))
+    };
+    assert!(
+        at("--title") < at("--repository") && at("--text") < at("--json"),
+        "a tool's help shows its own fields first:\n{}",
+        post.stdout
+    );
     let all = r.ocx(&["--help"]);
     assert_eq!(all.code, 0);
     assert!(
@@ -106,6 +115,26 @@ fn version_says_the_version_and_each_tools_help_its_own_flags() {
         "the whole command's help names the tools, not their flags: {}",
         all.stdout
     );
+    let group = |title: &str| {
+        all.stdout
+            .find(title)
+            .unwrap_or_else(|| panic!("{title}: {}", all.stdout))
+    };
+    let (person, admin, run) = (
+        group("For a person"),
+        group("For an administrator"),
+        group("For a run"),
+    );
+    let tool = |name: &str| all.stdout.find(&format!("\n  {name} ")).unwrap();
+    assert!(
+        person < tool("post") && tool("post") < admin,
+        "post is a person's"
+    );
+    assert!(
+        admin < tool("create") && tool("create") < run,
+        "create is an administrator's"
+    );
+    assert!(run < tool("edit"), "edit is a run's");
     let wrong = r.ocx(&["post", "--of", "x"]);
     assert_eq!(wrong.code, 2, "a flag of another tool is still refused");
 }
@@ -189,11 +218,25 @@ fn list_and_help_show_every_tool_and_its_schemas() {
     let bare = run(Command::new(ocx_bin()), None);
     assert_eq!(bare.code, 0);
     assert!(
-        bare.stdout.contains("receipt"),
-        "`ocx` alone lists the tools"
+        bare.stdout.lines().count() < 25,
+        "`ocx` alone is a short usage:\n{}",
+        bare.stdout
     );
+    for first in ["status", "console", "post", "create", "help"] {
+        assert!(
+            bare.stdout.contains(&format!("\n  {first} ")),
+            "`ocx` alone names {first}:\n{}",
+            bare.stdout
+        );
+    }
+    assert!(bare.stdout.contains("ocx --help"), "{}", bare.stdout);
     let help = r.json(&["help", "post"]).ok();
     assert_eq!(help["needs"], "3 or 4 or c or w");
+    assert_eq!(
+        help["needs_in_words"],
+        "the right to post to the forum, held for a moderator (3), or post to the forum (4), or add to tickets (c), or edit tickets (w)"
+    );
+    assert_eq!(help["for_whom"], "For a person");
     assert!(help["output"]["properties"]["hash"].is_object());
 }
 

@@ -6,7 +6,7 @@ use super::{lacks_capability, offered};
 use crate::answer::Answer;
 use crate::context::Context;
 use crate::fields::{Flag, Kind};
-use crate::registry::{self, TOOLS};
+use crate::registry;
 use crate::tool::{Entry, Needs};
 use maud::{Markup, PreEscaped, html};
 use serde_json::{Map, Value};
@@ -28,8 +28,17 @@ pub(super) fn index(request: &Request, cx: &Context) -> String {
             (who(request, cx))
             (release(request))
             p { "Every tool OCX offers on this repository. A tool that changes something does so only from a form on this page, as you." }
-            @for tool in TOOLS.iter().filter(|t| offered(**t)) {
-                (card(request, cx, *tool, true, None))
+            @for group in registry::GROUPS {
+                @let tools = grouped(group);
+                @if !tools.is_empty() {
+                    section.ocx-group id=(group_id(group)) {
+                        h2 { (group.title) }
+                        p { (group.about) "." }
+                        @for tool in tools {
+                            (card(request, cx, tool, true, None))
+                        }
+                    }
+                }
             }
         },
     )
@@ -293,11 +302,33 @@ fn bar(request: &Request) -> Markup {
         nav.ocx-bar {
             a href=(request.link(None)) { "OCX" }
             " " a href=(request.link(Some("console"))) { b { "console" } }
-            @for tool in TOOLS.iter().filter(|t| offered(**t)) {
-                " " a href=(request.link(Some(tool.name()))) { (tool.name()) }
+            @for group in registry::GROUPS {
+                @let tools = grouped(group);
+                @if !tools.is_empty() {
+                    br;
+                    span.ocx-group-name { a href=(format!("{}#{}", request.link(None), group_id(group))) { (group.title) } ":" }
+                    @for tool in tools {
+                        " " a href=(request.link(Some(tool.name()))) { (tool.name()) }
+                    }
+                }
             }
         }
     }
+}
+
+/// The tools of `group` the page offers, in the group's order.
+fn grouped(group: &registry::Group) -> Vec<&'static dyn Entry> {
+    group
+        .tools
+        .iter()
+        .filter_map(|n| registry::find(n))
+        .filter(|t| offered(*t))
+        .collect()
+}
+
+/// The anchor of `group`'s section on the tools page.
+fn group_id(group: &registry::Group) -> String {
+    group.title.to_lowercase().replace(' ', "-")
 }
 
 /// Which release of OCX serves the page: the one current as `ocx-cgi`, or
@@ -328,8 +359,16 @@ fn who(request: &Request, cx: &Context) -> Markup {
     };
     let held = html! {
         @match cx.caller() {
-            Ok(c) if c.capabilities.as_str().is_empty() => "; the repository grants none",
-            Ok(c) => { "; the repository grants " code { (c.capabilities.as_str()) } }
+            Ok(c) if c.capabilities.as_str().is_empty() => "; the repository grants you nothing here",
+            Ok(c) => {
+                @let acts = crate::tool::what_may_be_done(|l| c.capabilities.has(l));
+                @if acts.is_empty() {
+                    "; OCX gives you nothing to do here"
+                } @else {
+                    "; you may " (acts.join(", "))
+                }
+                " (capabilities " code { (c.capabilities.as_str()) } ")"
+            }
             Err(stop) => { "; " (stop.reason) }
         }
     };
@@ -390,14 +429,18 @@ fn card(
             p.ocx-needs {
                 "Needs: "
                 @match tool.needs().letters() {
-                    None => "nothing",
-                    Some(letters) => @for (i, l) in letters.chars().enumerate() {
-                        @let held = caller.as_ref().is_ok_and(|c| c.capabilities.has(l));
-                        @if i > 0 { " or " }
-                        @if held {
-                            span.ocx-held title="you hold it" { (l) " (held)" }
-                        } @else {
-                            span.ocx-not-held title="you do not hold it" { (l) " (not held)" }
+                    None => "nothing: anyone may use it",
+                    Some(letters) => {
+                        "the right to "
+                        @for (i, l) in letters.chars().enumerate() {
+                            @let held = caller.as_ref().is_ok_and(|c| c.capabilities.has(l));
+                            @let words = crate::tool::capability_words(l);
+                            @if i > 0 { ", or " }
+                            @if held {
+                                span.ocx-held title=(format!("you hold {l}")) { (words) " (" (l) ", yours)" }
+                            } @else {
+                                span.ocx-not-held title=(format!("you do not hold {l}")) { (words) " (" (l) ")" }
+                            }
                         }
                     },
                 }
@@ -541,6 +584,7 @@ fn page(title: &str, inner: Markup) -> String {
 const STYLE: &str = "
 .ocx-bar { margin: 0.5em 0; }
 .ocx-bar a { margin-right: 0.8em; }
+.ocx-group-name { margin-right: 0.8em; font-weight: bold; }
 .ocx-card { border: 1px solid currentColor; border-radius: 6px; padding: 0.4em 1em; margin: 1em 0; }
 .ocx-card h3 { margin: 0.3em 0; }
 .ocx-held { font-weight: bold; }
