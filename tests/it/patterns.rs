@@ -568,6 +568,16 @@ fn in_chromium_an_administrator_starts_a_run_from_a_pattern_on_the_console() {
         b"",
     );
     assert!(page.body.contains("New run"), "{}", page.body);
+    let record = &r.hash;
+    assert!(
+        page.body
+            .contains(&format!("href=\"/forumpost/{record}\">its thread</a>"))
+            && page
+                .body
+                .contains(&format!("href=\"/info/{record}\">{}</a>", &record[..10])),
+        "the console links the run to its thread and its record: {}",
+        page.body
+    );
     drop(server);
 }
 

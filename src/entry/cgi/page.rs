@@ -75,7 +75,7 @@ pub(super) fn answer(
             @if let Some(n) = notice {
                 p.ocx-notice { (n) }
             }
-            (render_answer(answer, text))
+            (render_answer(&request.uri, answer, text))
             (card(request, cx, tool, !answer.dry_run, refill))
         },
     )
@@ -90,7 +90,7 @@ pub(super) fn refusal(request: &Request, cx: Option<&Context>, answer: &Answer) 
                 Some(cx) => (tool_page_head(request, cx)),
                 None => (back(request)),
             }
-            (render_answer(answer, None))
+            (render_answer(&request.uri, answer, None))
         },
     )
 }
@@ -140,10 +140,10 @@ pub(super) fn console(
             }
             h2 { "Running" }
             @if running.is_empty() { p.ocx-notice { "No run is running." } }
-            @for r in &running { (console_run(r)) }
+            @for r in &running { (console_run(request, r)) }
             h2 { "Ended lately" }
             @if ended.is_empty() { p.ocx-notice { "No run ended lately." } }
-            @for r in &ended { (console_run(r)) }
+            @for r in &ended { (console_run(request, r)) }
             @if let Some(patterns) = new_run {
                 h2 id="new-run" { "New run" }
                 p { "Each pattern (a wiki page run/NAME an administrator wrote) as the record it would write, as you, now. The record states the whole boundary; the pattern limits nothing." }
@@ -265,10 +265,16 @@ fn console_question(request: &Request, q: &Value) -> Markup {
     }
 }
 
-fn console_run(r: &Value) -> Markup {
+fn console_run(request: &Request, r: &Value) -> Markup {
+    let record = text_of(r, "record");
     html! {
-        section.ocx-card.ocx-run {
+        section.ocx-card.ocx-run id=(format!("run-{}", &record[..16.min(record.len())])) {
             p { b { (text_of(r, "objective")) } }
+            p.ocx-links {
+                a href=(format!("{}/forumpost/{record}", request.uri)) { "its thread" }
+                " · record "
+                a.ocx-hash href=(format!("{}/info/{record}", request.uri)) { (&record[..10.min(record.len())]) }
+            }
             p { (text_of(r, "runner")) " as " (text_of(r, "runs_as")) ", sent by " (text_of(r, "sent_by")) ", since " (text_of(r, "since")) }
             @if let Some(w) = r.get("wall_left").and_then(Value::as_i64) { p { "Wall left: " (w) " s" } }
             @if let Some(l) = r.get("last_said").and_then(Value::as_str) { p { "Last said: " (l) } }
@@ -533,8 +539,42 @@ fn field_text(value: &Value) -> String {
     }
 }
 
-/// An answer on the page: the result (or why it stopped) before the log.
-fn render_answer(answer: &Answer, text: Option<String>) -> Markup {
+/// `text` with each full artifact hash in it (40 or 64 hex digits standing
+/// alone) a link to Fossil's own page of that artifact under `uri`, the
+/// rest escaped.
+fn with_hashes_linked(uri: &str, text: &str) -> Markup {
+    let mut parts: Vec<(bool, &str)> = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(|c: char| c.is_ascii_hexdigit()) {
+        let run = rest[start..]
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .map_or(rest.len(), |n| start + n);
+        let word = &rest[start..run];
+        let alone = !rest[..start].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+            && !rest[run..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+        if alone && matches!(word.len(), 40 | 64) {
+            parts.push((false, &rest[..start]));
+            parts.push((true, word));
+        } else {
+            parts.push((false, &rest[..run]));
+        }
+        rest = &rest[run..];
+    }
+    parts.push((false, rest));
+    html! {
+        @for (hash, part) in parts {
+            @if hash {
+                a.ocx-hash href=(format!("{uri}/info/{part}")) { (part) }
+            } @else {
+                (part)
+            }
+        }
+    }
+}
+
+/// An answer on the page: the result (or why it stopped) before the log,
+/// each full hash in the result a link to its artifact's page under `uri`.
+fn render_answer(uri: &str, answer: &Answer, text: Option<String>) -> Markup {
     html! {
         @match &answer.stopped {
             Some(s) => div class="ocx-answer ocx-stopped" {
@@ -548,7 +588,7 @@ fn render_answer(answer: &Answer, text: Option<String>) -> Markup {
                 (answer_tail(answer))
             },
             None => div class="ocx-answer ocx-ok" {
-                pre.ocx-result { (text.as_deref().unwrap_or("")) }
+                pre.ocx-result { (with_hashes_linked(uri, text.as_deref().unwrap_or(""))) }
                 (answer_tail(answer))
             },
         }
@@ -606,6 +646,23 @@ mod tests {
     use crate::answer::{Op, Stopped};
 
     #[test]
+    fn full_hashes_standing_alone_link_to_their_artifacts_and_nothing_else_does() {
+        let h40 = "a".repeat(40);
+        let h64 = "0123456789abcdef".repeat(4);
+        let text = format!(
+            "record {h64}\nparent {h40}.\nshort abcdef0123 long {h64}0 word x{h40} <b>{h40}</b>"
+        );
+        let html = with_hashes_linked("/r", &text).into_string();
+        assert_eq!(html.matches("<a class=\"ocx-hash\"").count(), 3, "{html}");
+        assert!(html.contains(&format!("href=\"/r/info/{h64}\">{h64}</a>")));
+        assert!(html.contains(&format!("href=\"/r/info/{h40}\">{h40}</a>.")));
+        assert!(html.contains(&format!(
+            "&lt;b&gt;<a class=\"ocx-hash\" href=\"/r/info/{h40}\">"
+        )));
+        assert!(!html.contains("<b>"), "{html}");
+    }
+
+    #[test]
     fn an_answer_escapes_every_text_it_shows() {
         let hostile = "<script>x</script>\"&";
         let answer = Answer {
@@ -624,7 +681,7 @@ mod tests {
             next_step: Some(hostile.into()),
             took_ms: 0,
         };
-        let html = page(hostile, render_answer(&answer, Some(hostile.into())));
+        let html = page(hostile, render_answer("/r", &answer, Some(hostile.into())));
         assert!(!html.contains("<script"), "{html}");
         assert!(
             html.contains("&lt;script&gt;x&lt;/script&gt;&quot;&amp;"),
