@@ -164,6 +164,7 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::receipt::ReceiptTool>::new(),
     &Def::<crate::tools::create::Create>::new(),
     &Def::<crate::tools::stop::StopTool>::new(),
+    &Def::<crate::tools::run::RunTool>::new(),
     &Def::<crate::tools::attach::Attach>::new(),
     &Def::<crate::tools::patterns::Patterns>::new(),
     &Def::<crate::tools::tag_messages::TagMessages>::new(),

@@ -176,6 +176,7 @@ pub static GROUPS: &[Group] = &[
         tools: &[
             "status",
             "console",
+            "run",
             "post",
             "thread",
             "questions",

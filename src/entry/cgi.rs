@@ -233,6 +233,9 @@ pub fn respond(
     if path == "console" && !json {
         return console(request, body, &cx);
     }
+    if let Some(record) = path.strip_prefix("run/") {
+        return run_page(request, &cx, record, json);
+    }
     let Some(tool) = registry::find(path) else {
         let stop = Stop::field("tool", format!("there is no tool {path:?}"))
             .next("the OCX page lists every tool");
@@ -434,6 +437,37 @@ fn offered(tool: &dyn Entry) -> bool {
 
 /// The status an answer is given: 200 when the tool did its work, 403 when
 /// the viewer lacks what the tool needs, 400 for any other refusal.
+/// A run's page (`run/RECORD`): the `run` tool's answer drawn, or as
+/// JSON with the query's `after` and `within` (the page's own long-poll
+/// for what the transcript says next).
+fn run_page(request: &Request, cx: &Context, record: &str, json: bool) -> Response {
+    let number = |key: &str| {
+        request
+            .query
+            .split('&')
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let input = serde_json::json!({
+        "record": record,
+        "after": number("after"),
+        "within": if json { number("within").min(crate::tools::run::WITHIN_MAX) } else { 0 },
+    });
+    let answer = registry::call("run", Ok(input), cx, false);
+    let lacks =
+        answer.stopped.is_some() && registry::find("run").is_some_and(|t| lacks_capability(t, cx));
+    if json {
+        return json_response(status_of(&answer, lacks), &answer);
+    }
+    Response {
+        status: status_of(&answer, lacks),
+        content_type: "text/html",
+        body: page::run(request, cx, &answer),
+    }
+}
+
 fn status_of(answer: &Answer, lacks: bool) -> u16 {
     match (&answer.stopped, lacks) {
         (None, _) => 200,

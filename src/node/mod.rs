@@ -25,6 +25,7 @@ pub mod runner;
 pub mod site;
 pub mod spawn;
 pub mod spool;
+pub mod transcript;
 pub mod wake;
 
 pub use enforce::{check_enforceable, limits, restrictions_enforced};

@@ -175,12 +175,12 @@ impl Tool for Console {
 }
 
 /// A record, what was said at its place, and the response that counts.
-type Standing = (found::StandingRecord, Vec<Found>, Option<Found>);
+pub(crate) type Standing = (found::StandingRecord, Vec<Found>, Option<Found>);
 
 /// Every record with what was said at its place and the response that
 /// counts; in a clone's checkout, each as the clone's server received it
 /// (its receipts asked once for all), never as the clone did.
-fn records(call: &mut Call) -> Result<Vec<Standing>, Stop> {
+pub(crate) fn records(call: &mut Call) -> Result<Vec<Standing>, Stop> {
     let receipts = super::served::receipts(call)?;
     let repo = call.repo()?;
     let mut out = Vec::new();

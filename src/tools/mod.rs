@@ -35,6 +35,7 @@ pub mod receipt;
 pub mod register;
 pub mod release;
 pub mod rollback;
+pub mod run;
 pub mod run_login;
 pub mod runner;
 pub mod save;

@@ -156,6 +156,142 @@ pub(super) fn console(
     )
 }
 
+/// A run's page: its record as a table, its state and spend, and its
+/// transcript, each tool's result and command's output folded; while it
+/// runs, a script (under Fossil's nonce) asks the page's own JSON for what
+/// comes next and adds it without a reload.
+pub(super) fn run(request: &Request, cx: &Context, answer: &Answer) -> String {
+    let Some(o) = answer.result.as_ref().filter(|_| answer.stopped.is_none()) else {
+        return page(
+            "OCX run",
+            html! { (tool_page_head(request, cx)) (render_answer(&request.uri, answer, None)) },
+        );
+    };
+    let f = &o["fields"];
+    let record = text_of(o, "record");
+    let list = |v: &Value| match v.as_array() {
+        Some(a) if !a.is_empty() => a
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => "none".to_string(),
+    };
+    let json = |v: &Value| match v {
+        Value::Null => "none".to_string(),
+        v => serde_json::to_string(v).unwrap_or_default(),
+    };
+    let running = text_of(o, "state") == "running";
+    let entries = o["transcript"].as_array().cloned().unwrap_or_default();
+    let live = running && o.get("transcript_withheld").is_none() && request.nonce.is_some();
+    page(
+        "OCX run",
+        html! {
+            (tool_page_head(request, cx))
+            h2 { "Run: " (text_of(f, "objective")) }
+            p.ocx-links {
+                a href=(format!("{}/forumpost/{record}", request.uri)) { "its thread" }
+                " · record "
+                a.ocx-hash href=(format!("{}/info/{record}", request.uri)) { (record) }
+            }
+            table.ocx-record {
+                tr { th { "objective" } td { (text_of(f, "objective")) } }
+                tr { th { "runner" } td { (text_of(f, "runner")) } }
+                tr { th { "login" } td { (text_of(f, "user")) } }
+                tr { th { "node" } td { code { (text_of(f, "node")) } @if f["remote"] == Value::Bool(true) { " (an agent machine)" } } }
+                tr { th { "wakes on" } td { "check-ins on: " (list(&f["checkins"])) } }
+                tr { th { "hears" } td { (list(&f["hears"])) } }
+                tr { th { "sandbox" } td { code { (json(&f["sandbox"])) } } }
+                tr { th { "budget" } td { code { (json(&f["budget"])) } } }
+                tr { th { "restrictions" } td { code { (json(&f["restrict"])) } } }
+                tr { th { "pattern" } td { code { (json(&f["pattern"])) } } }
+                tr { th { "sent by" } td { (text_of(o, "sent_by")) " at " (text_of(o, "since")) } }
+            }
+            p.ocx-state id="ocx-state" {
+                @if let Some(outcome) = o.get("outcome").and_then(Value::as_str) {
+                    "Ended " b { (outcome) } @if let Some(n) = o.get("note").and_then(Value::as_str) { ": " (n) }
+                } @else {
+                    "Running" @if let Some(w) = o.get("wall_left").and_then(Value::as_i64) { ", " (w) " s of its wall left" }
+                }
+            }
+            p.ocx-spend id="ocx-spend" {
+                @if let Some(s) = o.get("spent").and_then(Value::as_str) { "Spent: " (s) }
+                @else if let Some(t) = o.get("tokens").and_then(Value::as_u64) { "Spent: " (t) " tokens" }
+            }
+            h3 { "Transcript" }
+            @if let Some(why) = o.get("transcript_withheld").and_then(Value::as_str) {
+                p.ocx-notice id="ocx-withheld" { "No transcript: " (why) "." }
+            }
+            ol.ocx-transcript id="ocx-transcript" data-last=(o["last"].as_u64().unwrap_or(0)) {
+                @for e in &entries { (transcript_entry(e)) }
+            }
+            @if let (true, Some(nonce)) = (live, request.nonce.as_deref()) {
+                script nonce=(nonce) { (PreEscaped(LIVE_SCRIPT)) }
+            }
+        },
+    )
+}
+
+/// One transcript entry as a list item: words as a quotation, a call with
+/// its arguments, a result or a command's output folded.
+fn transcript_entry(e: &Value) -> Markup {
+    let kind = text_of(e, "kind");
+    let at = text_of(e, "at");
+    html! {
+        li class=(format!("ocx-entry ocx-{kind}")) data-seq=(e["seq"].as_u64().unwrap_or(0)) {
+            span.ocx-at { (at) } " "
+            @match kind {
+                "delivery" => { b { "Delivered" } blockquote { (text_of(e, "text")) } },
+                "words" => { b { "Said" } blockquote { (text_of(e, "text")) } },
+                "tool_call" => { b { "Called " } code { (text_of(e, "name")) } " " code { (e["arguments"].to_string()) } },
+                "tool_result" => details {
+                    summary { b { @if e["error"] == Value::Bool(true) { "Failed" } @else { "Answered" } } }
+                    pre { (text_of(e, "output")) }
+                },
+                "command" => details {
+                    summary { b { "Ran " } code { (text_of(e, "command")) } " (exit " (e["exit"].as_i64().map_or("unknown".to_string(), |x| x.to_string())) ")" }
+                    pre { (text_of(e, "output")) }
+                },
+                "output" => code { (text_of(e, "text")) },
+                "refused" => { b { "Refused by its model service: " } (text_of(e, "text")) },
+                "error" => { b { "Error: " } (text_of(e, "text")) },
+                "turn_ended" => { i { "The turn ended" @if e["ok"] == Value::Bool(false) { " in error" } "." } },
+                "ended" => { b { "The run ended " (text_of(e, "outcome")) } ": " (text_of(e, "note")) },
+                _ => (kind),
+            }
+        }
+    }
+}
+
+/// The run page's script: asks the page's JSON for the entries after the
+/// last shown, waiting up to 20 s each time, and adds each as text (never
+/// as HTML), with the spend and the state, until the run has ended.
+const LIVE_SCRIPT: &str = r#"(function(){
+var list=document.getElementById('ocx-transcript'),spend=document.getElementById('ocx-spend'),state=document.getElementById('ocx-state');
+function el(t,c,x){var e=document.createElement(t);if(c)e.className=c;if(x!==undefined)e.textContent=x;return e;}
+function fold(head,body){var d=el('details'),s=el('summary',null,head);d.appendChild(s);d.appendChild(el('pre',null,body));return d;}
+function add(e){var li=el('li','ocx-entry ocx-'+e.kind);li.setAttribute('data-seq',e.seq);li.appendChild(el('span','ocx-at',e.at+' '));
+switch(e.kind){case 'delivery':li.appendChild(el('b',null,'Delivered'));li.appendChild(el('blockquote',null,e.text));break;
+case 'words':li.appendChild(el('b',null,'Said'));li.appendChild(el('blockquote',null,e.text));break;
+case 'tool_call':li.appendChild(el('b',null,'Called '));li.appendChild(el('code',null,e.name));li.appendChild(document.createTextNode(' '));li.appendChild(el('code',null,JSON.stringify(e.arguments)));break;
+case 'tool_result':li.appendChild(fold(e.error?'Failed':'Answered',e.output));break;
+case 'command':li.appendChild(fold('Ran '+e.command+' (exit '+(e.exit===null||e.exit===undefined?'unknown':e.exit)+')',e.output));break;
+case 'output':li.appendChild(el('code',null,e.text));break;
+case 'refused':li.appendChild(el('b',null,'Refused by its model service: '));li.appendChild(document.createTextNode(e.text));break;
+case 'error':li.appendChild(el('b',null,'Error: '));li.appendChild(document.createTextNode(e.text));break;
+case 'turn_ended':li.appendChild(el('i',null,'The turn ended'+(e.ok?'':' in error')+'.'));break;
+case 'ended':li.appendChild(el('b',null,'The run ended '+e.outcome));li.appendChild(document.createTextNode(': '+e.note));break;
+default:li.appendChild(document.createTextNode(e.kind));}
+list.appendChild(li);}
+function next(){var last=list.getAttribute('data-last')||'0';
+fetch(location.pathname+'?json&after='+last+'&within=20',{credentials:'same-origin'}).then(function(r){return r.json();}).then(function(a){
+if(!a.ok||!a.result){setTimeout(next,5000);return;}var o=a.result;
+(o.transcript||[]).forEach(add);list.setAttribute('data-last',o.last);
+if(o.spent)spend.textContent='Spent: '+o.spent;
+if(o.state!=='running'){state.textContent='Ended '+(o.outcome||'')+(o.note?': '+o.note:'');return;}
+next();}).catch(function(){setTimeout(next,5000);});}
+next();})();"#;
+
 /// A pattern on the console: what it is, who wrote it, the record
 /// `create` would write from it (node, user, runner, objective, what
 /// wakes it, sandbox, budget, restrictions), and a button that writes it.

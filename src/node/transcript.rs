@@ -1,0 +1,644 @@
+//! A run's transcript: each delivery and each turn of its agent, in
+//! order, as the agent reported it (its words, each tool call with its
+//! arguments and result, each command with its output, each refusal and
+//! error), and how the run ended. The watcher keeps it in the run's
+//! directory as JSON lines (`transcript.jsonl`, its owner's alone), every
+//! secret it knows masked before a line is written, for the node's
+//! retention; `run` reads it, and its page waits on it for what comes.
+//!
+//! What an agent prints is hostile: a line that is no event it knows adds
+//! nothing, and each text kept is bounded.
+
+use crate::node::runner::InputMode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The transcript's file in a run's directory.
+pub const FILE: &str = "transcript.jsonl";
+
+/// The most of one text an entry keeps; the rest is said folded.
+pub const TEXT_MAX: usize = 16 << 10;
+
+/// The most entries one read answers.
+pub const READ_MAX: usize = 2000;
+
+/// How long the node keeps an ended run's transcript unless its
+/// configuration says otherwise.
+pub const KEEP_DAYS: u64 = 30;
+
+/// One thing the transcript tells, in the order it came.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Said {
+    /// What the node fed the agent: a delivery, or the record's first line.
+    Delivery { text: String },
+    /// The agent's own words.
+    Words { text: String },
+    /// A tool the agent called: its name and arguments.
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: Value,
+    },
+    /// What a tool call answered; `error` when it failed.
+    ToolResult {
+        id: String,
+        output: String,
+        error: bool,
+    },
+    /// A command the agent ran, its output and its exit status.
+    Command {
+        command: String,
+        output: String,
+        exit: Option<i64>,
+    },
+    /// A line of a plain command's output (a CI run, a lines runner).
+    Output { text: String },
+    /// The model service refused the agent; it tries again.
+    Refused { text: String },
+    /// A turn ended in error, in the agent's words.
+    Error { text: String },
+    /// A turn ended; its usage, when the agent told it.
+    TurnEnded { ok: bool },
+    /// The run ended: its outcome and its response's note.
+    Ended { outcome: String, note: String },
+}
+
+/// One line of the transcript: its number (from 1), when (UTC), and what.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Entry {
+    pub seq: u64,
+    pub at: String,
+    #[serde(flatten)]
+    pub said: Said,
+}
+
+/// What one line of an agent's output of `mode` tells, in order (none
+/// for a line that is no event of the agent's). Total on any text.
+pub fn said_in(mode: InputMode, line: &str) -> Vec<Said> {
+    match mode {
+        InputMode::ClaudeStreamJson => match serde_json::from_str::<Value>(line) {
+            Ok(v) => claude(&v),
+            Err(_) => Vec::new(),
+        },
+        InputMode::CodexAppServer => match serde_json::from_str::<Value>(line) {
+            Ok(v) => codex(&v),
+            Err(_) => Vec::new(),
+        },
+        InputMode::Lines => vec![Said::Output {
+            text: bounded(line),
+        }],
+        InputMode::ClaudeInteractive | InputMode::CodexInteractive => Vec::new(),
+    }
+}
+
+/// Claude Code's stream-json: `assistant` events' text and tool calls,
+/// `user` events' tool results, `api_retry` and the turn's `result`.
+fn claude(v: &Value) -> Vec<Said> {
+    let content = || v["message"]["content"].as_array().into_iter().flatten();
+    match (v["type"].as_str(), v["subtype"].as_str()) {
+        (Some("assistant"), _) => content()
+            .filter_map(|c| match c["type"].as_str() {
+                Some("text") => text_of(&c["text"]).map(|text| Said::Words { text }),
+                Some("tool_use") => Some(Said::ToolCall {
+                    id: bounded(c["id"].as_str().unwrap_or("")),
+                    name: bounded(c["name"].as_str().unwrap_or("")),
+                    arguments: bounded_value(&c["input"]),
+                }),
+                _ => None,
+            })
+            .collect(),
+        (Some("user"), _) => content()
+            .filter(|c| c["type"] == "tool_result")
+            .map(|c| Said::ToolResult {
+                id: bounded(c["tool_use_id"].as_str().unwrap_or("")),
+                output: bounded(&flat_text(&c["content"])),
+                error: c["is_error"] == Value::Bool(true),
+            })
+            .collect(),
+        (Some("system"), Some("api_retry")) => vec![Said::Refused {
+            text: bounded(&format!(
+                "{}{}",
+                v["error_status"]
+                    .as_i64()
+                    .map(|s| format!("HTTP {s} "))
+                    .unwrap_or_default(),
+                flat_text(&v["error"])
+            )),
+        }],
+        (Some("result"), _) => {
+            let ok = v["is_error"] != Value::Bool(true);
+            let mut said = Vec::new();
+            if !ok {
+                said.push(Said::Error {
+                    text: bounded(&flat_text(&v["result"])),
+                });
+            }
+            said.push(Said::TurnEnded { ok });
+            said
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Codex's app-server: completed items (its messages, MCP tool calls with
+/// their results, commands with their output), errors and turns' ends.
+fn codex(v: &Value) -> Vec<Said> {
+    let params = &v["params"];
+    match v["method"].as_str() {
+        Some("item/completed") => {
+            let item = &params["item"];
+            match item["type"].as_str() {
+                Some("agentMessage") => text_of(&item["text"])
+                    .map(|text| vec![Said::Words { text }])
+                    .unwrap_or_default(),
+                Some("mcpToolCall") => {
+                    let id = bounded(item["id"].as_str().unwrap_or(""));
+                    let name = format!(
+                        "{}/{}",
+                        item["server"].as_str().unwrap_or(""),
+                        item["tool"].as_str().unwrap_or("")
+                    );
+                    vec![
+                        Said::ToolCall {
+                            id: id.clone(),
+                            name: bounded(&name),
+                            arguments: bounded_value(&item["arguments"]),
+                        },
+                        Said::ToolResult {
+                            id,
+                            output: bounded(&flat_text(&item["result"])),
+                            error: !item["error"].is_null()
+                                || item["status"].as_str() == Some("failed"),
+                        },
+                    ]
+                }
+                Some("commandExecution") => vec![Said::Command {
+                    command: bounded(&flat_text(&item["command"])),
+                    output: bounded(item["aggregatedOutput"].as_str().unwrap_or("")),
+                    exit: item["exitCode"].as_i64(),
+                }],
+                _ => Vec::new(),
+            }
+        }
+        Some("error") => vec![Said::Refused {
+            text: bounded(
+                params["error"]["additionalDetails"]
+                    .as_str()
+                    .or(params["error"]["message"].as_str())
+                    .unwrap_or("an error"),
+            ),
+        }],
+        Some("turn/completed") => {
+            let turn = &params["turn"];
+            let ok = turn["status"].as_str() == Some("completed");
+            let mut said = Vec::new();
+            if !ok && !turn["error"].is_null() {
+                said.push(Said::Error {
+                    text: bounded(&flat_text(&turn["error"])),
+                });
+            }
+            said.push(Said::TurnEnded { ok });
+            said
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// A string's text, when it holds any.
+fn text_of(v: &Value) -> Option<String> {
+    v.as_str().filter(|t| !t.trim().is_empty()).map(bounded)
+}
+
+/// A value as text: a string as itself, a list of content blocks as their
+/// texts, anything else as its JSON.
+fn flat_text(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| match i.get("text").and_then(Value::as_str) {
+                Some(t) => t.to_string(),
+                None => flat_text(i),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Object(o) => match (
+            o.get("content"),
+            o.get("message").or(o.get("text")).and_then(Value::as_str),
+        ) {
+            (Some(content), _) if !content.is_null() => flat_text(content),
+            (_, Some(t)) => t.to_string(),
+            _ => v.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// `text` cut to [`TEXT_MAX`] bytes on a character's edge, saying how much
+/// was left out.
+pub fn bounded(text: &str) -> String {
+    if text.len() <= TEXT_MAX {
+        return text.to_string();
+    }
+    let mut end = TEXT_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n… ({} more bytes not kept)",
+        &text[..end],
+        text.len() - end
+    )
+}
+
+/// A value kept whole when its JSON is within [`TEXT_MAX`], else as its
+/// bounded text.
+fn bounded_value(v: &Value) -> Value {
+    let json = v.to_string();
+    if json.len() <= TEXT_MAX {
+        v.clone()
+    } else {
+        Value::String(bounded(&json))
+    }
+}
+
+/// Replaces, in every string of `v`, each secret's value by its mask.
+fn mask(v: &mut Value, secrets: &[(String, String)]) {
+    match v {
+        Value::String(s) => {
+            for (name, secret) in secrets {
+                if s.contains(secret.as_str()) {
+                    *s = s.replace(secret.as_str(), &format!("[{name} masked]"));
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|i| mask(i, secrets)),
+        Value::Object(o) => o.values_mut().for_each(|i| mask(i, secrets)),
+        _ => {}
+    }
+}
+
+/// The shortest secret masked: a shorter value would mask ordinary words.
+const SECRET_MIN: usize = 8;
+
+/// A run's transcript as its watcher writes it.
+pub struct Transcript {
+    file: Mutex<(std::fs::File, u64)>,
+    secrets: Vec<(String, String)>,
+}
+
+impl Transcript {
+    /// Opens (or goes on with) the transcript in the run's directory
+    /// `dir`, its owner's alone, masking each of `secrets` (a name for the
+    /// reader, and the value) wherever it appears.
+    pub fn open(
+        dir: &Path,
+        secrets: impl IntoIterator<Item = (String, String)>,
+    ) -> std::io::Result<Transcript> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = dir.join(FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&path)?;
+        let seq = read_after(dir, 0, usize::MAX)
+            .map(|e| e.last().map_or(0, |e| e.seq))
+            .unwrap_or(0);
+        let mut secrets: Vec<(String, String)> = secrets
+            .into_iter()
+            .filter(|(_, v)| v.len() >= SECRET_MIN)
+            .collect();
+        // A longer secret first, so one holding another is masked whole.
+        secrets.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+        Ok(Transcript {
+            file: Mutex::new((file, seq)),
+            secrets,
+        })
+    }
+
+    /// Adds `said`, masked, as the next entry.
+    pub fn add(&self, said: Said) {
+        let Ok(mut value) = serde_json::to_value(&said) else {
+            return;
+        };
+        mask(&mut value, &self.secrets);
+        let Ok(said) = serde_json::from_value::<Said>(value) else {
+            return;
+        };
+        let mut held = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = Entry {
+            seq: held.1 + 1,
+            at: crate::fossil::artifact::now(),
+            said,
+        };
+        let Ok(mut line) = serde_json::to_vec(&entry) else {
+            return;
+        };
+        line.push(b'\n');
+        if held.0.write_all(&line).is_ok() {
+            held.1 += 1;
+        }
+    }
+
+    /// Adds each thing `line` of the agent's output of `mode` tells.
+    pub fn add_output(&self, mode: InputMode, line: &str) {
+        for said in said_in(mode, line) {
+            self.add(said);
+        }
+    }
+}
+
+/// The spend file in a run's directory: what the run has spent so far,
+/// written by its watcher as it goes and when it ends.
+pub const SPEND_FILE: &str = "spend.json";
+
+/// What a run has spent, as its watcher last measured it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Spend {
+    /// When it was measured (UTC).
+    pub at: String,
+    /// Seconds since the run started.
+    pub wall_seconds: u64,
+    /// CPU seconds its processes used, where its cgroup counts them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
+    /// The most memory its processes held at once, in bytes, where its
+    /// cgroup counts it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_peak_bytes: Option<u64>,
+    /// Model tokens in and out, as its relay counted the service's usage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_in: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_out: Option<u64>,
+    /// Connections its proxy refused (runs held to `sandbox.hosts`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections_refused: Option<u64>,
+}
+
+/// Writes `spend` as the run's spend in its directory `dir`, whole.
+pub fn write_spend(dir: &Path, spend: &Spend) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec(spend).map_err(std::io::Error::other)?;
+    crate::file::write_whole_unsynced(
+        &dir.join(SPEND_FILE),
+        &dir.join(".spend.json.new"),
+        &bytes,
+        0o600,
+    )
+}
+
+/// The run's spend as its watcher last wrote it in `dir`, when it did.
+pub fn read_spend(dir: &Path) -> Option<Spend> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(dir.join(SPEND_FILE))
+        .ok()?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(&mut file, 64 << 10), &mut bytes).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Why a transcript could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TranscriptError {
+    /// The run has none (it never started here, or it was swept).
+    #[error("the run keeps no transcript on this host")]
+    Missing,
+    /// This account may not read it: it is the node's account's alone.
+    #[error("the transcript is the node's account's alone to read")]
+    NotYours,
+    /// Reading it failed.
+    #[error("the transcript cannot be read: {0}")]
+    Unreadable(std::io::Error),
+}
+
+/// The entries of the transcript in run directory `dir` numbered above
+/// `after`, at most `most`; a line that does not read as an entry is
+/// passed over.
+pub fn read_after(dir: &Path, after: u64, most: usize) -> Result<Vec<Entry>, TranscriptError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(dir.join(FILE))
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => TranscriptError::Missing,
+            std::io::ErrorKind::PermissionDenied => TranscriptError::NotYours,
+            _ => TranscriptError::Unreadable(e),
+        })?;
+    let mut entries = Vec::new();
+    for line in std::io::BufReader::new(file).split(b'\n') {
+        let line = line.map_err(TranscriptError::Unreadable)?;
+        match serde_json::from_slice::<Entry>(&line) {
+            Ok(e) if e.seq > after => {
+                entries.push(e);
+                if entries.len() >= most {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(entries)
+}
+
+/// [`read_after`], waiting up to `within` for an entry when there is
+/// none yet (the page's long-poll), looking again every 100 ms.
+pub fn wait_after(dir: &Path, after: u64, within: Duration) -> Result<Vec<Entry>, TranscriptError> {
+    let until = Instant::now() + within;
+    loop {
+        let entries = read_after(dir, after, READ_MAX)?;
+        if !entries.is_empty() || Instant::now() >= until {
+            return Ok(entries);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Removes the transcripts of runs under `runs` (the node's run
+/// directories) last written over `keep_days` days ago: what was swept.
+pub fn sweep(runs: &Path, keep_days: u64) -> Vec<PathBuf> {
+    let keep = Duration::from_secs(keep_days.saturating_mul(86_400));
+    let Ok(dirs) = std::fs::read_dir(runs) else {
+        return Vec::new();
+    };
+    dirs.flatten()
+        .map(|d| d.path().join(FILE))
+        .filter(|f| {
+            std::fs::symlink_metadata(f)
+                .ok()
+                .filter(|m| m.is_file())
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > keep)
+        })
+        .filter(|f| std::fs::remove_file(f).is_ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn claude_code_s_turn_reads_as_words_calls_results_and_its_end() {
+        let lines = [
+            r#"{"type":"system","subtype":"init","tools":[]}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Looking."},{"type":"tool_use","id":"t1","name":"mcp__ocx__ocx_post","input":{"text":"hi"}}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"posted"}],"is_error":false}]}}"#,
+            r#"{"type":"system","subtype":"api_retry","error_status":529,"error":"overloaded"}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"done"}"#,
+        ];
+        let said: Vec<Said> = lines
+            .iter()
+            .flat_map(|l| said_in(InputMode::ClaudeStreamJson, l))
+            .collect();
+        assert_eq!(
+            said,
+            vec![
+                Said::Words {
+                    text: "Looking.".into()
+                },
+                Said::ToolCall {
+                    id: "t1".into(),
+                    name: "mcp__ocx__ocx_post".into(),
+                    arguments: serde_json::json!({"text": "hi"})
+                },
+                Said::ToolResult {
+                    id: "t1".into(),
+                    output: "posted".into(),
+                    error: false
+                },
+                Said::Refused {
+                    text: "HTTP 529 overloaded".into()
+                },
+                Said::TurnEnded { ok: true },
+            ]
+        );
+    }
+
+    #[test]
+    fn codex_s_items_read_as_words_calls_commands_and_errors() {
+        let lines = [
+            r#"{"method":"item/completed","params":{"item":{"type":"agentMessage","id":"m","text":"On it."}}}"#,
+            r#"{"method":"item/completed","params":{"item":{"type":"mcpToolCall","id":"c1","server":"ocx","tool":"ocx_post","arguments":{"text":"x"},"result":{"content":[{"type":"text","text":"ok"}]}}}}"#,
+            r#"{"method":"item/completed","params":{"item":{"type":"commandExecution","id":"x","command":"ls","aggregatedOutput":"a\nb\n","exitCode":0}}}"#,
+            r#"{"method":"error","params":{"error":{"message":"Reconnecting... 1/5","additionalDetails":"401 Unauthorized"}}}"#,
+            r#"{"method":"turn/completed","params":{"turn":{"status":"failed","error":{"message":"no model"}}}}"#,
+        ];
+        let said: Vec<Said> = lines
+            .iter()
+            .flat_map(|l| said_in(InputMode::CodexAppServer, l))
+            .collect();
+        assert_eq!(said.len(), 7, "{said:?}");
+        assert_eq!(
+            said[0],
+            Said::Words {
+                text: "On it.".into()
+            }
+        );
+        assert_eq!(
+            said[2],
+            Said::ToolResult {
+                id: "c1".into(),
+                output: "ok".into(),
+                error: false
+            }
+        );
+        assert_eq!(
+            said[3],
+            Said::Command {
+                command: "ls".into(),
+                output: "a\nb\n".into(),
+                exit: Some(0)
+            }
+        );
+        assert_eq!(
+            said[4],
+            Said::Refused {
+                text: "401 Unauthorized".into()
+            }
+        );
+        assert_eq!(
+            said[5],
+            Said::Error {
+                text: "no model".into()
+            }
+        );
+    }
+
+    #[test]
+    fn every_secret_is_masked_before_a_line_is_written_and_entries_number_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Transcript::open(
+            dir.path(),
+            [
+                ("relay token".to_string(), "tok-0123456789".to_string()),
+                ("short".to_string(), "abc".to_string()),
+            ],
+        )
+        .unwrap();
+        t.add(Said::ToolCall {
+            id: "1".into(),
+            name: "Bash".into(),
+            arguments: serde_json::json!({"command": "echo tok-0123456789", "list": ["xtok-0123456789x"]}),
+        });
+        t.add(Said::Words {
+            text: "abc stays".into(),
+        });
+        drop(t);
+        let raw = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
+        assert!(!raw.contains("tok-0123456789"), "{raw}");
+        assert!(raw.contains("[relay token masked]"), "{raw}");
+        let again = Transcript::open(dir.path(), []).unwrap();
+        again.add(Said::Output {
+            text: "third".into(),
+        });
+        let all = read_after(dir.path(), 0, READ_MAX).unwrap();
+        assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(read_after(dir.path(), 2, READ_MAX).unwrap().len(), 1);
+        assert!(matches!(
+            read_after(&dir.path().join("none"), 0, 1),
+            Err(TranscriptError::Missing)
+        ));
+    }
+
+    #[test]
+    fn a_long_text_is_kept_bounded_on_a_character_s_edge() {
+        let long = "é".repeat(TEXT_MAX);
+        let kept = bounded(&long);
+        assert!(kept.len() < TEXT_MAX + 64);
+        assert!(kept.ends_with("more bytes not kept)"));
+    }
+
+    proptest! {
+        #[test]
+        fn any_line_of_an_agent_s_output_reads_without_panic(line in ".{0,400}") {
+            for mode in [InputMode::ClaudeStreamJson, InputMode::CodexAppServer, InputMode::Lines] {
+                let _ = said_in(mode, &line);
+            }
+        }
+
+        #[test]
+        fn any_json_event_reads_without_panic(kind in "[a-z/_]{0,20}", text in ".{0,40}") {
+            for line in [
+                format!(r#"{{"type":"{kind}","message":{{"content":[{{"type":"{kind}","text":{text:?},"input":[1]}}]}}}}"#),
+                format!(r#"{{"method":"{kind}","params":{{"item":{{"type":"{kind}","text":{text:?}}},"turn":{{"status":{text:?}}}}}}}"#),
+            ] {
+                let _ = said_in(InputMode::ClaudeStreamJson, &line);
+                let _ = said_in(InputMode::CodexAppServer, &line);
+            }
+        }
+    }
+}

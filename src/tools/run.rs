@@ -1,0 +1,296 @@
+//! `run`: one run as a person follows it: its record as a table, whether
+//! it runs or how it ended, what it has spent beside what its budget
+//! leaves, and its transcript (each delivery and each turn of its agent,
+//! as the agent reported it, secrets masked by the node). The transcript
+//! is shown to administrators and to the record's sender alone, and only
+//! where the node's run directories can be read (the node's own account);
+//! `after` and `within` let the page ask for what comes next and wait for
+//! it. Writes nothing.
+
+use crate::node::transcript::{self, Entry, Spend, TranscriptError};
+use crate::protocol::kinds::{self, Kind, Message};
+use crate::stop::Stop;
+use crate::tool::{Call, Needs, Tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The longest a call waits for a transcript's next entry.
+pub const WITHIN_MAX: u64 = 25;
+
+/// Input of `run`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    /// The run's record, by hash or a prefix of 10+ hex digits.
+    pub record: String,
+    /// Only the transcript's entries numbered above this one.
+    #[serde(default)]
+    pub after: u64,
+    /// Wait up to this many seconds (at most 25) for an entry after
+    /// `after` when there is none yet.
+    #[serde(default)]
+    pub within: u64,
+}
+
+/// One run as a person follows it.
+#[derive(Serialize, JsonSchema)]
+pub struct Output {
+    /// Its record, by full hash.
+    pub record: String,
+    /// The record's fields as it was written: objective, runner, login
+    /// (`user`), node, what wakes it (`checkins`, `hears`), sandbox,
+    /// budget, restrictions, pattern.
+    pub fields: Value,
+    /// Who sent the record, by receipt.
+    pub sent_by: Option<String>,
+    /// When it was received (UTC).
+    pub since: String,
+    /// `running`, or `ended`.
+    pub state: String,
+    /// How it ended, and its response's note (ended runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Seconds of its wall left (running runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_left: Option<i64>,
+    /// Its record's budget of model tokens, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_budget: Option<u64>,
+    /// Model tokens spent, as its relay counts them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+    /// What it has spent, as its watcher last measured it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spend: Option<Spend>,
+    /// The same in words, beside what the budget leaves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spent: Option<String>,
+    /// Its transcript's entries after `after`, in order.
+    pub transcript: Vec<Entry>,
+    /// The number of the last entry given (or `after`, when none came):
+    /// the next call's `after`.
+    pub last: u64,
+    /// Why no transcript is shown, when none is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript_withheld: Option<String>,
+}
+
+/// The `run` tool.
+pub struct RunTool;
+
+impl Tool for RunTool {
+    type Input = Input;
+    type Output = Output;
+    const NAME: &'static str = "run";
+    const SUMMARY: &'static str = "One run as it goes: its record as a table, its state, what it has spent, and its transcript (to administrators and the record's sender).";
+    const NEEDS: Needs = Needs::Any("2r");
+    const WRITES: bool = false;
+
+    fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        if input.within > WITHIN_MAX {
+            return Err(
+                Stop::field("within", format!("waits at most {WITHIN_MAX} seconds"))
+                    .next(format!("give {WITHIN_MAX} or less")),
+            );
+        }
+        let (_, hash) = call.artifact("record", &input.record)?;
+        let caller = call.caller()?.clone();
+        let (r, _, response) = super::console::records(call)?
+            .into_iter()
+            .find(|(r, _, _)| r.hash == hash)
+            .ok_or_else(|| {
+                Stop::field("record", format!("{} is no record", &hash[..10]))
+                    .next("give the hash of a record, as `console` lists them")
+            })?;
+        let mut out = Output {
+            record: r.hash.clone(),
+            fields: serde_json::to_value(&r.record).unwrap_or(Value::Null),
+            sent_by: r.said.from.clone(),
+            since: crate::fossil::repo::julian_to_rfc3339(r.said.when),
+            state: "running".into(),
+            outcome: None,
+            note: None,
+            wall_left: None,
+            tokens_budget: r.record.budget.tokens,
+            tokens: None,
+            spend: None,
+            spent: None,
+            transcript: Vec::new(),
+            last: input.after,
+            transcript_withheld: None,
+        };
+        match response.map(|f| f.kind) {
+            Some(Kind::Known(Message::Response(resp))) => {
+                out.state = "ended".into();
+                out.outcome = Some(resp.outcome);
+                out.note = Some(resp.note).filter(|n| !n.is_empty());
+            }
+            Some(_) => out.state = "ended".into(),
+            None => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                let since = (r.said.when - 2440587.5) * 86400.0;
+                out.wall_left = kinds::wall_seconds(&r.record.budget.wall)
+                    .map(|w| (since + w as f64 - now).round() as i64);
+            }
+        }
+        let may_see = caller.capabilities.has('a')
+            || caller.capabilities.has('s')
+            || r.said.from.as_deref() == Some(caller.login.as_str());
+        let dir = crate::node::hook::root_of(call.repo()?)?
+            .map(|root| crate::node::config::NodeConfig::run_dir(&root, &r.hash));
+        let Some(dir) = dir else {
+            out.transcript_withheld = Some(if r.record.remote {
+                "the run is an agent machine's: its transcript is kept on that machine".into()
+            } else {
+                "this repository is no node here: the transcript is kept on the node's host".into()
+            });
+            return Ok(out);
+        };
+        out.tokens = crate::run::relay::spent_in(&dir);
+        out.spend = transcript::read_spend(&dir);
+        out.spent = out
+            .spend
+            .as_ref()
+            .map(|s| spend_words(s, r.record.budget.tokens));
+        if !may_see {
+            out.transcript_withheld = Some(format!(
+                "the transcript is shown to administrators and to the record's sender ({}) alone",
+                r.said.from.as_deref().unwrap_or("no one")
+            ));
+            return Ok(out);
+        }
+        call.read("the run's transcript");
+        let within = std::time::Duration::from_secs(match out.state.as_str() {
+            "running" => input.within,
+            _ => 0,
+        });
+        match transcript::wait_after(&dir, input.after, within) {
+            Ok(entries) => {
+                out.last = entries.last().map_or(input.after, |e| e.seq);
+                out.transcript = entries;
+            }
+            Err(TranscriptError::Missing) if out.state == "running" => {
+                out.transcript_withheld = Some("its transcript has not begun yet".into())
+            }
+            Err(e) => out.transcript_withheld = Some(e.to_string()),
+        }
+        Ok(out)
+    }
+
+    fn text(o: &Output) -> String {
+        text(o)
+    }
+}
+
+/// The run as text for a person: the record's table, the state, the
+/// spend, then each entry a paragraph.
+pub fn text(o: &Output) -> String {
+    let f = &o.fields;
+    let list = |v: &Value| match v.as_array() {
+        Some(a) if !a.is_empty() => a
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => "none".into(),
+    };
+    let mut t = format!(
+        "run {}\n  objective: {}\n  runner:    {}\n  login:     {}\n  node:      {}\n  wakes on:  check-ins on {}; posts of {}\n  sandbox:   {}\n  budget:    {}\n  restrict:  {}\n  sent by {} at {}\n",
+        o.record,
+        f["objective"].as_str().unwrap_or(""),
+        f["runner"].as_str().unwrap_or(""),
+        f["user"].as_str().unwrap_or(""),
+        f["node"].as_str().unwrap_or(""),
+        list(&f["checkins"]),
+        list(&f["hears"]),
+        f["sandbox"],
+        f["budget"],
+        f["restrict"],
+        o.sent_by.as_deref().unwrap_or("no one"),
+        o.since,
+    );
+    match (&o.outcome, o.wall_left) {
+        (Some(outcome), _) => t.push_str(&format!(
+            "ended {outcome}{}\n",
+            o.note
+                .as_deref()
+                .map(|n| format!(": {n}"))
+                .unwrap_or_default()
+        )),
+        (None, Some(w)) => t.push_str(&format!("running, {w} s of its wall left\n")),
+        (None, None) => t.push_str(&format!("{}\n", o.state)),
+    }
+    if let Some(s) = &o.spent {
+        t.push_str(&format!("spent: {s}\n"));
+    } else if let Some(n) = o.tokens {
+        t.push_str(&format!("tokens: {}\n", crate::run::relay::thousands(n)));
+    }
+    if let Some(why) = &o.transcript_withheld {
+        t.push_str(&format!("no transcript: {why}\n"));
+    }
+    for e in &o.transcript {
+        t.push_str(&format!("\n[{}] {}\n", e.seq, entry_text(e)));
+    }
+    t
+}
+
+/// What a run has spent, in words, beside what its budget of tokens
+/// leaves.
+pub fn spend_words(s: &Spend, tokens_budget: Option<u64>) -> String {
+    let mut parts = vec![format!("{} s of wall", s.wall_seconds)];
+    if let Some(c) = s.cpu_seconds {
+        parts.push(format!("{c:.1} s of CPU"));
+    }
+    if let Some(m) = s.memory_peak_bytes {
+        parts.push(format!("{} MiB of memory at most", m >> 20));
+    }
+    if let (Some(i), Some(o)) = (s.tokens_in, s.tokens_out) {
+        let of = tokens_budget
+            .map(|b| format!(" of {}", crate::run::relay::thousands(b)))
+            .unwrap_or_default();
+        parts.push(format!(
+            "{} tokens in and {} out{of}",
+            crate::run::relay::thousands(i),
+            crate::run::relay::thousands(o)
+        ));
+    }
+    if let Some(r) = s.connections_refused {
+        parts.push(format!("{r} connections refused"));
+    }
+    parts.join(", ")
+}
+
+/// One entry as a line of text.
+pub fn entry_text(e: &Entry) -> String {
+    use crate::node::transcript::Said;
+    match &e.said {
+        Said::Delivery { text } => format!("delivered: {text}"),
+        Said::Words { text } => format!("said: {text}"),
+        Said::ToolCall {
+            name, arguments, ..
+        } => format!("called {name} {arguments}"),
+        Said::ToolResult { output, error, .. } => {
+            format!("{}: {output}", if *error { "failed" } else { "answered" })
+        }
+        Said::Command {
+            command,
+            output,
+            exit,
+        } => format!(
+            "ran {command} (exit {})\n{output}",
+            exit.map_or("unknown".into(), |x| x.to_string())
+        ),
+        Said::Output { text } => text.clone(),
+        Said::Refused { text } => format!("refused by its model service: {text}"),
+        Said::Error { text } => format!("error: {text}"),
+        Said::TurnEnded { ok } => {
+            format!("turn ended{}", if *ok { "" } else { " in error" })
+        }
+        Said::Ended { outcome, note } => format!("run ended {outcome}: {note}"),
+    }
+}
