@@ -407,6 +407,8 @@ fn console_run(request: &Request, r: &Value) -> Markup {
         section.ocx-card.ocx-run id=(format!("run-{}", &record[..16.min(record.len())])) {
             p { b { (text_of(r, "objective")) } }
             p.ocx-links {
+                a.ocx-run-page href=(request.link(Some(&format!("run/{record}")))) { "its page" }
+                " · "
                 a href=(format!("{}/forumpost/{record}", request.uri)) { "its thread" }
                 " · record "
                 a.ocx-hash href=(format!("{}/info/{record}", request.uri)) { (&record[..10.min(record.len())]) }
