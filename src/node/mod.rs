@@ -37,6 +37,7 @@ pub use spawn::spawn_own;
 pub use spool::{ENDED_BY_NODE, end_run, read_deliveries, runs_going, watcher_alive};
 
 use crate::fossil::{FossilError, Repository};
+use crate::stop::StopKind;
 use config::NodeConfig;
 use std::path::Path;
 
@@ -75,7 +76,30 @@ pub enum NodeError {
     Gone(String),
 }
 
+/// A node's error stops a tool as its kind says, in its first line.
+impl From<NodeError> for crate::stop::Stop {
+    fn from(e: NodeError) -> Self {
+        crate::stop::Stop::said(e.kind(), e)
+    }
+}
+
 impl NodeError {
+    /// Whether the caller can mend it (no node there, a line of the run's
+    /// input, what the server refused) or it failed beneath them.
+    pub fn kind(&self) -> StopKind {
+        match self {
+            NodeError::NotANode | NodeError::Line(_) => StopKind::Refused,
+            NodeError::Fossil(e) => e.kind(),
+            NodeError::Uids(e) => e.kind(),
+            NodeError::Page(e) => e.kind(),
+            NodeError::Io(_)
+            | NodeError::Credentials { .. }
+            | NodeError::Panicked(_)
+            | NodeError::Away(_)
+            | NodeError::Gone(_) => StopKind::Failed,
+        }
+    }
+
     /// Whether an agent machine's server gave no answer.
     pub fn server_away(&self) -> bool {
         matches!(self, NodeError::Page(e) if e.away())
