@@ -80,10 +80,14 @@ pub enum NodeError {
     Gone(String),
 }
 
-/// A node's error stops a tool as its kind says, in its first line.
+/// A node's error stops a tool as its kind says, in its first line; the
+/// page's, naming `server` and what to do, as [`page::PageError`] says.
 impl From<NodeError> for crate::stop::Stop {
     fn from(e: NodeError) -> Self {
-        crate::stop::Stop::said(e.kind(), e)
+        match e {
+            NodeError::Page(e) => e.into(),
+            e => crate::stop::Stop::said(e.kind(), e),
+        }
     }
 }
 
