@@ -9,7 +9,7 @@
 use crate::fossil::caps::Capabilities;
 use crate::fossil::kept::{Held, Kept};
 use crate::fossil::{Fossil, FossilError, Repository, checkout};
-use crate::stop::Stop;
+use crate::stop::{Stop, StopKind};
 use std::cell::OnceCell;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -233,12 +233,12 @@ impl Context {
                     Some(kept) => kept.repository(&path),
                     None => Repository::open(&path).map(Held::from),
                 };
-                opened.map_err(|e| match e {
-                    FossilError::NoRepository(p) => Stop::field(field, format!("no repository at {}", p.display()))
+                opened.map_err(|e| match (e.kind(), &e) {
+                    (StopKind::Failed, _) => Stop::from(e),
+                    (StopKind::Refused, FossilError::NoRepository(p)) => Stop::field(field, format!("no repository at {}", p.display()))
                         .next("name an existing repository file with --repository FILE"),
-                    unreadable @ FossilError::Unreadable { .. } => Stop::field(field, unreadable.to_string())
+                    (StopKind::Refused, _) => Stop::field(field, e.to_string())
                         .next("name a Fossil repository file with --repository FILE"),
-                    fault => Stop::internal(fault),
                 })
             })
             .as_ref()
@@ -258,8 +258,7 @@ impl Context {
                     None => Fossil::locate(),
                 };
                 found.map_err(|e| {
-                    Stop::failed(e.to_string())
-                        .next("install Fossil 2.23 or later (scripts/setup.sh)")
+                    Stop::said(e.kind(), e).next("install Fossil 2.23 or later (scripts/setup.sh)")
                 })
             })
             .as_ref()

@@ -71,8 +71,17 @@ impl Stop {
     /// An operation that failed, kept to its first line so no backtrace
     /// or dump reaches the caller.
     pub fn internal(e: impl std::fmt::Display) -> Stop {
+        Stop::said(StopKind::Failed, e)
+    }
+
+    /// A layer's error stopping a call as its `kind` says (each layer's
+    /// enum tells it per variant), kept to its first line.
+    pub fn said(kind: StopKind, e: impl std::fmt::Display) -> Stop {
         let text = e.to_string();
-        Stop::failed(text.lines().next().unwrap_or("internal error").to_string())
+        Stop {
+            kind,
+            ..Stop::new(text.lines().next().unwrap_or("internal error").to_string())
+        }
     }
 }
 

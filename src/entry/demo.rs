@@ -61,6 +61,33 @@ pub fn main() -> i32 {
     0
 }
 
+/// Why the demo agent could not do what a delivery asked; said on its
+/// standard error, where its run's log keeps it, and it goes on.
+#[derive(Debug, thiserror::Error)]
+enum DemoError {
+    /// `ocx` could not be started for a tool.
+    #[error("ocx {tool} could not start: {source}")]
+    Start {
+        tool: String,
+        source: std::io::Error,
+    },
+    /// `ocx` ran a tool and stopped it, as its answer says.
+    #[error("ocx {tool}: {said}")]
+    Stopped { tool: String, said: String },
+    /// The node's socket could not be used.
+    #[error("the node's socket {}: {source}", socket.display())]
+    Socket {
+        socket: PathBuf,
+        source: std::io::Error,
+    },
+    /// The node's socket closed before it answered.
+    #[error("the node's socket {} closed before it answered", .0.display())]
+    Closed(PathBuf),
+    /// The tool called through the socket stopped, as its answer says.
+    #[error("{tool}: {answer}")]
+    Refused { tool: String, answer: Value },
+}
+
 /// The run as the demo agent knows it.
 struct Agent {
     user: String,
@@ -75,7 +102,7 @@ struct Agent {
 impl Agent {
     /// Answers the post `post` from `from`; a fixer saves its words on
     /// its branch first.
-    fn answer(&self, post: &str, from: &str, text: &str) -> Result<(), String> {
+    fn answer(&self, post: &str, from: &str, text: &str) -> Result<(), DemoError> {
         let mut reply = format!("Hello {from}, I heard you say: {}", text.replace('\n', " "));
         if let Some(branch) = &self.branch {
             let file = format!("fixes/{}.md", &post[..12.min(post.len())]);
@@ -108,7 +135,7 @@ impl Agent {
     }
 
     /// Writes a verdict on `checkin` against the run's record.
-    fn judge(&self, checkin: &str, branch: &str, by: &str) -> Result<(), String> {
+    fn judge(&self, checkin: &str, branch: &str, by: &str) -> Result<(), DemoError> {
         let reason = format!("the demo agent read {by}'s check-in on {branch}");
         self.ocx(&[
             "audit",
@@ -127,7 +154,7 @@ impl Agent {
 
     /// Posts `text` in reply to `to` as the run: from its clone, or
     /// through its node's socket when it holds no password.
-    fn post(&self, to: &str, text: &str) -> Result<(), String> {
+    fn post(&self, to: &str, text: &str) -> Result<(), DemoError> {
         match &self.socket {
             Some(socket) => mcp_call(socket, "ocx_post", json!({"to": to, "text": text})),
             None => self.ocx(&["post", "--user", &self.user, "--to", to, "--text", text]),
@@ -135,35 +162,41 @@ impl Agent {
     }
 
     /// `ocx ARGS` in the run's checkout; why not, when it was refused.
-    fn ocx(&self, args: &[&str]) -> Result<(), String> {
+    fn ocx(&self, args: &[&str]) -> Result<(), DemoError> {
+        let tool = || args.first().copied().unwrap_or("").to_string();
         let out = std::process::Command::new(&self.me)
             .args(args)
             .output()
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| DemoError::Start {
+                tool: tool(),
+                source,
+            })?;
         match out.status.success() {
             true => Ok(()),
-            false => Err(format!(
-                "ocx {}: {}",
-                args.first().copied().unwrap_or(""),
-                String::from_utf8_lossy(&out.stdout).trim()
-            )),
+            false => Err(DemoError::Stopped {
+                tool: tool(),
+                said: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            }),
         }
     }
 }
 
 /// Calls `tool` with `arguments` on the MCP server at `socket`.
-fn mcp_call(socket: &Path, tool: &str, arguments: Value) -> Result<(), String> {
-    let stream = std::os::unix::net::UnixStream::connect(socket)
-        .map_err(|e| format!("{}: {e}", socket.display()))?;
-    let mut to = stream.try_clone().map_err(|e| e.to_string())?;
+fn mcp_call(socket: &Path, tool: &str, arguments: Value) -> Result<(), DemoError> {
+    let failed = |source: std::io::Error| DemoError::Socket {
+        socket: socket.to_path_buf(),
+        source,
+    };
+    let stream = std::os::unix::net::UnixStream::connect(socket).map_err(failed)?;
+    let mut to = stream.try_clone().map_err(failed)?;
     let mut from = BufReader::new(stream);
-    let mut send = |v: Value| writeln!(to, "{v}").map_err(|e| e.to_string());
-    let mut answer = |id: i64| -> Result<Value, String> {
+    let mut send = |v: Value| writeln!(to, "{v}").map_err(failed);
+    let mut answer = |id: i64| -> Result<Value, DemoError> {
         let mut line = String::new();
         loop {
             line.clear();
-            if from.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
-                return Err("the node's socket closed".into());
+            if from.read_line(&mut line).map_err(failed)? == 0 {
+                return Err(DemoError::Closed(socket.to_path_buf()));
             }
             if let Ok(v) = serde_json::from_str::<Value>(&line)
                 && v["id"] == id
@@ -183,7 +216,10 @@ fn mcp_call(socket: &Path, tool: &str, arguments: Value) -> Result<(), String> {
         "params": {"name": tool, "arguments": arguments}}))?;
     let called = answer(2)?;
     match called["result"]["isError"] == Value::Bool(true) || called.get("error").is_some() {
-        true => Err(format!("{tool}: {}", called)),
+        true => Err(DemoError::Refused {
+            tool: tool.to_string(),
+            answer: called,
+        }),
         false => Ok(()),
     }
 }

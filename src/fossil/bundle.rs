@@ -13,7 +13,7 @@ pub fn write(
     project_code: &str,
     artifacts: &[(String, Vec<u8>)],
 ) -> Result<(), FossilError> {
-    let fail = |e: rusqlite::Error| FossilError::Bundle(e.to_string());
+    let fail = FossilError::Bundle;
     let _ = std::fs::remove_file(path);
     let mut db = Connection::open(path).map_err(fail)?;
     // A bundle is a file of the moment, read once by `fossil bundle import`

@@ -78,7 +78,7 @@ impl BesideMirror<'_> {
     fn failed(&self, e: rusqlite::Error) -> FossilError {
         FossilError::MirrorState {
             path: self.file.clone(),
-            message: e.to_string(),
+            source: e,
         }
     }
 
@@ -193,9 +193,9 @@ impl BesideMirror<'_> {
 /// Fossil's next export sends what is dated after it and not yet sent.
 pub fn set_watermark(dir: &Path, start: f64) -> Result<(), FossilError> {
     let file = state_file(dir);
-    let failed = |e: rusqlite::Error| FossilError::MirrorState {
+    let failed = |source: rusqlite::Error| FossilError::MirrorState {
         path: file.clone(),
-        message: e.to_string(),
+        source,
     };
     let db = Connection::open_with_flags(
         &file,
@@ -232,10 +232,7 @@ impl Repository {
         };
         // SQLite would make a file that is not there: the state must be Fossil's.
         if !std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
-            return Err(FossilError::MirrorState {
-                path: file,
-                message: "no such file: Fossil's export keeps its state there".into(),
-            });
+            return Err(FossilError::NoMirrorState(file));
         }
         self.db
             .execute(

@@ -29,6 +29,17 @@ pub enum Refused {
     Fossil(#[from] FossilError),
 }
 
+impl Refused {
+    /// An artifact or branch refused is the pusher's to mend; a read of
+    /// the node's repository that failed is as its own kind says.
+    pub fn kind(&self) -> crate::stop::StopKind {
+        match self {
+            Refused::Artifact { .. } | Refused::Branch { .. } => crate::stop::StopKind::Refused,
+            Refused::Fossil(e) => e.kind(),
+        }
+    }
+}
+
 /// What a push holds that the node lacks, checked and ready to store.
 #[derive(Debug, Default)]
 pub struct Checked {

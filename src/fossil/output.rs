@@ -14,6 +14,24 @@ pub struct UvFile {
     pub changed: String,
 }
 
+/// Whether a `fossil` command that failed said its SQLite found the
+/// repository held by another writer (`SQLITE_BUSY`, `SQLITE_LOCKED`).
+/// Fossil prints SQLite's own words, never its code: these are read once,
+/// here, into [`super::FossilError::Busy`].
+pub fn held_by_another(stdout: &str, stderr: &str) -> bool {
+    [stdout, stderr].iter().any(|text| {
+        [
+            "SQLITE_BUSY",
+            "SQLITE_LOCKED",
+            "database is locked",
+            "database is busy",
+            "database table is locked",
+        ]
+        .iter()
+        .any(|said| text.contains(said))
+    })
+}
+
 /// `uv list`'s lines: `HASH DATE TIME SIZE STORED NAME`.
 pub fn parse_uv_list(text: &str) -> Vec<UvFile> {
     text.lines()
@@ -116,5 +134,15 @@ mod tests {
         assert_eq!(sync_failure(done, ""), None);
         assert!(sync_failure("Error: login failed\nRound-trips: 1\n", "").is_some());
         assert!(sync_failure("Round-trips: 0\n", "cannot connect to host").is_some());
+    }
+
+    #[test]
+    fn a_repository_held_by_another_writer_is_read_from_what_fossil_prints() {
+        assert!(held_by_another(
+            "",
+            "SQLITE_BUSY: database is locked\nDatabase error: database is locked: {COMMIT}\n"
+        ));
+        assert!(held_by_another("Database error: database is locked\n", ""));
+        assert!(!held_by_another("", "not a valid bundle\n"));
     }
 }

@@ -21,7 +21,7 @@ mod versions;
 
 use super::FossilError;
 use super::kept::FileId;
-use super::output::{parse_version, sync_failure, version_at_least};
+use super::output::{held_by_another, parse_version, sync_failure, version_at_least};
 use super::remote::redact_password;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -318,9 +318,10 @@ impl Fossil {
                 .unwrap_or("exited without saying why")
                 .trim()
                 .to_string();
-            return Err(FossilError::Command {
-                operation,
-                message: redact_password(&message),
+            let message = redact_password(&message);
+            return Err(match held_by_another(&stdout, &stderr) {
+                true => FossilError::Busy { operation, message },
+                false => FossilError::Command { operation, message },
             });
         }
         Ok((stdout, stderr.into_owned()))
@@ -380,6 +381,10 @@ fn command(path: &Path, home: &Home) -> Command {
 fn without_password(e: FossilError) -> FossilError {
     match e {
         FossilError::Command { operation, message } => FossilError::Command {
+            operation,
+            message: redact_password(&message),
+        },
+        FossilError::Busy { operation, message } => FossilError::Busy {
             operation,
             message: redact_password(&message),
         },

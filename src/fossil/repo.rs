@@ -120,11 +120,11 @@ impl Repository {
         }
         let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         let unreadable = |e: rusqlite::Error| match FossilError::from(e) {
-            damaged @ FossilError::Damaged(_) => damaged,
-            other => FossilError::Unreadable {
+            FossilError::Query(source) => FossilError::Unreadable {
                 path: path.clone(),
-                message: other.to_string(),
+                source,
             },
+            damaged => damaged,
         };
         let mut db = Connection::open_with_flags(
             &path,
@@ -141,11 +141,12 @@ impl Repository {
             .map_err(unreadable)?;
         let repo = Repository { path, db };
         repo.project_code().map_err(|e| match e {
-            damaged @ FossilError::Damaged(_) => damaged,
-            other => FossilError::Unreadable {
+            FossilError::Query(source) => FossilError::Unreadable {
                 path: repo.path.clone(),
-                message: format!("not a Fossil repository ({other})"),
+                source,
             },
+            FossilError::NoConfig(_) => FossilError::NotFossil(repo.path.clone()),
+            other => other,
         })?;
         Ok(repo)
     }
@@ -173,13 +174,13 @@ impl Repository {
     /// The project-code every clone of this project shares.
     pub fn project_code(&self) -> Result<String, FossilError> {
         self.config("project-code")?
-            .ok_or_else(|| FossilError::Query("the repository has no project-code".into()))
+            .ok_or_else(|| FossilError::NoConfig("project-code"))
     }
 
     /// This repository's own server-code, which names it as a node.
     pub fn server_code(&self) -> Result<String, FossilError> {
         self.config("server-code")?
-            .ok_or_else(|| FossilError::Query("the repository has no server-code".into()))
+            .ok_or_else(|| FossilError::NoConfig("server-code"))
     }
 
     /// The hash that names new artifacts here.

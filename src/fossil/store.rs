@@ -46,9 +46,10 @@ pub fn store(
 ) -> Result<(), FossilError> {
     for (what, hash, bytes) in &batch.artifacts {
         if artifact::parse(bytes).is_none() {
-            return Err(FossilError::Bundle(format!(
-                "the composed {what} {hash} does not parse"
-            )));
+            return Err(FossilError::Unparsed {
+                what: what.to_string(),
+                hash: hash.to_string(),
+            });
         }
     }
     let items: Vec<(String, Vec<u8>)> = batch
@@ -70,16 +71,14 @@ pub fn store_checked(
     publish: bool,
 ) -> Result<(), FossilError> {
     let size: usize = items.iter().map(|(_, b)| b.len()).sum();
-    let dir = bundle_dir(size).map_err(|e| FossilError::Bundle(e.to_string()))?;
+    let dir = bundle_dir(size).map_err(FossilError::BundleDir)?;
     let path = dir.path().join("write.bundle");
     let project = repo.project_code()?;
     super::bundle::write(&path, &project, items)?;
     let mut tries = 0;
     loop {
         match fossil.import_bundle(repo.path(), &path, sender, publish) {
-            Err(FossilError::Command { message, .. })
-                if message.contains("database is locked") && tries < 8 =>
-            {
+            Err(e) if e.is_busy() && tries < 8 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(50 << tries.min(5)));
             }

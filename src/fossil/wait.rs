@@ -154,7 +154,7 @@ pub fn on_change<T: Clone + Send + 'static>(
     tx: mpsc::Sender<T>,
     what: T,
 ) -> Result<(), FossilError> {
-    let failed = |e: nix::Error| FossilError::Query(format!("cannot watch the repository: {e}"));
+    let failed = FossilError::Watch;
     let inotify = Inotify::init(InitFlags::IN_CLOEXEC).map_err(failed)?;
     inotify
         .add_watch(

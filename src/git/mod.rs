@@ -48,6 +48,30 @@ pub enum GitError {
     },
 }
 
+impl GitError {
+    /// What the caller can mend (a config row naming no mirror, an
+    /// upstream refused) or a failure beneath them (a file, Fossil's
+    /// export, git itself).
+    pub fn kind(&self) -> crate::stop::StopKind {
+        use crate::stop::StopKind;
+        match self {
+            GitError::NotAMirror(_) | GitError::Refused(_) => StopKind::Refused,
+            GitError::Fossil(e) => e.kind(),
+            GitError::Io { .. }
+            | GitError::Export(_)
+            | GitError::NoProgram(_)
+            | GitError::Command { .. } => StopKind::Failed,
+        }
+    }
+}
+
+/// A git error stops a tool as its kind says, in its first line.
+impl From<GitError> for crate::stop::Stop {
+    fn from(e: GitError) -> Self {
+        crate::stop::Stop::said(e.kind(), e)
+    }
+}
+
 /// The first line git wrote on its standard error `stderr` that says
 /// something, for a person.
 pub(crate) fn first_said(stderr: &[u8]) -> String {

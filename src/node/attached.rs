@@ -41,16 +41,40 @@ pub enum Ended {
     Unseen,
 }
 
+/// Why a login may not attach to a run's terminal.
+#[derive(Debug, thiserror::Error)]
+pub enum NotAttached {
+    /// The login holds neither admin nor setup.
+    #[error("{0} holds neither admin nor setup, which attaching to a run's terminal needs")]
+    NotAdmin(String),
+    /// The repository has no such login.
+    #[error("{0} is no login of this repository")]
+    NoLogin(String),
+    /// Its capabilities could not be read.
+    #[error("{login}'s capabilities could not be read: {source}")]
+    Unread {
+        login: String,
+        source: super::NodeError,
+    },
+}
+
+/// The words of a refusal, for the run terminal's keeper, which still
+/// takes its refusals as text (its rework is under issue 50).
+impl From<NotAttached> for String {
+    fn from(e: NotAttached) -> String {
+        e.to_string()
+    }
+}
+
 /// Whether `login`, as `receipts` knows it, may attach to a run's
-/// terminal: it holds admin or setup. The reason when not.
-pub fn may_attach(receipts: &Receipts, login: &str) -> Result<(), String> {
-    match receipts.capabilities(login) {
+/// terminal: it holds admin or setup. Why not, in the caller's error type.
+pub fn may_attach<E: From<NotAttached>>(receipts: &Receipts, login: &str) -> Result<(), E> {
+    let login = login.to_string();
+    match receipts.capabilities(&login) {
         Ok(Some(c)) if c.is_admin() => Ok(()),
-        Ok(Some(_)) => Err(format!(
-            "{login} holds neither admin nor setup, which attaching to a run's terminal needs"
-        )),
-        Ok(None) => Err(format!("{login} is no login of this repository")),
-        Err(e) => Err(format!("{login}'s capabilities could not be read: {e}")),
+        Ok(Some(_)) => Err(NotAttached::NotAdmin(login).into()),
+        Ok(None) => Err(NotAttached::NoLogin(login).into()),
+        Err(source) => Err(NotAttached::Unread { login, source }.into()),
     }
 }
 

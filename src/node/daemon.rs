@@ -313,8 +313,10 @@ fn serve(root: &Path) -> Result<(), NodeError> {
     loop {
         // A wake that panics leaves the server's receipts half told; the
         // next wake forgets them before it asks.
-        let waking =
-            std::panic::AssertUnwindSafe(|| wake::wake_asking(root, &kept, server.as_deref()));
+        let asks = server
+            .as_deref()
+            .map_or(super::Asks::Served, super::Asks::Machine);
+        let waking = std::panic::AssertUnwindSafe(|| wake::wake_asking(root, &kept, asks));
         match (std::panic::catch_unwind(waking), &reach) {
             (Ok(Ok(_)), _) => {}
             (Ok(Err(e)), Some(reach)) if e.server_away() => reach.lost(&e.to_string()),

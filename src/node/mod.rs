@@ -33,11 +33,12 @@ pub use hook::{
     HOOK_MARK, export_without_node, hook_command, is_node, keep_remote_without_node, machine_root,
     poke, poke_repository, root_of,
 };
-pub use receipts::Receipts;
+pub use receipts::{Asks, Receipts};
 pub use spawn::spawn_own;
 pub use spool::{ENDED_BY_NODE, end_run, read_deliveries, runs_going, watcher_alive};
 
 use crate::fossil::{FossilError, Repository};
+use crate::stop::StopKind;
 use config::NodeConfig;
 use std::path::Path;
 
@@ -71,12 +72,45 @@ pub enum NodeError {
     /// An agent machine's wake stopped at an arrival until the server answers.
     #[error("{0}")]
     Away(String),
+    /// The node's configuration, read anew at a wake, names a kind of node
+    /// (an agent machine or not) other than the one its daemon was started as.
+    #[error("node.json now names {0}, which the node was not started as: restart the node")]
+    Reconfigured(&'static str),
     /// The node's process stopped: what it stands on is gone, as this says.
     #[error("{0}")]
     Gone(String),
 }
 
+/// A node's error stops a tool as its kind says, in its first line; the
+/// page's, naming `server` and what to do, as [`page::PageError`] says.
+impl From<NodeError> for crate::stop::Stop {
+    fn from(e: NodeError) -> Self {
+        match e {
+            NodeError::Page(e) => e.into(),
+            e => crate::stop::Stop::said(e.kind(), e),
+        }
+    }
+}
+
 impl NodeError {
+    /// Whether the caller can mend it (no node there, a line of the run's
+    /// input, what the server refused) or it failed beneath them.
+    pub fn kind(&self) -> StopKind {
+        match self {
+            NodeError::NotANode | NodeError::Line(_) | NodeError::Reconfigured(_) => {
+                StopKind::Refused
+            }
+            NodeError::Fossil(e) => e.kind(),
+            NodeError::Uids(e) => e.kind(),
+            NodeError::Page(e) => e.kind(),
+            NodeError::Io(_)
+            | NodeError::Credentials { .. }
+            | NodeError::Panicked(_)
+            | NodeError::Away(_)
+            | NodeError::Gone(_) => StopKind::Failed,
+        }
+    }
+
     /// Whether an agent machine's server gave no answer.
     pub fn server_away(&self) -> bool {
         matches!(self, NodeError::Page(e) if e.away())

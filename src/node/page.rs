@@ -53,6 +53,19 @@ pub struct PageStop {
 }
 
 impl PageError {
+    /// A stop the page answered keeps the server's own kind. Anything
+    /// else is the caller's to mend, naming `server`: the server they
+    /// named is away, serves no OCX page, or does not take their sign-in
+    /// (start it, serve the page, name another).
+    pub fn kind(&self) -> StopKind {
+        match self {
+            PageError::Stopped(s) => s.stopped.kind,
+            PageError::NoPage { .. } | PageError::Away { .. } | PageError::Unreachable { .. } => {
+                StopKind::Refused
+            }
+        }
+    }
+
     /// Whether the page refused (as opposed to failing, or not answering).
     pub fn refused(&self) -> bool {
         matches!(self, PageError::Stopped(s) if s.stopped.kind == StopKind::Refused)
@@ -65,8 +78,8 @@ impl PageError {
 }
 
 impl From<PageError> for Stop {
-    /// A refusal naming `server`: the server's own reason when it stopped,
-    /// else why it could not be asked, and what to do.
+    /// A stop naming `server`, of the error's kind: the server's own
+    /// reason when it stopped, else why it could not be asked, and what to do.
     fn from(e: PageError) -> Stop {
         let next = match &e {
             PageError::NoPage { .. } => SERVE_PAGE.to_string(),
@@ -79,7 +92,10 @@ impl From<PageError> for Stop {
             PageError::Stopped(s) => format!("{}'s {}: {}", s.server, s.tool, s.stopped.reason),
             other => other.to_string(),
         };
-        Stop::field("server", reason).next(next)
+        Stop {
+            kind: e.kind(),
+            ..Stop::field("server", reason).next(next)
+        }
     }
 }
 

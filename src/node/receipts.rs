@@ -276,8 +276,19 @@ impl Server {
     }
 }
 
+/// What a wake of the node's daemon asks who received what: the served
+/// repository itself, or, on an agent machine, its server, which the
+/// daemon keeps signed in for its life.
+#[derive(Clone, Copy)]
+pub enum Asks<'a> {
+    /// The node serves its repository: its own receipts.
+    Served,
+    /// The node is an agent machine: its server's receipts.
+    Machine(&'a Server),
+}
+
 /// Where receipts are read.
-enum From<'a> {
+enum Source<'a> {
     /// The served repository itself.
     Served(&'a Repository),
     /// Its server, over HTTP, made for these receipts.
@@ -291,7 +302,7 @@ enum From<'a> {
 /// repository a server serves, and by [`Receipts::of`] and
 /// [`Receipts::of_node`], which give a clone its server's and nothing else.
 pub struct Receipts<'a> {
-    from: From<'a>,
+    from: Source<'a>,
 }
 
 impl<'a> Receipts<'a> {
@@ -299,14 +310,14 @@ impl<'a> Receipts<'a> {
     /// node's, the page's, or one named outright).
     pub fn served(repo: &'a Repository) -> Receipts<'a> {
         Receipts {
-            from: From::Served(repo),
+            from: Source::Served(repo),
         }
     }
 
     /// The receipts of `server`, asked over HTTP.
     pub fn server(server: Server) -> Receipts<'a> {
         Receipts {
-            from: From::Server(Box::new(server)),
+            from: Source::Server(Box::new(server)),
         }
     }
 
@@ -319,23 +330,27 @@ impl<'a> Receipts<'a> {
         })
     }
 
-    /// [`Receipts::of_node`], asking `kept` (the node's daemon's
-    /// [`Server::of`], signed in once for its life) when it is given, and
-    /// forgetting what `kept` was told before its last `wait` answered:
-    /// each wake learns anew what a sender may do.
-    pub fn of_node_keeping(
+    /// The receipts a wake of node `cfg` believes, `repo` its repository,
+    /// as `asks` says: the served repository's own, or an agent machine's
+    /// server the daemon keeps signed in for its life, forgetting what it
+    /// was told before its last `wait` answered (each wake learns anew
+    /// what a sender may do). Refused when `cfg`, read anew at each wake,
+    /// no longer says the node is what its daemon was started as.
+    pub fn of_wake(
         cfg: &NodeConfig,
         repo: &'a Repository,
-        kept: Option<&'a Server>,
+        asks: Asks<'a>,
     ) -> Result<Receipts<'a>, NodeError> {
-        match (kept, &cfg.machine) {
-            (Some(s), Some(_)) => {
+        match (asks, &cfg.machine) {
+            (Asks::Served, None) => Ok(Receipts::served(repo)),
+            (Asks::Machine(s), Some(_)) => {
                 s.ready_for_wake();
                 Ok(Receipts {
-                    from: From::Lent(s),
+                    from: Source::Lent(s),
                 })
             }
-            _ => Receipts::of_node(cfg, repo),
+            (Asks::Served, Some(_)) => Err(NodeError::Reconfigured("an agent machine")),
+            (Asks::Machine(_), None) => Err(NodeError::Reconfigured("no agent machine")),
         }
     }
 
@@ -371,18 +386,18 @@ impl<'a> Receipts<'a> {
     /// The server asked, when it is not the served repository itself.
     pub fn asked(&self) -> Option<&Server> {
         match &self.from {
-            From::Served(_) => None,
-            From::Server(s) => Some(s),
-            From::Lent(s) => Some(s),
+            Source::Served(_) => None,
+            Source::Server(s) => Some(s),
+            Source::Lent(s) => Some(s),
         }
     }
 
     /// The receipts of `hashes`, in the order asked.
     pub fn received(&self, hashes: &[String]) -> Result<Vec<Received>, NodeError> {
         let repo = match &self.from {
-            From::Served(repo) => *repo,
-            From::Server(s) => return Ok(s.received(hashes)?),
-            From::Lent(s) => return Ok(s.received(hashes)?),
+            Source::Served(repo) => *repo,
+            Source::Server(s) => return Ok(s.received(hashes)?),
+            Source::Lent(s) => return Ok(s.received(hashes)?),
         };
         let own_node = found::node_login(&repo.server_code()?);
         let mut out = Vec::with_capacity(hashes.len());
@@ -435,9 +450,9 @@ impl<'a> Receipts<'a> {
     /// What `login` may do, as the served repository grants it now.
     pub fn capabilities(&self, login: &str) -> Result<Option<Capabilities>, NodeError> {
         Ok(match &self.from {
-            From::Served(repo) => repo.capabilities(login)?,
-            From::Server(s) => s.capabilities(login)?,
-            From::Lent(s) => s.capabilities(login)?,
+            Source::Served(repo) => repo.capabilities(login)?,
+            Source::Server(s) => s.capabilities(login)?,
+            Source::Lent(s) => s.capabilities(login)?,
         })
     }
 

@@ -261,7 +261,7 @@ impl RunnerPage {
                 );
             }
             if let Err(why) = upstream_url(&m.upstream) {
-                return bad("model.upstream".into(), why);
+                return bad("model.upstream".into(), why.to_string());
             }
             if let Some(i) = self.credentials.iter().position(|c| c.name == m.credential) {
                 return bad(

@@ -9,7 +9,7 @@
 use super::config::NodeConfig;
 use super::inbox::Delivery;
 use super::log::{self, Done, Event};
-use super::receipts::{Receipts, Server};
+use super::receipts::{Asks, Receipts};
 use super::spool::{
     await_reader, claim_checkin_run, deliver, prepare_run_dir, signal_watcher, watcher_alive,
 };
@@ -109,27 +109,25 @@ impl State {
 /// What a wake did, an event each, for the node's log.
 pub type Report = Vec<Event>;
 
-/// One wake: acts on every arrival since the last, in order, with the
-/// repository and `fossil` the node keeps (its configuration read anew).
-/// What it does for each arrival reaches the node's log before the arrival
-/// is counted handled, so a node killed mid-wake loses no line of what it did.
+/// One wake of a node serving its repository: acts on every arrival
+/// since the last, in order, with the repository and `fossil` the node
+/// keeps (its configuration read anew). What it does for each arrival
+/// reaches the node's log before the arrival is counted handled, so a node
+/// killed mid-wake loses no line of what it did.
 pub fn wake(root: &Path, kept: &Arc<Kept>) -> Result<Report, NodeError> {
-    wake_asking(root, kept, None)
+    wake_asking(root, kept, Asks::Served)
 }
 
-/// [`wake`] on an agent machine asking `server`, the server the node's
-/// daemon keeps signed in for its life, rather than signing in anew.
-pub fn wake_asking(
-    root: &Path,
-    kept: &Arc<Kept>,
-    server: Option<&Server>,
-) -> Result<Report, NodeError> {
+/// [`wake`] asking who received what as `asks` says: the served
+/// repository, or an agent machine's server the node's daemon keeps
+/// signed in for its life.
+pub fn wake_asking(root: &Path, kept: &Arc<Kept>, asks: Asks<'_>) -> Result<Report, NodeError> {
     let _lock = super::lock(&root.join("wake.lock"), true)?;
     let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
     let fossil = kept.fossil_at(&cfg.fossil)?;
     let repo = kept.repository(&cfg.repository)?;
     let mut state = State::load(root);
-    let receipts = Receipts::of_node_keeping(&cfg, &repo, server)?;
+    let receipts = Receipts::of_wake(&cfg, &repo, asks)?;
     let filled = with_senders(&receipts, repo.filled_phantoms(&state.phantoms)?)?;
     let mut arrivals = repo.arrivals_after(state.last_rid)?;
     let passed_from = state.last_rid;

@@ -110,6 +110,45 @@ impl Need {
     }
 }
 
+/// Why what an account may reach could not be asked: a path it cannot be
+/// asked of, or the account itself unusable, is refused; the host's pipe,
+/// fork or the child's answer failing is a failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// A path to be asked of holds a NUL byte.
+    #[error("{} holds a NUL byte", .0.display())]
+    Nul(std::path::PathBuf),
+    /// The account's uid and gid cannot be taken.
+    #[error("cannot become uid {uid} gid {gid}")]
+    CannotBecome { uid: u32, gid: u32 },
+    /// The pipe to the child could not be made.
+    #[error("cannot make a pipe: {0}")]
+    Pipe(Errno),
+    /// The child could not be forked.
+    #[error("cannot fork: {0}")]
+    Fork(Errno),
+    /// What the child said could not be read.
+    #[error("cannot read what the account may do: {0}")]
+    Read(std::io::Error),
+    /// The child ended before it answered for every path.
+    #[error("the account's check ended early")]
+    EndedEarly,
+}
+
+impl ProbeError {
+    /// The account or a path is the caller's to mend; the rest failed beneath them.
+    pub fn kind(&self) -> crate::stop::StopKind {
+        use crate::stop::StopKind;
+        match self {
+            ProbeError::Nul(_) | ProbeError::CannotBecome { .. } => StopKind::Refused,
+            ProbeError::Pipe(_)
+            | ProbeError::Fork(_)
+            | ProbeError::Read(_)
+            | ProbeError::EndedEarly => StopKind::Failed,
+        }
+    }
+}
+
 /// For each path, whether the account has what it needs there, tried in a forked child that
 /// has become the account: with `access`, or, for a need of the path itself, with
 /// `faccessat2` on a descriptor this process (root) opened of it beforehand, so the
@@ -117,11 +156,11 @@ impl Need {
 pub(crate) fn account_can(
     account: &RunAccount,
     checks: &[(&Path, Need)],
-) -> Result<Vec<bool>, String> {
+) -> Result<Vec<bool>, ProbeError> {
     let mut tried: Vec<(CString, AccessFlags, Option<OwnedFd>)> = Vec::with_capacity(checks.len());
     for (p, need) in checks {
         let c = CString::new(p.as_os_str().as_encoded_bytes())
-            .map_err(|_| format!("{} holds a NUL byte", p.display()))?;
+            .map_err(|_| ProbeError::Nul(p.to_path_buf()))?;
         let fd = match need.itself() {
             true => open(
                 c.as_c_str(),
@@ -134,11 +173,11 @@ pub(crate) fn account_can(
         tried.push((c, need.flags(p.is_dir()), fd));
     }
     let (uid, gid) = account.ids();
-    let (reader, writer) = pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
+    let (reader, writer) = pipe().map_err(ProbeError::Pipe)?;
     // SAFETY: the child calls only async-signal-safe functions (setgroups, setgid, setuid,
     // access, faccessat2, write, _exit) on data prepared before the fork, and allocates nothing.
     match unsafe { fork() } {
-        Err(e) => Err(format!("cannot fork: {e}")),
+        Err(e) => Err(ProbeError::Fork(e)),
         Ok(ForkResult::Child) => {
             drop(reader);
             let became = become_account(uid, gid).is_ok();
@@ -159,16 +198,16 @@ pub(crate) fn account_can(
             let mut said = Vec::new();
             let read = File::from(reader).read_to_end(&mut said);
             let _ = waitpid(child, None);
-            read.map_err(|e| format!("cannot read what the account may do: {e}"))?;
+            read.map_err(ProbeError::Read)?;
             match said.split_first() {
                 Some((1, rest)) if rest.len() == tried.len() => {
                     Ok(rest.iter().map(|b| *b == 1).collect())
                 }
-                Some((1, _)) => Err("the account's check ended early".into()),
-                _ => Err(format!(
-                    "cannot become uid {} gid {}",
-                    account.uid, account.gid
-                )),
+                Some((1, _)) => Err(ProbeError::EndedEarly),
+                _ => Err(ProbeError::CannotBecome {
+                    uid: account.uid,
+                    gid: account.gid,
+                }),
             }
         }
     }

@@ -77,6 +77,14 @@ pub enum SandboxError {
         /// What is wrong with it.
         reason: String,
     },
+    /// What the run's account may reach could not be asked.
+    #[error("run account {name:?}: {source}")]
+    Probe {
+        /// The account's login name.
+        name: String,
+        /// Why it could not be asked.
+        source: account::ProbeError,
+    },
     /// The run's host uid could not be leased from the node's range.
     #[error(transparent)]
     Uids(#[from] uids::UidError),
@@ -107,6 +115,30 @@ pub enum SandboxError {
 }
 
 impl SandboxError {
+    /// A field of the record or program, a run's name or account, or what
+    /// this host cannot hold is the caller's to mend (refused); bubblewrap
+    /// missing or not started, a cgroup, the run's filesystem, or its
+    /// supervisor is a failure beneath them.
+    pub fn kind(&self) -> crate::stop::StopKind {
+        use crate::stop::StopKind;
+        match self {
+            SandboxError::RunName { .. }
+            | SandboxError::Path { .. }
+            | SandboxError::Forbidden { .. }
+            | SandboxError::Command(_)
+            | SandboxError::Env(_)
+            | SandboxError::Account { .. }
+            | SandboxError::Unenforceable(_) => StopKind::Refused,
+            SandboxError::Probe { source, .. } => source.kind(),
+            SandboxError::Uids(e) => e.kind(),
+            SandboxError::BwrapMissing
+            | SandboxError::Cgroup { .. }
+            | SandboxError::Disk(_)
+            | SandboxError::Spawn(_)
+            | SandboxError::Supervisor(_) => StopKind::Failed,
+        }
+    }
+
     /// The record or program field this error names, when it names one.
     pub fn field(&self) -> Option<&str> {
         match self {

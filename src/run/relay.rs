@@ -72,26 +72,45 @@ pub enum ModelKind {
     OpenaiResponses,
 }
 
+/// Why a runner page's `model.upstream` is no model service's root URL.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamRefused {
+    /// It does not parse as a URL.
+    #[error("{given:?} is not a URL: {source}")]
+    NotUrl {
+        given: String,
+        source: url::ParseError,
+    },
+    /// Its scheme is not https.
+    #[error("{0:?} is not https: the relay sends the key only over TLS")]
+    NotHttps(String),
+    /// It names no host.
+    #[error("{0:?} names no host")]
+    NoHost(String),
+    /// It holds more than the service's root.
+    #[error("{0:?} holds a login, query or fragment: give the service's root URL alone")]
+    NotRoot(String),
+}
+
 /// `upstream` as a model service's root URL: https, a host, no login,
 /// query or fragment; or why not.
-pub fn upstream_url(upstream: &str) -> Result<url::Url, String> {
-    let u = url::Url::parse(upstream).map_err(|e| format!("{upstream:?} is not a URL: {e}"))?;
+pub fn upstream_url(upstream: &str) -> Result<url::Url, UpstreamRefused> {
+    let u = url::Url::parse(upstream).map_err(|source| UpstreamRefused::NotUrl {
+        given: upstream.to_string(),
+        source,
+    })?;
     if u.scheme() != "https" {
-        return Err(format!(
-            "{upstream:?} is not https: the relay sends the key only over TLS"
-        ));
+        return Err(UpstreamRefused::NotHttps(upstream.to_string()));
     }
     if u.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{upstream:?} names no host"));
+        return Err(UpstreamRefused::NoHost(upstream.to_string()));
     }
     if !u.username().is_empty()
         || u.password().is_some()
         || u.query().is_some()
         || u.fragment().is_some()
     {
-        return Err(format!(
-            "{upstream:?} holds a login, query or fragment: give the service's root URL alone"
-        ));
+        return Err(UpstreamRefused::NotRoot(upstream.to_string()));
     }
     Ok(u)
 }
@@ -101,7 +120,7 @@ pub fn upstream_url(upstream: &str) -> Result<url::Url, String> {
 pub enum RelayError {
     /// The upstream is not a model service's https root URL.
     #[error("model.upstream: {0}")]
-    Upstream(String),
+    Upstream(#[from] UpstreamRefused),
     /// The node's extra certificate authorities could not be read.
     #[error("model_ca: {}: {reason}", path.display())]
     Authorities {

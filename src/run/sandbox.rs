@@ -545,9 +545,9 @@ fn prepare_for(plan: &Plan, account: &RunAccount) -> Result<Vec<PathBuf>, Sandbo
             asked.push((p.parent().unwrap_or(p), Need::Reach));
         }
     }
-    let allowed = account_can(account, &asked).map_err(|reason| SandboxError::Account {
+    let allowed = account_can(account, &asked).map_err(|source| SandboxError::Probe {
         name: account.name.clone(),
-        reason,
+        source,
     })?;
     let (plain, mut more) = allowed.split_at(checks.len());
     let mut reached = Vec::new();

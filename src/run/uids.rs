@@ -135,6 +135,22 @@ pub enum UidError {
     },
 }
 
+impl UidError {
+    /// A range configured that cannot be used, or one another node holds,
+    /// is the operator's to mend; no uid left, no claim, or a file that
+    /// failed is a failure beneath them.
+    pub fn kind(&self) -> crate::stop::StopKind {
+        use crate::stop::StopKind;
+        match self {
+            UidError::Invalid { .. } | UidError::Overlap { .. } => StopKind::Refused,
+            UidError::Exhausted
+            | UidError::NoClaim(_)
+            | UidError::Full(_)
+            | UidError::Io { .. } => StopKind::Failed,
+        }
+    }
+}
+
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> UidError + '_ {
     move |source| UidError::Io {
         path: path.to_path_buf(),

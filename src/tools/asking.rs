@@ -154,7 +154,7 @@ fn refused(field: &str, given: &str, r: Refused) -> Stop {
         Refused::Several => Stop::field(field, format!("{shown:?} names several things")),
         Refused::Elsewhere => Stop::field(field, format!("{shown:?} is a link of another server")),
         Refused::Private => Stop::field(field, format!("{shown:?} names what Fossil holds private")),
-        Refused::Failed(e) => Stop::internal(e),
+        Refused::Failed(e) => Stop::from(e),
     }
     .next("give a hash, a ticket's or tech-note's id, or a link of this server that both of you may read")
 }

@@ -65,7 +65,7 @@ pub fn export_of(repo: &crate::fossil::Repository) -> Result<Export, Stop> {
         .next("make the export once with `fossil git export DIR -R REPOSITORY`; export keeps it current after")),
         Err(e @ GitError::NotAMirror(_)) => Err(Stop::field("repository", e.to_string())
             .next("export into a new directory once with `fossil git export DIR -R REPOSITORY`")),
-        Err(e) => Err(Stop::internal(e)),
+        Err(e) => Err(Stop::from(e)),
     }
 }
 

@@ -8,7 +8,7 @@
 
 use crate::answer::Op;
 use crate::node::{self, config::NodeConfig};
-use crate::stop::Stop;
+use crate::stop::{Stop, StopKind};
 use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -227,8 +227,7 @@ impl Tool for NodeTool {
                         log: None,
                     });
                 }
-                let lost =
-                    node::daemon::sweep_lost(&root).map_err(|e| Stop::failed(e.to_string()))?;
+                let lost = node::daemon::sweep_lost(&root).map_err(Stop::from)?;
                 for e in &lost {
                     call.log(Op::Fossil {
                         operation: e.line(),
@@ -239,8 +238,9 @@ impl Tool for NodeTool {
                 if !running(&root) {
                     drop(
                         node::daemon::claim_uids(&root, &cfg)
-                            .map_err(|e| {
-                                Stop::field("run_uids", e.to_string()).next(format!(
+                            .map_err(|e| match e.kind() {
+                                StopKind::Failed => Stop::from(e),
+                                StopKind::Refused => Stop::field("run_uids", e.to_string()).next(format!(
                                     "set run_uids in {} to a range no other node holds, or remove it to have one picked",
                                     NodeConfig::file(&root).display()
                                 ))

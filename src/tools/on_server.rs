@@ -90,7 +90,7 @@ pub fn answer(
                     log,
                     StopKind::Failed,
                     Some("server".into()),
-                    why,
+                    why.to_string(),
                     Some("read the thread on the server; the machine's node tries nothing again by itself".into()),
                 ),
                 None,
@@ -170,18 +170,30 @@ fn written(result: Option<&Value>) -> Vec<String> {
     out
 }
 
+/// Why a write the server's page answered is not counted as the run's.
+#[derive(Debug, thiserror::Error)]
+enum Unconfirmed {
+    /// The server's receipts could not be asked for.
+    #[error(transparent)]
+    Asked(#[from] PageError),
+    /// The server holds the artifact, but as another sender's.
+    #[error("{hash} is written but the server's receipt names {}, not {login}", sender.as_deref().unwrap_or("no one"))]
+    Sender {
+        hash: String,
+        sender: Option<String>,
+        login: String,
+    },
+}
+
 /// Whether the server received each of `hashes` from `login`; why not.
-fn confirm(server: &Server, hashes: &[String], login: &str) -> Result<(), String> {
-    let said = server
-        .received(hashes)
-        .map_err(|e| crate::stop::Stop::from(e).reason)?;
-    for r in said {
+fn confirm(server: &Server, hashes: &[String], login: &str) -> Result<(), Unconfirmed> {
+    for r in server.received(hashes)? {
         if r.sender() != Some(login) {
-            return Err(format!(
-                "{} is written but the server's receipt names {}, not {login}",
-                r.hash,
-                r.sender().unwrap_or("no one")
-            ));
+            return Err(Unconfirmed::Sender {
+                hash: r.hash.clone(),
+                sender: r.sender().map(String::from),
+                login: login.to_string(),
+            });
         }
     }
     Ok(())

@@ -161,7 +161,7 @@ fn store_sent(sent: &[Sent], call: &mut Call) -> Result<Vec<String>, Stop> {
         run.restrict.branch.as_deref(),
     )
     .map_err(|e| match e {
-        Refused::Fossil(f) => Stop::internal(f),
+        Refused::Fossil(f) => Stop::from(f),
         Refused::Branch { ref only, .. } => {
             let next = format!("commit on {only} only, then push again");
             Stop::field("artifacts", e.to_string()).next(next)

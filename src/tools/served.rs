@@ -54,8 +54,7 @@ pub fn pull_first<'a>(call: &mut Call<'a>) -> Result<Receipts<'a>, Stop> {
 pub fn stop(e: NodeError) -> Stop {
     match e {
         NodeError::Page(PageError::NoPage { server }) => no_page(&server),
-        NodeError::Page(e) => Stop::from(e),
-        other => Stop::internal(other),
+        other => Stop::from(other),
     }
 }
 

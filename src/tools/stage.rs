@@ -9,7 +9,7 @@
 use crate::answer::Op;
 use crate::fossil::repo::{CheckinFile, Lookup};
 use crate::run::{BudgetLimits, Forbidden, Program, SandboxFields};
-use crate::stop::Stop;
+use crate::stop::{Stop, StopKind};
 use crate::tool::{Call, Needs, Reach, Tool};
 use crate::tools::release::{self, Built, CURRENT, NEXT, PREVIOUS, Root};
 use schemars::JsonSchema;
@@ -361,6 +361,9 @@ fn build(
 /// beneath it (bubblewrap, a cgroup, the directories OCX makes).
 fn not_started(said: String, e: &crate::run::SandboxError) -> Stop {
     use crate::run::SandboxError as E;
+    if e.kind() == StopKind::Failed {
+        return Stop::failed(said);
+    }
     match e {
         E::Path { field, .. } | E::Forbidden { field, .. }
             if matches!(*field, "sandbox.read_only" | "program.command") =>
@@ -372,7 +375,7 @@ fn not_started(said: String, e: &crate::run::SandboxError) -> Stop {
         E::Command(_) | E::Env(_) => {
             Stop::field("root", said).next("correct the administrator's release.json")
         }
-        E::Account { .. } => Stop::field("root", said).next(
+        E::Account { .. } | E::Probe { .. } => Stop::field("root", said).next(
             "stage as an account other than root: its build then runs as that account, not one of its own",
         ),
         _ => Stop::failed(said),

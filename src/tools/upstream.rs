@@ -9,7 +9,7 @@
 
 use crate::answer::Op;
 use crate::git::upstream::{Brought, Upstream};
-use crate::stop::Stop;
+use crate::stop::{Stop, StopKind};
 use crate::tool::{Call, Needs, Reach, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -124,10 +124,10 @@ impl Tool for UpstreamTool {
         } else {
             let brought = up
                 .bring_up(&git, &fossil, &path, &admin)
-                .map_err(|e| match e {
-                    crate::git::GitError::Refused(why) => Stop::field("repository", format!("its upstream {}: {why}", up.kept.from))
+                .map_err(|e| match (e.kind(), e) {
+                    (StopKind::Refused, e) => Stop::field("repository", format!("its upstream {}: {}", up.kept.from, refusal(e)))
                         .next("mend the upstream, then run upstream again: it brings what the marks say is new"),
-                    e => Stop::failed(e.to_string()).next("mend what it names, then run upstream again: it brings what the marks say is new"),
+                    (StopKind::Failed, e) => Stop::from(e).next("mend what it names, then run upstream again: it brings what the marks say is new"),
                 })?;
             call.log(Op::Fossil {
                 operation: format!(
@@ -155,5 +155,14 @@ impl Tool for UpstreamTool {
             brought,
             every,
         })
+    }
+}
+
+/// What an upstream's refusal says, without the words every refusal of
+/// git's layer begins with when it has none of its own.
+fn refusal(e: crate::git::GitError) -> String {
+    match e {
+        crate::git::GitError::Refused(why) => why,
+        other => other.to_string(),
     }
 }
