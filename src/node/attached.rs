@@ -41,16 +41,32 @@ pub enum Ended {
     Unseen,
 }
 
+/// Why a login may not attach to a run's terminal.
+#[derive(Debug, thiserror::Error)]
+pub enum Unattachable {
+    /// The login holds neither admin nor setup.
+    #[error("{login} holds neither admin nor setup, which attaching to a run's terminal needs")]
+    NotAdmin { login: String },
+    /// The repository has no such login.
+    #[error("{login} is no login of this repository")]
+    NoLogin { login: String },
+    /// What the login holds could not be read.
+    #[error("{login}'s capabilities could not be read: {source}")]
+    Unread { login: String, source: NodeError },
+    /// The node's repository, which says who holds what, could not be read.
+    #[error("the node's repository could not be read")]
+    NoNode,
+}
+
 /// Whether `login`, as `receipts` knows it, may attach to a run's
-/// terminal: it holds admin or setup. The reason when not.
-pub fn may_attach(receipts: &Receipts, login: &str) -> Result<(), String> {
-    match receipts.capabilities(login) {
+/// terminal: it holds admin or setup. Why not, when not.
+pub fn may_attach(receipts: &Receipts, login: &str) -> Result<(), Unattachable> {
+    let login = login.to_string();
+    match receipts.capabilities(&login) {
         Ok(Some(c)) if c.is_admin() => Ok(()),
-        Ok(Some(_)) => Err(format!(
-            "{login} holds neither admin nor setup, which attaching to a run's terminal needs"
-        )),
-        Ok(None) => Err(format!("{login} is no login of this repository")),
-        Err(e) => Err(format!("{login}'s capabilities could not be read: {e}")),
+        Ok(Some(_)) => Err(Unattachable::NotAdmin { login }),
+        Ok(None) => Err(Unattachable::NoLogin { login }),
+        Err(source) => Err(Unattachable::Unread { login, source }),
     }
 }
 
