@@ -6,7 +6,7 @@
 //! sandbox within the budget in a home of its own ([`home`]), gives it
 //! `Record HASH: OBJECTIVE` and then each delivery from its inbox one line
 //! at a time (or drives an agent's session, [`agent`]), and answers the
-//! record when the run ends. For a `command` record it runs the program
+//! record when the run ends ([`life`]). For a `command` record it runs the program
 //! once on one check-in and adds a `ci` verdict ([`command`]).
 //!
 //! Run as root, it leases the run a host uid of its own from the node's
