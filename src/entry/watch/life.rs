@@ -9,6 +9,7 @@
 //! run as lost.
 
 use super::home::{FreshHome, agents_md, fresh_home, repository_word};
+use super::ways::Ways;
 use super::{
     Killed, RunLease, Site, WatchError, agent, feed, file, held, lease, named, no_password_broken,
     on_disk, on_terminal, prepare_without_password, private_log, run_scope, say, served_as, size,
@@ -173,35 +174,13 @@ impl Watch<'_> {
         let disk = on_disk(self.dir, &budget).map_err(unenforced)?;
         let ws = disk.path().join("ws");
         let socket = self.workspace(&ws)?;
-        let relay = match &page.model {
-            None => None,
-            Some(m) => Some(
-                start_relay(
-                    self.root,
-                    self.cfg,
-                    m,
-                    self.r.record.budget.tokens,
-                    self.dir,
-                    &ws,
-                )
-                .map_err(unenforced)?,
-            ),
-        };
+        let relay = self.relay(&page, &ws)?;
         let home = FreshHome(disk.path().join("home"));
         let given = fresh_home(self.root, &home.0, &page).map_err(unenforced)?;
         if page.input.is_claude() {
             repository_word(&home.0, &ws).map_err(|e| never(format!("the run's home: {e}")))?;
         }
-        let ways = self.r.record.sandbox.hosts.as_ref().map(|hosts| {
-            let mut w = super::ways::Ways::plan(&self.cfg.url, hosts, &ws.join(".ocx"));
-            if let Some(relay) = &relay {
-                w.pass(crate::run::egress::Passage {
-                    port: relay.port(),
-                    socket: relay.socket().to_path_buf(),
-                });
-            }
-            w
-        });
+        let ways = self.ways(&ws, relay.as_ref());
         let mut env = page.env.clone();
         env.extend(given);
         if let Some(w) = &ways {
@@ -293,6 +272,29 @@ impl Watch<'_> {
             return Err(never("the run's tool socket could not be made"));
         }
         Ok(Some(socket))
+    }
+
+    /// The run's model relay, when its runner's page names a model service.
+    fn relay(&self, page: &RunnerPage, ws: &Path) -> Result<Option<Relay>, Halt> {
+        let Some(m) = &page.model else {
+            return Ok(None);
+        };
+        let tokens = self.r.record.budget.tokens;
+        let relay = start_relay(self.root, self.cfg, m, tokens, self.dir, ws);
+        relay.map(Some).map_err(unenforced)
+    }
+
+    /// A `sandbox.hosts` run's ways out, the relay's passage among them.
+    fn ways(&self, ws: &Path, relay: Option<&Relay>) -> Option<Ways> {
+        let hosts = self.r.record.sandbox.hosts.as_ref()?;
+        let mut w = Ways::plan(&self.cfg.url, hosts, &ws.join(".ocx"));
+        if let Some(relay) = relay {
+            w.pass(crate::run::egress::Passage {
+                port: relay.port(),
+                socket: relay.socket().to_path_buf(),
+            });
+        }
+        Some(w)
     }
 
     /// The run's program (its command and variables, given `env` so far;
@@ -401,12 +403,7 @@ impl Watch<'_> {
 
     /// Makes ready how the run is given its lines: its ways out served, an
     /// agent's turns pipe and home, and its terminal.
-    fn input(
-        &self,
-        p: &mut Prepared,
-        ws: &Path,
-        ways: Option<&super::ways::Ways>,
-    ) -> Result<(), Halt> {
+    fn input(&self, p: &mut Prepared, ws: &Path, ways: Option<&Ways>) -> Result<(), Halt> {
         if let Some(w) = ways {
             p.plan.before_program(&w.forwarder(&self.cfg.ocx));
             let served = std::fs::create_dir_all(ws.join(".ocx"))
