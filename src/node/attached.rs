@@ -43,38 +43,30 @@ pub enum Ended {
 
 /// Why a login may not attach to a run's terminal.
 #[derive(Debug, thiserror::Error)]
-pub enum NotAttached {
+pub enum Unattachable {
     /// The login holds neither admin nor setup.
-    #[error("{0} holds neither admin nor setup, which attaching to a run's terminal needs")]
-    NotAdmin(String),
+    #[error("{login} holds neither admin nor setup, which attaching to a run's terminal needs")]
+    NotAdmin { login: String },
     /// The repository has no such login.
-    #[error("{0} is no login of this repository")]
-    NoLogin(String),
-    /// Its capabilities could not be read.
+    #[error("{login} is no login of this repository")]
+    NoLogin { login: String },
+    /// What the login holds could not be read.
     #[error("{login}'s capabilities could not be read: {source}")]
-    Unread {
-        login: String,
-        source: super::NodeError,
-    },
-}
-
-/// The words of a refusal, for the run terminal's keeper, which still
-/// takes its refusals as text (its rework is under issue 50).
-impl From<NotAttached> for String {
-    fn from(e: NotAttached) -> String {
-        e.to_string()
-    }
+    Unread { login: String, source: NodeError },
+    /// The node's repository, which says who holds what, could not be read.
+    #[error("the node's repository could not be read")]
+    NoNode,
 }
 
 /// Whether `login`, as `receipts` knows it, may attach to a run's
-/// terminal: it holds admin or setup. Why not, in the caller's error type.
-pub fn may_attach<E: From<NotAttached>>(receipts: &Receipts, login: &str) -> Result<(), E> {
+/// terminal: it holds admin or setup. Why not, when not.
+pub fn may_attach(receipts: &Receipts, login: &str) -> Result<(), Unattachable> {
     let login = login.to_string();
     match receipts.capabilities(&login) {
         Ok(Some(c)) if c.is_admin() => Ok(()),
-        Ok(Some(_)) => Err(NotAttached::NotAdmin(login).into()),
-        Ok(None) => Err(NotAttached::NoLogin(login).into()),
-        Err(source) => Err(NotAttached::Unread { login, source }.into()),
+        Ok(Some(_)) => Err(Unattachable::NotAdmin { login }),
+        Ok(None) => Err(Unattachable::NoLogin { login }),
+        Err(source) => Err(Unattachable::Unread { login, source }),
     }
 }
 

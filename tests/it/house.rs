@@ -8,12 +8,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// Files that still answer `Result<_, String>`, each with why.
-const STRING_ERRORS_KEPT: &[(&str, &str)] = &[
-    ("src/entry/watch.rs", "being reworked under issue 50"),
-    ("src/entry/watch/", "being reworked under issue 50"),
-    ("src/run/terminal.rs", "being reworked under issue 50"),
-    ("src/run/terminal/", "being reworked under issue 50"),
-];
+const STRING_ERRORS_KEPT: &[(&str, &str)] = &[];
 
 /// The traits of Rust's prelude, and the formatting, hashing and error
 /// traits a type meets in every derive and impl: a type of OCX named as

@@ -1,22 +1,28 @@
 //! The watcher's side of an agent's session (`claude-stream-json`,
-//! `codex-app-server`): one turn a delivery, the next only once the agent
-//! ended the one before; each turn's end read from the agent's own events
-//! on its standard output (every line of which is kept in the run's log);
-//! the turn's final words said where the delivery was asked, unless the
-//! agent answered there itself during the turn; a refusal of its model
-//! service said there at once, in the agent's words; and a run whose agent
-//! never finished a turn without error ended, since it cannot work at all.
+//! `codex-app-server`), each agent's protocol a [`Protocol`] of its own
+//! ([`claude`], [`codex`]): one turn a delivery, the next only once the
+//! agent ended the one before; each turn's end read from the agent's own
+//! events on its standard output (every line of which is kept in the
+//! run's log); the turn's final words said where the delivery was asked,
+//! unless the agent answered there itself during the turn; a refusal of
+//! its model service said there at once, in the agent's words; and a run
+//! whose agent never finished a turn without error ended, since it cannot
+//! work at all.
 
 use crate::context::{RunScope, Who};
 use crate::node::inbox;
 use crate::node::runner::InputMode;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::ops::ControlFlow::{self, Break, Continue};
 use std::path::PathBuf;
 use std::process::{ChildStdin, ChildStdout};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod claude;
+mod codex;
 
 /// The longest line of the agent's output read as an event; a longer one
 /// is kept in the log cut, and read as no event.
@@ -73,169 +79,58 @@ const REFUSED_TURN_MAX: Duration = Duration::from_secs(180);
 /// what the watcher answers a request it carries (Codex asks approvals and
 /// questions; a run answers none of them). Total on any text.
 pub fn read_event(mode: InputMode, line: &str) -> (Option<Event>, Option<Value>) {
+    read_with(protocol(mode).as_deref(), line)
+}
+
+/// One line of the agent's output read by `agent`'s protocol (none: a
+/// mode whose output tells the watcher nothing).
+fn read_with(agent: Option<&dyn Protocol>, line: &str) -> (Option<Event>, Option<Value>) {
     let Ok(v) = serde_json::from_str::<Value>(line) else {
         return (None, None);
     };
+    agent.map_or((None, None), |a| a.read(&v))
+}
+
+/// An agent's protocol on its standard input and output, as the watcher
+/// drives it: what a line of its output tells, how its session begins,
+/// and the messages that ask it for a turn and interrupt one.
+pub trait Protocol {
+    /// What the JSON line `v` of the agent's output tells, and what the
+    /// watcher answers a request it carries.
+    fn read(&self, v: &Value) -> (Option<Event>, Option<Value>);
+
+    /// Begins the session, before its first turn (Codex's handshake).
+    fn begin(
+        &mut self,
+        _d: &Driving,
+        _stdin: &Stdin,
+        _events: &Receiver<Event>,
+    ) -> Result<(), SessionError> {
+        Ok(())
+    }
+
+    /// The message asking the agent for a turn of `text`, as request `id`.
+    fn turn(&self, id: i64, text: &str) -> Value;
+
+    /// Whether a turn under way may be interrupted.
+    fn interrupts(&self) -> bool {
+        false
+    }
+
+    /// The message interrupting the turn `turn`, as request `id`, where the
+    /// agent takes one.
+    fn interrupt(&self, _id: i64, _turn: &str) -> Option<Value> {
+        None
+    }
+}
+
+/// The protocol of an agent run in `mode`; none for a mode whose program
+/// is not driven as an agent's session.
+fn protocol(mode: InputMode) -> Option<Box<dyn Protocol>> {
     match mode {
-        InputMode::Lines | InputMode::ClaudeInteractive | InputMode::CodexInteractive => {
-            (None, None)
-        }
-        InputMode::ClaudeStreamJson => (claude_event(&v), None),
-        InputMode::CodexAppServer => codex_event(&v),
-    }
-}
-
-fn claude_event(v: &Value) -> Option<Event> {
-    match (v["type"].as_str(), v["subtype"].as_str()) {
-        (Some("result"), _) => {
-            let ok = v["is_error"] != Value::Bool(true);
-            let text = match v["result"].as_str() {
-                Some(t) if !t.trim().is_empty() => t.to_string(),
-                _ if ok => String::new(),
-                _ => {
-                    let errors: Vec<String> = v["errors"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(words_of)
-                        .collect();
-                    if errors.is_empty() {
-                        format!("the turn ended as {}", words_of(&v["subtype"]))
-                    } else {
-                        errors.join("; ")
-                    }
-                }
-            };
-            Some(Event::TurnEnded { ok, text })
-        }
-        (Some("system"), Some("api_retry")) => {
-            let status = v["error_status"]
-                .as_i64()
-                .map(|s| format!("HTTP {s}"))
-                .unwrap_or_else(|| "no answer".into());
-            let error = words_of(&v["error"]);
-            Some(Event::Refused {
-                status: v["error_status"].as_i64(),
-                text: if error.is_empty() {
-                    status
-                } else {
-                    format!("{status}: {error}")
-                },
-            })
-        }
-        _ => None,
-    }
-}
-
-fn codex_event(v: &Value) -> (Option<Event>, Option<Value>) {
-    let id = v.get("id").filter(|i| i.is_i64() || i.is_string()).cloned();
-    match (id, v["method"].as_str()) {
-        (Some(id), Some(method)) => {
-            let result = match method {
-                m if m.ends_with("/requestApproval") => json!({"decision": "decline"}),
-                m if m.contains("elicitation") => json!({"action": "decline"}),
-                _ => {
-                    return (
-                        None,
-                        Some(json!({"id": id, "error": {"code": -32601,
-                            "message": format!("a run's watcher answers no {method}")}})),
-                    );
-                }
-            };
-            (None, Some(json!({"id": id, "result": result})))
-        }
-        (Some(id), None) => {
-            let Some(id) = id.as_i64() else {
-                return (None, None);
-            };
-            let error = v.get("error").map(|e| words_of(&e["message"]));
-            if error.is_none()
-                && let Some(thread) = v["result"]["thread"]["id"].as_str()
-            {
-                return (Some(Event::Thread(thread.to_string())), None);
-            }
-            if error.is_none()
-                && let Some(turn) = v["result"]["turn"]["id"].as_str()
-            {
-                return (Some(Event::TurnStarted(turn.to_string())), None);
-            }
-            (Some(Event::Answer { id, error }), None)
-        }
-        (None, Some("item/completed")) => {
-            let item = &v["params"]["item"];
-            match (item["type"].as_str(), item["text"].as_str()) {
-                (Some("agentMessage"), Some(t)) => (Some(Event::Words(t.to_string())), None),
-                _ => (None, None),
-            }
-        }
-        (None, Some("turn/started")) => match v["params"]["turn"]["id"].as_str() {
-            Some(t) => (Some(Event::TurnStarted(t.to_string())), None),
-            None => (None, None),
-        },
-        (None, Some("turn/completed")) => {
-            let turn = &v["params"]["turn"];
-            let ok = turn["status"].as_str() == Some("completed");
-            let text = if ok {
-                String::new()
-            } else {
-                let error = codex_words(&turn["error"]);
-                if error.is_empty() {
-                    format!("the turn ended {}", words_of(&turn["status"]))
-                } else {
-                    error
-                }
-            };
-            (Some(Event::TurnEnded { ok, text }), None)
-        }
-        (None, Some("error")) => {
-            let e = &v["params"]["error"];
-            let words = codex_words(e);
-            let will_retry = v["params"]["willRetry"] == Value::Bool(true);
-            match (will_retry, words.is_empty()) {
-                (true, false) => (
-                    Some(Event::Refused {
-                        status: http_status(&e["codexErrorInfo"]),
-                        text: words,
-                    }),
-                    None,
-                ),
-                _ => (None, None),
-            }
-        }
-        _ => (None, None),
-    }
-}
-
-/// Codex's error `e` in its service's own words: Codex's
-/// `additionalDetails`, where it keeps what the service answered (its
-/// `message` then says only "Reconnecting... 1/5"), else its `message`;
-/// the HTTP status put first where the words do not say it.
-fn codex_words(e: &Value) -> String {
-    let details = words_of(&e["additionalDetails"]);
-    let words = if details.trim().is_empty() {
-        words_of(&e["message"])
-    } else {
-        details
-    };
-    match http_status(&e["codexErrorInfo"]) {
-        Some(s) if !words.is_empty() && !words.contains(&s.to_string()) => {
-            format!("HTTP {s}: {words}")
-        }
-        _ => words,
-    }
-}
-
-/// The HTTP status in Codex's error details, wherever it stands in them.
-fn http_status(v: &Value) -> Option<i64> {
-    match v {
-        Value::Object(o) => o.iter().find_map(|(k, v)| {
-            if k == "httpStatusCode" || k == "http_status_code" {
-                v.as_i64()
-            } else {
-                http_status(v)
-            }
-        }),
-        _ => None,
+        InputMode::ClaudeStreamJson => Some(Box::new(claude::Claude)),
+        InputMode::CodexAppServer => Some(Box::new(codex::Codex::default())),
+        InputMode::Lines | InputMode::ClaudeInteractive | InputMode::CodexInteractive => None,
     }
 }
 
@@ -277,9 +172,10 @@ pub fn read_output(
     mode: InputMode,
     stdout: ChildStdout,
     log: Log,
-    stdin: Arc<Mutex<ChildStdin>>,
+    stdin: Stdin,
     events: Sender<Event>,
 ) {
+    let agent = protocol(mode);
     let mut reader = BufReader::new(stdout);
     let mut buf = Vec::new();
     loop {
@@ -303,7 +199,7 @@ pub fn read_output(
             }
             continue;
         }
-        let (event, reply) = read_event(mode, line);
+        let (event, reply) = read_with(agent.as_deref(), line);
         if let Some(reply) = reply {
             log_line(
                 &log,
@@ -342,7 +238,8 @@ fn skip_line(reader: &mut impl BufRead) -> bool {
     }
 }
 
-fn write_json(stdin: &Arc<Mutex<ChildStdin>>, v: &Value) -> std::io::Result<()> {
+/// Writes `v` to the agent, one line of JSON.
+fn write_json(stdin: &Stdin, v: &Value) -> std::io::Result<()> {
     let mut s = stdin
         .lock()
         .map_err(|_| std::io::Error::other("stdin poisoned"))?;
@@ -451,254 +348,259 @@ pub struct Driving {
 /// Why the driver ended the run, when it did.
 pub type Ending = Arc<Mutex<Option<String>>>;
 
-/// Drives the agent's session: Codex's handshake first, then a turn for the
-/// first line and one for each delivery, in order, each after the one
-/// before ended. Returns when the deliveries end, the agent's output
+/// The agent's standard input, shared by the reader of its output (which
+/// answers its requests) and the driver.
+pub type Stdin = Arc<Mutex<ChildStdin>>;
+
+/// Drives the agent's session: its protocol's beginning first, then a turn
+/// for the first line and one for each delivery, in order, each after the
+/// one before ended. Returns when the deliveries end, the agent's output
 /// ends, or the agent cannot work (`ending` then says why, and `kill` ends
 /// the run).
 pub fn drive(
     d: Driving,
-    stdin: Arc<Mutex<ChildStdin>>,
+    stdin: Stdin,
     events: Receiver<Event>,
     deliveries: Receiver<String>,
     ending: Ending,
     kill: impl Fn(),
 ) {
-    let say_log = |line: &str| log_line(&d.log, &format!("ocx: {line}"));
-    let end = |why: String| {
-        say_log(&format!("the run ends: {why}"));
-        if let Ok(mut e) = ending.lock() {
-            *e = Some(why);
-        }
-        kill();
+    let agent = protocol(d.mode).unwrap_or_else(|| Box::new(claude::Claude));
+    let first = d.first.clone();
+    let mut s = Session {
+        d,
+        agent,
+        stdin,
+        events,
+        ending,
+        kill,
+        worked: false,
+        request: 10,
     };
-    let mut thread = None;
-    if d.mode == InputMode::CodexAppServer {
-        match codex_handshake(&d, &stdin, &events) {
-            Ok(t) => thread = Some(t),
-            Err(why) => {
-                d.speaker.keep_error(&why.to_string());
-                let _ = d
-                    .speaker
-                    .say(&d.record, &format!("The agent could not start: {why}"));
-                return end(format!("the agent could not start: {why}"));
-            }
-        }
+    if s.begin().is_break() || s.turn(&first, false).is_break() {
+        return;
     }
-    let mut worked = false;
-    let mut next = Some(d.first.clone());
-    let mut request = 10;
-    loop {
-        let (line, record) = match next.take() {
-            Some(l) => (l, None),
-            None => match deliveries.recv() {
-                Ok(l) => (l, Some(d.record.as_str())),
-                Err(_) => break,
-            },
-        };
-        let to = inbox::read(&line, record)
-            .map(|l| l.reply_to)
-            .unwrap_or_else(|_| d.record.clone());
-        let text = inbox::unescape(&line);
-        let mark = d.speaker.mark(&to);
-        request += 1;
-        let sent = match (d.mode, &thread) {
-            (InputMode::CodexAppServer, Some(t)) => write_json(
-                &stdin,
-                &json!({"id": request, "method": "turn/start", "params": {"threadId": t,
-                    "input": [{"type": "text", "text": text, "text_elements": []}]}}),
-            ),
-            _ => write_json(
-                &stdin,
-                &json!({"type": "user", "message": {"role": "user",
-                    "content": [{"type": "text", "text": text}]}}),
-            ),
-        };
-        if sent.is_err() {
+    while let Ok(line) = deliveries.recv() {
+        if s.turn(&line, true).is_break() {
             return;
         }
-        let mut own: Vec<String> = Vec::new();
-        let mut refused: Option<(Instant, String)> = None;
-        let mut turn_id: Option<String> = None;
-        let mut interrupted = false;
-        let mut words = String::new();
-        let (ok, said) = loop {
-            // Only a turn refused and not yet interrupted has a deadline,
-            // the time left of the three minutes; otherwise the session
-            // sleeps until the agent says something.
-            let deadline = match (&refused, &turn_id, &thread, interrupted) {
-                (Some((since, _)), Some(_), Some(_), false) => {
+    }
+    s.log("the deliveries ended");
+}
+
+/// An agent's session as the driver holds it.
+struct Session<K: Fn()> {
+    d: Driving,
+    agent: Box<dyn Protocol>,
+    stdin: Stdin,
+    events: Receiver<Event>,
+    ending: Ending,
+    kill: K,
+    /// Whether a turn ended without error yet.
+    worked: bool,
+    /// The id of the driver's last request.
+    request: i64,
+}
+
+/// A turn under way, as the agent's events tell it.
+#[derive(Default)]
+struct Turn {
+    /// Its id, once the agent started it (Codex).
+    id: Option<String>,
+    /// Since when its model service refuses it, and its last refusal.
+    refused: Option<(Instant, String)>,
+    /// Whether the driver interrupted it for being refused too long.
+    interrupted: bool,
+    /// The agent's words so far.
+    words: String,
+    /// What the driver itself said during it, which is not the agent answering.
+    own: Vec<String>,
+}
+
+impl Turn {
+    /// The turn's final words, as it ended with `text`.
+    fn said(&self, text: String) -> String {
+        match (&self.refused, self.interrupted) {
+            (Some((_, last)), true) => {
+                format!("the model service refused it for three minutes: {last}")
+            }
+            _ if text.is_empty() => self.words.clone(),
+            _ => text,
+        }
+    }
+}
+
+impl<K: Fn()> Session<K> {
+    fn log(&self, line: &str) {
+        log_line(&self.d.log, &format!("ocx: {line}"));
+    }
+
+    /// Ends the run, `why` kept as its ending.
+    fn end(&self, why: String) -> ControlFlow<()> {
+        self.log(&format!("the run ends: {why}"));
+        if let Ok(mut e) = self.ending.lock() {
+            *e = Some(why);
+        }
+        (self.kill)();
+        Break(())
+    }
+
+    /// Begins the session by the agent's protocol; a session that cannot
+    /// begin says so where the record was asked and ends the run.
+    fn begin(&mut self) -> ControlFlow<()> {
+        let Err(why) = self.agent.begin(&self.d, &self.stdin, &self.events) else {
+            return Continue(());
+        };
+        self.d.speaker.keep_error(&why.to_string());
+        let _ = self
+            .d
+            .speaker
+            .say(&self.d.record, &format!("The agent could not start: {why}"));
+        self.end(format!("the agent could not start: {why}"))
+    }
+
+    /// One turn of `line` (a delivery, when `delivered`; else the first
+    /// line): asked, awaited to its end, its words said where it was asked.
+    fn turn(&mut self, line: &str, delivered: bool) -> ControlFlow<()> {
+        let record = delivered.then_some(self.d.record.as_str());
+        let to = inbox::read(line, record)
+            .map(|l| l.reply_to)
+            .unwrap_or_else(|_| self.d.record.clone());
+        let text = inbox::unescape(line);
+        let mark = self.d.speaker.mark(&to);
+        self.request += 1;
+        if write_json(&self.stdin, &self.agent.turn(self.request, &text)).is_err() {
+            return Break(());
+        }
+        let mut turn = Turn::default();
+        let (ok, said) = self.until_ended(&to, &mut turn)?;
+        self.ended(ok, &said, &to, mark, &turn.own)
+    }
+
+    /// Reads the agent's events until `turn` ends: whether without error,
+    /// and its final words or why. Only a turn refused and not yet
+    /// interrupted has a deadline, the time left of the three minutes;
+    /// otherwise the session sleeps until the agent says something.
+    fn until_ended(&mut self, to: &str, turn: &mut Turn) -> ControlFlow<(), (bool, String)> {
+        loop {
+            let deadline = match (&turn.refused, &turn.id, turn.interrupted) {
+                (Some((since, _)), Some(_), false) if self.agent.interrupts() => {
                     Some(REFUSED_TURN_MAX.saturating_sub(since.elapsed()))
                 }
                 _ => None,
             };
             let next = match deadline {
-                Some(left) => events.recv_timeout(left),
-                None => events.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(left) => self.events.recv_timeout(left),
+                None => self
+                    .events
+                    .recv()
+                    .map_err(|_| RecvTimeoutError::Disconnected),
             };
             let event = match next {
                 Ok(e) => e,
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Disconnected) => return Break(()),
                 Err(RecvTimeoutError::Timeout) => {
-                    if let (Some(t), Some(th)) = (&turn_id, &thread) {
-                        interrupted = true;
-                        say_log("the turn was refused for three minutes: interrupted");
-                        let _ = write_json(
-                            &stdin,
-                            &json!({"id": request + 1_000_000, "method": "turn/interrupt",
-                                "params": {"threadId": th, "turnId": t}}),
-                        );
-                    }
+                    self.interrupt(turn);
                     continue;
                 }
             };
             match event {
-                Event::Refused { status, text: why } => {
-                    let first = refused.is_none();
-                    if let Some((_, last)) = &mut refused {
-                        last.clone_from(&why);
-                    } else {
-                        refused = Some((Instant::now(), why.clone()));
-                    }
-                    if !first {
-                        continue;
-                    }
-                    d.speaker.keep_error(&why);
-                    say_log(&format!("the model service refused the agent: {why}"));
-                    let cannot = !worked && refuses_credential(status);
-                    let words = if cannot {
-                        format!(
-                            "The agent's model service refused its credential, so it cannot work: {why}"
-                        )
-                    } else {
-                        format!(
-                            "The agent's model service refused it, and the agent is trying again: {why}"
-                        )
-                    };
-                    match d.speaker.say(&to, &words) {
-                        Ok(h) => own.push(h),
-                        Err(e) => say_log(&format!("could not say so: {e}")),
-                    }
-                    if cannot {
-                        return end(format!("the agent's credential was refused: {why}"));
-                    }
+                Event::Refused { status, text } => self.refused(to, turn, status, text)?,
+                Event::TurnStarted(t) => turn.id = Some(t),
+                Event::Words(w) => turn.words = w,
+                Event::Answer { id, error: Some(e) } if id == self.request => {
+                    return Continue((false, e));
                 }
-                Event::TurnStarted(t) => turn_id = Some(t),
-                Event::Words(w) => words = w,
-                Event::Answer { id, error: Some(e) } if id == request => {
-                    break (false, e);
-                }
-                Event::TurnEnded { ok, text } => {
-                    let text = match (&refused, interrupted) {
-                        (Some((_, last)), true) => {
-                            format!("the model service refused it for three minutes: {last}")
-                        }
-                        _ if text.is_empty() => words.clone(),
-                        _ => text,
-                    };
-                    break (ok, text);
-                }
+                Event::TurnEnded { ok, text } => return Continue((ok, turn.said(text))),
                 _ => {}
             }
+        }
+    }
+
+    /// Interrupts `turn`, refused for three minutes.
+    fn interrupt(&self, turn: &mut Turn) {
+        let id = self.request + 1_000_000;
+        let Some(message) = turn.id.as_deref().and_then(|t| self.agent.interrupt(id, t)) else {
+            return;
         };
+        turn.interrupted = true;
+        self.log("the turn was refused for three minutes: interrupted");
+        let _ = write_json(&self.stdin, &message);
+    }
+
+    /// The model service refused `turn` (with `status`, saying `why`): the
+    /// first refusal of the turn kept and said at `to`; a credential
+    /// refused before any turn worked ends the run.
+    fn refused(
+        &self,
+        to: &str,
+        turn: &mut Turn,
+        status: Option<i64>,
+        why: String,
+    ) -> ControlFlow<()> {
+        if let Some((_, last)) = &mut turn.refused {
+            last.clone_from(&why);
+            return Continue(());
+        }
+        turn.refused = Some((Instant::now(), why.clone()));
+        self.d.speaker.keep_error(&why);
+        self.log(&format!("the model service refused the agent: {why}"));
+        let cannot = !self.worked && refuses_credential(status);
+        let words = if cannot {
+            format!("The agent's model service refused its credential, so it cannot work: {why}")
+        } else {
+            format!("The agent's model service refused it, and the agent is trying again: {why}")
+        };
+        match self.d.speaker.say(to, &words) {
+            Ok(h) => turn.own.push(h),
+            Err(e) => self.log(&format!("could not say so: {e}")),
+        }
+        if cannot {
+            return self.end(format!("the agent's credential was refused: {why}"));
+        }
+        Continue(())
+    }
+
+    /// A turn asked at `to` ended (`ok`: without error), `said` its final
+    /// words or why: said there, unless the agent answered there itself
+    /// after `mark` (other than the driver's `own` words); a turn in error
+    /// before any worked ends the run.
+    fn ended(
+        &mut self,
+        ok: bool,
+        said: &str,
+        to: &str,
+        mark: i64,
+        own: &[String],
+    ) -> ControlFlow<()> {
         if ok {
-            worked = true;
+            self.worked = true;
             if said.trim().is_empty() {
-                say_log("the turn ended without words");
-            } else if d.speaker.answered_since(&to, mark, &own) {
-                say_log("the turn ended; the agent answered there itself");
+                self.log("the turn ended without words");
+            } else if self.d.speaker.answered_since(to, mark, own) {
+                self.log("the turn ended; the agent answered there itself");
             } else {
-                match d.speaker.say(&to, &said) {
-                    Ok(_) => say_log(&format!("the turn ended; its words said in reply to {to}")),
-                    Err(e) => say_log(&format!("the turn ended; its words could not be said: {e}")),
+                match self.d.speaker.say(to, said) {
+                    Ok(_) => self.log(&format!("the turn ended; its words said in reply to {to}")),
+                    Err(e) => {
+                        self.log(&format!("the turn ended; its words could not be said: {e}"))
+                    }
                 }
             }
-        } else {
-            d.speaker.keep_error(&said);
-            if let Err(e) = d
-                .speaker
-                .say(&to, &format!("The agent's turn ended in error: {said}"))
-            {
-                say_log(&format!(
-                    "the turn ended in error ({said}); could not say so: {e}"
-                ));
-            } else {
-                say_log(&format!("the turn ended in error: {said}"));
-            }
-            if !worked {
-                return end(format!("the agent could not work: {said}"));
-            }
+            return Continue(());
         }
-    }
-    say_log("the deliveries ended");
-}
-
-/// Codex's handshake: `initialize`, `initialized`, then `thread/start` in
-/// the workspace, with no approval asked, Codex's own sandbox off (OCX's is
-/// the boundary, and allows no nested namespace), and the run's MCP
-/// servers; answers the thread's id.
-fn codex_handshake(
-    d: &Driving,
-    stdin: &Arc<Mutex<ChildStdin>>,
-    events: &Receiver<Event>,
-) -> Result<String, SessionError> {
-    write_json(
-        stdin,
-        &json!({"id": 1, "method": "initialize", "params": {"clientInfo":
-            {"name": "ocx", "title": "OCX", "version": env!("CARGO_PKG_VERSION")},
-            "capabilities": null}}),
-    )?;
-    loop {
-        match events.recv().map_err(|_| SessionError::Gone)? {
-            Event::Answer { id: 1, error: None } => break,
-            Event::Answer {
-                id: 1,
-                error: Some(e),
-            } => {
-                return Err(SessionError::Codex {
-                    method: "initialize",
-                    said: e,
-                });
-            }
-            _ => {}
+        self.d.speaker.keep_error(said);
+        let words = format!("The agent's turn ended in error: {said}");
+        match self.d.speaker.say(to, &words) {
+            Err(e) => self.log(&format!(
+                "the turn ended in error ({said}); could not say so: {e}"
+            )),
+            Ok(_) => self.log(&format!("the turn ended in error: {said}")),
         }
-    }
-    write_json(stdin, &json!({"method": "initialized"}))?;
-    let mut config = serde_json::Map::new();
-    if let Some(servers) = d.servers.as_object() {
-        for (name, server) in servers {
-            config.insert(format!("mcp_servers.{name}"), server.clone());
+        if !self.worked {
+            return self.end(format!("the agent could not work: {said}"));
         }
-    }
-    // An untrusted project: nothing checked in (`.codex/config.toml`, its
-    // MCP servers, its instructions) configures the agent.
-    config.insert(
-        "projects".into(),
-        json!({ d.workspace.display().to_string(): {"trust_level": "untrusted"} }),
-    );
-    let mut params = json!({
-        "cwd": d.workspace,
-        "approvalPolicy": "never",
-        "sandbox": "danger-full-access",
-        "config": config});
-    if let Some(i) = &d.instructions {
-        params["developerInstructions"] = json!(i);
-    }
-    write_json(
-        stdin,
-        &json!({"id": 2, "method": "thread/start", "params": params}),
-    )?;
-    loop {
-        match events.recv().map_err(|_| SessionError::Gone)? {
-            Event::Thread(t) => return Ok(t),
-            Event::Answer { id: 2, error } => {
-                return Err(SessionError::Codex {
-                    method: "thread/start",
-                    said: error.unwrap_or_else(|| "answered no thread".into()),
-                });
-            }
-            _ => {}
-        }
+        Continue(())
     }
 }
 
@@ -714,88 +616,5 @@ mod tests {
         r.read_line(&mut next).unwrap();
         assert_eq!(next, "next\n");
         assert!(!skip_line(&mut r));
-    }
-
-    #[test]
-    fn claude_s_turn_end_and_retry_are_read() {
-        let ok = r#"{"type":"result","subtype":"success","is_error":false,"result":"Done."}"#;
-        assert_eq!(
-            read_event(InputMode::ClaudeStreamJson, ok).0,
-            Some(Event::TurnEnded {
-                ok: true,
-                text: "Done.".into()
-            })
-        );
-        let bad = r#"{"type":"result","subtype":"success","is_error":true,"result":"Not logged in · Please run /login"}"#;
-        assert_eq!(
-            read_event(InputMode::ClaudeStreamJson, bad).0,
-            Some(Event::TurnEnded {
-                ok: false,
-                text: "Not logged in · Please run /login".into()
-            })
-        );
-        let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"error_status":401,"error":"authentication_failed"}"#;
-        assert_eq!(
-            read_event(InputMode::ClaudeStreamJson, retry).0,
-            Some(Event::Refused {
-                status: Some(401),
-                text: "HTTP 401: authentication_failed".into()
-            })
-        );
-        assert_eq!(read_event(InputMode::ClaudeStreamJson, "not json").0, None);
-    }
-
-    #[test]
-    fn codex_s_requests_are_declined_and_its_turns_read() {
-        let (e, reply) = read_event(
-            InputMode::CodexAppServer,
-            r#"{"id":7,"method":"item/commandExecution/requestApproval","params":{}}"#,
-        );
-        assert_eq!(e, None);
-        assert_eq!(
-            reply.unwrap(),
-            json!({"id": 7, "result": {"decision": "decline"}})
-        );
-        let (_, reply) = read_event(
-            InputMode::CodexAppServer,
-            r#"{"id":"x","method":"item/tool/requestUserInput","params":{}}"#,
-        );
-        assert_eq!(reply.unwrap()["error"]["code"], -32601);
-        let thread = r#"{"id":2,"result":{"thread":{"id":"th-1"}}}"#;
-        assert_eq!(
-            read_event(InputMode::CodexAppServer, thread).0,
-            Some(Event::Thread("th-1".into()))
-        );
-        let words =
-            r#"{"method":"item/completed","params":{"item":{"type":"agentMessage","text":"Hi."}}}"#;
-        assert_eq!(
-            read_event(InputMode::CodexAppServer, words).0,
-            Some(Event::Words("Hi.".into()))
-        );
-        let refused = r#"{"method":"error","params":{"error":{"message":"Reconnecting... 1/5","codexErrorInfo":{"responseStreamDisconnected":{"httpStatusCode":401}},"additionalDetails":"unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:9/v1/responses"},"willRetry":true}}"#;
-        assert_eq!(
-            read_event(InputMode::CodexAppServer, refused).0,
-            Some(Event::Refused {
-                status: Some(401),
-                text: "unexpected status 401 Unauthorized: Incorrect API key provided, url: http://127.0.0.1:9/v1/responses".into()
-            }),
-            "the service's words, not Codex's count of its tries"
-        );
-        let bare = r#"{"method":"error","params":{"error":{"message":"Rate limit reached","codexErrorInfo":{"httpConnectionFailed":{"httpStatusCode":429}}},"willRetry":true}}"#;
-        assert_eq!(
-            read_event(InputMode::CodexAppServer, bare).0,
-            Some(Event::Refused {
-                status: Some(429),
-                text: "HTTP 429: Rate limit reached".into()
-            })
-        );
-        let failed = r#"{"method":"turn/completed","params":{"turn":{"status":"failed","error":{"message":"unauthorized"}}}}"#;
-        assert_eq!(
-            read_event(InputMode::CodexAppServer, failed).0,
-            Some(Event::TurnEnded {
-                ok: false,
-                text: "unauthorized".into()
-            })
-        );
     }
 }

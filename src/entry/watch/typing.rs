@@ -8,11 +8,11 @@
 
 use super::home::write_private;
 use super::say;
-use crate::node::attached::{self, Attachment, Ended};
+use crate::node::attached::{self, Attachment, Ended, Unattachable};
 use crate::node::inbox;
 use crate::node::runner::InputMode;
 use crate::protocol::found::StandingRecord;
-use crate::run::terminal::{self, Joined, Joining, Parted};
+use crate::run::terminal::{self, Joined, Joining, Parted, Refused};
 use std::collections::VecDeque;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -55,9 +55,11 @@ impl Attachments {
 }
 
 impl terminal::Keeper for Attachments {
-    fn may_join(&self, login: &str) -> Result<(), String> {
-        self.with_node(|_, _, _, receipts| attached::may_attach(receipts, login))
-            .unwrap_or_else(|| Err("the node's repository could not be read".into()))
+    fn may_join(&self, login: &str) -> Result<(), Refused> {
+        let may = self
+            .with_node(|_, _, _, receipts| attached::may_attach(receipts, login))
+            .unwrap_or(Err(Unattachable::NoNode));
+        may.map_err(|e| Refused::Login(Box::new(e)))
     }
 
     fn joined(&self, joined: &Joined) {
