@@ -159,7 +159,9 @@ pub fn run_foreground(root: &Path) -> Result<(), NodeError> {
 pub fn run(root: &Path) -> Result<(), NodeError> {
     let ran = serve(root);
     if let Err(e) = &ran {
-        log::write(root, &[Event::new(Done::NodeStopped, e.to_string())]);
+        // Into the log the root keeps, never a new one: a root being
+        // removed would be left holding it.
+        log::write_if_kept(root, &[Event::new(Done::NodeStopped, e.to_string())]);
     }
     ran
 }

@@ -240,6 +240,16 @@ pub fn to_stderr_too() {
 /// other writer's line falls inside one. Writing never fails its caller:
 /// a log that cannot be written loses the events.
 pub fn write(root: &Path, events: &[Event]) {
+    write_to(root, events, true);
+}
+
+/// [`write`], only to a log that is there already: the node's last
+/// words, which must not make a file in a root being removed.
+pub fn write_if_kept(root: &Path, events: &[Event]) {
+    write_to(root, events, false);
+}
+
+fn write_to(root: &Path, events: &[Event], create: bool) {
     if events.is_empty() {
         return;
     }
@@ -261,7 +271,7 @@ pub fn write(root: &Path, events: &[Event]) {
         let _ = std::io::stderr().lock().write_all(shown.as_bytes());
     }
     if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
+        .create(create)
         .append(true)
         .mode(0o600)
         .open(file(root))
