@@ -5,7 +5,7 @@
 //! through a real `fossil server` sync by a login that may not send them.
 //! Each asserts the attack failed and that nothing changed.
 
-use crate::support::{self, Repo, ServedNode};
+use crate::support::{self, Repo, Served, ServedNode};
 use ocx::fossil::artifact::WikiPage;
 use ocx::fossil::store::{self, Batch};
 use ocx::place::{self, Place, Where};
@@ -40,7 +40,7 @@ impl Node {
             .user("mallory", "giok3");
         let out = support::echo_runner(&repo, RUNNER, json!({}));
         Node {
-            node: ServedNode::start(repo),
+            node: Served::on(repo).start(),
             out,
         }
     }
