@@ -1198,3 +1198,25 @@ extern "C" fn no_leftovers() {
         unsafe { nix::libc::_exit(1) };
     }
 }
+
+/// Each verdict as (its sender, its value or why it does not count).
+pub type Pairs = Vec<(String, String)>;
+
+/// The verdicts on `checkin` in `r`: those counting, and those not.
+pub fn verdicts(r: &Repo, checkin: &str) -> (Pairs, Pairs) {
+    let out = r.json(&["verdicts", "--checkin", checkin]).ok();
+    let pick = |k: &str, f: &str| -> Pairs {
+        out[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| {
+                (
+                    j["from"].as_str().unwrap_or("").to_string(),
+                    j[f].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    (pick("counting", "value"), pick("not_counting", "why_not"))
+}

@@ -439,7 +439,7 @@ fn who_may_not_join_is_refused_and_a_second_person_waits_their_turn() {
 
     let pat = repo.json(&["attach", &record[..12], "--user", "pat"]);
     assert_eq!(pat.code, 1, "a login without admin or setup: {pat:?}");
-    assert!(pat.stdout.contains("\"stopped\""), "{pat:?}");
+    assert_eq!(pat.answer()["stopped"]["kind"], "refused", "{pat:?}");
     let dry = repo
         .json(&["attach", &record[..12], "--user", "admin", "--dry-run"])
         .ok();
