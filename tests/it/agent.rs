@@ -4,28 +4,10 @@
 //! through), the push received as the caller; paths kept inside; the wiki
 //! and unversioned files written as the caller.
 
-use crate::support::{Repo, Run, fossil, ocx_bin, run};
+use crate::support::{Page, Repo, Run, Served, ServedNode, fossil, ocx_bin, run};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-
-/// `fossil server` on 127.0.0.1 for one repository.
-struct Served {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(repo: &Repo) -> Served {
-    let (child, port) = crate::support::serve_without_page(&repo.file);
-    Served { child, port }
-}
+use std::process::{Command, Stdio};
 
 /// A clone of the served repository as `login`, opened in a directory of
 /// its own, its password remembered as a person's clone remembers it.
@@ -51,7 +33,7 @@ fn fossil_in(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn clone_as(served: &Served, login: &str, password: &str) -> Clone {
+fn clone_as(served: &ServedNode, login: &str, password: &str) -> Clone {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("http://{login}:{password}@127.0.0.1:{}/", served.port);
     fossil_in(dir.path(), &["clone", &url, "clone.fossil"]);
@@ -110,9 +92,12 @@ fn sql(repo: &Repo, query: &str, hash: &str) -> String {
 
 #[test]
 fn one_edit_walks_from_context_to_save_and_is_pushed_as_the_caller() {
-    let served_repo = Repo::new();
-    served_repo.user("alice", "i");
-    let served = serve(&served_repo);
+    let served = Served::new()
+        .login("alice", "i")
+        .page(Page::Fossil)
+        .without_node()
+        .start();
+    let served_repo = &served.repo;
     let clone = clone_as(&served, "alice", "alice-pw");
     let co = clone.checkout.as_path();
     std::fs::write(
@@ -299,7 +284,7 @@ fn one_edit_walks_from_context_to_save_and_is_pushed_as_the_caller() {
         "rcvfrom names the caller"
     );
     let comment = sql(
-        &served_repo,
+        served_repo,
         "SELECT comment FROM event JOIN blob ON blob.rid=event.objid WHERE blob.uuid=?1",
         &hash,
     );
@@ -308,13 +293,13 @@ fn one_edit_walks_from_context_to_save_and_is_pushed_as_the_caller() {
         "Fix gamma\nintent: gamma was not fixed\nexpression: notes.txt line 4\ndemonstrates: the test fixed"
     );
     let on = sql(
-        &served_repo,
+        served_repo,
         "SELECT x.value FROM tagxref x JOIN tag t ON t.tagid=x.tagid JOIN blob b ON b.rid=x.rid WHERE t.tagname='branch' AND b.uuid=?1",
         &hash,
     );
     assert_eq!(on, branch);
     let user = sql(
-        &served_repo,
+        served_repo,
         "SELECT user FROM event JOIN blob ON blob.rid=event.objid WHERE blob.uuid=?1",
         &hash,
     );

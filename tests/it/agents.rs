@@ -8,7 +8,7 @@
 //! committer's harness files that never run.
 
 use crate::model::{Model, Reply, Request};
-use crate::support::{Repo, ServedNode};
+use crate::support::{Repo, Served, ServedNode};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -85,7 +85,7 @@ impl Site {
         std::fs::set_permissions(repo.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         repo.commit_as("admin", "README.md", "hello\n", None);
         before(&repo);
-        let node = ServedNode::start(repo);
+        let node = Served::on(repo).start();
         let site = Site { node, agent };
         let base = match agent {
             Agent::Claude => model.url(),
@@ -758,7 +758,7 @@ fn remote_arguments_reach_only_a_record_that_asks_for_them() {
     std::fs::write(&runner, ARGV_RUNNER).unwrap();
     std::fs::set_permissions(&runner, std::fs::Permissions::from_mode(0o755)).unwrap();
     let site = Site {
-        node: ServedNode::start(repo),
+        node: Served::on(repo).start(),
         agent: Agent::Claude,
     };
     site.page(
@@ -819,7 +819,7 @@ fn remote_arguments_reach_only_a_record_that_asks_for_them() {
 fn runner_writes_the_shipped_pages_and_says_what_is_left() {
     let repo = Repo::new();
     let site = Site {
-        node: ServedNode::start(repo),
+        node: Served::on(repo).start(),
         agent: Agent::Claude,
     };
     let refused = |args: &[&str]| site.node.repo.json(args).refused();
@@ -876,7 +876,7 @@ fn runner_writes_the_shipped_pages_and_says_what_is_left() {
 fn credentials_are_kept_from_a_file_and_shown_by_name_alone() {
     let repo = Repo::new();
     let site = Site {
-        node: ServedNode::start(repo),
+        node: Served::on(repo).start(),
         agent: Agent::Claude,
     };
     let secret = site.node.repo.dir.path().join("secret");

@@ -6,7 +6,7 @@
 //! script; where the policy still would, the page writes nothing.
 
 use crate::cgi::{Ext, Server, repo, thread};
-use crate::support::{Repo, ServedNode};
+use crate::support::{Repo, Served};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -197,7 +197,7 @@ fn the_node_gives_its_site_the_policy_and_sets_it_back_when_it_is_loosened() {
         "hook install keeps the administrator's other directives and runs Fossil's scripts alone"
     );
 
-    let s = ServedNode::start(Repo::new());
+    let s = Served::new().start();
     let status = s.repo.json(&["status"]).ok();
     assert_eq!(
         status["site"]["runs_only_fossils_scripts"], true,

@@ -5,7 +5,7 @@
 //! through a real `fossil server` sync by a login that may not send them.
 //! Each asserts the attack failed and that nothing changed.
 
-use crate::support::{self, Repo, ServedNode};
+use crate::support::{self, Repo, Served, ServedNode, verdicts};
 use ocx::fossil::artifact::WikiPage;
 use ocx::fossil::store::{self, Batch};
 use ocx::place::{self, Place, Where};
@@ -40,7 +40,7 @@ impl Node {
             .user("mallory", "giok3");
         let out = support::echo_runner(&repo, RUNNER, json!({}));
         Node {
-            node: ServedNode::start(repo),
+            node: Served::on(repo).start(),
             out,
         }
     }
@@ -513,28 +513,6 @@ fn values_beginning_with_a_dash_are_refused_naming_the_field() {
     n.settled();
     assert_eq!(n.user_row("--chdir=/"), None, "no login made");
     assert_eq!(r.fossil(&["uv", "list"]), uv_before);
-}
-
-/// Each verdict as (its sender, its value or why it does not count).
-type Pairs = Vec<(String, String)>;
-
-/// The verdicts on `checkin`: those counting, and those not.
-fn verdicts(r: &Repo, checkin: &str) -> (Pairs, Pairs) {
-    let out = r.json(&["verdicts", "--checkin", checkin]).ok();
-    let pick = |k: &str, f: &str| -> Vec<(String, String)> {
-        out[k]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|j| {
-                (
-                    j["from"].as_str().unwrap_or("").to_string(),
-                    j[f].as_str().unwrap_or("").to_string(),
-                )
-            })
-            .collect()
-    };
-    (pick("counting", "value"), pick("not_counting", "why_not"))
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! node's socket, and around both. Each test asserts the attack failed and
 //! that nothing changed on the host or in the node's repository.
 
-use crate::support::{Repo, ServedNode, fossil};
+use crate::support::{Repo, Served, ServedNode, fossil};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -127,7 +127,7 @@ fn attack(body: &str, branch: Option<&str>) -> Attack {
         "text/x-markdown",
     ]);
     repo.commit_as("admin", "README", "start\n", None);
-    let node = ServedNode::start(repo);
+    let node = Served::on(repo).start();
     let checkins_before = checkins(&node.repo.file);
     let mut args = vec![
         "create",

@@ -7,7 +7,7 @@
 //! it had.
 
 use crate::machines::{Machine, Site, until};
-use crate::node::{Served, record_by_hand};
+use crate::node::{EchoNode, record_by_hand};
 use crate::support::{self, Repo};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -135,7 +135,7 @@ fn a_sender_holding_r_takes_over_no_login_another_record_holds_on_the_node_or_a_
 
 #[test]
 fn a_sender_holding_r_names_only_a_new_login() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let node = s.node.repo.server_code();
     sender_of_runs(&s.node.repo, "mallory");
     s.let_senders_bind(&[&s.out]);
@@ -176,7 +176,7 @@ fn a_sender_holding_r_names_only_a_new_login() {
 }
 
 /// The run login record `hash` names.
-fn first_user(s: &Served, hash: &str) -> String {
+fn first_user(s: &EchoNode, hash: &str) -> String {
     let shown = s.node.repo.json(&["thread", "--of", hash]).ok();
     let text = shown["posts"][0]["text"].as_str().unwrap().to_string();
     match ocx::protocol::message::read(text.as_bytes()) {
@@ -189,7 +189,7 @@ fn first_user(s: &Served, hash: &str) -> String {
 
 #[test]
 fn a_sender_holding_r_binds_no_host_path_the_node_does_not_list() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let node = s.node.repo.server_code();
     sender_of_runs(&s.node.repo, "mallory");
     let host = tempfile::tempdir().unwrap();

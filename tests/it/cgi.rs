@@ -1,42 +1,13 @@
 //! The web page, `ocx-cgi`: run directly as Fossil runs it (its environment
 //! and stdin), through a real `fossil server`, and in headless Chromium.
 
+pub use crate::support::Ext;
 use crate::support::{Repo, fossil};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-
-/// A directory Fossil serves as its extroot: `ocx-cgi` linked to the
-/// binary, and the page's configuration naming the tests' fossil.
-pub struct Ext {
-    pub dir: tempfile::TempDir,
-}
-
-impl Ext {
-    /// `ocx` itself linked as `ocx-cgi`: the page's own program, run as
-    /// Fossil runs it.
-    pub fn new() -> Ext {
-        Ext::linked_to(Path::new(env!("CARGO_BIN_EXE_ocx")))
-    }
-
-    /// `program` linked as `ocx-cgi` (the page's hand-off program, say).
-    pub fn linked_to(program: &Path) -> Ext {
-        let dir = tempfile::Builder::new()
-            .prefix("ocx-ext-")
-            .tempdir()
-            .unwrap();
-        std::os::unix::fs::symlink(program, dir.path().join("ocx-cgi")).unwrap();
-        let config = serde_json::json!({"fossil": fossil()});
-        std::fs::write(dir.path().join(".ocx-cgi.json"), config.to_string()).unwrap();
-        Ext { dir }
-    }
-
-    fn program(&self) -> PathBuf {
-        self.dir.path().join("ocx-cgi")
-    }
-}
 
 /// What the page answered.
 #[derive(Debug)]

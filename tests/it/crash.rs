@@ -2,7 +2,7 @@
 //! the foreground as systemd runs it, stopped with its runs going on or
 //! ended, and processes killed by signal at the worst moments.
 
-use crate::node::{Served, forged_record};
+use crate::node::{EchoNode, forged_record};
 use crate::support;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `ocx node start --foreground` for `s`'s repository, its stderr in `err`.
-fn foreground(s: &Served, err: &Path) -> Child {
+fn foreground(s: &EchoNode, err: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_ocx"))
         .args(["node", "start", "--foreground", "--json", "--repository"])
         .arg(&s.node.repo.file)
@@ -60,7 +60,7 @@ fn list(v: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn a_foreground_node_acts_logs_on_stderr_and_ends_on_a_term_leaving_its_runs() {
-    let s = Served::new();
+    let s = EchoNode::new();
     s.node.repo.json(&["node", "stop"]).ok();
     let err = s.node.repo.dir.path().join("node.err");
     let mut node = foreground(&s, &err);
@@ -108,7 +108,7 @@ fn node_free(root: &Path) -> bool {
 
 #[test]
 fn node_stop_with_runs_ends_each_run_answered_stopped_by_its_node_once() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let record = s.record(&[]);
     s.lines(1);
     let stopped = s.node.repo.json(&["node", "stop", "--runs"]).ok();
@@ -132,10 +132,14 @@ fn node_stop_with_runs_ends_each_run_answered_stopped_by_its_node_once() {
 
 #[test]
 fn a_foreground_node_that_cannot_serve_exits_non_zero_saying_why() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let refused = s.node.repo.json(&["node", "start", "--foreground"]);
     assert_eq!(refused.code, 1, "{refused:?}");
-    assert!(refused.stdout.contains("already"), "{}", refused.stdout);
+    assert_eq!(
+        refused.answer()["stopped"]["kind"],
+        "refused",
+        "{refused:?}"
+    );
     s.node.repo.json(&["node", "stop"]).ok();
     let socket = s.root().join("node.sock");
     let _ = std::fs::remove_file(&socket);
@@ -160,18 +164,18 @@ fn a_foreground_node_that_cannot_serve_exits_non_zero_saying_why() {
 }
 
 /// The run directory of `record` under `s`'s node.
-fn run_dir(s: &Served, record: &str) -> std::path::PathBuf {
+fn run_dir(s: &EchoNode, record: &str) -> std::path::PathBuf {
     ocx::node::config::NodeConfig::run_dir(&s.root(), record)
 }
 
-fn posts(s: &Served, record: &str) -> usize {
+fn posts(s: &EchoNode, record: &str) -> usize {
     let thread = s.node.repo.json(&["thread", "--of", record]).ok();
     thread["posts"].as_array().unwrap().len()
 }
 
 #[test]
 fn a_half_written_state_never_opens_a_running_record_twice_nor_answers_one_twice() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let node = s.node.repo.server_code();
     let record = s.record(&[]);
     s.lines(1);
@@ -228,7 +232,7 @@ fn a_half_written_state_never_opens_a_running_record_twice_nor_answers_one_twice
 
 #[test]
 fn a_watcher_killed_mid_run_is_answered_lost_once_after_node_start() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let record = s.record(&[]);
     s.lines(1);
     let dir = run_dir(&s, &record);
@@ -252,7 +256,7 @@ fn a_watcher_killed_mid_run_is_answered_lost_once_after_node_start() {
 
 #[test]
 fn a_node_killed_mid_wake_answers_every_record_exactly_once_after_start() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let node = s.node.repo.server_code();
     s.node.repo.json(&["node", "stop"]).ok();
     let records: Vec<String> = (0..30)
@@ -287,7 +291,7 @@ fn a_node_killed_mid_wake_answers_every_record_exactly_once_after_start() {
 
 #[test]
 fn a_command_run_started_before_the_state_was_saved_never_runs_twice() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let count = s.out.join("count");
     let out = s.out.to_str().unwrap();
     s.command_record(
@@ -328,7 +332,7 @@ fn a_command_run_started_before_the_state_was_saved_never_runs_twice() {
 /// Points the node's `fossil` at a program that, once, SIGKILLs the node
 /// when the node asks `fossil user` to make a login: before making it
 /// (`after` false) or just after (`after` true); otherwise it is `fossil`.
-fn kill_node_on_user_new(s: &Served, after: bool) {
+fn kill_node_on_user_new(s: &EchoNode, after: bool) {
     let file = s.root().join("node.json");
     let mut cfg: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
@@ -374,7 +378,7 @@ fn kill_node_on_user_new(s: &Served, after: bool) {
 /// after `ocx node start` the record is opened once, its user marked as a
 /// run's with the run's capabilities, and the run hears it.
 fn killed_making_a_run_user_opens_once(after: bool) {
-    let s = Served::new();
+    let s = EchoNode::new();
     kill_node_on_user_new(&s, after);
     let record = s.record(&[]);
     let user = crate::node::user_of(&s, &record);
@@ -632,7 +636,7 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
 
 #[test]
 fn node_stop_lists_a_command_run_going_and_with_runs_ends_it_answered_stopped_once() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let began = s.out.join("began");
     let out = s.out.to_str().unwrap();
     let record = s.command_record(

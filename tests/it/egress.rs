@@ -4,7 +4,7 @@
 //! `localhost:PORT`: the proxy resolves names itself, and `localhost` is a
 //! name every host resolves, to the server's loopback address.
 
-use crate::support::{Repo, ServedNode, fossil};
+use crate::support::{Repo, Served, ServedNode, fossil};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{TcpListener, UdpSocket};
@@ -230,7 +230,7 @@ fn probed() -> Probed {
         "OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil(), "EGRESS_PORT": port.to_string(),
         "EGRESS_UDP": udp.local_addr().unwrap().port().to_string(), "EGRESS_IP": host_address()}});
     crate::support::runner_page(&repo, "probe", &block);
-    let node = ServedNode::start(repo);
+    let node = Served::on(repo).start();
     let listed = format!("localhost:{port}");
     let created = node.repo.json(&[
         "create",

@@ -5,7 +5,7 @@
 //! telling senders with and without `R` apart.
 
 use crate::cgi::{Ext, Server};
-use crate::node::{Served, forged_record};
+use crate::node::{EchoNode, forged_record};
 use crate::support::{self, Repo, Run, fossil, ocx_bin, run};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -710,7 +710,7 @@ fn fossils_own_user_editor_drops_r_when_an_administrator_saves_the_user() {
 
 #[test]
 fn the_node_tells_senders_with_and_without_r_apart() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let node = s.node.repo.server_code();
     let repo = &s.node.repo;
     repo.user("lee", "4");

@@ -11,7 +11,7 @@
 //! block reads as; and a real node is sent them all through `fossil
 //! server`, then acts on the next good record at once.
 
-use crate::node::Served;
+use crate::node::EchoNode;
 use crate::support::{self, Repo};
 use md5::{Digest, Md5};
 use ocx::context::{Context, Who};
@@ -884,7 +884,7 @@ fn push_through_server(clone: &Path, url: &str, code: &str, artifacts: &[Vec<u8>
 
 #[test]
 fn hostile_posts_by_anyone_leave_the_node_acting_on_the_next_good_record() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let code = s.node.repo.server_code();
     let project = ocx::fossil::Repository::open(&s.node.repo.file)
         .unwrap()
@@ -1067,7 +1067,7 @@ fn responses_to(repo: &ocx::fossil::Repository, hash: &str) -> Vec<kinds::Respon
 
 #[test]
 fn an_arrival_the_node_fails_on_is_logged_refused_and_passed() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let runs = s.root().join("runs");
     let _ = std::fs::remove_dir_all(&runs);
     std::fs::write(&runs, "not a directory").unwrap();
@@ -1128,7 +1128,7 @@ fn an_arrival_the_node_fails_on_is_logged_refused_and_passed() {
 fn bytes_torn_inside_a_character_in_the_inbox_neither_deliver_nor_end_deliveries() {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let s = Served::new();
+    let s = EchoNode::new();
     let record = s.record(&[]);
     assert_eq!(s.lines(1).len(), 1);
     let inbox = ocx::node::config::NodeConfig::run_dir(&s.root(), &record).join("inbox");

@@ -588,7 +588,7 @@ fn a_check_in_a_machines_run_pushed_while_its_server_was_away_reaches_it_before_
         "nothing reached the stopped server"
     );
 
-    site.serve();
+    site.serve_again();
     let answered = until(
         &format!("the run's response\n{}", m.node_log()),
         120,
@@ -640,7 +640,7 @@ fn a_machine_whose_server_is_away_with_a_response_to_push_backs_off_and_logs_onc
         &during[..during.len().min(10)]
     );
 
-    site.serve();
+    site.serve_again();
     let answered = until(
         &format!("the run's response\n{}", m.node_log()),
         120,
@@ -674,7 +674,7 @@ fn a_check_in_a_machines_run_pushed_while_its_server_was_away_that_the_server_th
     // Meanwhile an administrator takes the run's login's capabilities away
     // on the served repository: the server no longer takes its push.
     site.repo.fossil(&["user", "capabilities", "away-m3", ""]);
-    site.serve();
+    site.serve_again();
     let answered = until(
         &format!("the run's response\n{}", m.node_log()),
         120,

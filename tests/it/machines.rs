@@ -6,11 +6,10 @@
 //! answers a post from pat with `ocx post` in its workspace (pushed as the
 //! run's user), and exits when told to.
 
-use crate::cgi::Ext;
-use crate::support::{self, Repo, fossil_as, kill_from, ocx_bin, run};
+use crate::support::{self, Page, Served, ServedNode, fossil_as, kill_from, ocx_bin, run};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const RUNNER: &str = r#"#!/usr/bin/python3
@@ -39,35 +38,30 @@ for line in sys.stdin:
 /// The served repository: served by `fossil server` with OCX's page, its
 /// own node running, the runner `echo` defined by admin, and pat, who may
 /// check in and post.
-pub(crate) struct Site {
-    pub(crate) repo: Repo,
-    pub(crate) ext: Ext,
-    pub(crate) port: u16,
-    pub(crate) server: Option<Child>,
-    pub(crate) out: PathBuf,
+pub(crate) struct Site(ServedNode);
+
+impl std::ops::Deref for Site {
+    type Target = ServedNode;
+    fn deref(&self) -> &ServedNode {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Site {
+    fn deref_mut(&mut self) -> &mut ServedNode {
+        &mut self.0
+    }
 }
 
 impl Site {
     pub(crate) fn new() -> Site {
-        let repo = Repo::new();
-        repo.user("pat", "v4");
-        let out = support::echo_runner(&repo, RUNNER, json!({ "OCX_TEST_BIN": ocx_bin() }));
-        let ext = Ext::new();
-        let (server, port) = support::fossil_listening(|port| {
-            support::fossil_server(port, &repo.file, Some(ext.dir.path()))
-        });
-        let site = Site {
-            repo,
-            ext,
-            port,
-            server: Some(server),
-            out,
-        };
-        site.repo
-            .json(&["hook", "install", "--url", &site.base()])
-            .ok();
-        site.repo.json(&["node", "start"]).ok();
-        site
+        Site(
+            Served::new()
+                .login("pat", "v4")
+                .echo(RUNNER, json!({ "OCX_TEST_BIN": ocx_bin() }))
+                .page(Page::Ocx)
+                .start(),
+        )
     }
 
     /// `ocx machine` for this site, its clone `agent.fossil` in `dir`.
@@ -81,27 +75,6 @@ impl Site {
         c.args(["machine", url, "--repository", "agent.fossil", "--json"])
             .current_dir(dir);
         run(c, None)
-    }
-
-    pub(crate) fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Starts `fossil server` again on the site's port, as after a halt.
-    pub(crate) fn serve(&mut self) {
-        let (ext, repo) = (&self.ext, &self.repo);
-        self.server = Some(support::fossil_listening_again(
-            |port| support::fossil_server(port, &repo.file, Some(ext.dir.path())),
-            self.port,
-        ));
-    }
-
-    /// Stops `fossil server` (the served node goes on).
-    pub(crate) fn halt(&mut self) {
-        if let Some(mut c) = self.server.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 
     pub(crate) fn repository(&self) -> ocx::fossil::Repository {
@@ -213,15 +186,6 @@ impl Site {
         fossil_as("pat", at, &["open", "pat.fossil"]);
         fossil_as("pat", at, &["user", "default", "pat", "-R", "pat.fossil"]);
         dir
-    }
-}
-
-impl Drop for Site {
-    /// Ends the served node's runs too: a test that runs a record on the
-    /// node itself leaves no watcher going.
-    fn drop(&mut self) {
-        let _ = self.repo.json(&["node", "stop", "--runs"]);
-        self.halt();
     }
 }
 
@@ -572,7 +536,7 @@ fn three_machines_take_only_their_records_and_a_stop_a_killed_machine_and_a_rest
         site.responses(&records[2]).is_empty(),
         "nothing received while the server is away"
     );
-    site.serve();
+    site.serve_again();
     c.ocx(&["node", "start"]).ok();
     let (outcome, from) = answered_once(&site, &records[2]);
     assert_eq!(

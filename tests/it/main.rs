@@ -5,6 +5,7 @@
 
 mod agent;
 mod agents;
+mod answers;
 mod attack_accounts;
 mod attack_disk;
 mod attack_host;

@@ -4,7 +4,7 @@
 //! Claude Code would: it writes each line it is given to a log and exits
 //! when told to.
 
-use crate::support::{Repo, ServedNode};
+use crate::support::{Repo, Served, ServedNode};
 use ocx::fossil::store::{self, Batch};
 use ocx::place::{self, Where};
 use serde_json::json;
@@ -24,19 +24,21 @@ for line in sys.stdin:
 "#;
 
 /// A served repository that is a node, with the runner `echo` defined.
-pub struct Served {
+pub struct EchoNode {
     pub node: ServedNode,
     pub out: PathBuf,
 }
 
-impl Served {
-    pub fn new() -> Served {
-        let repo = Repo::new();
-        repo.user("pat", "v4").user("maint", "a");
-        let out = crate::support::echo_runner(&repo, RUNNER, json!({}));
-        Served {
-            node: ServedNode::start(repo),
-            out,
+impl EchoNode {
+    pub fn new() -> EchoNode {
+        let node = Served::new()
+            .login("pat", "v4")
+            .login("maint", "a")
+            .echo(RUNNER, json!({}))
+            .start();
+        EchoNode {
+            out: node.out.clone(),
+            node,
         }
     }
 
@@ -185,7 +187,7 @@ impl Served {
     }
 }
 
-pub fn user_of(s: &Served, record: &str) -> String {
+pub fn user_of(s: &EchoNode, record: &str) -> String {
     let repo = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
     let r = repo.receipt(record).unwrap().unwrap();
     ocx::protocol::found::record(&repo, r.rid, record)
@@ -197,7 +199,7 @@ pub fn user_of(s: &Served, record: &str) -> String {
 
 #[test]
 fn a_record_opens_a_run_that_hears_what_its_record_says() {
-    let s = Served::new();
+    let s = EchoNode::new();
     assert_eq!(
         s.caps("echo-0a0b0c"),
         None,
@@ -283,7 +285,7 @@ fn a_record_opens_a_run_that_hears_what_its_record_says() {
 
 #[test]
 fn stop_ends_the_run_with_stopped() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let record = s.record(&[]);
     s.lines(1);
     s.node.repo.json(&["stop", "--record", &record]).ok();
@@ -293,7 +295,7 @@ fn stop_ends_the_run_with_stopped() {
     assert_eq!(again.refused(), "record");
 }
 
-pub fn forged_record(s: &Served, sender: &str, node: &str, budget: serde_json::Value) -> String {
+pub fn forged_record(s: &EchoNode, sender: &str, node: &str, budget: serde_json::Value) -> String {
     let record = json!({"ocx": 1, "kind": "record", "node": node, "user": "echo-f0f0f0", "runner": "echo",
         "objective": "forged", "checkins": [], "hears": [], "remote": false, "restrict": {},
         "sandbox": {"network": true, "read_only": [], "read_write": [s.out]}, "budget": budget});
@@ -340,7 +342,7 @@ pub fn compose_record(repo: &Repo, sender: &str, record: &serde_json::Value) -> 
 
 #[test]
 fn records_the_node_must_not_act_on_are_ignored_or_refused() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let node = s.node.repo.server_code();
     let from_pat = forged_record(&s, "pat", &node, json!({"wall": "1m"}));
     let other_node = forged_record(&s, "admin", &"0".repeat(40), json!({"wall": "1m"}));
@@ -391,7 +393,7 @@ fn records_the_node_must_not_act_on_are_ignored_or_refused() {
 #[test]
 fn a_runner_page_the_node_refuses_is_answered_naming_its_field_and_why_in_the_response_and_the_log()
 {
-    let s = Served::new();
+    let s = EchoNode::new();
     crate::support::runner_page(
         &s.node.repo,
         "own-tools",
@@ -448,7 +450,7 @@ fn a_runner_page_the_node_refuses_is_answered_naming_its_field_and_why_in_the_re
 
 #[test]
 fn a_killed_watcher_is_answered_lost_once() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let record = s.record(&[]);
     assert_eq!(s.lines(1).len(), 1, "the run started: {}", s.node_log());
     let dir = ocx::node::config::NodeConfig::run_dir(&s.root(), &record);
@@ -484,7 +486,7 @@ fn a_killed_watcher_is_answered_lost_once() {
 
 #[test]
 fn a_command_record_gives_each_checkin_a_ci_verdict() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let record = s.command_record(
         "test -f must-exist.txt && echo all good && exit 0\necho missing must-exist.txt\nexit 1\n",
         &["--wall", "1m", "--run-user", "ci-trunk"],
@@ -651,7 +653,7 @@ fn fossil_itself_runs_the_installed_hook_which_pokes_the_node() {
 /// row, is acted on once its content arrives.
 #[test]
 fn a_record_whose_row_was_a_phantom_the_node_passed_is_answered_when_it_arrives() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let node = s.node.repo.server_code();
     let record = json!({"ocx": 1, "kind": "record", "node": node, "user": "echo-0f0f0f",
         "runner": "echo", "objective": "heard of first", "checkins": [], "hears": [],
@@ -700,7 +702,7 @@ fn a_record_whose_row_was_a_phantom_the_node_passed_is_answered_when_it_arrives(
 fn node_log_shows_a_runs_events_a_line_each_and_a_line_that_is_no_event_as_written() {
     use crate::support::{is, until_logged};
     use std::io::Write;
-    let s = Served::new();
+    let s = EchoNode::new();
     let record = s.record(&[]);
     s.lines(1);
     s.node.repo.json(&["stop", "--record", &record]).ok();
@@ -852,7 +854,7 @@ fn arrivals_read_a_few_at_a_time_are_each_read_once_in_received_order() {
 
 #[test]
 fn a_rescan_reading_more_than_a_batch_between_a_record_and_its_response_acts_on_nothing_twice() {
-    let s = Served::new();
+    let s = EchoNode::new();
     let node = s.node.repo.server_code();
     let record = json!({"ocx": 1, "kind": "record", "node": node, "user": "echo-0f0f0f",
         "runner": "echo", "objective": "answered before many posts", "checkins": [],

@@ -5,7 +5,7 @@
 //! answered 400 and counted) and answers as each test scripts. With
 //! `OCX_TEST_OLLAMA` naming a real Ollama, one more test runs against it.
 
-use crate::support::{Repo, ServedNode};
+use crate::support::{Repo, Served, ServedNode};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -363,7 +363,7 @@ fn node(url: &str, pages: &[(&str, &[&str])]) -> AgentNode {
     let line: String = "lorem ipsum dolor sit amet ".repeat(15);
     let big: String = (0..150).map(|i| format!("{i:03} {line}\n")).collect();
     repo.commit_as("admin", "big.txt", &big, None);
-    AgentNode(ServedNode::start(repo))
+    AgentNode(Served::on(repo).start())
 }
 
 /// A served node whose runs are ended with it, whatever the test found
@@ -959,7 +959,7 @@ fn a_real_ollama_answers_a_post_when_one_is_named() {
         "text/x-markdown",
     ]);
     repo.commit_as("admin", "hello.txt", HELLO, None);
-    let s = AgentNode(ServedNode::start(repo));
+    let s = AgentNode(Served::on(repo).start());
     let rec = create(&s, "local", "Answer questions about hello.txt.", false);
     let user = run_user(&s, &rec);
     let answered = until(Duration::from_secs(600), || {

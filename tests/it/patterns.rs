@@ -5,7 +5,7 @@
 //! pattern that does not read refused naming the page and its field;
 //! `patterns` listing those that count; `tag_messages`.
 
-use crate::support::{Repo, ServedNode, runner_page};
+use crate::support::{Repo, Served, ServedNode, runner_page};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -60,7 +60,7 @@ fn node() -> ServedNode {
         "echo",
         &json!({"command": ["/bin/cat"], "input": "lines"}),
     );
-    ServedNode::start(repo)
+    Served::on(repo).start()
 }
 
 /// A record's fields as `create` answered them.
@@ -212,7 +212,11 @@ fn a_pattern_that_does_not_read_is_refused_naming_the_page_and_its_field() {
         assert_eq!(run.refused(), "pattern", "{name}");
     }
     let pats = repo.json(&["create", "--pattern", "pats"]);
-    assert!(pats.stdout.contains("admin or setup"), "{}", pats.stdout);
+    assert_eq!(
+        pats.refused(),
+        "pattern",
+        "a page pat wrote counts for nothing"
+    );
     let missing = repo.json(&["create", "--runner", "echo", "--wall", "1h"]);
     assert_eq!(missing.refused(), "objective");
     let no_wall = repo.json(&["create", "--runner", "echo", "--objective", "x"]);
@@ -621,7 +625,7 @@ fn the_example_patterns_ocx_runner_writes_run_end_to_end_with_the_demo_agent() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(repo.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     repo.commit_as("admin", "README.md", "hello\n", None);
-    let node = ServedNode::start(repo);
+    let node = Served::on(repo).start();
     let repo = &node.repo;
     let offer = repo.json(&["runner", "--name", "demo"]).ok();
     assert!(

@@ -2,7 +2,7 @@
 //! `unaudited`, against real repositories, and the readers of records,
 //! stops and responses.
 
-use crate::support::Repo;
+use crate::support::{Repo, verdicts};
 use ocx::fossil::artifact::{self, ForumPost, TagChange};
 use serde_json::{Value, json};
 
@@ -411,27 +411,6 @@ fn verdict_tag(user_card: &str, checkin: &str, value: &str) -> Vec<u8> {
     )
 }
 
-/// Each verdict as (its sender, its value or why it does not count).
-type Pairs = Vec<(String, String)>;
-
-fn counting(r: &Repo, checkin: &str) -> (Pairs, Pairs) {
-    let out = r.json(&["verdicts", "--checkin", checkin]).ok();
-    let pick = |k: &str, f: &str| -> Vec<(String, String)> {
-        out[k]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|j| {
-                (
-                    j["from"].as_str().unwrap_or("").to_string(),
-                    j[f].as_str().unwrap_or("").to_string(),
-                )
-            })
-            .collect()
-    };
-    (pick("counting", "value"), pick("not_counting", "why_not"))
-}
-
 #[test]
 fn verdicts_count_by_sender_never_by_u_card() {
     let r = team();
@@ -480,7 +459,7 @@ fn verdicts_count_by_sender_never_by_u_card() {
             "fail: too long (against PLAN.md)",
         )],
     );
-    let (yes, no) = counting(&r, &checkin);
+    let (yes, no) = verdicts(&r, &checkin);
     assert_eq!(
         yes,
         vec![
@@ -532,7 +511,7 @@ fn only_a_senders_latest_verdict_counts() {
         "PLAN.md",
     ])
     .ok();
-    let (yes, _) = counting(&r, &checkin);
+    let (yes, _) = verdicts(&r, &checkin);
     assert_eq!(
         yes,
         vec![(
@@ -577,16 +556,16 @@ fn a_verdict_against_a_record_counts_only_for_its_branches() {
         ])
         .ok();
     }
-    let (yes, _) = counting(&r, &dev_checkin);
+    let (yes, _) = verdicts(&r, &dev_checkin);
     assert_eq!(yes.len(), 1);
-    let (yes, no) = counting(&r, &trunk_checkin);
+    let (yes, no) = verdicts(&r, &trunk_checkin);
     assert!(yes.is_empty());
     assert!(no[0].1.contains("not about its branch"), "{no:?}");
     r.import_as(
         "maint",
         &[verdict_tag("maint", &trunk_checkin, "looks good to me")],
     );
-    let (_, no) = counting(&r, &trunk_checkin);
+    let (_, no) = verdicts(&r, &trunk_checkin);
     assert!(
         no.iter()
             .any(|(from, why)| from == "maint" && why.starts_with("malformed")),

@@ -520,7 +520,7 @@ fn a_run_asks_stone_who_presses_an_option_on_the_console_and_the_run_hears_the_d
         "--mimetype",
         "text/x-markdown",
     ]);
-    let s = crate::support::ServedNode::start(repo);
+    let s = crate::support::Served::on(repo).start();
     let record = s
         .repo
         .json(&[

@@ -9,7 +9,7 @@
 
 use crate::agents::{Agent, Site, installed};
 use crate::model::{Model, Reply};
-use crate::support::{Repo, ServedNode};
+use crate::support::{Repo, Served, ServedNode};
 use crate::tls::{Tls, port_of};
 use ocx::node::runner::ModelKind;
 use ocx::run::relay::{Relay, Settings};
@@ -29,7 +29,7 @@ fn node(tls: &Tls) -> ServedNode {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(repo.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     repo.commit_as("admin", "README.md", "hello\n", None);
-    let node = ServedNode::start(repo);
+    let node = Served::on(repo).start();
     let dir = node.repo.dir.path();
     let key = dir.join("key");
     std::fs::write(&key, format!("{KEY}\n")).unwrap();

@@ -8,7 +8,7 @@
 //! run whose record allows `stage` staging through its node's tools.
 
 use crate::cgi::{Ext, Server};
-use crate::support::{PY_RUNNER_PRELUDE, Repo, ServedNode, fossil, ocx_bin};
+use crate::support::{PY_RUNNER_PRELUDE, Repo, Served, fossil, ocx_bin};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -404,7 +404,7 @@ fn a_run_whose_record_allows_it_stages_and_no_other_sender_may_allow_it() {
     let out = stager(&repo, &one);
     let ext = tempfile::tempdir().unwrap();
     let root = release_root(ext.path(), shell_project());
-    let s = ServedNode::start(repo);
+    let s = Served::on(repo).start();
     let status = s.repo.json(&["status"]).ok();
     assert_eq!(
         status["restrictions_enforced"],
@@ -510,7 +510,7 @@ fn a_runs_stage_has_no_more_network_than_its_record_gives_the_run() {
     let mut project = shell_project();
     project["network"] = json!(true);
     let root = release_root(ext.path(), project);
-    let s = ServedNode::start(repo);
+    let s = Served::on(repo).start();
     // The administrator's stage has release.json's network: the control.
     s.repo
         .json(&["stage", &one, "--root", root.path().to_str().unwrap()])

@@ -5,7 +5,7 @@
 //! --mcp` in the workspace, and MCP over the socket its watcher serves) and
 //! around them.
 
-use crate::support::{Repo, ServedNode, fossil};
+use crate::support::{Repo, Served, fossil};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -99,7 +99,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil(), "OCX_TEST_OTHER": other}});
     crate::support::runner_page(&repo, "fixer", &block);
     repo.commit_as("admin", "README", "start\n", None);
-    let s = ServedNode::start(repo);
+    let s = Served::on(repo).start();
     let status = s.repo.json(&["status"]).ok();
     assert_eq!(
         status["restrictions_enforced"],
@@ -269,7 +269,7 @@ fn a_run_whose_tool_socket_goes_is_answered_unenforced() {
         "--mimetype",
         "text/x-markdown",
     ]);
-    let s = ServedNode::start(repo);
+    let s = Served::on(repo).start();
     let record = s
         .repo
         .json(&[

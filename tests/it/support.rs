@@ -423,38 +423,246 @@ pub fn fossil_server(port: u16, file: &Path, extroot: Option<&Path>) -> Command 
     c
 }
 
-/// `fossil server` serving a repository and OCX's page on 127.0.0.1, made
-/// a node (its hook installed, pointing at the server's URL, and the node
-/// started);
-/// stopped, node, its runs and server, when dropped.
+/// Which page a served repository's `fossil server` serves at
+/// `/ext/ocx-cgi`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Page {
+    /// The page's hand-off program, `ocx-cgi`, as installed: the
+    /// extroot beside the repository ([`ext_root`]), and the site's
+    /// Content-Security-Policy a node keeps.
+    HandOff,
+    /// `ocx` itself linked as `ocx-cgi` ([`Ext::new`]), in an extroot
+    /// of its own.
+    Ocx,
+    /// No page: Fossil's own pages alone.
+    Fossil,
+}
+
+/// The one way a test serves a repository: what the repository holds
+/// before it is served (logins, runner pages, an administrator's
+/// password), which page `fossil server` serves, and whether the
+/// repository is made a node (its hook installed, pointing at the
+/// server's URL, and the node started). [`Served::start`] makes it a
+/// [`ServedNode`].
+///
+/// ```ignore
+/// let s = Served::new().login("pat", "v4").echo(RUNNER, json!({})).start();
+/// ```
+pub struct Served {
+    repo: Option<Repo>,
+    logins: Vec<(String, String)>,
+    admin_password: bool,
+    runners: Vec<(String, Value)>,
+    echo: Option<(String, Value)>,
+    page: Page,
+    node: bool,
+}
+
+impl Served {
+    /// A fresh repository ([`Repo::new`]), served with the hand-off page
+    /// and made a node.
+    pub fn new() -> Served {
+        Served {
+            repo: None,
+            logins: Vec::new(),
+            admin_password: false,
+            runners: Vec::new(),
+            echo: None,
+            page: Page::HandOff,
+            node: true,
+        }
+    }
+
+    /// `repo`, made ready by the test, in place of a fresh one.
+    pub fn on(repo: Repo) -> Served {
+        Served {
+            repo: Some(repo),
+            ..Served::new()
+        }
+    }
+
+    /// Adds login `login` holding exactly `caps`, signing in with
+    /// `LOGIN-pw` ([`Repo::user`]).
+    pub fn login(mut self, login: &str, caps: &str) -> Served {
+        self.logins.push((login.into(), caps.into()));
+        self
+    }
+
+    /// Gives `admin` the password `admin-pw`, to sign in with.
+    pub fn admin_password(mut self) -> Served {
+        self.admin_password = true;
+        self
+    }
+
+    /// Defines the runner `name` as `block`, its page written by admin
+    /// ([`runner_page`]).
+    pub fn runner(mut self, name: &str, block: Value) -> Served {
+        self.runners.push((name.into(), block));
+        self
+    }
+
+    /// Defines the runner `echo` running the Python `script` with the
+    /// variables of `env` ([`echo_runner`]); its `out` is the node's.
+    pub fn echo(mut self, script: &str, env: Value) -> Served {
+        self.echo = Some((script.into(), env));
+        self
+    }
+
+    /// Serves `page` at `/ext/ocx-cgi` ([`Page::HandOff`] unless told).
+    pub fn page(mut self, page: Page) -> Served {
+        self.page = page;
+        self
+    }
+
+    /// Serves the repository without making it a node.
+    pub fn without_node(mut self) -> Served {
+        self.node = false;
+        self
+    }
+
+    /// Makes the repository as told, serves it on a free port of
+    /// 127.0.0.1 and, unless told otherwise, makes it a node and starts
+    /// the node.
+    pub fn start(self) -> ServedNode {
+        let repo = self.repo.unwrap_or_else(Repo::new);
+        for (login, caps) in &self.logins {
+            repo.user(login, caps);
+        }
+        if self.admin_password {
+            repo.fossil(&["user", "password", "admin", "admin-pw"]);
+        }
+        for (name, block) in &self.runners {
+            runner_page(&repo, name, block);
+        }
+        let out = match &self.echo {
+            Some((script, env)) => echo_runner(&repo, script, env.clone()),
+            None => repo.dir.path().join("out"),
+        };
+        let ext = (self.page == Page::Ocx).then(Ext::new);
+        let extroot = match self.page {
+            Page::HandOff => {
+                site_as_a_node_keeps_it(&repo.file);
+                Some(ext_root(&repo.file))
+            }
+            Page::Ocx => ext.as_ref().map(|e| e.dir.path().to_path_buf()),
+            Page::Fossil => None,
+        };
+        let (server, port) = fossil_listening(|port| {
+            let mut c = fossil_server(port, &repo.file, extroot.as_deref());
+            c.env("USER", "admin");
+            c
+        });
+        let served = ServedNode {
+            repo,
+            port,
+            out,
+            server: Some(server),
+            extroot,
+            _ext: ext,
+            node: self.node,
+        };
+        if self.node {
+            served
+                .repo
+                .json(&["hook", "install", "--url", &served.url("/")])
+                .ok();
+            served.repo.json(&["node", "start"]).ok();
+        }
+        served
+    }
+}
+
+/// A repository served by `fossil server` on 127.0.0.1 as [`Served`]
+/// made it; stopped when dropped: the node (with its runs) first, then
+/// the server.
 pub struct ServedNode {
     pub repo: Repo,
     /// The port `fossil server` listens on, on 127.0.0.1.
     pub port: u16,
-    server: std::process::Child,
+    /// The echo runner's `out` (its log, its notes), where any run's
+    /// account may write; the repository's `out` when there is no echo.
+    pub out: PathBuf,
+    server: Option<std::process::Child>,
+    extroot: Option<PathBuf>,
+    _ext: Option<Ext>,
+    node: bool,
 }
 
 impl ServedNode {
-    /// Serves `repo` on a free port, installs OCX's hook and starts the node.
-    pub fn start(repo: Repo) -> ServedNode {
-        let (server, port) = serve(&repo.file);
-        repo.json(&[
-            "hook",
-            "install",
-            "--url",
-            &format!("http://127.0.0.1:{port}/"),
-        ])
-        .ok();
-        repo.json(&["node", "start"]).ok();
-        ServedNode { repo, port, server }
+    /// The server's URL, `http://127.0.0.1:PORT`.
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The URL of `path` on the server (`path` starting with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base())
+    }
+
+    /// The URL `login` clones with, its password (`LOGIN-pw`) in it.
+    pub fn url_as(&self, login: &str) -> String {
+        format!("http://{login}:{login}-pw@127.0.0.1:{}/", self.port)
+    }
+
+    /// Stops `fossil server` (a node goes on).
+    pub fn halt(&mut self) {
+        if let Some(mut c) = self.server.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts `fossil server` again on the same port, as after a halt.
+    pub fn serve_again(&mut self) {
+        let (file, extroot) = (&self.repo.file, &self.extroot);
+        self.server = Some(fossil_listening_again(
+            |port| {
+                let mut c = fossil_server(port, file, extroot.as_deref());
+                c.env("USER", "admin");
+                c
+            },
+            self.port,
+        ));
     }
 }
 
 impl Drop for ServedNode {
     fn drop(&mut self) {
-        let _ = self.repo.json(&["node", "stop", "--runs"]);
-        let _ = self.server.kill();
-        let _ = self.server.wait();
+        if self.node {
+            let _ = self.repo.json(&["node", "stop", "--runs"]);
+        }
+        self.halt();
+    }
+}
+
+/// A directory Fossil serves as its extroot: `ocx-cgi` linked to the
+/// binary, and the page's configuration naming the tests' fossil.
+pub struct Ext {
+    pub dir: tempfile::TempDir,
+}
+
+impl Ext {
+    /// `ocx` itself linked as `ocx-cgi`: the page's own program, run as
+    /// Fossil runs it.
+    pub fn new() -> Ext {
+        Ext::linked_to(Path::new(env!("CARGO_BIN_EXE_ocx")))
+    }
+
+    /// `program` linked as `ocx-cgi` (the page's hand-off program, say).
+    pub fn linked_to(program: &Path) -> Ext {
+        let dir = tempfile::Builder::new()
+            .prefix("ocx-ext-")
+            .tempdir()
+            .unwrap();
+        std::os::unix::fs::symlink(program, dir.path().join("ocx-cgi")).unwrap();
+        let config = serde_json::json!({"fossil": fossil()});
+        std::fs::write(dir.path().join(".ocx-cgi.json"), config.to_string()).unwrap();
+        Ext { dir }
+    }
+
+    /// The page's program in it.
+    pub fn program(&self) -> PathBuf {
+        self.dir.path().join("ocx-cgi")
     }
 }
 
@@ -989,4 +1197,26 @@ extern "C" fn no_leftovers() {
         // SAFETY: ends the process at once, as exit would, with status 1.
         unsafe { nix::libc::_exit(1) };
     }
+}
+
+/// Each verdict as (its sender, its value or why it does not count).
+pub type Pairs = Vec<(String, String)>;
+
+/// The verdicts on `checkin` in `r`: those counting, and those not.
+pub fn verdicts(r: &Repo, checkin: &str) -> (Pairs, Pairs) {
+    let out = r.json(&["verdicts", "--checkin", checkin]).ok();
+    let pick = |k: &str, f: &str| -> Pairs {
+        out[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| {
+                (
+                    j["from"].as_str().unwrap_or("").to_string(),
+                    j[f].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    (pick("counting", "value"), pick("not_counting", "why_not"))
 }

@@ -4,7 +4,7 @@
 //! it acts on, resizing their window, leaving with Ctrl-]; the node's post
 //! naming them; and who may not join, or must wait.
 
-use crate::support::{Repo, ServedNode, runner_page, runner_script};
+use crate::support::{Repo, Served, ServedNode, runner_page, runner_script};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -221,7 +221,7 @@ impl Site {
                     "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": crate::support::fossil(), "TERM": "xterm-256color"}}),
         );
         Site {
-            node: ServedNode::start(repo),
+            node: Served::on(repo).start(),
             out,
         }
     }
@@ -439,7 +439,7 @@ fn who_may_not_join_is_refused_and_a_second_person_waits_their_turn() {
 
     let pat = repo.json(&["attach", &record[..12], "--user", "pat"]);
     assert_eq!(pat.code, 1, "a login without admin or setup: {pat:?}");
-    assert!(pat.stdout.contains("\"stopped\""), "{pat:?}");
+    assert_eq!(pat.answer()["stopped"]["kind"], "refused", "{pat:?}");
     let dry = repo
         .json(&["attach", &record[..12], "--user", "admin", "--dry-run"])
         .ok();
@@ -612,7 +612,7 @@ fn claude_and_codex_on_a_terminal_take_their_lines_and_a_person_who_attaches() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(repo.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         repo.commit_as("admin", "README.md", "hello\n", None);
-        let node = ServedNode::start(repo);
+        let node = Served::on(repo).start();
         let repo = &node.repo;
         let key = repo.dir.path().join("key");
         std::fs::write(&key, "a-model-key-of-the-node-0123456789").unwrap();
