@@ -290,7 +290,7 @@ const SECRET_MIN: usize = 8;
 /// A run's transcript as its watcher writes it.
 pub struct Transcript {
     file: Mutex<(std::fs::File, u64)>,
-    secrets: Vec<(String, String)>,
+    secrets: Mutex<Vec<(String, String)>>,
 }
 
 impl Transcript {
@@ -312,16 +312,27 @@ impl Transcript {
         let seq = read_after(dir, 0, usize::MAX)
             .map(|e| e.last().map_or(0, |e| e.seq))
             .unwrap_or(0);
-        let mut secrets: Vec<(String, String)> = secrets
-            .into_iter()
-            .filter(|(_, v)| v.len() >= SECRET_MIN)
-            .collect();
+        let t = Transcript {
+            file: Mutex::new((file, seq)),
+            secrets: Mutex::new(Vec::new()),
+        };
+        for (name, value) in secrets {
+            t.mask_also(&name, &value);
+        }
+        Ok(t)
+    }
+
+    /// Masks `value` too, named `name`, in every entry added from now on
+    /// (a secret the run is given once it is made: its relay's token).
+    pub fn mask_also(&self, name: &str, value: &str) {
+        let value = value.trim();
+        if value.len() < SECRET_MIN {
+            return;
+        }
+        let mut secrets = self.secrets.lock().unwrap_or_else(|e| e.into_inner());
+        secrets.push((name.to_string(), value.to_string()));
         // A longer secret first, so one holding another is masked whole.
         secrets.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
-        Ok(Transcript {
-            file: Mutex::new((file, seq)),
-            secrets,
-        })
     }
 
     /// Adds `said`, masked, as the next entry.
@@ -329,7 +340,10 @@ impl Transcript {
         let Ok(mut value) = serde_json::to_value(&said) else {
             return;
         };
-        mask(&mut value, &self.secrets);
+        mask(
+            &mut value,
+            &self.secrets.lock().unwrap_or_else(|e| e.into_inner()),
+        );
         let Ok(said) = serde_json::from_value::<Said>(value) else {
             return;
         };

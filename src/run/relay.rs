@@ -170,6 +170,9 @@ struct Shared {
     budget: Option<u64>,
     tokens_file: PathBuf,
     spent: AtomicU64,
+    /// The spend's tokens in and out.
+    spent_in: AtomicU64,
+    spent_out: AtomicU64,
     /// What the requests under way may still cost, beyond what they billed so far.
     reserved: Mutex<u64>,
     reached: AtomicBool,
@@ -200,6 +203,8 @@ impl Relay {
             budget: s.budget,
             tokens_file: s.dir.join(TOKENS),
             spent: AtomicU64::new(0),
+            spent_in: AtomicU64::new(0),
+            spent_out: AtomicU64::new(0),
             reserved: Mutex::new(0),
             reached: AtomicBool::new(false),
             on_reached: Mutex::new(None),
@@ -264,6 +269,14 @@ impl Relay {
     /// The tokens spent so far.
     pub fn spent(&self) -> u64 {
         self.shared.spent.load(Ordering::SeqCst)
+    }
+
+    /// The tokens spent so far, in and out.
+    pub fn spent_in_out(&self) -> (u64, u64) {
+        (
+            self.shared.spent_in.load(Ordering::SeqCst),
+            self.shared.spent_out.load(Ordering::SeqCst),
+        )
     }
 
     /// The record's `budget.tokens`, if any.
@@ -893,7 +906,7 @@ impl Shared {
         let mut buf = vec![0u8; 16 << 10];
         let mut events = Events::default();
         let mut usage = Usage::default();
-        let mut counted = 0u64;
+        let mut counted = Usage::default();
         let mut kept = Vec::new();
         // Once the run stops reading (or the budget cuts its answer), the
         // answer is still read to its end: the service bills the whole
@@ -912,7 +925,7 @@ impl Shared {
                     if !stream && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&kept) {
                         usage.read(&v);
                     }
-                    self.count(usage.total(), counted);
+                    self.count(usage, counted);
                     return Ok(false);
                 }
             };
@@ -925,7 +938,7 @@ impl Shared {
             }
             for event in events.push(&buf[..n]) {
                 usage.read_event(&event);
-                counted = self.count(usage.total(), counted);
+                counted = self.count(usage, counted);
                 if !gone && !cut {
                     gone = send(out, &event).is_err();
                 }
@@ -935,14 +948,14 @@ impl Shared {
         if stream {
             let rest = events.rest();
             usage.read_event(&rest);
-            self.count(usage.total(), counted);
+            self.count(usage, counted);
             if !gone && !cut {
                 gone = send(out, &rest).is_err();
             }
         }
         if !stream && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&kept) {
             usage.read(&v);
-            self.count(usage.total(), counted);
+            self.count(usage, counted);
         }
         if gone {
             return Ok(false);
@@ -967,26 +980,37 @@ impl Shared {
         }
     }
 
-    /// Adds what an answer counts now (`total`) beyond what it `counted`
-    /// before to the run's spend; writes it, and marks the budget reached
-    /// when it is. Answers what the answer has counted.
-    fn count(&self, total: u64, counted: u64) -> u64 {
-        if total <= counted {
+    /// Adds what an answer counts now (`now`, in and out) beyond what it
+    /// `counted` before to the run's spend; writes it, and marks the
+    /// budget reached when it is. Answers what the answer has counted.
+    fn count(&self, now: Usage, counted: Usage) -> Usage {
+        let (more_in, more_out) = (
+            now.input.saturating_sub(counted.input),
+            now.output.saturating_sub(counted.output),
+        );
+        let more = more_in.saturating_add(more_out);
+        if more == 0 {
             return counted;
         }
-        let now = self
+        self.spent_in.fetch_add(more_in, Ordering::SeqCst);
+        self.spent_out.fetch_add(more_out, Ordering::SeqCst);
+        let now_spent = self
             .spent
-            .fetch_add(total - counted, Ordering::SeqCst)
-            .saturating_add(total - counted);
+            .fetch_add(more, Ordering::SeqCst)
+            .saturating_add(more);
         self.write_spent();
-        if self.budget.is_some_and(|b| now >= b) && !self.reached.swap(true, Ordering::SeqCst) {
+        if self.budget.is_some_and(|b| now_spent >= b) && !self.reached.swap(true, Ordering::SeqCst)
+        {
             (self.log)(&format!(
                 "model relay: the run's budget of {} tokens is reached ({} spent): it answers no more",
                 thousands(self.budget.unwrap_or(0)),
-                thousands(now)
+                thousands(now_spent)
             ));
         }
-        total
+        Usage {
+            input: counted.input.max(now.input),
+            output: counted.output.max(now.output),
+        }
     }
 
     fn reached(&self) -> bool {

@@ -114,6 +114,15 @@ pub struct Killer {
 }
 
 impl Killer {
+    /// What the run's processes have used so far, where its cgroups count
+    /// it: CPU time, and the most memory held at once in bytes.
+    pub fn used(&self) -> (Option<Duration>, Option<u64>) {
+        match &self.shared.cgroup {
+            Some(cg) => (cg.cpu_used(), cg.memory_peak()),
+            None => (None, None),
+        }
+    }
+
     /// Ends every process of the run; its [`Ended`] then says `stopped`.
     pub fn kill(&self) {
         self.shared.stopped.store(true, Ordering::SeqCst);

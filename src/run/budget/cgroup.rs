@@ -401,6 +401,16 @@ impl Cgroup {
         }
     }
 
+    /// The most memory the run's processes held at once, in bytes, where
+    /// its memory is limited (the kernel keeps the peak of that cgroup).
+    pub(crate) fn memory_peak(&self) -> Option<u64> {
+        let slot = self.plan.memory.as_ref()?;
+        match slot.version {
+            CgroupVersion::V1 => read_number(&slot.dir.join("memory.max_usage_in_bytes")),
+            CgroupVersion::V2 => read_number(&slot.dir.join("memory.peak")),
+        }
+    }
+
     /// Whether the CPU time in total is over the budget.
     pub(crate) fn cpu_over(&self) -> bool {
         match (self.plan.cpu_seconds, self.cpu_used()) {
