@@ -24,6 +24,7 @@ mod egress;
 mod enrol;
 mod git_export;
 mod hostile;
+mod house;
 mod layers;
 mod machine_faults;
 mod machines;
