@@ -107,30 +107,34 @@ pub fn compose(
             batch.add("ticket change", bytes, policy)
         }
         Where::At(Place::Thread { root, post, .. }) => {
-            let bytes = ForumPost {
-                date,
-                reply: Some((root, post)),
-                title: None,
-                mimetype: "text/x-markdown",
-                user,
-                text,
-            }
-            .compose();
+            let bytes = post_in(date, user, Some((root, post)), None, text);
             batch.add("forum post", bytes, policy)
         }
         Where::NewThread(title) => {
-            let bytes = ForumPost {
-                date,
-                reply: None,
-                title: Some(title),
-                mimetype: "text/x-markdown",
-                user,
-                text,
-            }
-            .compose();
+            let bytes = post_in(date, user, None, Some(title), text);
             batch.add("forum post", bytes, policy)
         }
     }
+}
+
+/// A forum post's bytes: a reply to `reply` (its thread's root and the
+/// post answered), or the first post of a thread titled `title`.
+fn post_in(
+    date: &str,
+    user: &str,
+    reply: Option<(&str, &str)>,
+    title: Option<&str>,
+    text: &str,
+) -> Vec<u8> {
+    ForumPost {
+        date,
+        reply,
+        title,
+        mimetype: "text/x-markdown",
+        user,
+        text,
+    }
+    .compose()
 }
 
 /// Composes a message at `at` with its `ocx-message` tag into `batch`, as

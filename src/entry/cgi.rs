@@ -162,11 +162,53 @@ pub fn respond(
     kept: Option<&Arc<Kept>>,
 ) -> Response {
     let json = request.wants_json();
+    let (request, cx) = match viewed(request, json, fossil, kept) {
+        Ok(viewed) => viewed,
+        Err(refused) => return refused,
+    };
+    let request = &request;
+    let path = request.path_info.trim_matches('/');
+    if path.is_empty() {
+        return landing(request, body, &cx, json);
+    }
+    if path == TOOL_LIST && !json {
+        return index(request, &cx);
+    }
+    if path == "wait" {
+        return wait::wait(request, &cx);
+    }
+    if path == "console" && !json {
+        return console(request, body, &cx);
+    }
+    if let Some(record) = path.strip_prefix("run/") {
+        return run_page(request, &cx, record, json);
+    }
+    let Some(tool) = registry::find(path) else {
+        let stop = Stop::field("tool", format!("there is no tool {path:?}"))
+            .next("the OCX page lists every tool");
+        return refusal(request, json, 404, Some(&cx), stop);
+    };
+    if let Some((status, stop)) = not_here(tool, request) {
+        return refusal(request, json, status, Some(&cx), stop);
+    }
+    call_tool(tool, request, body, &cx, json)
+}
+
+/// The request with its viewer proven from the repository it names, and
+/// the context its calls are made in: a run's when the viewer is the
+/// login of a run on an agent machine; refused when Fossil named no
+/// repository.
+fn viewed(
+    request: &Request,
+    json: bool,
+    fossil: impl Fn() -> Result<Fossil, Stop> + Send + Sync + 'static,
+    kept: Option<&Arc<Kept>>,
+) -> Result<(Request, Context), Response> {
     let Some(repository) = request.repository.clone() else {
         let stop = Stop::field("repository", "Fossil named no repository").next(
             "serve the page with fossil server --extroot DIR (or fossil http, or a CGI script)",
         );
-        return refusal(request, json, 500, None, stop);
+        return Err(refusal(request, json, 500, None, stop));
     };
     let cwd = request.cwd.clone();
     let path = cwd.join(&repository);
@@ -175,7 +217,7 @@ pub fn respond(
         None => Repository::open(&path).ok().map(Held::from),
     };
     let viewer = opened.as_ref().and_then(|repo| request.prove_viewer(repo));
-    let request = &Request {
+    let request = Request {
         user: viewer,
         ..request.clone()
     };
@@ -195,52 +237,43 @@ pub fn respond(
     if let Some(repo) = opened {
         cx = cx.with_held(repo);
     }
-    let path = request.path_info.trim_matches('/');
-    if path.is_empty() {
-        if json {
-            let mut answer = registry::call("list", Ok(Value::Object(Map::new())), &cx, false);
-            if let Some(Value::Array(tools)) =
-                answer.result.as_mut().and_then(|r| r.get_mut("tools"))
-            {
-                tools.retain(|t| {
-                    t["name"]
-                        .as_str()
-                        .and_then(registry::find)
-                        .is_some_and(offered)
-                });
-            }
-            return json_response(status_of(&answer, false), &answer);
+    Ok((request, cx))
+}
+
+/// The page's own address: with `?json`, the tools the page offers; the
+/// console to a person signed in; else the list of tools.
+fn landing(request: &Request, body: &mut dyn Read, cx: &Context, json: bool) -> Response {
+    if json {
+        let mut answer = registry::call("list", Ok(Value::Object(Map::new())), cx, false);
+        if let Some(Value::Array(tools)) = answer.result.as_mut().and_then(|r| r.get_mut("tools")) {
+            tools.retain(|t| {
+                t["name"]
+                    .as_str()
+                    .and_then(registry::find)
+                    .is_some_and(offered)
+            });
         }
-        if request.signed_in() {
-            return console(request, body, &cx);
-        }
-        return Response {
-            status: 200,
-            content_type: "text/html",
-            body: page::index(request, &cx),
-        };
+        return json_response(status_of(&answer, false), &answer);
     }
-    if path == TOOL_LIST && !json {
-        return Response {
-            status: 200,
-            content_type: "text/html",
-            body: page::index(request, &cx),
-        };
+    if request.signed_in() {
+        return console(request, body, cx);
     }
-    if path == "wait" {
-        return wait::wait(request, &cx);
+    index(request, cx)
+}
+
+/// The page listing every tool the page offers.
+fn index(request: &Request, cx: &Context) -> Response {
+    Response {
+        status: 200,
+        content_type: "text/html",
+        body: page::index(request, cx),
     }
-    if path == "console" && !json {
-        return console(request, body, &cx);
-    }
-    if let Some(record) = path.strip_prefix("run/") {
-        return run_page(request, &cx, record, json);
-    }
-    let Some(tool) = registry::find(path) else {
-        let stop = Stop::field("tool", format!("there is no tool {path:?}"))
-            .next("the OCX page lists every tool");
-        return refusal(request, json, 404, Some(&cx), stop);
-    };
+}
+
+/// Why `tool` is not called by this request, with its status: a tool
+/// called elsewhere than the page, one answering only a POST asked
+/// otherwise, or one acting on a checkout.
+fn not_here(tool: &dyn Entry, request: &Request) -> Option<(u16, Stop)> {
     let elsewhere = match tool.reach() {
         Reach::NotPage => Some((
             "from the command line or MCP, never on the web page: its work outlasts a page's request",
@@ -256,10 +289,9 @@ pub fn respond(
         let name = tool.name();
         let stop = Stop::field("tool", format!("{name} is called {why}"))
             .next(format!("run `ocx {name}` {where_to}"));
-        return refusal(request, json, 403, Some(&cx), stop);
+        return Some((403, stop));
     }
-    let unsigned = tool.reach() == Reach::UnsignedPost;
-    if unsigned && !request.is_post() {
+    if tool.reach() == Reach::UnsignedPost && !request.is_post() {
         let stop = Stop::field(
             "tool",
             format!(
@@ -268,7 +300,7 @@ pub fn respond(
             ),
         )
         .next("run `ocx register` on the machine that asked for the login");
-        return refusal(request, json, 400, Some(&cx), stop);
+        return Some((400, stop));
     }
     if tool.reach() == Reach::SignedPost && !request.is_post() {
         let stop = Stop::field(
@@ -279,7 +311,7 @@ pub fn respond(
             ),
         )
         .next("send a POST with the login cookie of the login it names");
-        return refusal(request, json, 400, Some(&cx), stop);
+        return Some((400, stop));
     }
     if !offered(tool) {
         let stop = Stop::field(
@@ -290,8 +322,21 @@ pub fn respond(
             ),
         )
         .next("call it from the command line or MCP in a checkout of your own");
-        return refusal(request, json, 403, Some(&cx), stop);
+        return Some((403, stop));
     }
+    None
+}
+
+/// `tool` called with the request's form or body, and its answer
+/// rendered; a GET naming none of a tool's required fields is given the
+/// form to fill in.
+fn call_tool(
+    tool: &'static dyn Entry,
+    request: &Request,
+    body: &mut dyn Read,
+    cx: &Context,
+    json: bool,
+) -> Response {
     let flags = form_fields(tool);
     let input = if request.is_post() {
         read_body(request, body).and_then(|b| post_input(request, tool, flags, &b))
@@ -308,34 +353,19 @@ pub fn respond(
         return Response {
             status: 200,
             content_type: "text/html",
-            body: page::fill_in(request, &cx, tool),
+            body: page::fill_in(request, cx, tool),
         };
     }
-    let mut notice = None;
-    if tool.writes() && !unsigned {
-        notice = if !request.is_post() {
-            Some("a GET changes nothing, so this is its dry run: use the form to change something")
-        } else if !request.signed_in() {
-            Some("nobody is signed in, so this is its dry run: sign in to change something")
-        } else if !request.from_own_page() {
-            Some(
-                "the request did not come from OCX's own page, so this is its dry run and nothing was written",
-            )
-        } else if !runs_only_fossils_scripts(&cx) {
-            Some(LOOSE_POLICY)
-        } else {
-            None
-        };
-    }
+    let notice = dry_run_notice(tool, request, cx);
     let (answer, text) = if json {
         (
-            registry::call(tool.name(), input, &cx, notice.is_some()),
+            registry::call(tool.name(), input, cx, notice.is_some()),
             None,
         )
     } else {
-        registry::call_with_text(tool.name(), input, &cx, notice.is_some())
+        registry::call_with_text(tool.name(), input, cx, notice.is_some())
     };
-    let lacks = lacks_capability(tool, &cx);
+    let lacks = lacks_capability(tool, cx);
     let status = if bad_input {
         400
     } else {
@@ -350,7 +380,29 @@ pub fn respond(
     Response {
         status,
         content_type: "text/html",
-        body: page::answer(request, &cx, tool, notice, &answer, text, refill),
+        body: page::answer(request, cx, tool, notice, &answer, text, refill),
+    }
+}
+
+/// Why a tool that writes runs as its dry run for this request (a GET,
+/// nobody signed in, a request from elsewhere than OCX's own page, a
+/// loose policy), or none when it runs for real. A tool any unsigned POST
+/// may call has none.
+fn dry_run_notice(tool: &dyn Entry, request: &Request, cx: &Context) -> Option<&'static str> {
+    if !tool.writes() || tool.reach() == Reach::UnsignedPost {
+        None
+    } else if !request.is_post() {
+        Some("a GET changes nothing, so this is its dry run: use the form to change something")
+    } else if !request.signed_in() {
+        Some("nobody is signed in, so this is its dry run: sign in to change something")
+    } else if !request.from_own_page() {
+        Some(
+            "the request did not come from OCX's own page, so this is its dry run and nothing was written",
+        )
+    } else if !runs_only_fossils_scripts(cx) {
+        Some(LOOSE_POLICY)
+    } else {
+        None
     }
 }
 

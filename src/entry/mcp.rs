@@ -52,6 +52,18 @@ pub enum McpError {
     Token { path: PathBuf, reason: String },
 }
 
+impl McpError {
+    /// The server cannot act as the caller it was started as: the field
+    /// at fault (`user` when it names none) and why.
+    fn caller_refused(s: crate::stop::Stop) -> Self {
+        McpError::Start(format!(
+            "{}: {}",
+            s.field.as_deref().unwrap_or("user"),
+            s.reason
+        ))
+    }
+}
+
 /// Whom and where a call over MCP acts as: the same as the command line
 /// would in the same place, or, on a run's node socket, the run's user.
 #[derive(Debug, Clone)]

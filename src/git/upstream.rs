@@ -243,20 +243,10 @@ impl Git {
         branches: &[&str],
         out: &Path,
     ) -> Result<(), GitError> {
-        let file = std::fs::File::create(out).map_err(|error| GitError::Io {
-            what: "write the export's stream",
-            dir: out.to_path_buf(),
-            error,
-        })?;
-        let mut import = std::ffi::OsString::from("--import-marks-if-exists=");
-        import.push(marks.as_os_str());
+        let mut export = self.fast_export_command(dir, marks, out)?;
         self.ran(
             "fast-export",
-            self.command(Some(dir))
-                .args(["fast-export", "--signed-tags=strip", "--reencode=yes"])
-                .arg(import)
-                .args(branches.iter().map(|b| format!("refs/heads/{b}")))
-                .stdout(file),
+            export.args(branches.iter().map(|b| format!("refs/heads/{b}"))),
         )
         .map(drop)
     }
@@ -273,6 +263,30 @@ impl Git {
         as_name: &str,
         out: &Path,
     ) -> Result<(), GitError> {
+        let mut export_marks = std::ffi::OsString::from("--export-marks=");
+        export_marks.push(marks_out.as_os_str());
+        let mut export = self.fast_export_command(dir, marks, out)?;
+        self.ran(
+            "fast-export",
+            export
+                .arg(export_marks)
+                .arg(format!(
+                    "--refspec=refs/heads/{branch}:refs/heads/{as_name}"
+                ))
+                .arg(format!("refs/heads/{branch}")),
+        )
+        .map(drop)
+    }
+
+    /// Git's fast-export in `dir`, signed tags stripped, of what the marks
+    /// file `marks` (if there) does not hold, writing its stream to `out`;
+    /// what it exports is named after.
+    fn fast_export_command(
+        &self,
+        dir: &Path,
+        marks: &Path,
+        out: &Path,
+    ) -> Result<Command, GitError> {
         let file = std::fs::File::create(out).map_err(|error| GitError::Io {
             what: "write the export's stream",
             dir: out.to_path_buf(),
@@ -280,21 +294,12 @@ impl Git {
         })?;
         let mut import = std::ffi::OsString::from("--import-marks-if-exists=");
         import.push(marks.as_os_str());
-        let mut export = std::ffi::OsString::from("--export-marks=");
-        export.push(marks_out.as_os_str());
-        self.ran(
-            "fast-export",
-            self.command(Some(dir))
-                .args(["fast-export", "--signed-tags=strip", "--reencode=yes"])
-                .arg(import)
-                .arg(export)
-                .arg(format!(
-                    "--refspec=refs/heads/{branch}:refs/heads/{as_name}"
-                ))
-                .arg(format!("refs/heads/{branch}"))
-                .stdout(file),
-        )
-        .map(drop)
+        let mut export = self.command(Some(dir));
+        export
+            .args(["fast-export", "--signed-tags=strip", "--reencode=yes"])
+            .arg(import)
+            .stdout(file);
+        Ok(export)
     }
 }
 

@@ -241,6 +241,27 @@ fn on_moved(root: &Path, repository: &Path, tx: mpsc::Sender<Woken>) -> Result<(
     Ok(())
 }
 
+/// The node's socket bound afresh, its owner's alone, each datagram on
+/// it waking the node as `Poked` through `poked`.
+fn listen_on_socket(root: &Path, poked: mpsc::Sender<Woken>) -> Result<(), NodeError> {
+    let socket_path = NodeConfig::socket(root);
+    let _ = std::fs::remove_file(&socket_path);
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 64];
+        while socket.recv(&mut buf).is_ok() {
+            if poked.send(Woken::Poked).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(())
+}
+
 /// Serves the node at `root` until it is killed or its ground is gone.
 ///
 /// An agent machine's node is not woken by changes of its clone: each is
@@ -258,23 +279,8 @@ fn serve(root: &Path) -> Result<(), NodeError> {
     let _claim = claim_uids(root, &cfg)?;
     std::fs::write(root.join("node.pid"), std::process::id().to_string())?;
     let (tx, rx) = mpsc::channel::<Woken>();
-    let socket_path = NodeConfig::socket(root);
-    let _ = std::fs::remove_file(&socket_path);
-    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path)?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&socket_path, std::fs::Permissions::from_mode(0o600))?;
-    }
+    listen_on_socket(root, tx.clone())?;
     let heard = tx.clone();
-    let socket_poked = tx.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 64];
-        while socket.recv(&mut buf).is_ok() {
-            if socket_poked.send(Woken::Poked).is_err() {
-                break;
-            }
-        }
-    });
     on_moved(root, &cfg.repository, tx.clone())?;
     let ground = Ground {
         root,

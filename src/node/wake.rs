@@ -133,13 +133,7 @@ pub fn wake_asking(root: &Path, kept: &Arc<Kept>, asks: Asks<'_>) -> Result<Repo
     let passed_from = state.last_rid;
     let mut report = Report::new();
     if receipts.asked().is_none() {
-        match super::site::keep_policy(&fossil, &repo) {
-            Ok(line) => report.extend(line),
-            Err(e) => report.push(Event::new(
-                Done::Failed,
-                format!("could not keep the site's Content-Security-Policy: {e}"),
-            )),
-        }
+        report.extend(policy_kept(&fossil, &repo));
     }
     if let Some(s) = receipts.asked() {
         report.extend(machine::push_unconfirmed(root, &cfg, &fossil, &repo, s));
@@ -237,6 +231,18 @@ pub fn wake_asking(root: &Path, kept: &Arc<Kept>, asks: Asks<'_>) -> Result<Repo
         report.push(event);
     }
     Ok(report)
+}
+
+/// What keeping the site's Content-Security-Policy to Fossil's own
+/// scripts did, or why it could not.
+fn policy_kept(fossil: &Fossil, repo: &Repository) -> Vec<Event> {
+    match super::site::keep_policy(fossil, repo) {
+        Ok(line) => line.into_iter().collect(),
+        Err(e) => vec![Event::new(
+            Done::Failed,
+            format!("could not keep the site's Content-Security-Policy: {e}"),
+        )],
+    }
 }
 
 /// The most arrivals held at once: a wake with no state reads every

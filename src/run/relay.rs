@@ -161,6 +161,17 @@ pub struct Relay {
     shared: Arc<Shared>,
 }
 
+/// Why a run's request reached no answer from its model service.
+#[derive(Debug, thiserror::Error)]
+enum Unsent {
+    /// The request could not be made as the run wrote it.
+    #[error("{0}")]
+    Request(ureq::http::Error),
+    /// The service gave no answer.
+    #[error("{0}")]
+    Service(ureq::Error),
+}
+
 /// What the relay's threads share.
 struct Shared {
     kind: ModelKind,
@@ -578,6 +589,28 @@ fn read_chunked(r: &mut impl BufRead) -> Result<Vec<u8>, Unread> {
     }
 }
 
+/// The head of the answer to the run: the service's status and headers
+/// (none hop-by-hop, but a bodiless answer's length), then chunked or
+/// closing after its body as the run's HTTP version allows.
+fn head_of(response: &ureq::http::Response<ureq::Body>, bodiless: bool, chunked: bool) -> String {
+    let status = response.status().as_u16();
+    let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+    for (k, v) in response.headers() {
+        let k = k.as_str();
+        let keep_length = bodiless && k == "content-length";
+        if let (true, Ok(v)) = (keep_length || !hop_by_hop(k), v.to_str()) {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+    }
+    if chunked {
+        head.push_str("Transfer-Encoding: chunked\r\n");
+    } else if !bodiless {
+        head.push_str("Connection: close\r\n");
+    }
+    head.push_str("\r\n");
+    head
+}
+
 /// Headers never passed on, either way: the connection's own, the length
 /// and coding (each side has its own), the keys, and the host.
 fn hop_by_hop(name: &str) -> bool {
@@ -819,9 +852,9 @@ impl Shared {
         *reserved = reserved.saturating_sub(reservation);
     }
 
-    /// Forwards `asked` upstream and its answer back on `out`, counting
-    /// its usage; whether the connection may go on.
-    fn forward(&self, asked: &Asked, out: &mut impl Write) -> std::io::Result<bool> {
+    /// `asked` sent to the model service with the run's key in place of
+    /// its own, no hop-by-hop header passed on; its response, or why none.
+    fn send(&self, asked: &Asked) -> Result<ureq::http::Response<ureq::Body>, Unsent> {
         let url = format!("{}{}", self.upstream, asked.target);
         let mut request = ureq::http::Request::builder()
             .method(asked.method.as_str())
@@ -837,17 +870,22 @@ impl Shared {
                 request.header("authorization", format!("Bearer {}", self.key))
             }
         };
-        let sent = match (asked.body.is_empty(), asked.method.as_str()) {
+        match (asked.body.is_empty(), asked.method.as_str()) {
             (true, "GET" | "HEAD" | "DELETE" | "OPTIONS") => request
                 .body(())
-                .map_err(|e| e.to_string())
-                .and_then(|r| self.agent.run(r).map_err(|e| e.to_string())),
+                .map_err(Unsent::Request)
+                .and_then(|r| self.agent.run(r).map_err(Unsent::Service)),
             _ => request
                 .body(asked.body.clone())
-                .map_err(|e| e.to_string())
-                .and_then(|r| self.agent.run(r).map_err(|e| e.to_string())),
-        };
-        let response = match sent {
+                .map_err(Unsent::Request)
+                .and_then(|r| self.agent.run(r).map_err(Unsent::Service)),
+        }
+    }
+
+    /// Forwards `asked` upstream and its answer back on `out`, counting
+    /// its usage; whether the connection may go on.
+    fn forward(&self, asked: &Asked, out: &mut impl Write) -> std::io::Result<bool> {
+        let response = match self.send(asked) {
             Ok(r) => r,
             Err(e) => {
                 (self.log)(&format!(
@@ -871,21 +909,8 @@ impl Shared {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
         let bodiless = asked.method == "HEAD" || status == 204 || status == 304;
-        let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
-        for (k, v) in response.headers() {
-            let k = k.as_str();
-            let keep_length = bodiless && k == "content-length";
-            if let (true, Ok(v)) = (keep_length || !hop_by_hop(k), v.to_str()) {
-                head.push_str(&format!("{k}: {v}\r\n"));
-            }
-        }
         let chunked = !bodiless && !asked.old;
-        if chunked {
-            head.push_str("Transfer-Encoding: chunked\r\n");
-        } else if !bodiless {
-            head.push_str("Connection: close\r\n");
-        }
-        head.push_str("\r\n");
+        let head = head_of(&response, bodiless, chunked);
         out.write_all(head.as_bytes())?;
         out.flush()?;
         if bodiless {

@@ -243,63 +243,28 @@ fn supervise(
     stdio: [Stdio; 3],
     started: mpsc::Sender<Result<Started, SandboxError>>,
 ) -> Result<Ended, SandboxError> {
-    let [stdin, stdout, stderr] = stdio;
-    let mut cmd = Command::new(&plan.bwrap);
-    cmd.args(&plan.args)
-        .env_clear()
-        .envs(&plan.env)
-        .stdin(stdin)
-        .stdout(stdout)
-        .stderr(stderr);
-    let files = cgroup
-        .as_ref()
-        .map(|cg| cg.procs_files())
-        .unwrap_or_default();
-    let ids = plan
-        .account
-        .as_ref()
-        .map(|a| (Uid::from_raw(a.uid), Gid::from_raw(a.gid)));
-    let terminal = plan.terminal;
-    if !files.is_empty() || ids.is_some() || terminal || !mounts.is_empty() {
-        // SAFETY: the hook only opens and writes files, makes a mount namespace and mounts
-        // in it, sets its groups, gid and uid, and makes a session whose controlling
-        // terminal its standard input is, all async-signal-safe, and allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                join_cgroups(&files)?;
-                mount_reached(&mounts)?;
-                if let Some((uid, gid)) = ids {
-                    become_account(uid, gid)?;
-                }
-                if terminal {
-                    nix::unistd::setsid()?;
-                    if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-    }
+    let mut cmd = bubblewrap(&plan, cgroup.as_deref(), mounts, stdio);
     let (waker, woken) = match waking::pipe() {
         Ok(p) => p,
         Err(e) => {
-            if let Some(cg) = &cgroup {
-                cg.remove();
-            }
-            let _ = started.send(Err(SandboxError::Spawn(e)));
-            return Err(SandboxError::Supervisor("no pipe to wake it".into()));
+            return Err(not_started(
+                cgroup.as_deref(),
+                &started,
+                e,
+                "no pipe to wake it",
+            ));
         }
     };
     let start = Instant::now();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            if let Some(cg) = &cgroup {
-                cg.remove();
-            }
-            let _ = started.send(Err(SandboxError::Spawn(e)));
-            return Err(SandboxError::Supervisor("bubblewrap did not start".into()));
+            return Err(not_started(
+                cgroup.as_deref(),
+                &started,
+                e,
+                "bubblewrap did not start",
+            ));
         }
     };
     let shared = Arc::new(Shared {
@@ -318,71 +283,7 @@ fn supervise(
     }));
     drop(child);
 
-    let cores = waking::cores();
-    let mut limit = None;
-    // A second read of the run's use soon after a notice or a write: a limit the kernel
-    // tells of before it counts it, and a filesystem written fast, read once a tick.
-    let mut again: Option<Instant> = None;
-    // How often a limit that tells no one is read, and what the run's processes were then.
-    let (mut read_every, mut seen) = (TICK, None);
-    let status = loop {
-        match shared.try_reap() {
-            Ok(Some(done)) => break done,
-            Ok(None) => {}
-            Err(e) => {
-                shared.kill_all();
-                if let Some(cg) = &cgroup {
-                    cg.remove();
-                }
-                return Err(SandboxError::Supervisor(format!(
-                    "cannot wait for bubblewrap: {e}"
-                )));
-            }
-        }
-        let stopped = shared.stopped.load(Ordering::SeqCst);
-        if limit.is_none() && !stopped {
-            if start.elapsed() >= plan.wall {
-                limit = Some(Limit::Wall);
-            } else if let Some(cg) = &cgroup {
-                limit = cg.limit_hit();
-            }
-            if limit.is_none() && disk_full(&plan) {
-                limit = Some(Limit::Disk);
-            }
-        }
-        if limit.is_some() || stopped {
-            shared.kill_all();
-        }
-        let now = Instant::now();
-        if again.is_some_and(|at| at <= now) {
-            again = None;
-        }
-        let mut next = plan.wall.saturating_sub(start.elapsed());
-        if let Some(left) = cgroup.as_deref().and_then(Cgroup::cpu_left) {
-            next = next.min((left / cores).max(CPU_LEAST) + Duration::from_millis(1));
-        }
-        if sources.tick || limit.is_some() || stopped {
-            next = next.min(TICK);
-        }
-        if let (true, Some(cg)) = (sources.unnoticed, &cgroup) {
-            let now_seen = cg.processes_now();
-            read_every = if now_seen == seen {
-                (read_every * 2).min(SLOWEST)
-            } else {
-                TICK
-            };
-            seen = now_seen;
-            next = next.min(read_every);
-        }
-        if let Some(at) = again {
-            next = next.min(at - now);
-        }
-        let woke = sources.wait(next.max(Duration::from_millis(1)), again.is_none());
-        if (woke.notice || woke.disk) && again.is_none() {
-            again = Some(Instant::now() + TICK);
-            read_every = TICK;
-        }
-    };
+    let (status, mut limit) = watch(&plan, &shared, &sources, start)?;
     let elapsed = start.elapsed();
     let stopped = shared.stopped.load(Ordering::SeqCst);
     let mut cpu_used = None;
@@ -423,6 +324,146 @@ fn supervise(
         cpu_used,
         disk_used,
     })
+}
+
+/// The bubblewrap command `plan` runs, on `stdio`: before it starts, its
+/// process joins the run's cgroup, mounts what is reached for it, becomes
+/// the run's account and, for a terminal, leads a session on its stdin.
+fn bubblewrap(
+    plan: &Plan,
+    cgroup: Option<&Cgroup>,
+    mounts: Vec<(CString, CString)>,
+    stdio: [Stdio; 3],
+) -> Command {
+    let [stdin, stdout, stderr] = stdio;
+    let mut cmd = Command::new(&plan.bwrap);
+    cmd.args(&plan.args)
+        .env_clear()
+        .envs(&plan.env)
+        .stdin(stdin)
+        .stdout(stdout)
+        .stderr(stderr);
+    let files = cgroup.map(|cg| cg.procs_files()).unwrap_or_default();
+    let ids = plan
+        .account
+        .as_ref()
+        .map(|a| (Uid::from_raw(a.uid), Gid::from_raw(a.gid)));
+    let terminal = plan.terminal;
+    if !files.is_empty() || ids.is_some() || terminal || !mounts.is_empty() {
+        // SAFETY: the hook only opens and writes files, makes a mount namespace and mounts
+        // in it, sets its groups, gid and uid, and makes a session whose controlling
+        // terminal its standard input is, all async-signal-safe, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                join_cgroups(&files)?;
+                mount_reached(&mounts)?;
+                if let Some((uid, gid)) = ids {
+                    become_account(uid, gid)?;
+                }
+                if terminal {
+                    nix::unistd::setsid()?;
+                    if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
+/// Bubblewrap not started (`why`): the run's cgroup removed and whoever
+/// waits for the start told of `error`.
+fn not_started(
+    cgroup: Option<&Cgroup>,
+    started: &mpsc::Sender<Result<Started, SandboxError>>,
+    error: io::Error,
+    why: &str,
+) -> SandboxError {
+    if let Some(cg) = cgroup {
+        cg.remove();
+    }
+    let _ = started.send(Err(SandboxError::Spawn(error)));
+    SandboxError::Supervisor(why.into())
+}
+
+/// The run watched from `start` until bubblewrap is reaped: killed at its
+/// first limit reached (its wall, its cgroup's, its disk) or when it is
+/// stopped, waking for the run's end, a notice, a write, or the next
+/// time a limit must be read. Its status and the limit that ended it.
+fn watch(
+    plan: &Plan,
+    shared: &Shared,
+    sources: &waking::Sources,
+    start: Instant,
+) -> Result<(WaitStatus, Option<Limit>), SandboxError> {
+    let cores = waking::cores();
+    let mut limit = None;
+    // A second read of the run's use soon after a notice or a write: a limit the kernel
+    // tells of before it counts it, and a filesystem written fast, read once a tick.
+    let mut again: Option<Instant> = None;
+    // How often a limit that tells no one is read, and what the run's processes were then.
+    let (mut read_every, mut seen) = (TICK, None);
+    let status = loop {
+        match shared.try_reap() {
+            Ok(Some(done)) => break done,
+            Ok(None) => {}
+            Err(e) => {
+                shared.kill_all();
+                if let Some(cg) = &shared.cgroup {
+                    cg.remove();
+                }
+                return Err(SandboxError::Supervisor(format!(
+                    "cannot wait for bubblewrap: {e}"
+                )));
+            }
+        }
+        let stopped = shared.stopped.load(Ordering::SeqCst);
+        if limit.is_none() && !stopped {
+            if start.elapsed() >= plan.wall {
+                limit = Some(Limit::Wall);
+            } else if let Some(cg) = &shared.cgroup {
+                limit = cg.limit_hit();
+            }
+            if limit.is_none() && disk_full(plan) {
+                limit = Some(Limit::Disk);
+            }
+        }
+        if limit.is_some() || stopped {
+            shared.kill_all();
+        }
+        let now = Instant::now();
+        if again.is_some_and(|at| at <= now) {
+            again = None;
+        }
+        let mut next = plan.wall.saturating_sub(start.elapsed());
+        if let Some(left) = shared.cgroup.as_deref().and_then(Cgroup::cpu_left) {
+            next = next.min((left / cores).max(CPU_LEAST) + Duration::from_millis(1));
+        }
+        if sources.tick || limit.is_some() || stopped {
+            next = next.min(TICK);
+        }
+        if let (true, Some(cg)) = (sources.unnoticed, &shared.cgroup) {
+            let now_seen = cg.processes_now();
+            read_every = if now_seen == seen {
+                (read_every * 2).min(SLOWEST)
+            } else {
+                TICK
+            };
+            seen = now_seen;
+            next = next.min(read_every);
+        }
+        if let Some(at) = again {
+            next = next.min(at - now);
+        }
+        let woke = sources.wait(next.max(Duration::from_millis(1)), again.is_none());
+        if (woke.notice || woke.disk) && again.is_none() {
+            again = Some(Instant::now() + TICK);
+            read_every = TICK;
+        }
+    };
+    Ok((status, limit))
 }
 
 /// Whether the run has written its own filesystem full.

@@ -169,16 +169,7 @@ fn decision(
     let closed = match standing_of(&asked, caller) {
         Standing::Decided => false,
         Standing::Closed => true,
-        Standing::Nothing => {
-            return Err(Stop::field(
-                "to",
-                format!(
-                    "the question waits on {}, and {} may not close it (admin or setup may)",
-                    asked.question.for_login, caller.login
-                ),
-            )
-            .next("only the login it names, or an administrator, decides it"));
-        }
+        Standing::Nothing => return Err(not_theirs("to", "the question", &asked, caller)),
     };
     if let Some((s, _, _)) = asked.settled() {
         return Err(Stop::field(
@@ -205,6 +196,19 @@ fn decision(
         .next("reword the note"));
     }
     Ok((text, "decision"))
+}
+
+/// `caller` refused deciding the question named in `field` (said as
+/// `subject`), which waits on another login and which they may not close.
+pub fn not_theirs(field: &str, subject: &str, asked: &Asked, caller: &Caller) -> Stop {
+    Stop::field(
+        field,
+        format!(
+            "{subject} waits on {}, and {} may not close it (admin or setup may)",
+            asked.question.for_login, caller.login
+        ),
+    )
+    .next("only the login it names, or an administrator, decides it")
 }
 
 /// How a decision by `caller` would count on `asked`.

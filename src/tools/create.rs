@@ -155,36 +155,8 @@ impl Tool for Create {
             None => admins(call)?,
         };
         let repo = call.repo()?;
-        for (i, login) in hears.iter().enumerate() {
-            if repo.own_capabilities(login)?.is_none() {
-                return Err(Stop::field(
-                    format!("hears[{i}]"),
-                    format!("the repository has no login {login:?}"),
-                )
-                .next("name logins of this repository"));
-            }
-        }
-        if budget.tokens.is_some() && page.as_ref().is_none_or(|p| p.model.is_none()) {
-            return Err(Stop::field(
-                "budget.tokens",
-                format!(
-                    "the runner {runner:?} names no model service (`model` on its page), so nothing would count its tokens"
-                ),
-            )
-            .next("leave tokens out, or name a runner whose page names its model"));
-        }
-        let offers_remote = page.as_ref().is_some_and(|p| p.offers_remote());
-        let remote = match input.remote {
-            Some(true) if !offers_remote => {
-                return Err(Stop::field(
-                    "remote",
-                    format!("the runner {runner:?} offers no remote control"),
-                )
-                .next("leave remote out, or give false"));
-            }
-            Some(r) => r,
-            None => offers_remote,
-        };
+        check_hears(call, &hears)?;
+        let remote = page_offers(&runner, page.as_ref(), &budget, input.remote)?;
         let server_code = repo.server_code()?;
         let node = input.node.clone().unwrap_or_else(|| server_code.clone());
         if !kinds::is_server_code(&node) {
@@ -221,37 +193,9 @@ impl Tool for Create {
         };
         kinds::check_record(&record).map_err(refuse)?;
         if call.dry_run && node == server_code && crate::node::is_node(call.repo()?)? {
-            call.read("what this node can enforce");
-            crate::node::check_enforceable(call.repo()?, &record)
-                .map_err(Stop::internal)?
-                .map_err(|p| {
-                    Stop::field(p.field, format!("this node would refuse it: {}", p.reason))
-                        .next("ask only for what `ocx status` says the node enforces")
-                })?;
+            check_enforceable_here(call, &record)?;
         }
-        let at = match (&input.to, &input.ticket) {
-            (Some(_), Some(_)) => {
-                return Err(
-                    Stop::field("ticket", "give to or ticket, not both").next("leave one out")
-                );
-            }
-            (Some(to), None) => match call.place("to", to)? {
-                p @ Place::Thread { .. } => Where::At(p),
-                Place::Ticket { .. } => {
-                    return Err(
-                        Stop::field("to", "names a ticket").next("give the ticket as ticket")
-                    );
-                }
-            },
-            (None, Some(t)) => match call.place("ticket", t)? {
-                p @ Place::Ticket { .. } => Where::At(p),
-                Place::Thread { .. } => {
-                    return Err(Stop::field("ticket", "names a forum post, not a ticket")
-                        .next("give the post as to"));
-                }
-            },
-            (None, None) => Where::NewThread(title_of(&objective)),
-        };
+        let at = where_to(call, &input, &objective)?;
         let (fields, block) = super::writing::message_text(&record)?;
         let text = format!(
             "OCX record: asks node `{}` to run `{runner}` as `{user}`{}.\n\n{block}",
@@ -271,6 +215,87 @@ impl Tool for Create {
             fields,
         })
     }
+}
+
+/// Each login the record hears refused unless the repository has it.
+fn check_hears(call: &Call, hears: &[String]) -> Result<(), Stop> {
+    let repo = call.repo()?;
+    for (i, login) in hears.iter().enumerate() {
+        if repo.own_capabilities(login)?.is_none() {
+            return Err(Stop::field(
+                format!("hears[{i}]"),
+                format!("the repository has no login {login:?}"),
+            )
+            .next("name logins of this repository"));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the run offers remote control (`asked`, else whatever the
+/// runner's page offers); a token budget or remote control the page
+/// `page` of `runner` cannot give refused.
+fn page_offers(
+    runner: &str,
+    page: Option<&runner::RunnerPage>,
+    budget: &Budget,
+    asked: Option<bool>,
+) -> Result<bool, Stop> {
+    if budget.tokens.is_some() && page.is_none_or(|p| p.model.is_none()) {
+        return Err(Stop::field(
+            "budget.tokens",
+            format!(
+                "the runner {runner:?} names no model service (`model` on its page), so nothing would count its tokens"
+            ),
+        )
+        .next("leave tokens out, or name a runner whose page names its model"));
+    }
+    let offers_remote = page.is_some_and(|p| p.offers_remote());
+    match asked {
+        Some(true) if !offers_remote => Err(Stop::field(
+            "remote",
+            format!("the runner {runner:?} offers no remote control"),
+        )
+        .next("leave remote out, or give false")),
+        Some(r) => Ok(r),
+        None => Ok(offers_remote),
+    }
+}
+
+/// A dry run's record refused as this node would refuse it, when the
+/// node it asks is this repository's own.
+fn check_enforceable_here(call: &mut Call, record: &Record) -> Result<(), Stop> {
+    call.read("what this node can enforce");
+    crate::node::check_enforceable(call.repo()?, record)
+        .map_err(Stop::internal)?
+        .map_err(|p| {
+            Stop::field(p.field, format!("this node would refuse it: {}", p.reason))
+                .next("ask only for what `ocx status` says the node enforces")
+        })
+}
+
+/// Where the record is posted: in the thread `to` names, on the ticket
+/// `ticket` names, or in a new thread titled from the objective.
+fn where_to(call: &mut Call, input: &Input, objective: &str) -> Result<Where, Stop> {
+    Ok(match (&input.to, &input.ticket) {
+        (Some(_), Some(_)) => {
+            return Err(Stop::field("ticket", "give to or ticket, not both").next("leave one out"));
+        }
+        (Some(to), None) => match call.place("to", to)? {
+            p @ Place::Thread { .. } => Where::At(p),
+            Place::Ticket { .. } => {
+                return Err(Stop::field("to", "names a ticket").next("give the ticket as ticket"));
+            }
+        },
+        (None, Some(t)) => match call.place("ticket", t)? {
+            p @ Place::Ticket { .. } => Where::At(p),
+            Place::Thread { .. } => {
+                return Err(Stop::field("ticket", "names a forum post, not a ticket")
+                    .next("give the post as to"));
+            }
+        },
+        (None, None) => Where::NewThread(title_of(objective)),
+    })
 }
 
 /// `input` over `pattern`: the pattern's fields, each the call gives in

@@ -83,14 +83,7 @@ impl Tool for Decide {
             crate::protocol::ask::Standing::Decided => "decided",
             crate::protocol::ask::Standing::Closed => "closed",
             crate::protocol::ask::Standing::Nothing => {
-                return Err(Stop::field(
-                    "question",
-                    format!(
-                        "it waits on {}, and {} may not close it (admin or setup may)",
-                        asked.question.for_login, caller.login
-                    ),
-                )
-                .next("only the login it names, or an administrator, decides it"));
+                return Err(asking::not_theirs("question", "it", &asked, &caller));
             }
         };
         let note = note_of(&asked.question.options, input.option, input.note.as_deref())?;

@@ -76,144 +76,167 @@ impl Tool for Hook {
     const WRITES: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
-        let repo = call.repo()?;
-        let fossil = call.fossil()?.clone();
-        let indexes: Vec<usize> = repo
-            .hooks()?
-            .into_iter()
-            .filter(|h| h.2.contains(node::HOOK_MARK))
-            .map(|h| h.0)
-            .rev()
-            .collect();
-        let path = repo.path().to_path_buf();
         match input.action {
-            HookAction::Remove => {
-                for i in &indexes {
-                    if !call.dry_run {
-                        fossil.hook_delete(&path, *i)?;
-                    }
-                    call.log(Op::Fossil {
-                        operation: format!("delete hook {i}"),
-                        done: !call.dry_run,
-                    });
-                }
-                Ok(Output {
-                    root: None,
-                    login: None,
-                    hook: None,
-                    removed: indexes.len(),
-                    note: None,
-                    warning: None,
-                    default_user: None,
-                })
-            }
-            HookAction::Install => {
-                let url = input.url.clone().ok_or_else(|| {
-                    Stop::field("url", "install needs the URL the repository is served at")
-                        .next("give --url http://HOST/REPO")
-                })?;
-                if crate::fossil::remote::served_url(&url).is_none() {
-                    return Err(Stop::field(
-                        "url",
-                        format!("{url:?} is not an http or https URL with a host and no login"),
-                    )
-                    .next("give --url http://HOST/REPO"));
-                }
-                let root = match &input.root {
-                    Some(r) if r.starts_with('/') => PathBuf::from(r),
-                    Some(r) => {
-                        return Err(
-                            Stop::field("root", format!("{r:?} is not an absolute path"))
-                                .next("give an absolute path, or leave root out"),
-                        );
-                    }
-                    None => node::config::default_root(&path),
-                };
-                let server_code = repo.server_code()?;
-                let login = crate::protocol::found::node_login(&server_code);
-                let ocx = std::env::current_exe()
-                    .and_then(|p| p.canonicalize())
-                    .map_err(|e| Stop::failed(format!("cannot tell where ocx is: {e}")))?;
-                let command = node::hook_command(&ocx, &root);
-                let note = fossil_export_note(repo)?;
-                let policy = repo.content_security_policy()?;
-                let has_login = repo.own_capabilities(&login)?.is_some();
-                // Commands printed for a person to run next name no --user:
-                // where the repository has no default user, the installer becomes it.
-                let default_user = match repo.default_user()? {
-                    Some(_) => None,
-                    None => Some(call.cx.caller()?.login.clone()),
-                };
-                if !call.dry_run {
-                    if let Some(user) = &default_user {
-                        fossil.user_default(&path, user)?;
-                    }
-                    for i in &indexes {
-                        fossil.hook_delete(&path, *i)?;
-                    }
-                    if !has_login {
-                        fossil.user_new(&path, &login, &node::random_password())?;
-                    }
-                    fossil.user_capabilities(&path, &login, NODE_CAPABILITIES)?;
-                    NodeConfig {
-                        repository: path.clone(),
-                        url: url.clone(),
-                        fossil: fossil.path().to_path_buf(),
-                        ocx: ocx.clone(),
-                        server_code,
-                        login: login.clone(),
-                        machine: None,
-                        ..NodeConfig::kept(&root)
-                    }
-                    .save(&root)
-                    .map_err(|e| {
-                        Stop::field("root", format!("cannot write the node's root: {e}"))
-                    })?;
-                    fossil.hook_add(&path, &command)?;
-                    node::site::keep_policy(&fossil, repo).map_err(Stop::internal)?;
-                }
-                let done = !call.dry_run;
-                if !policy.admits_only_fossils_scripts() {
-                    call.log(Op::Fossil {
-                        operation: format!(
-                            "set {} to {:?}, so only the scripts Fossil writes run on the site",
-                            crate::fossil::csp::SETTING,
-                            policy.strict()
-                        ),
-                        done,
-                    });
-                }
-                if let Some(user) = &default_user {
-                    call.log(Op::Fossil {
-                        operation: format!(
-                            "make {user} the repository's default user, who ocx acts as there without --user"
-                        ),
-                        done,
-                    });
-                }
-                call.log(Op::Fossil {
-                    operation: format!("make the node's login {login} holding {NODE_CAPABILITIES}"),
-                    done,
-                });
-                call.log(Op::Fossil {
-                    operation: format!("write {}", NodeConfig::file(&root).display()),
-                    done,
-                });
-                call.log(Op::Fossil {
-                    operation: format!("add the after-receive hook {command}"),
-                    done,
-                });
-                Ok(Output {
-                    root: Some(root.display().to_string()),
-                    login: Some(login),
-                    hook: Some(command),
-                    removed: indexes.len(),
-                    note,
-                    warning: super::served::page_warning(&url),
-                    default_user,
-                })
-            }
+            HookAction::Remove => remove(call),
+            HookAction::Install => install(&input, call),
         }
+    }
+}
+
+/// The indexes of OCX's after-receive hooks, last first (so deleting one
+/// leaves the others' indexes as they were).
+fn ocx_hooks(repo: &crate::fossil::Repository) -> Result<Vec<usize>, Stop> {
+    Ok(repo
+        .hooks()?
+        .into_iter()
+        .filter(|h| h.2.contains(node::HOOK_MARK))
+        .map(|h| h.0)
+        .rev()
+        .collect())
+}
+
+/// OCX's hooks deleted: the repository no longer a node.
+fn remove(call: &mut Call) -> Result<Output, Stop> {
+    let repo = call.repo()?;
+    let fossil = call.fossil()?.clone();
+    let indexes = ocx_hooks(repo)?;
+    let path = repo.path().to_path_buf();
+    for i in &indexes {
+        if !call.dry_run {
+            fossil.hook_delete(&path, *i)?;
+        }
+        call.log(Op::Fossil {
+            operation: format!("delete hook {i}"),
+            done: !call.dry_run,
+        });
+    }
+    Ok(Output {
+        root: None,
+        login: None,
+        hook: None,
+        removed: indexes.len(),
+        note: None,
+        warning: None,
+        default_user: None,
+    })
+}
+
+/// The repository made a node: OCX's hook installed in place of any
+/// before it, the node's login made, its configuration written under its
+/// root, the site's policy kept to Fossil's own scripts, and the
+/// installer made the default user where there is none.
+fn install(input: &Input, call: &mut Call) -> Result<Output, Stop> {
+    let repo = call.repo()?;
+    let fossil = call.fossil()?.clone();
+    let indexes = ocx_hooks(repo)?;
+    let path = repo.path().to_path_buf();
+    let url = served_url(input)?;
+    let root = root_of(input, &path)?;
+    let server_code = repo.server_code()?;
+    let login = crate::protocol::found::node_login(&server_code);
+    let ocx = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .map_err(|e| Stop::failed(format!("cannot tell where ocx is: {e}")))?;
+    let command = node::hook_command(&ocx, &root);
+    let note = fossil_export_note(repo)?;
+    let policy = repo.content_security_policy()?;
+    let has_login = repo.own_capabilities(&login)?.is_some();
+    // Commands printed for a person to run next name no --user:
+    // where the repository has no default user, the installer becomes it.
+    let default_user = match repo.default_user()? {
+        Some(_) => None,
+        None => Some(call.cx.caller()?.login.clone()),
+    };
+    if !call.dry_run {
+        if let Some(user) = &default_user {
+            fossil.user_default(&path, user)?;
+        }
+        for i in &indexes {
+            fossil.hook_delete(&path, *i)?;
+        }
+        if !has_login {
+            fossil.user_new(&path, &login, &node::random_password())?;
+        }
+        fossil.user_capabilities(&path, &login, NODE_CAPABILITIES)?;
+        NodeConfig {
+            repository: path.clone(),
+            url: url.clone(),
+            fossil: fossil.path().to_path_buf(),
+            ocx: ocx.clone(),
+            server_code,
+            login: login.clone(),
+            machine: None,
+            ..NodeConfig::kept(&root)
+        }
+        .save(&root)
+        .map_err(|e| Stop::field("root", format!("cannot write the node's root: {e}")))?;
+        fossil.hook_add(&path, &command)?;
+        node::site::keep_policy(&fossil, repo).map_err(Stop::internal)?;
+    }
+    let done = !call.dry_run;
+    if !policy.admits_only_fossils_scripts() {
+        call.log(Op::Fossil {
+            operation: format!(
+                "set {} to {:?}, so only the scripts Fossil writes run on the site",
+                crate::fossil::csp::SETTING,
+                policy.strict()
+            ),
+            done,
+        });
+    }
+    if let Some(user) = &default_user {
+        call.log(Op::Fossil {
+            operation: format!(
+                "make {user} the repository's default user, who ocx acts as there without --user"
+            ),
+            done,
+        });
+    }
+    for operation in [
+        format!("make the node's login {login} holding {NODE_CAPABILITIES}"),
+        format!("write {}", NodeConfig::file(&root).display()),
+        format!("add the after-receive hook {command}"),
+    ] {
+        call.log(Op::Fossil { operation, done });
+    }
+    Ok(Output {
+        root: Some(root.display().to_string()),
+        login: Some(login),
+        hook: Some(command),
+        removed: indexes.len(),
+        note,
+        warning: super::served::page_warning(&url),
+        default_user,
+    })
+}
+
+/// The URL the repository is served at, which install needs: http or
+/// https, with a host and no login.
+fn served_url(input: &Input) -> Result<String, Stop> {
+    let url = input.url.clone().ok_or_else(|| {
+        Stop::field("url", "install needs the URL the repository is served at")
+            .next("give --url http://HOST/REPO")
+    })?;
+    if crate::fossil::remote::served_url(&url).is_none() {
+        return Err(Stop::field(
+            "url",
+            format!("{url:?} is not an http or https URL with a host and no login"),
+        )
+        .next("give --url http://HOST/REPO"));
+    }
+    Ok(url)
+}
+
+/// The node's root: as given (an absolute path), else the default beside
+/// the repository at `path`.
+fn root_of(input: &Input, path: &std::path::Path) -> Result<PathBuf, Stop> {
+    match &input.root {
+        Some(r) if r.starts_with('/') => Ok(PathBuf::from(r)),
+        Some(r) => Err(
+            Stop::field("root", format!("{r:?} is not an absolute path"))
+                .next("give an absolute path, or leave root out"),
+        ),
+        None => Ok(node::config::default_root(path)),
     }
 }
 

@@ -13,6 +13,7 @@ use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// What to do.
@@ -89,193 +90,218 @@ impl Tool for NodeTool {
     }
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
-        let repo = call.repo()?;
-        let root = node::root_of(repo)
-            .map_err(Stop::internal)?
-            .or_else(|| node::machine_root(repo))
-            .ok_or_else(|| {
-                Stop::new("this repository is no node").next(format!(
-                    "install the hook first ({}, URL where it is served), or enrol this clone as an agent machine (ocx machine URL --repository CLONE)",
-                    super::as_run_next(call, "ocx hook install --url URL")
-                ))
-            })?;
-        let cfg = NodeConfig::load(&root).ok_or_else(|| {
-            Stop::new(format!(
-                "the node's root {} holds no node.json",
-                root.display()
-            ))
-            .next(format!(
-                "run {} again",
+        let (root, cfg) = node_root(call)?;
+        check_flags(&input)?;
+        match input.action {
+            NodeAction::Log => log(&root, input.last.unwrap_or(LAST)),
+            NodeAction::Stop => stop(&root, input.runs, call),
+            NodeAction::Start if input.foreground && !call.dry_run => start_foreground(&root),
+            NodeAction::Start => start(&root, &cfg, call),
+        }
+    }
+}
+
+/// The node's root and configuration, refused when the repository is no
+/// node or its root holds no configuration.
+fn node_root(call: &Call) -> Result<(PathBuf, NodeConfig), Stop> {
+    let repo = call.repo()?;
+    let root = node::root_of(repo)
+        .map_err(Stop::internal)?
+        .or_else(|| node::machine_root(repo))
+        .ok_or_else(|| {
+            Stop::new("this repository is no node").next(format!(
+                "install the hook first ({}, URL where it is served), or enrol this clone as an agent machine (ocx machine URL --repository CLONE)",
                 super::as_run_next(call, "ocx hook install --url URL")
             ))
         })?;
-        if input.foreground && input.action != NodeAction::Start {
-            return Err(
-                Stop::field("foreground", "is for start only").next("ocx node start --foreground")
-            );
+    let cfg = NodeConfig::load(&root).ok_or_else(|| {
+        Stop::new(format!(
+            "the node's root {} holds no node.json",
+            root.display()
+        ))
+        .next(format!(
+            "run {} again",
+            super::as_run_next(call, "ocx hook install --url URL")
+        ))
+    })?;
+    Ok((root, cfg))
+}
+
+/// Each flag refused unless given with the action it is for.
+fn check_flags(input: &Input) -> Result<(), Stop> {
+    if input.foreground && input.action != NodeAction::Start {
+        return Err(
+            Stop::field("foreground", "is for start only").next("ocx node start --foreground")
+        );
+    }
+    if input.runs && input.action != NodeAction::Stop {
+        return Err(Stop::field("runs", "is for stop only").next("ocx node stop --runs"));
+    }
+    if input.last.is_some() && input.action != NodeAction::Log {
+        return Err(Stop::field("last", "is for log only").next("ocx node log --last 50"));
+    }
+    Ok(())
+}
+
+/// Whether the node's process at `root` runs: its lock is held.
+fn running(root: &Path) -> bool {
+    matches!(node::lock(&root.join("node.lock"), false), Ok(None))
+}
+
+/// The node's report with nothing else in it: its root and whether it runs.
+fn report(root: &Path) -> Output {
+    Output {
+        root: root.display().to_string(),
+        lost: Vec::new(),
+        running: running(root),
+        runs: Vec::new(),
+        ended: Vec::new(),
+        warning: None,
+        log: None,
+    }
+}
+
+/// The last `last` events of the node's log.
+fn log(root: &Path, last: usize) -> Result<Output, Stop> {
+    let log = node::log::last(root, last).map_err(|e| {
+        Stop::failed(format!(
+            "cannot read {}: {e}",
+            node::log::file(root).display()
+        ))
+    })?;
+    Ok(Output {
+        log: Some(log),
+        ..report(root)
+    })
+}
+
+/// The node's process stopped (told to, then waited for up to 5 seconds)
+/// and, with `runs`, each of its runs ended; the runs still going named.
+fn stop(root: &Path, runs: bool, call: &mut Call) -> Result<Output, Stop> {
+    if !call.dry_run
+        && let Some(pid) = std::fs::read_to_string(root.join("node.pid"))
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        && running(root)
+    {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let until = Instant::now() + Duration::from_secs(5);
+        while running(root) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
         }
-        if input.runs && input.action != NodeAction::Stop {
-            return Err(Stop::field("runs", "is for stop only").next("ocx node stop --runs"));
-        }
-        if input.last.is_some() && input.action != NodeAction::Log {
-            return Err(Stop::field("last", "is for log only").next("ocx node log --last 50"));
-        }
-        let running =
-            |root: &std::path::Path| matches!(node::lock(&root.join("node.lock"), false), Ok(None));
-        match input.action {
-            NodeAction::Log => {
-                let log = node::log::last(&root, input.last.unwrap_or(LAST)).map_err(|e| {
-                    Stop::failed(format!(
-                        "cannot read {}: {e}",
-                        node::log::file(&root).display()
-                    ))
-                })?;
-                Ok(Output {
-                    root: root.display().to_string(),
-                    lost: Vec::new(),
-                    running: running(&root),
-                    runs: Vec::new(),
-                    ended: Vec::new(),
-                    warning: None,
-                    log: Some(log),
-                })
-            }
-            NodeAction::Stop => {
-                if !call.dry_run
-                    && let Some(pid) = std::fs::read_to_string(root.join("node.pid"))
-                        .ok()
-                        .and_then(|s| s.trim().parse::<i32>().ok())
-                    && running(&root)
-                {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGTERM,
-                    );
-                    let until = Instant::now() + Duration::from_secs(5);
-                    while running(&root) && Instant::now() < until {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                }
-                call.log(Op::Fossil {
-                    operation: "stop the node's process".into(),
-                    done: !call.dry_run,
-                });
-                let mut ended = Vec::new();
-                if input.runs {
-                    for (record, dir) in node::runs_going(&root) {
-                        let done = !call.dry_run && node::end_run(&dir);
-                        call.log(Op::Fossil {
-                            operation: format!("end the run of {record}, answered stopped"),
-                            done,
-                        });
-                        if done {
-                            ended.push(record);
-                        }
-                    }
-                }
-                Ok(Output {
-                    root: root.display().to_string(),
-                    lost: Vec::new(),
-                    running: running(&root),
-                    runs: node::runs_going(&root)
-                        .into_iter()
-                        .map(|(r, _)| r)
-                        .collect(),
-                    ended,
-                    warning: None,
-                    log: None,
-                })
-            }
-            NodeAction::Start if input.foreground && !call.dry_run => {
-                if running(&root) {
-                    return Err(Stop::new(format!(
-                        "a node's process runs at {} already",
-                        root.display()
-                    ))
-                    .next("stop it first: ocx node stop"));
-                }
-                node::daemon::run_foreground(&root).map_err(|e| {
-                    Stop::failed(format!("the node stopped: {e}")).next("see its log: ocx node log")
-                })?;
-                Ok(Output {
-                    root: root.display().to_string(),
-                    lost: Vec::new(),
-                    running: false,
-                    runs: Vec::new(),
-                    ended: Vec::new(),
-                    warning: None,
-                    log: None,
-                })
-            }
-            NodeAction::Start => {
-                if call.dry_run {
-                    call.log(Op::Fossil {
-                        operation: "answer lost for each open session whose watcher is gone".into(),
-                        done: false,
-                    });
-                    call.log(Op::Fossil {
-                        operation: "start the node's process".into(),
-                        done: false,
-                    });
-                    return Ok(Output {
-                        root: root.display().to_string(),
-                        lost: Vec::new(),
-                        running: running(&root),
-                        runs: Vec::new(),
-                        ended: Vec::new(),
-                        warning: super::served::page_warning(&cfg.url),
-                        log: None,
-                    });
-                }
-                let lost = node::daemon::sweep_lost(&root).map_err(Stop::from)?;
-                for e in &lost {
-                    call.log(Op::Fossil {
-                        operation: e.line(),
-                        done: true,
-                    });
-                }
-                let lost = lost.into_iter().filter_map(|e| e.record).collect();
-                if !running(&root) {
-                    drop(
-                        node::daemon::claim_uids(&root, &cfg)
-                            .map_err(|e| match e.kind() {
-                                StopKind::Failed => Stop::from(e),
-                                StopKind::Refused => Stop::field("run_uids", e.to_string()).next(format!(
-                                    "set run_uids in {} to a range no other node holds, or remove it to have one picked",
-                                    NodeConfig::file(&root).display()
-                                ))
-                            })?,
-                    );
-                    let log = std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .mode(0o600)
-                        .open(node::log::file(&root))
-                        .map_err(|e| Stop::failed(e.to_string()))?;
-                    let args = ["node-daemon".into(), "--root".into(), root.clone().into()];
-                    crate::node::spawn_own(&cfg.ocx, &args, log)
-                        .map_err(|e| Stop::failed(format!("cannot start the node: {e}")))?;
-                    let until = Instant::now() + Duration::from_secs(10);
-                    while !(running(&root) && NodeConfig::socket(&root).exists())
-                        && Instant::now() < until
-                    {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                }
-                call.log(Op::Fossil {
-                    operation: "start the node's process".into(),
-                    done: true,
-                });
-                Ok(Output {
-                    root: root.display().to_string(),
-                    lost,
-                    running: running(&root),
-                    runs: Vec::new(),
-                    ended: Vec::new(),
-                    warning: super::served::page_warning(&cfg.url),
-                    log: None,
-                })
+    }
+    call.log(Op::Fossil {
+        operation: "stop the node's process".into(),
+        done: !call.dry_run,
+    });
+    let mut ended = Vec::new();
+    if runs {
+        for (record, dir) in node::runs_going(root) {
+            let done = !call.dry_run && node::end_run(&dir);
+            call.log(Op::Fossil {
+                operation: format!("end the run of {record}, answered stopped"),
+                done,
+            });
+            if done {
+                ended.push(record);
             }
         }
     }
+    Ok(Output {
+        runs: node::runs_going(root).into_iter().map(|(r, _)| r).collect(),
+        ended,
+        ..report(root)
+    })
+}
+
+/// The node run in this process until it stops, unless one runs already.
+fn start_foreground(root: &Path) -> Result<Output, Stop> {
+    if running(root) {
+        return Err(Stop::new(format!(
+            "a node's process runs at {} already",
+            root.display()
+        ))
+        .next("stop it first: ocx node stop"));
+    }
+    node::daemon::run_foreground(root).map_err(|e| {
+        Stop::failed(format!("the node stopped: {e}")).next("see its log: ocx node log")
+    })?;
+    Ok(Output {
+        running: false,
+        ..report(root)
+    })
+}
+
+/// The node's process started, detached, unless it runs already: first
+/// `lost` answered for each open session whose watcher is gone.
+fn start(root: &Path, cfg: &NodeConfig, call: &mut Call) -> Result<Output, Stop> {
+    if call.dry_run {
+        call.log(Op::Fossil {
+            operation: "answer lost for each open session whose watcher is gone".into(),
+            done: false,
+        });
+        call.log(Op::Fossil {
+            operation: "start the node's process".into(),
+            done: false,
+        });
+        return Ok(Output {
+            warning: super::served::page_warning(&cfg.url),
+            ..report(root)
+        });
+    }
+    let lost = node::daemon::sweep_lost(root).map_err(Stop::from)?;
+    for e in &lost {
+        call.log(Op::Fossil {
+            operation: e.line(),
+            done: true,
+        });
+    }
+    let lost = lost.into_iter().filter_map(|e| e.record).collect();
+    if !running(root) {
+        spawn_node(root, cfg)?;
+    }
+    call.log(Op::Fossil {
+        operation: "start the node's process".into(),
+        done: true,
+    });
+    Ok(Output {
+        lost,
+        warning: super::served::page_warning(&cfg.url),
+        ..report(root)
+    })
+}
+
+/// The node's process started detached, its host uids claimed first, its
+/// output appended to its log; waited for up to 10 seconds to listen.
+fn spawn_node(root: &Path, cfg: &NodeConfig) -> Result<(), Stop> {
+    drop(
+        node::daemon::claim_uids(root, cfg).map_err(|e| match e.kind() {
+            StopKind::Failed => Stop::from(e),
+            StopKind::Refused => Stop::field("run_uids", e.to_string()).next(format!(
+                "set run_uids in {} to a range no other node holds, or remove it to have one picked",
+                NodeConfig::file(root).display()
+            )),
+        })?,
+    );
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(node::log::file(root))
+        .map_err(|e| Stop::failed(e.to_string()))?;
+    let args = [
+        "node-daemon".into(),
+        "--root".into(),
+        root.to_path_buf().into(),
+    ];
+    crate::node::spawn_own(&cfg.ocx, &args, log)
+        .map_err(|e| Stop::failed(format!("cannot start the node: {e}")))?;
+    let until = Instant::now() + Duration::from_secs(10);
+    while !(running(root) && NodeConfig::socket(root).exists()) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
 }

@@ -14,6 +14,7 @@ use crate::stop::Stop;
 use crate::tool::{Call, Needs, Reach, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 /// Input of `project`.
 #[derive(Deserialize, JsonSchema)]
@@ -86,91 +87,18 @@ impl Tool for Project {
     const REACH: Reach = Reach::CommandLine;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
-        if !valid_name(&input.name) {
-            return Err(Stop::field(
-                "name",
-                format!(
-                    "{:?} is not a file name (letters, digits, ., _ and -)",
-                    input.name
-                ),
-            )
-            .next("give a plain name, such as my-project"));
-        }
-        let admin = input.admin.clone().unwrap_or_else(|| "admin".into());
-        if !crate::node::runner::valid_name(&admin) {
-            return Err(
-                Stop::field("admin", format!("{admin:?} is not a login's name"))
-                    .next("give lower-case letters, digits, - and _"),
-            );
-        }
-        let dir = match &input.dir {
-            Some(d) => call.cx.cwd.join(d),
-            None => call.cx.cwd.clone(),
-        };
-        if !dir.is_dir() {
-            return Err(
-                Stop::field("dir", format!("{} is no directory", dir.display()))
-                    .next("make the directory first, or name another"),
-            );
-        }
-        let dir = dir.canonicalize().map_err(Stop::internal)?;
-        let path = dir.join(format!("{}.fossil", input.name));
-        let export = dir.join(format!("{}.git", input.name));
-        let upstream_dir = crate::git::upstream::dir_of(&path);
-        for taken in [&path, &export, &upstream_dir] {
-            if taken.exists() {
-                return Err(
-                    Stop::field("name", format!("{} is there already", taken.display()))
-                        .next("choose another name, or remove what is there"),
-                );
-            }
-        }
-        if let Some(u) = &input.url
-            && !(u.starts_with("http://") || u.starts_with("https://"))
-        {
-            return Err(
-                Stop::field("url", format!("{u:?} is not an http or https URL"))
-                    .next("give the URL the repository will be served at"),
-            );
-        }
-        for (i, r) in input.runners.iter().enumerate() {
-            if !["claude", "codex", "local", "demo"].contains(&r.as_str()) {
-                return Err(Stop::field(
-                    format!("runners[{i}]"),
-                    format!("OCX ships no runner {r:?}"),
-                )
-                .next("give claude, codex, local or demo"));
-            }
-        }
-        if input.patterns && input.runners.is_empty() {
-            return Err(Stop::field(
-                "patterns",
-                "the patterns are written for a runner: name one",
-            )
-            .next("give runners, such as demo"));
-        }
+        let places = places(&input, call)?;
+        check_serving(&input)?;
         let git = crate::git::Git::locate(None).map_err(Stop::internal)?;
         if let Some(from) = &input.from {
-            if let Some(why) = crate::git::upstream::refused_from(from) {
-                return Err(Stop::field(
-                    "from",
-                    format!(
-                        "{}: {why}",
-                        crate::fossil::redact_password(&from.escape_debug().to_string())
-                    ),
-                )
-                .next("give a git URL (https, http, ssh, git or file) or a directory"));
-            }
-            call.read(format!(
-                "whether git reads {}",
-                crate::fossil::redact_password(from)
-            ));
-            git.can_read(from).map_err(|e| {
-                Stop::field("from", format!("git cannot read it: {e}"))
-                    .next("give a git URL or directory git can read from here")
-            })?;
+            check_from(&git, from, call)?;
         }
-        let fossil = call.fossil()?.clone();
+        let Places {
+            admin,
+            path,
+            export,
+            upstream_dir,
+        } = places;
         let mut out = Output {
             repository: path.display().to_string(),
             git_export: export.display().to_string(),
@@ -183,152 +111,22 @@ impl Tool for Project {
             pages: Vec::new(),
             next: Vec::new(),
         };
-        let dry = call.dry_run;
-        let step = |call: &mut Call, operation: String| {
-            call.log(Op::Fossil {
-                operation,
-                done: !dry,
-            })
-        };
-        match &input.from {
-            Some(from) => {
-                step(
-                    call,
-                    format!(
-                        "mirror {} and import its branches (its default as trunk) and tags into {}",
-                        crate::fossil::redact_password(from),
-                        path.display()
-                    ),
-                );
-                if !dry {
-                    let (_, brought) = crate::git::upstream::Upstream::import_new(
-                        &git, &fossil, &path, from, &admin,
-                    )
-                    .map_err(|e| {
-                        Stop::field("from", e.to_string()).next(
-                            "mend what it names; remove what was made, then run project again",
-                        )
-                    })?;
-                    out.imported = Some(brought);
-                }
-            }
-            None => {
-                step(
-                    call,
-                    format!("make the empty repository {}", path.display()),
-                );
-                if !dry {
-                    fossil.new_repository(&path, &admin)?;
-                }
-            }
-        }
-        step(
-            call,
-            format!(
-                "make {admin} its default user, so the commands below act as {admin} without --user"
-            ),
-        );
-        if !dry {
-            fossil.user_default(&path, &admin)?;
-        }
-        step(call, format!("make its git export in {}", export.display()));
-        if !dry {
-            fossil.git_export_into(&path, &export)?;
-        }
+        out.imported = make_repository(&input, &git, &path, &export, &admin, call)?;
         let shown = shlex::try_quote(&path.to_string_lossy())
             .unwrap_or_default()
             .into_owned();
-        let sub = Context::new(
-            Some(path.clone()),
-            call.cx.cwd.clone(),
-            Who::Local {
-                user: Some(admin.clone()),
-            },
-        );
-        match &input.url {
-            Some(url) => {
-                step(
-                    call,
-                    format!("install OCX's hook, the repository served at {url}"),
-                );
-                step(call, "start its node".into());
-                if !dry {
-                    let hooked = within(call, &sub, |c| {
-                        super::hook::Hook::run(
-                            super::hook::Input {
-                                action: super::hook::HookAction::Install,
-                                url: Some(url.clone()),
-                                root: None,
-                            },
-                            c,
-                        )
-                    })?;
-                    out.node = hooked.root;
-                    within(call, &sub, |c| {
-                        super::node::NodeTool::run(
-                            super::node::Input {
-                                action: super::node::NodeAction::Start,
-                                foreground: false,
-                                runs: false,
-                                last: None,
-                            },
-                            c,
-                        )
-                    })?;
-                }
-            }
-            None => {
-                out.next.push(format!(
-                    "once you know the URL it is served at (URL): ocx hook install --url URL -R {}",
-                    shown
-                ));
-                out.next
-                    .push(format!("then start its node: ocx node start -R {}", shown));
-            }
-        }
-        for (i, name) in input.runners.iter().enumerate() {
-            let patterns = input.patterns && i == 0;
-            step(
-                call,
-                format!(
-                    "write the runner page sandbox/{name}{}",
-                    if patterns {
-                        " and the example patterns"
-                    } else {
-                        ""
-                    }
-                ),
-            );
-            if dry {
-                continue;
-            }
-            if input.url.is_none() {
-                out.next.push(format!(
-                    "then the runner page: ocx runner --name {name}{} -R {}",
-                    if patterns { " --patterns" } else { "" },
-                    shown
-                ));
-                continue;
-            }
-            let written = within(call, &sub, |c| {
-                super::runner::Runner::run(
-                    super::runner::Input {
-                        name: name.clone(),
-                        model: None,
-                        base_url: None,
-                        api_key: None,
-                        login: None,
-                        remote: false,
-                        terminal: false,
-                        patterns,
-                    },
-                    c,
-                )
-            })?;
-            out.pages.push(written.page);
-            out.pages.extend(written.patterns);
-            out.next.extend(written.still_to_do);
-        }
+        let made = Made {
+            cx: Context::new(
+                Some(path.clone()),
+                call.cx.cwd.clone(),
+                Who::Local {
+                    user: Some(admin.clone()),
+                },
+            ),
+            shown: shown.clone(),
+        };
+        serve(&input, &made, &mut out, call)?;
+        write_runners(&input, &made, &mut out, call)?;
         out.next.insert(
             0,
             format!(
@@ -351,6 +149,295 @@ impl Tool for Project {
         }
         Ok(out)
     }
+}
+
+/// Where a new project goes and who administers it, checked free.
+struct Places {
+    admin: String,
+    /// The new repository, NAME.fossil.
+    path: PathBuf,
+    /// Its git export, NAME.git.
+    export: PathBuf,
+    /// Where its upstream is kept.
+    upstream_dir: PathBuf,
+}
+
+/// The project's name, administrator and directory checked, and the
+/// places it will take refused if anything is there already.
+fn places(input: &Input, call: &Call) -> Result<Places, Stop> {
+    if !valid_name(&input.name) {
+        return Err(Stop::field(
+            "name",
+            format!(
+                "{:?} is not a file name (letters, digits, ., _ and -)",
+                input.name
+            ),
+        )
+        .next("give a plain name, such as my-project"));
+    }
+    let admin = input.admin.clone().unwrap_or_else(|| "admin".into());
+    if !crate::node::runner::valid_name(&admin) {
+        return Err(
+            Stop::field("admin", format!("{admin:?} is not a login's name"))
+                .next("give lower-case letters, digits, - and _"),
+        );
+    }
+    let dir = match &input.dir {
+        Some(d) => call.cx.cwd.join(d),
+        None => call.cx.cwd.clone(),
+    };
+    if !dir.is_dir() {
+        return Err(
+            Stop::field("dir", format!("{} is no directory", dir.display()))
+                .next("make the directory first, or name another"),
+        );
+    }
+    let dir = dir.canonicalize().map_err(Stop::internal)?;
+    let path = dir.join(format!("{}.fossil", input.name));
+    let export = dir.join(format!("{}.git", input.name));
+    let upstream_dir = crate::git::upstream::dir_of(&path);
+    for taken in [&path, &export, &upstream_dir] {
+        if taken.exists() {
+            return Err(
+                Stop::field("name", format!("{} is there already", taken.display()))
+                    .next("choose another name, or remove what is there"),
+            );
+        }
+    }
+    Ok(Places {
+        admin,
+        path,
+        export,
+        upstream_dir,
+    })
+}
+
+/// The URL it will be served at, the runner pages and the patterns asked
+/// for, checked.
+fn check_serving(input: &Input) -> Result<(), Stop> {
+    if let Some(u) = &input.url
+        && !(u.starts_with("http://") || u.starts_with("https://"))
+    {
+        return Err(
+            Stop::field("url", format!("{u:?} is not an http or https URL"))
+                .next("give the URL the repository will be served at"),
+        );
+    }
+    for (i, r) in input.runners.iter().enumerate() {
+        if !["claude", "codex", "local", "demo"].contains(&r.as_str()) {
+            return Err(Stop::field(
+                format!("runners[{i}]"),
+                format!("OCX ships no runner {r:?}"),
+            )
+            .next("give claude, codex, local or demo"));
+        }
+    }
+    if input.patterns && input.runners.is_empty() {
+        return Err(Stop::field(
+            "patterns",
+            "the patterns are written for a runner: name one",
+        )
+        .next("give runners, such as demo"));
+    }
+    Ok(())
+}
+
+/// `from` refused if git may not reach it that way, then asked of git.
+fn check_from(git: &crate::git::Git, from: &str, call: &mut Call) -> Result<(), Stop> {
+    if let Some(why) = crate::git::upstream::refused_from(from) {
+        return Err(Stop::field(
+            "from",
+            format!(
+                "{}: {why}",
+                crate::fossil::redact_password(&from.escape_debug().to_string())
+            ),
+        )
+        .next("give a git URL (https, http, ssh, git or file) or a directory"));
+    }
+    call.read(format!(
+        "whether git reads {}",
+        crate::fossil::redact_password(from)
+    ));
+    git.can_read(from).map_err(|e| {
+        Stop::field("from", format!("git cannot read it: {e}"))
+            .next("give a git URL or directory git can read from here")
+    })
+}
+
+/// Logs one step of the making, done unless the call is a dry run.
+fn step(call: &mut Call, operation: String) {
+    let done = !call.dry_run;
+    call.log(Op::Fossil { operation, done })
+}
+
+/// The repository made (imported from git, or empty), `admin` its
+/// default user, and its git export made; what came from git returned.
+fn make_repository(
+    input: &Input,
+    git: &crate::git::Git,
+    path: &Path,
+    export: &Path,
+    admin: &str,
+    call: &mut Call,
+) -> Result<Option<crate::git::upstream::Brought>, Stop> {
+    let fossil = call.fossil()?.clone();
+    let dry = call.dry_run;
+    let mut imported = None;
+    match &input.from {
+        Some(from) => {
+            step(
+                call,
+                format!(
+                    "mirror {} and import its branches (its default as trunk) and tags into {}",
+                    crate::fossil::redact_password(from),
+                    path.display()
+                ),
+            );
+            if !dry {
+                let (_, brought) =
+                    crate::git::upstream::Upstream::import_new(git, &fossil, path, from, admin)
+                        .map_err(|e| {
+                            Stop::field("from", e.to_string()).next(
+                                "mend what it names; remove what was made, then run project again",
+                            )
+                        })?;
+                imported = Some(brought);
+            }
+        }
+        None => {
+            step(
+                call,
+                format!("make the empty repository {}", path.display()),
+            );
+            if !dry {
+                fossil.new_repository(path, admin)?;
+            }
+        }
+    }
+    step(
+        call,
+        format!(
+            "make {admin} its default user, so the commands below act as {admin} without --user"
+        ),
+    );
+    if !dry {
+        fossil.user_default(path, admin)?;
+    }
+    step(call, format!("make its git export in {}", export.display()));
+    if !dry {
+        fossil.git_export_into(path, export)?;
+    }
+    Ok(imported)
+}
+
+/// The new repository as the steps after its making reach it.
+struct Made {
+    /// A call's context on it, as its administrator.
+    cx: Context,
+    /// Its path, quoted for the commands left to run.
+    shown: String,
+}
+
+/// With a URL, OCX's hook installed and the node started on the new
+/// repository; without, the commands that do it left in `out`.
+fn serve(input: &Input, made: &Made, out: &mut Output, call: &mut Call) -> Result<(), Stop> {
+    let (sub, shown) = (&made.cx, &made.shown);
+    let Some(url) = &input.url else {
+        out.next.push(format!(
+            "once you know the URL it is served at (URL): ocx hook install --url URL -R {}",
+            shown
+        ));
+        out.next
+            .push(format!("then start its node: ocx node start -R {}", shown));
+        return Ok(());
+    };
+    step(
+        call,
+        format!("install OCX's hook, the repository served at {url}"),
+    );
+    step(call, "start its node".into());
+    if call.dry_run {
+        return Ok(());
+    }
+    let hooked = within(call, sub, |c| {
+        super::hook::Hook::run(
+            super::hook::Input {
+                action: super::hook::HookAction::Install,
+                url: Some(url.clone()),
+                root: None,
+            },
+            c,
+        )
+    })?;
+    out.node = hooked.root;
+    within(call, sub, |c| {
+        super::node::NodeTool::run(
+            super::node::Input {
+                action: super::node::NodeAction::Start,
+                foreground: false,
+                runs: false,
+                last: None,
+            },
+            c,
+        )
+    })?;
+    Ok(())
+}
+
+/// The runner pages asked for written on the new repository, the
+/// first with the example patterns when asked; without a URL, the
+/// commands that write them left in `out`.
+fn write_runners(
+    input: &Input,
+    made: &Made,
+    out: &mut Output,
+    call: &mut Call,
+) -> Result<(), Stop> {
+    let (sub, shown) = (&made.cx, &made.shown);
+    for (i, name) in input.runners.iter().enumerate() {
+        let patterns = input.patterns && i == 0;
+        step(
+            call,
+            format!(
+                "write the runner page sandbox/{name}{}",
+                if patterns {
+                    " and the example patterns"
+                } else {
+                    ""
+                }
+            ),
+        );
+        if call.dry_run {
+            continue;
+        }
+        if input.url.is_none() {
+            out.next.push(format!(
+                "then the runner page: ocx runner --name {name}{} -R {}",
+                if patterns { " --patterns" } else { "" },
+                shown
+            ));
+            continue;
+        }
+        let written = within(call, sub, |c| {
+            super::runner::Runner::run(
+                super::runner::Input {
+                    name: name.clone(),
+                    model: None,
+                    base_url: None,
+                    api_key: None,
+                    login: None,
+                    remote: false,
+                    terminal: false,
+                    patterns,
+                },
+                c,
+            )
+        })?;
+        out.pages.push(written.page);
+        out.pages.extend(written.patterns);
+        out.next.extend(written.still_to_do);
+    }
+    Ok(())
 }
 
 /// Runs `tool` on the new repository `cx` names, as a part of `call`: its

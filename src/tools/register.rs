@@ -84,57 +84,8 @@ impl Tool for Register {
         let kept = read_credentials(&path)?;
         call.read(format!("the credentials file {shown}"));
         let creds = match kept {
-            Some(c) => {
-                let asked = c
-                    .capabilities
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_CAPABILITIES.into());
-                if let Some(l) = input.login.as_deref().filter(|l| *l != c.user) {
-                    return Err(Stop::field(
-                        "login",
-                        format!("{shown} keeps the login {}, not {l}", c.user),
-                    )
-                    .next("leave --login out, or give another credentials file"));
-                }
-                if let Some(l) = input.capabilities.as_deref().filter(|l| *l != asked) {
-                    return Err(Stop::field(
-                        "capabilities",
-                        format!("{shown} asked for {asked}, not {l}"),
-                    )
-                    .next("leave --capabilities out, or give another credentials file"));
-                }
-                c
-            }
-            None => {
-                let user = match input.login {
-                    Some(l) => l,
-                    None => host_login()?,
-                };
-                logins::check_login("login", &user)?;
-                let capabilities = input
-                    .capabilities
-                    .unwrap_or_else(|| DEFAULT_CAPABILITIES.into());
-                if capabilities.is_empty()
-                    || !capabilities.bytes().all(|b| b.is_ascii_alphanumeric())
-                {
-                    return Err(Stop::field("capabilities", "are not capability letters")
-                        .next("give letters such as goC4w"));
-                }
-                let creds = Credentials {
-                    user,
-                    code: Some(random_code()),
-                    password: None,
-                    capabilities: Some(capabilities),
-                };
-                if !call.dry_run {
-                    write_credentials(&path, &creds, true)?;
-                }
-                call.log(Op::Fossil {
-                    operation: format!("keep a new code in {shown}, readable by its owner alone"),
-                    done: !call.dry_run,
-                });
-                creds
-            }
+            Some(c) => as_kept(c, &input, &shown)?,
+            None => new_code(input, &path, &shown, call)?,
         };
         let capabilities = creds
             .capabilities
@@ -200,6 +151,62 @@ impl Tool for Register {
             credentials: shown,
         })
     }
+}
+
+/// The credentials `shown` keeps, refused when the login or capabilities
+/// asked for are not those it was made for.
+fn as_kept(c: Credentials, input: &Input, shown: &str) -> Result<Credentials, Stop> {
+    let asked = c
+        .capabilities
+        .clone()
+        .unwrap_or_else(|| DEFAULT_CAPABILITIES.into());
+    if let Some(l) = input.login.as_deref().filter(|l| *l != c.user) {
+        return Err(Stop::field(
+            "login",
+            format!("{shown} keeps the login {}, not {l}", c.user),
+        )
+        .next("leave --login out, or give another credentials file"));
+    }
+    if let Some(l) = input.capabilities.as_deref().filter(|l| *l != asked) {
+        return Err(Stop::field(
+            "capabilities",
+            format!("{shown} asked for {asked}, not {l}"),
+        )
+        .next("leave --capabilities out, or give another credentials file"));
+    }
+    Ok(c)
+}
+
+/// New credentials asking for the login and capabilities given (the
+/// host's login and [`DEFAULT_CAPABILITIES`] by default), with a new code,
+/// kept at `path` readable by its owner alone.
+fn new_code(input: Input, path: &Path, shown: &str, call: &mut Call) -> Result<Credentials, Stop> {
+    let user = match input.login {
+        Some(l) => l,
+        None => host_login()?,
+    };
+    logins::check_login("login", &user)?;
+    let capabilities = input
+        .capabilities
+        .unwrap_or_else(|| DEFAULT_CAPABILITIES.into());
+    if capabilities.is_empty() || !capabilities.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(Stop::field("capabilities", "are not capability letters")
+            .next("give letters such as goC4w"));
+    }
+    let creds = Credentials {
+        user,
+        code: Some(random_code()),
+        password: None,
+        capabilities: Some(capabilities),
+    };
+    if !call.dry_run {
+        write_credentials(path, &creds, true)?;
+    }
+    call.log(Op::Fossil {
+        operation: format!("keep a new code in {shown}, readable by its owner alone"),
+        done: !call.dry_run,
+    });
+    Ok(creds)
 }
 
 /// The server's address: http or https, no password in it, no trailing `/`.

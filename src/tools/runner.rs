@@ -19,7 +19,7 @@ use crate::tools::writing::write;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Input of `runner`.
 #[derive(Deserialize, JsonSchema)]
@@ -90,29 +90,7 @@ impl Tool for Runner {
             )
             .next("run it on the node's own repository, after ocx hook install"));
         };
-        for (field, v) in [
-            ("model", &input.model),
-            ("base_url", &input.base_url),
-            ("api_key", &input.api_key),
-            ("login", &input.login),
-        ] {
-            if let Some(v) = v
-                && (v.is_empty() || v.contains(['\n', '\r', '"', '\0']))
-            {
-                return Err(
-                    Stop::field(field, "must be one line, not empty, without a quote")
-                        .next(format!("give {field} as one plain line")),
-                );
-            }
-        }
-        if let Some(u) = &input.base_url
-            && !(u.starts_with("http://") || u.starts_with("https://"))
-        {
-            return Err(
-                Stop::field("base_url", format!("{u:?} is not an http or https URL"))
-                    .next("give the service's URL, such as https://api.example.org"),
-            );
-        }
+        check_lines(&input)?;
         let shipped = match input.name.as_str() {
             "claude" => claude(&input)?,
             "codex" => codex(&input)?,
@@ -126,28 +104,7 @@ impl Tool for Runner {
             }
         };
         let mut still = shipped.still;
-        for c in &shipped.page.credentials {
-            if !crate::node::credentials::names(&root).contains(&c.name) {
-                still.push(format!(
-                    "keep the credential {} on the node: ocx credential --name {} --file FILE{}",
-                    c.name,
-                    c.name,
-                    match (&c.file, &c.env) {
-                        (Some(f), _) => format!(" (the file each run finds at ~/{f})"),
-                        (None, Some(v)) => format!(" (a file holding the key, given as {v})"),
-                        _ => String::new(),
-                    }
-                ));
-            }
-        }
-        if let Some(m) = &shipped.page.model
-            && !crate::node::credentials::names(&root).contains(&m.credential)
-        {
-            still.push(format!(
-                "keep the credential {} on the node: ocx credential --name {} --file FILE (a file holding the API key, which the run's relay holds and the run never sees)",
-                m.credential, m.credential
-            ));
-        }
+        still.extend(credentials_to_keep(&root, &shipped.page));
         shipped
             .page
             .check()
@@ -212,6 +169,64 @@ impl Tool for Runner {
             patterns,
         })
     }
+}
+
+/// The input's values written into the page refused unless each is one
+/// plain line, and the service's URL unless it is http or https.
+fn check_lines(input: &Input) -> Result<(), Stop> {
+    for (field, v) in [
+        ("model", &input.model),
+        ("base_url", &input.base_url),
+        ("api_key", &input.api_key),
+        ("login", &input.login),
+    ] {
+        if let Some(v) = v
+            && (v.is_empty() || v.contains(['\n', '\r', '"', '\0']))
+        {
+            return Err(
+                Stop::field(field, "must be one line, not empty, without a quote")
+                    .next(format!("give {field} as one plain line")),
+            );
+        }
+    }
+    if let Some(u) = &input.base_url
+        && !(u.starts_with("http://") || u.starts_with("https://"))
+    {
+        return Err(
+            Stop::field("base_url", format!("{u:?} is not an http or https URL"))
+                .next("give the service's URL, such as https://api.example.org"),
+        );
+    }
+    Ok(())
+}
+
+/// The command keeping each credential `page` names that the node at
+/// `root` does not keep yet, saying what it is.
+fn credentials_to_keep(root: &Path, page: &RunnerPage) -> Vec<String> {
+    let mut still = Vec::new();
+    for c in &page.credentials {
+        if !crate::node::credentials::names(root).contains(&c.name) {
+            still.push(format!(
+                "keep the credential {} on the node: ocx credential --name {} --file FILE{}",
+                c.name,
+                c.name,
+                match (&c.file, &c.env) {
+                    (Some(f), _) => format!(" (the file each run finds at ~/{f})"),
+                    (None, Some(v)) => format!(" (a file holding the key, given as {v})"),
+                    _ => String::new(),
+                }
+            ));
+        }
+    }
+    if let Some(m) = &page.model
+        && !crate::node::credentials::names(root).contains(&m.credential)
+    {
+        still.push(format!(
+            "keep the credential {} on the node: ocx credential --name {} --file FILE (a file holding the API key, which the run's relay holds and the run never sees)",
+            m.credential, m.credential
+        ));
+    }
+    still
 }
 
 /// The absolute path of `program` on this host's PATH, or why not.
@@ -309,16 +324,13 @@ fn claude(input: &Input) -> Result<Shipped, Stop> {
     if let (Some(u), None) = (&input.base_url, &model) {
         env.insert("ANTHROPIC_BASE_URL".into(), u.clone());
     }
-    let credentials = match &input.api_key {
-        _ if model.is_some() => Vec::new(),
-        Some(k) => vec![credential(k.clone(), None, Some("ANTHROPIC_API_KEY"))],
-        None => vec![credential(
-            input.login.clone().unwrap_or_else(|| "claude-login".into()),
-            Some(".claude/.credentials.json"),
-            None,
-        )],
-    };
-    let (title, about) = if input.terminal {
+    let credentials = sign_in(
+        input,
+        model.as_ref(),
+        "ANTHROPIC_API_KEY",
+        ("claude-login", ".claude/.credentials.json"),
+    );
+    let text = if input.terminal {
         (
             "Claude Code, on a terminal",
             "Claude Code's own interactive interface on the run's terminal, which a person with admin or setup may join at the node (ocx attach): the record's line its first prompt, each delivery typed in once it waits for input again. It posts through its tools; a tool its MCP servers do not give asks whoever is joined. The node gives it the run's MCP servers and tools, and settings from the run's fresh home alone.",
@@ -329,30 +341,16 @@ fn claude(input: &Input) -> Result<Shipped, Stop> {
             "Claude Code, headless: each delivery a turn of one session, its final words posted where the delivery was asked. The node gives it the run's MCP servers and tools, and settings from the run's fresh home alone.",
         )
     };
-    Ok(Shipped {
-        title,
-        about: about.into(),
-        page: RunnerPage {
-            command,
-            env,
-            homes: Vec::new(),
-            credentials,
-            remote: if input.remote {
-                vec!["--remote-control".into()]
-            } else {
-                Vec::new()
-            },
-            input: if input.terminal {
-                InputMode::ClaudeInteractive
-            } else {
-                InputMode::ClaudeStreamJson
-            },
-            hosts: service_host(model.as_ref()),
-            model,
-            terminal: input.terminal,
-        },
-        still: Vec::new(),
-    })
+    let mode = if input.terminal {
+        InputMode::ClaudeInteractive
+    } else {
+        InputMode::ClaudeStreamJson
+    };
+    let mut shipped = agent(input, text, (command, env, credentials), mode, model);
+    if input.remote {
+        shipped.page.remote = vec!["--remote-control".into()];
+    }
+    Ok(shipped)
 }
 
 fn codex(input: &Input) -> Result<Shipped, Stop> {
@@ -386,15 +384,12 @@ fn codex(input: &Input) -> Result<Shipped, Stop> {
             ),
         ]);
     }
-    let credentials = match &input.api_key {
-        _ if model.is_some() => Vec::new(),
-        Some(k) => vec![credential(k.clone(), None, Some(key_var))],
-        None => vec![credential(
-            input.login.clone().unwrap_or_else(|| "codex-auth".into()),
-            Some(".codex/auth.json"),
-            None,
-        )],
-    };
+    let credentials = sign_in(
+        input,
+        model.as_ref(),
+        key_var,
+        ("codex-auth", ".codex/auth.json"),
+    );
     if input.remote {
         return Err(Stop::field(
             "remote",
@@ -402,7 +397,7 @@ fn codex(input: &Input) -> Result<Shipped, Stop> {
         )
         .next("leave remote out for codex"));
     }
-    let (title, about) = if input.terminal {
+    let text = if input.terminal {
         (
             "Codex, on a terminal",
             "Codex's own interactive interface on the run's terminal, which a person with admin or setup may join at the node (ocx attach): the record's line its first prompt, each delivery typed in once it waits for input again. It posts through its tools. OCX's sandbox is the boundary (Codex's own is off, approvals never asked); the checkout is not a trusted project, so its .codex/config.toml is not read.",
@@ -418,7 +413,46 @@ fn codex(input: &Input) -> Result<Shipped, Stop> {
     } else {
         BTreeMap::new()
     };
-    Ok(Shipped {
+    let mode = if input.terminal {
+        InputMode::CodexInteractive
+    } else {
+        InputMode::CodexAppServer
+    };
+    Ok(agent(input, text, (command, env, credentials), mode, model))
+}
+
+/// What a shipped agent is given its key by: none when the model service
+/// is relayed, the API key given as `key_var`, else the agent's own
+/// sign-in kept as the credential `login` (unless the input names
+/// another) and found by each run at `~/FILE`.
+fn sign_in(
+    input: &Input,
+    model: Option<&ModelService>,
+    key_var: &str,
+    (login, file): (&str, &str),
+) -> Vec<CredentialUse> {
+    match &input.api_key {
+        _ if model.is_some() => Vec::new(),
+        Some(k) => vec![credential(k.clone(), None, Some(key_var))],
+        None => vec![credential(
+            input.login.clone().unwrap_or_else(|| login.into()),
+            Some(file),
+            None,
+        )],
+    }
+}
+
+/// A shipped agent (Claude Code or Codex) as its page names it: no home
+/// of its own, no remote control, its records defaulting to the model
+/// service's host when that is relayed.
+fn agent(
+    input: &Input,
+    (title, about): (&'static str, &str),
+    (command, env, credentials): (Vec<String>, BTreeMap<String, String>, Vec<CredentialUse>),
+    mode: InputMode,
+    model: Option<ModelService>,
+) -> Shipped {
+    Shipped {
         title,
         about: about.into(),
         page: RunnerPage {
@@ -427,17 +461,13 @@ fn codex(input: &Input) -> Result<Shipped, Stop> {
             homes: Vec::new(),
             credentials,
             remote: Vec::new(),
-            input: if input.terminal {
-                InputMode::CodexInteractive
-            } else {
-                InputMode::CodexAppServer
-            },
+            input: mode,
             hosts: service_host(model.as_ref()),
             model,
             terminal: input.terminal,
         },
         still: Vec::new(),
-    })
+    }
 }
 
 fn local(input: &Input) -> Result<Shipped, Stop> {

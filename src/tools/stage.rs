@@ -215,39 +215,7 @@ fn build(
     let home = work.path().join("home");
     std::fs::create_dir(&src).map_err(Stop::internal)?;
     std::fs::create_dir(&home).map_err(Stop::internal)?;
-    let repo = call.repo()?;
-    for f in files {
-        let Some(relative) = safe_path(&f.path) else {
-            return Err(Stop::field(
-                "checkin",
-                format!(
-                    "check-in {} names a file {:?} that is no path inside its tree",
-                    &checkin[..10],
-                    f.path
-                ),
-            )
-            .next("stage another check-in: this one's files cannot be written where it says"));
-        };
-        let bytes = repo.content(f.rid)?.ok_or_else(|| {
-            Stop::new(format!(
-                "this repository lacks the content of {} (a phantom)",
-                f.path
-            ))
-            .next("pull the repository whole, then stage again")
-        })?;
-        let path = src.join(relative);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(Stop::internal)?;
-        }
-        std::fs::OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .mode(if f.executable { 0o755 } else { 0o644 })
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&path)
-            .and_then(|mut file| file.write_all(&bytes))
-            .map_err(|e| Stop::new(format!("{}: {e}", f.path)))?;
-    }
+    write_checkin(call, &src, checkin, files)?;
     let wall = crate::protocol::kinds::wall_seconds(&root.config.wall)
         .map(Duration::from_secs)
         .ok_or_else(|| {
@@ -329,7 +297,58 @@ fn build(
         }
         writeln!(log, "== the {step} passed").map_err(Stop::internal)?;
     }
-    let made = artifact(&src, &root.config.artifact)?;
+    keep_built(root, &src, dir, checkin)
+}
+
+/// The check-in's files written under `src`, each as its check-in holds
+/// it (executable or not), none through a link or outside the tree.
+fn write_checkin(
+    call: &Call,
+    src: &Path,
+    checkin: &str,
+    files: &[CheckinFile],
+) -> Result<(), Stop> {
+    let repo = call.repo()?;
+    for f in files {
+        let Some(relative) = safe_path(&f.path) else {
+            return Err(Stop::field(
+                "checkin",
+                format!(
+                    "check-in {} names a file {:?} that is no path inside its tree",
+                    &checkin[..10],
+                    f.path
+                ),
+            )
+            .next("stage another check-in: this one's files cannot be written where it says"));
+        };
+        let bytes = repo.content(f.rid)?.ok_or_else(|| {
+            Stop::new(format!(
+                "this repository lacks the content of {} (a phantom)",
+                f.path
+            ))
+            .next("pull the repository whole, then stage again")
+        })?;
+        let path = src.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(Stop::internal)?;
+        }
+        std::fs::OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .mode(if f.executable { 0o755 } else { 0o644 })
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&path)
+            .and_then(|mut file| file.write_all(&bytes))
+            .map_err(|e| Stop::new(format!("{}: {e}", f.path)))?;
+    }
+    Ok(())
+}
+
+/// The program the build made (and the page's hand-off program, when it
+/// made one) kept in `dir`'s `bin/`, with the check-in, when and the
+/// inventory written beside it.
+fn keep_built(root: &Root, src: &Path, dir: &Path, checkin: &str) -> Result<Built, Stop> {
+    let made = artifact(src, &root.config.artifact)?;
     let bin = dir.join("bin");
     std::fs::create_dir(&bin).map_err(Stop::internal)?;
     copy_program(&made, &bin.join("ocx")).map_err(Stop::internal)?;
@@ -338,7 +357,7 @@ fn build(
     if let Some(handoff) = handoff.to_str()
         && src.join(handoff).exists()
     {
-        let made = artifact(&src, handoff)?;
+        let made = artifact(src, handoff)?;
         copy_program(&made, &bin.join(release::HANDOFF)).map_err(Stop::internal)?;
     }
     let built = Built {

@@ -39,7 +39,7 @@ fn level(module: &str) -> Option<usize> {
     LEVELS.iter().position(|l| l.contains(&module))
 }
 
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {

@@ -23,6 +23,7 @@ mod cli;
 mod crash;
 mod egress;
 mod enrol;
+mod function_length;
 mod git_export;
 mod hostile;
 mod house;

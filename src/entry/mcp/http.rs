@@ -67,13 +67,7 @@ pub(super) fn serve(
     let kept = Kept::new();
     let (project, login) = {
         let cx = caller.context().keeping(kept.clone());
-        let who = cx.caller().map_err(|s| {
-            McpError::Start(format!(
-                "{}: {}",
-                s.field.as_deref().unwrap_or("user"),
-                s.reason
-            ))
-        })?;
+        let who = cx.caller().map_err(McpError::caller_refused)?;
         let project = cx
             .repo()
             .and_then(|r| r.project_code().map_err(Stop::internal))

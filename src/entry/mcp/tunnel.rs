@@ -122,13 +122,7 @@ impl Local {
         let kept = Kept::new();
         {
             let cx = caller.context().keeping(kept.clone());
-            cx.caller().map_err(|s| {
-                McpError::Start(format!(
-                    "{}: {}",
-                    s.field.as_deref().unwrap_or("user"),
-                    s.reason
-                ))
-            })?;
+            cx.caller().map_err(McpError::caller_refused)?;
         }
         let (tx, rx) = std::sync::mpsc::channel();
         let app = super::http::router(caller, kept, Arc::new(token.clone()));

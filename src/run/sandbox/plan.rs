@@ -380,6 +380,94 @@ fn system_binds(
     Ok(bound)
 }
 
+/// The program's directories (those outside the `system` directories,
+/// read-only), its homes and its home added to `binds`; any of them
+/// reaching a forbidden path refused, naming its field.
+fn program_binds(
+    program: &Program,
+    resolved: &Resolved,
+    system: &[PathBuf],
+    forbidden: &[PathBuf],
+    binds: &mut Vec<(&str, Named)>,
+) -> Result<(), SandboxError> {
+    for d in &resolved.dirs {
+        let n = Named::new("program.command", d)?;
+        n.refuse_containing(forbidden)?;
+        if !system.iter().any(|s| n.real.starts_with(s)) {
+            binds.push(("--ro-bind", n));
+        }
+    }
+    for p in &program.homes {
+        let n = Named::new("program.homes", p)?;
+        if !n.real.is_dir() {
+            return Err(path_err("program.homes", p, "is not a directory"));
+        }
+        n.refuse_reaching(forbidden)?;
+        binds.push(("--bind", n));
+    }
+    if let Some(h) = &program.home {
+        if !h.is_dir() {
+            return Err(path_err("program.home", h, "is not a directory"));
+        }
+        binds.push((
+            "--bind",
+            Named {
+                field: "program.home",
+                named: PathBuf::from(RUN_HOME),
+                real: real("program.home", h)?,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// The program's `env` refused unless each name is a variable's and no
+/// value holds a NUL byte.
+fn check_env(program: &Program) -> Result<(), SandboxError> {
+    for key in program.env.keys() {
+        if key.is_empty() || key.contains('=') || key.contains('\0') {
+            return Err(SandboxError::Env(format!("{key:?} is not a variable name")));
+        }
+    }
+    if let Some(v) = program.env.values().find(|v| v.contains('\0')) {
+        return Err(SandboxError::Env(format!(
+            "a value holds a NUL byte ({} bytes)",
+            v.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The environment inside: the program's `env`, then `PATH` (the
+/// program's own directories before the system's), `HOME` (its home, else
+/// its first home, else the workspace) and `USER` set over it.
+fn inner_env(
+    program: &Program,
+    resolved: &Resolved,
+    binds: &[(&str, Named)],
+    workspace_named: &Path,
+) -> BTreeMap<String, String> {
+    let mut env = program.env.clone();
+    let mut path_dirs: Vec<String> = resolved.dirs.iter().map(|d| text(d)).collect();
+    path_dirs.extend(
+        INNER_PATH
+            .split(':')
+            .filter(|d| !resolved.dirs.iter().any(|r| r == Path::new(d)))
+            .map(String::from),
+    );
+    env.insert("PATH".into(), path_dirs.join(":"));
+    let home = binds
+        .iter()
+        .find(|(_, n)| n.field == "program.home")
+        .or_else(|| binds.iter().find(|(_, n)| n.field == "program.homes"))
+        .map(|(_, n)| &n.named)
+        .map(PathBuf::as_path)
+        .unwrap_or(workspace_named);
+    env.insert("HOME".into(), text(home));
+    env.insert("USER".into(), host_user());
+    env
+}
+
 /// Checks every field against the forbidden paths and this host, and fixes the run's bubblewrap command.
 ///
 /// Refuses, naming the field: a relative path, one holding `..`, or one that does not exist;
@@ -422,45 +510,8 @@ pub fn plan(
     let mut system_args = Vec::new();
     let system = system_binds(&mut system_args, &forbidden)?;
     let resolved = resolve_program(program)?;
-    for d in &resolved.dirs {
-        let n = Named::new("program.command", d)?;
-        n.refuse_containing(&forbidden)?;
-        if !system.iter().any(|s| n.real.starts_with(s)) {
-            binds.push(("--ro-bind", n));
-        }
-    }
-    for p in &program.homes {
-        let n = Named::new("program.homes", p)?;
-        if !n.real.is_dir() {
-            return Err(path_err("program.homes", p, "is not a directory"));
-        }
-        n.refuse_reaching(&forbidden)?;
-        binds.push(("--bind", n));
-    }
-    if let Some(h) = &program.home {
-        if !h.is_dir() {
-            return Err(path_err("program.home", h, "is not a directory"));
-        }
-        binds.push((
-            "--bind",
-            Named {
-                field: "program.home",
-                named: PathBuf::from(RUN_HOME),
-                real: real("program.home", h)?,
-            },
-        ));
-    }
-    for key in program.env.keys() {
-        if key.is_empty() || key.contains('=') || key.contains('\0') {
-            return Err(SandboxError::Env(format!("{key:?} is not a variable name")));
-        }
-    }
-    if let Some(v) = program.env.values().find(|v| v.contains('\0')) {
-        return Err(SandboxError::Env(format!(
-            "a value holds a NUL byte ({} bytes)",
-            v.len()
-        )));
-    }
+    program_binds(program, &resolved, &system, &forbidden, &mut binds)?;
+    check_env(program)?;
     let cgroup = CgroupPlan::for_run(run_name, budget)?;
     let bwrap = find_bwrap().ok_or(SandboxError::BwrapMissing)?;
 
@@ -516,23 +567,7 @@ pub fn plan(
     args.push(text(&resolved.exe));
     args.extend(program.command.iter().skip(1).cloned());
 
-    let mut env = program.env.clone();
-    let mut path_dirs: Vec<String> = resolved.dirs.iter().map(|d| text(d)).collect();
-    path_dirs.extend(
-        INNER_PATH
-            .split(':')
-            .filter(|d| !resolved.dirs.iter().any(|r| r == Path::new(d)))
-            .map(String::from),
-    );
-    env.insert("PATH".into(), path_dirs.join(":"));
-    let home = binds
-        .iter()
-        .find(|(_, n)| n.field == "program.home")
-        .or_else(|| binds.iter().find(|(_, n)| n.field == "program.homes"))
-        .map(|(_, n)| &n.named)
-        .unwrap_or(&workspace_named);
-    env.insert("HOME".into(), text(home));
-    env.insert("USER".into(), host_user());
+    let env = inner_env(program, &resolved, &binds, &workspace_named);
     let binds = binds
         .into_iter()
         .map(|(how, n)| Bind {
