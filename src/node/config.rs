@@ -43,6 +43,9 @@ pub struct NodeConfig {
     /// repository at `url`, and `login` the machine's own login there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<Machine>,
+    /// How many days an ended run's transcript is kept (30 unless set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_days: Option<u64>,
 }
 
 /// What an agent machine's node keeps beside its configuration.

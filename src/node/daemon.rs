@@ -307,6 +307,10 @@ fn serve(root: &Path) -> Result<(), NodeError> {
             (None, None)
         }
     };
+    {
+        let (root, days) = (root.to_path_buf(), cfg.transcript_days);
+        std::thread::spawn(move || sweep_transcripts(&root, days));
+    }
     let kept = Kept::new();
     if let Err(e) = sweep_lost_keeping(root, &kept) {
         log::write(
@@ -381,6 +385,33 @@ fn serve(root: &Path) -> Result<(), NodeError> {
                 break;
             }
         }
+    }
+}
+
+/// How often the node looks for transcripts past their keeping.
+const TRANSCRIPTS_LOOK: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Removes, once an hour for as long as the node lives, the transcripts of
+/// ended runs older than `days` (the node's `transcript_days`, else 30),
+/// saying in the log how many went.
+fn sweep_transcripts(root: &Path, days: Option<u64>) {
+    use crate::node::transcript;
+    let days = days.unwrap_or(transcript::KEEP_DAYS);
+    loop {
+        let swept = transcript::sweep(&root.join("runs"), days);
+        if !swept.is_empty() {
+            log::write_if_kept(
+                root,
+                &[Event::new(
+                    Done::Swept,
+                    format!(
+                        "{} transcripts of runs ended over {days} days ago removed",
+                        swept.len()
+                    ),
+                )],
+            );
+        }
+        std::thread::sleep(TRANSCRIPTS_LOOK);
     }
 }
 

@@ -72,6 +72,8 @@ pub enum Done {
     Attachments,
     /// The repository brought up to its git upstream, on its schedule.
     Upstream,
+    /// Transcripts of runs ended past the node's keeping removed.
+    Swept,
 }
 
 impl Done {
@@ -104,6 +106,7 @@ impl Done {
             Done::NodeStopped => "node stopped",
             Done::Attachments => "attachments posted",
             Done::Upstream => "upstream brought",
+            Done::Swept => "transcripts swept",
         }
     }
 }

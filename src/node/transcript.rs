@@ -479,7 +479,7 @@ pub fn wait_after(dir: &Path, after: u64, within: Duration) -> Result<Vec<Entry>
     }
 }
 
-/// Removes the transcripts of runs under `runs` (the node's run
+/// Removes the transcripts of ended runs under `runs` (the node's run
 /// directories) last written over `keep_days` days ago: what was swept.
 pub fn sweep(runs: &Path, keep_days: u64) -> Vec<PathBuf> {
     let keep = Duration::from_secs(keep_days.saturating_mul(86_400));
@@ -487,7 +487,9 @@ pub fn sweep(runs: &Path, keep_days: u64) -> Vec<PathBuf> {
         return Vec::new();
     };
     dirs.flatten()
-        .map(|d| d.path().join(FILE))
+        .map(|d| d.path())
+        .filter(|d| !crate::node::watcher_alive(d))
+        .map(|d| d.join(FILE))
         .filter(|f| {
             std::fs::symlink_metadata(f)
                 .ok()

@@ -161,6 +161,21 @@ pub struct Relay {
     shared: Arc<Shared>,
 }
 
+/// A relay's spend as it goes, cheap to clone; it keeps the relay's
+/// state, never its listeners, alive.
+#[derive(Clone)]
+pub struct Meter(Arc<Shared>);
+
+impl Meter {
+    /// The tokens spent so far, in and out.
+    pub fn in_out(&self) -> (u64, u64) {
+        (
+            self.0.spent_in.load(Ordering::SeqCst),
+            self.0.spent_out.load(Ordering::SeqCst),
+        )
+    }
+}
+
 /// Why a run's request reached no answer from its model service.
 #[derive(Debug, thiserror::Error)]
 enum Unsent {
@@ -284,10 +299,12 @@ impl Relay {
 
     /// The tokens spent so far, in and out.
     pub fn spent_in_out(&self) -> (u64, u64) {
-        (
-            self.shared.spent_in.load(Ordering::SeqCst),
-            self.shared.spent_out.load(Ordering::SeqCst),
-        )
+        self.meter().in_out()
+    }
+
+    /// A handle on its spend for whoever reports it as the run goes.
+    pub fn meter(&self) -> Meter {
+        Meter(self.shared.clone())
     }
 
     /// The record's `budget.tokens`, if any.

@@ -306,7 +306,7 @@ pub fn record_of(r: &Request) -> String {
 }
 
 /// How many tool answers the request's conversation holds since its newest user message.
-fn answered(r: &Request) -> usize {
+pub fn answered(r: &Request) -> usize {
     r.new_tool_results().len()
 }
 

@@ -44,6 +44,7 @@ mod reads;
 mod relay;
 mod release;
 mod restricted;
+mod run_page;
 mod sandbox;
 mod served;
 mod support;

@@ -94,6 +94,38 @@ fn claude_and_codex_answer_through_the_relay_which_alone_holds_the_key() {
         let record = site.record(&["--tokens", "1000000"]);
         let user = site.user_of(&record);
         site.said(&record, &user, "Ready, by the relay.");
+        // The run's transcript masks its relay's token, planted in a post
+        // the run is given, and its spend says tokens in and out.
+        let token = crate::run_page::relay_token(&record).expect("the agent holds its token");
+        site.post(&record, &format!("Keep {token} to yourself."));
+        site.said(&record, &user, "Noted.");
+        let transcript = site.run_dir(&record).join("transcript.jsonl");
+        let kept = std::fs::read_to_string(&transcript).unwrap();
+        assert!(
+            !kept.contains(&token) && kept.contains("Keep [the relay's token masked] to yourself."),
+            "{agent:?}: {kept}"
+        );
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let spend = loop {
+            let run = site.json(&["run", "--record", &record]);
+            assert!(!run.to_string().contains(&token), "{agent:?}: {run:#}");
+            let spend = run["spend"].clone();
+            if spend["tokens_in"].as_u64().unwrap_or(0) > 0
+                && spend["tokens_out"].as_u64().unwrap_or(0) > 0
+            {
+                break spend;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "{agent:?}: tokens in and out: {run:#}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        };
+        assert_eq!(
+            spend["tokens_in"].as_u64().unwrap() + spend["tokens_out"].as_u64().unwrap(),
+            ocx::run::relay::spent_in(&site.run_dir(&record)).unwrap(),
+            "{agent:?}: in and out add up to what the relay counted: {spend:#}"
+        );
         let console = site.json(&["console"]);
         let shown = console["running"]
             .as_array()

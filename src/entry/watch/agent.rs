@@ -166,12 +166,14 @@ pub fn log_line(log: &Log, line: &str) {
     }
 }
 
-/// Reads the agent's output until it ends: each line kept in the run's log,
-/// each event sent to the driver, each request answered on `stdin`.
+/// Reads the agent's output until it ends: each line kept in the run's log
+/// and what it tells in its transcript, each event sent to the driver,
+/// each request answered on `stdin`.
 pub fn read_output(
     mode: InputMode,
     stdout: ChildStdout,
     log: Log,
+    transcript: Option<Arc<crate::node::transcript::Transcript>>,
     stdin: Stdin,
     events: Sender<Event>,
 ) {
@@ -191,6 +193,9 @@ pub fn read_output(
         let line = String::from_utf8_lossy(&buf);
         let line = line.trim_end_matches(['\n', '\r']);
         log_line(&log, line);
+        if let (Some(t), true) = (&transcript, whole) {
+            t.add_output(mode, line);
+        }
         if !whole {
             // Cut: skip the rest of this line, read as no event, holding
             // no more of it than the reader's buffer.

@@ -9,6 +9,7 @@
 //! run as lost.
 
 use super::home::{FreshHome, agents_md, fresh_home, repository_word};
+use super::spend;
 use super::ways::Ways;
 use super::{
     Killed, RunLease, Site, WatchError, agent, feed, file, held, lease, named, no_password_broken,
@@ -20,6 +21,7 @@ use crate::fossil::{Fossil, Repository};
 use crate::node::config::NodeConfig;
 use crate::node::inbox::{Delivery, escape};
 use crate::node::runner::{InputMode, RunnerPage};
+use crate::node::transcript::{Said, Transcript};
 use crate::node::{self};
 use crate::protocol::found::StandingRecord;
 use crate::run::egress::Refused;
@@ -84,6 +86,8 @@ struct Watch<'a> {
     dir: &'a Path,
     /// The connections the run's ways out refused, counted in its answer.
     refused: Refused,
+    /// The run's transcript, where it can be kept.
+    transcript: Option<Arc<Transcript>>,
 }
 
 /// Watches the run of `r` in its directory `dir` through its life, holding
@@ -105,6 +109,9 @@ pub(super) fn session(
     let inbox = dir.to_path_buf();
     std::thread::spawn(move || node::read_deliveries(&inbox, |line| tx.send(line).is_ok()));
     let started = Instant::now();
+    let transcript = Transcript::open(dir, known_secrets(root, dir))
+        .ok()
+        .map(Arc::new);
     let w = Watch {
         root,
         cfg,
@@ -114,11 +121,28 @@ pub(super) fn session(
         r,
         dir,
         refused: Refused::default(),
+        transcript,
     };
     match w.life(deliveries, started) {
         Ok(o) | Err(Halt::Answer(o)) => w.answer(o),
         Err(Halt::Fail(e)) => Err(e),
     }
+}
+
+/// The secrets the node knows that a run's transcript must never show: the
+/// run's password and each credential the node keeps, by name.
+fn known_secrets(root: &Path, dir: &Path) -> Vec<(String, String)> {
+    let mut known: Vec<(String, String)> = node::credentials::names(root)
+        .into_iter()
+        .filter_map(|name| {
+            let value = node::credentials::read(root, &name).ok()?;
+            Some((format!("credential {name}"), String::from_utf8(value).ok()?))
+        })
+        .collect();
+    if let Ok(password) = std::fs::read_to_string(dir.join("password")) {
+        known.push(("the run's password".into(), password));
+    }
+    known
 }
 
 /// A run ready to start: all it is given and holds until it ends. Its
@@ -152,13 +176,15 @@ struct Live {
     joining: Option<Joining>,
     /// Why the agent's driver ended the run, when it did.
     ending: agent::Ending,
+    /// What it spends, measured as it goes.
+    measuring: spend::Measuring,
 }
 
 impl Watch<'_> {
     /// The run's life, from its record to how it ended.
     fn life(&self, deliveries: Receiver<String>, started: Instant) -> Result<Outcome, Halt> {
         let prepared = self.prepare()?;
-        let mut live = self.start(prepared)?;
+        let mut live = self.start(prepared, started)?;
         self.deliver(&mut live, deliveries)?;
         self.end(live, started)
     }
@@ -177,6 +203,14 @@ impl Watch<'_> {
         let relay = self.relay(&page, &ws)?;
         let home = FreshHome(disk.path().join("home"));
         let given = fresh_home(self.root, &home.0, &page).map_err(unenforced)?;
+        if let Some(t) = &self.transcript {
+            if let Some(relay) = &relay {
+                t.mask_also("the relay's token", relay.token());
+            }
+            for (name, value) in &given {
+                t.mask_also(name, value);
+            }
+        }
         if page.input.is_claude() {
             repository_word(&home.0, &ws).map_err(|e| never(format!("the run's home: {e}")))?;
         }
@@ -441,7 +475,7 @@ impl Watch<'_> {
 
     /// Starts the run's program: on its terminal, else on pipes (its
     /// output to the run's log, or read as an agent's events).
-    fn start(&self, mut p: Prepared) -> Result<Live, Halt> {
+    fn start(&self, mut p: Prepared, started: Instant) -> Result<Live, Halt> {
         let stdio = match &p.terminal {
             Some((pty, _)) => pty.stdio().map(|[i, o, e]| (i, o, e)),
             None => p.out.try_clone().and_then(|err| {
@@ -475,11 +509,24 @@ impl Watch<'_> {
             let killer = running.killer();
             relay.on_reached(move || killer.kill());
         }
+        let measuring = spend::measure(
+            self.dir.to_path_buf(),
+            started,
+            running.killer(),
+            p.relay.as_ref().map(Relay::meter),
+            self.r
+                .record
+                .sandbox
+                .hosts
+                .is_some()
+                .then(|| self.refused.clone()),
+        );
         Ok(Live {
             running,
             prepared: p,
             joining: None,
             ending: Default::default(),
+            measuring,
         })
     }
 
@@ -488,6 +535,7 @@ impl Watch<'_> {
     /// on its standard input.
     fn deliver(&self, live: &mut Live, deliveries: Receiver<String>) -> Result<(), Halt> {
         let first = self.first_line();
+        let deliveries = self.noted(&first, deliveries);
         let mode = live.prepared.page.input;
         if let Some((mut pty, j)) = live.prepared.terminal.take() {
             pty.given();
@@ -521,6 +569,27 @@ impl Watch<'_> {
         Ok(())
     }
 
+    /// Notes the run's first line and then each delivery in its transcript
+    /// as they are given on: the deliveries as the run is given them.
+    fn noted(&self, first: &str, deliveries: Receiver<String>) -> Receiver<String> {
+        let Some(t) = self.transcript.clone() else {
+            return deliveries;
+        };
+        t.add(Said::Delivery {
+            text: first.to_string(),
+        });
+        let (tx, noted) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            while let Ok(line) = deliveries.recv() {
+                t.add(Said::Delivery { text: line.clone() });
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        noted
+    }
+
     /// Drives the agent's session ([`agent::drive`]) from its first line
     /// `first` and each delivery, its output read as its events.
     fn drive(
@@ -544,7 +613,10 @@ impl Watch<'_> {
         let (etx, erx) = std::sync::mpsc::channel();
         {
             let (log, stdin) = (log.clone(), stdin.clone());
-            std::thread::spawn(move || agent::read_output(mode, stdout, log, stdin, etx));
+            let transcript = self.transcript.clone();
+            std::thread::spawn(move || {
+                agent::read_output(mode, stdout, log, transcript, stdin, etx)
+            });
         }
         let driving = agent::Driving {
             mode,
@@ -582,12 +654,14 @@ impl Watch<'_> {
             prepared: p,
             joining,
             ending,
+            measuring,
         } = live;
         let socket = p.socket.clone();
         let watched = socket.as_deref().and_then(Path::parent);
         let (ended, killed) = until_ended(running, watched, || {
             socket.as_deref().and_then(no_password_broken)
         });
+        measuring.finish();
         if let Some(j) = &joining {
             j.end();
         }
@@ -687,6 +761,12 @@ impl Watch<'_> {
             1 => format!("{note}, 1 connection refused"),
             n => format!("{note}, {n} connections refused"),
         };
+        if let Some(t) = &self.transcript {
+            t.add(Said::Ended {
+                outcome: outcome.to_string(),
+                note: note.clone(),
+            });
+        }
         let (root, cfg, r) = (self.root, self.cfg, self.r);
         let answered = node::answer(
             root,
