@@ -20,10 +20,8 @@
 
 mod common;
 
-use common::ms;
+use common::{get, ms, sign_in};
 use ocx::fossil::Fossil;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -261,46 +259,6 @@ impl Drop for Stopped {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// Signs `login` in through Fossil's own form; the `Cookie` header's value.
-fn sign_in(port: u16, login: &str, password: &str) -> String {
-    let body = format!("u={login}&p={password}");
-    let head = exchange(
-        port,
-        &format!(
-            "POST /login HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        ),
-    );
-    head.lines()
-        .find_map(|l| l.strip_prefix("Set-Cookie: "))
-        .and_then(|c| c.split(';').next())
-        .unwrap_or_else(|| panic!("{login} did not sign in: {head}"))
-        .to_string()
-}
-
-/// A GET of `path` with `cookie`, refused unless it answers 200 holding
-/// `holds`; the body.
-fn get(port: u16, cookie: &str, path: &str, holds: &str) -> String {
-    let text = exchange(
-        port,
-        &format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n\r\n"),
-    );
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    assert_eq!(head.split(' ').nth(1), Some("200"), "{path}: {head}");
-    assert!(body.contains(holds), "{path}: {body}");
-    body.to_string()
-}
-
-/// One request written whole, and everything the server answered.
-fn exchange(port: u16, request: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_nodelay(true).unwrap();
-    s.write_all(request.as_bytes()).unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn ratio(a: Duration, b: Duration) -> f64 {

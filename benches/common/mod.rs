@@ -6,6 +6,8 @@
 
 use ocx::fossil::artifact::{ForumPost, HashPolicy};
 use ocx::fossil::{Fossil, Repository, bundle};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -308,4 +310,44 @@ fn generate(fossil: &Fossil, root: &Path, repo: &PathBuf) {
         .arg(&tmp)
         .arg("ANALYZE"));
     std::fs::rename(&tmp, repo).unwrap();
+}
+
+/// Signs `login` in through Fossil's own form; the `Cookie` header's value.
+pub fn sign_in(port: u16, login: &str, password: &str) -> String {
+    let body = format!("u={login}&p={password}");
+    let head = exchange(
+        port,
+        &format!(
+            "POST /login HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    head.lines()
+        .find_map(|l| l.strip_prefix("Set-Cookie: "))
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_else(|| panic!("{login} did not sign in: {head}"))
+        .to_string()
+}
+
+/// A GET of `path` with `cookie`, refused unless it answers 200 holding
+/// `holds`; the body.
+pub fn get(port: u16, cookie: &str, path: &str, holds: &str) -> String {
+    let text = exchange(
+        port,
+        &format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n\r\n"),
+    );
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    assert_eq!(head.split(' ').nth(1), Some("200"), "{path}: {head}");
+    assert!(body.contains(holds), "{path}: {body}");
+    body.to_string()
+}
+
+/// One request written whole, and everything the server answered.
+pub fn exchange(port: u16, request: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_nodelay(true).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    String::from_utf8_lossy(&out).into_owned()
 }

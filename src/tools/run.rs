@@ -151,13 +151,16 @@ impl Tool for RunTool {
             });
             return Ok(out);
         };
-        out.tokens = crate::run::relay::spent_in(&dir);
-        out.spend = transcript::read_spend(&dir);
-        out.spent = out
-            .spend
-            .as_ref()
-            .map(|s| spend_words(s, r.record.budget.tokens));
+        let spent = |out: &mut Output| {
+            out.tokens = crate::run::relay::spent_in(&dir);
+            out.spend = transcript::read_spend(&dir);
+            out.spent = out
+                .spend
+                .as_ref()
+                .map(|s| spend_words(s, r.record.budget.tokens));
+        };
         if !may_see {
+            spent(&mut out);
             out.transcript_withheld = Some(format!(
                 "the transcript is shown to administrators and to the record's sender ({}) alone",
                 r.said.from.as_deref().unwrap_or("no one")
@@ -179,6 +182,9 @@ impl Tool for RunTool {
             }
             Err(e) => out.transcript_withheld = Some(e.to_string()),
         }
+        // Read once the wait is over, so a page waiting on the transcript
+        // is told the spend as it is when it is answered.
+        spent(&mut out);
         Ok(out)
     }
 

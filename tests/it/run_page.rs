@@ -244,3 +244,105 @@ fn until_spend(site: &Site, record: &str, seconds: u64) -> u64 {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// `node tests/browser/run-page.mjs` for `login` on `record`, its lines
+/// read and answered as it goes: `on_line` is given each line it prints
+/// and done before it is answered.
+fn in_chromium(
+    site: &Site,
+    login: &str,
+    record: &str,
+    mode: &str,
+    shots: &[(&str, &std::path::Path)],
+    mut on_line: impl FnMut(&str),
+) {
+    use std::io::{BufRead, Write};
+    let browser = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    assert!(
+        browser.join("node_modules/playwright-core").is_dir(),
+        "playwright-core is missing: run scripts/setup.sh"
+    );
+    let profile = tempfile::Builder::new()
+        .prefix("ocx-chromium-")
+        .tempdir()
+        .unwrap();
+    let mut c = std::process::Command::new("node");
+    c.arg(browser.join("run-page.mjs"))
+        .env("OCX_BASE", site.node.base())
+        .env("OCX_LOGIN", login)
+        .env("OCX_PASSWORD", format!("{login}-pw"))
+        .env("OCX_RECORD", record)
+        .env("OCX_MODE", mode)
+        .env("OCX_SECRET", KEY)
+        .env("OCX_PROFILE", profile.path().join("profile"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (name, path) in shots {
+        c.env(name, path);
+    }
+    let mut child = c.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut said = Vec::new();
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        on_line(&line);
+        said.push(line);
+        let _ = writeln!(stdin, "go");
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the browser test failed: {said:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn in_chromium_a_maintainer_follows_a_live_run_from_the_console_and_a_reader_sees_no_transcript() {
+    let model = Model::start(move |r| match delivery(r) {
+        Some((line, _)) if line.starts_with("Record ") => Reply::text("Ready to review."),
+        Some((line, _)) if line.contains("2+2") => Reply::text("It is 4."),
+        _ => Reply::text("Noted."),
+    });
+    let site = Site::new(Agent::Claude, &model, Some(KEY));
+    for login in ["admin", "pat"] {
+        site.node
+            .repo
+            .fossil(&["user", "password", login, &format!("{login}-pw")]);
+    }
+    let record = site.record(&[]);
+    let user = site.user_of(&record);
+    site.said(&record, &user, "Ready to review.");
+    let shots = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let (console, running, ended) = (
+        shots.join("ocx-run-console.png"),
+        shots.join("ocx-run-running.png"),
+        shots.join("ocx-run-ended.png"),
+    );
+    in_chromium(
+        &site,
+        "admin",
+        &record,
+        "maintainer",
+        &[
+            ("OCX_SHOT_CONSOLE", &console),
+            ("OCX_SHOT_RUNNING", &running),
+            ("OCX_SHOT_ENDED", &ended),
+        ],
+        |line| match line {
+            "on the page" => {
+                site.post(&record, "What is 2+2?");
+            }
+            "seen the turn" => {
+                site.json(&["stop", "--record", &record]);
+            }
+            _ => {}
+        },
+    );
+    for shot in [&console, &running, &ended] {
+        assert!(shot.is_file(), "no screenshot {}", shot.display());
+    }
+    in_chromium(&site, "pat", &record, "reader", &[], |_| {});
+}
