@@ -8,6 +8,7 @@
 //! it. Writes nothing.
 
 use crate::node::transcript::{self, Entry, Spend, TranscriptError};
+use crate::protocol::found::{self, Found, StandingRecord};
 use crate::protocol::kinds::{self, Kind, Message};
 use crate::stop::Stop;
 use crate::tool::{Call, Needs, Tool};
@@ -96,15 +97,12 @@ impl Tool for RunTool {
                     .next(format!("give {WITHIN_MAX} or less")),
             );
         }
-        let (_, hash) = call.artifact("record", &input.record)?;
+        let (rid, hash) = call.artifact("record", &input.record)?;
         let caller = call.caller()?.clone();
-        let (r, _, response) = super::console::records(call)?
-            .into_iter()
-            .find(|(r, _, _)| r.hash == hash)
-            .ok_or_else(|| {
-                Stop::field("record", format!("{} is no record", &hash[..10]))
-                    .next("give the hash of a record, as `console` lists them")
-            })?;
+        let (r, response) = standing(call, rid, &hash)?.ok_or_else(|| {
+            Stop::field("record", format!("{} is no record", &hash[..10]))
+                .next("give the hash of a record, as `console` lists them")
+        })?;
         let mut out = Output {
             record: r.hash.clone(),
             fields: serde_json::to_value(&r.record).unwrap_or(Value::Null),
@@ -191,6 +189,33 @@ impl Tool for RunTool {
     fn text(o: &Output) -> String {
         text(o)
     }
+}
+
+/// The record `hash` (at `rid`) and the response that counts, if any: on
+/// a node, read of the one record; in a clone's checkout, as the clone's
+/// server received them (every record's receipts asked at once, as the
+/// console asks them).
+fn standing(
+    call: &mut Call,
+    rid: i64,
+    hash: &str,
+) -> Result<Option<(StandingRecord, Option<Found>)>, Stop> {
+    let receipts = super::served::receipts(call)?;
+    if receipts.asked().is_some() {
+        return Ok(super::console::records(call)?
+            .into_iter()
+            .find(|(r, _, _)| r.hash == hash)
+            .map(|(r, _, response)| (r, response)));
+    }
+    call.read("the record and its response");
+    let repo = call.repo()?;
+    let Some(r) = found::record(repo, rid, hash)? else {
+        return Ok(None);
+    };
+    let response = receipts
+        .response(repo, &r.place, &r.hash, &r.record.node)
+        .map_err(super::served::stop)?;
+    Ok(Some((r, response)))
 }
 
 /// The run as text for a person: the record's table, the state, the
