@@ -222,14 +222,7 @@ fn standing(
 /// spend, then each entry a paragraph.
 pub fn text(o: &Output) -> String {
     let f = &o.fields;
-    let list = |v: &Value| match v.as_array() {
-        Some(a) if !a.is_empty() => a
-            .iter()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join(", "),
-        _ => "none".into(),
-    };
+    let list = names;
     let mut t = format!(
         "run {}\n  objective: {}\n  runner:    {}\n  login:     {}\n  node:      {}\n  wakes on:  check-ins on {}; posts of {}\n  sandbox:   {}\n  budget:    {}\n  restrict:  {}\n  sent by {} at {}\n",
         o.record,
@@ -268,6 +261,19 @@ pub fn text(o: &Output) -> String {
         t.push_str(&format!("\n[{}] {}\n", e.seq, entry_text(e)));
     }
     t
+}
+
+/// A list of names (branches, logins) as a person reads it: joined by
+/// commas, or "none".
+pub fn names(v: &Value) -> String {
+    match v.as_array() {
+        Some(a) if !a.is_empty() => a
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(", "),
+        _ => "none".into(),
+    }
 }
 
 /// What a run has spent, in words, beside what its budget of tokens

@@ -6,7 +6,7 @@
 //! answered once, nothing is lost and nothing is written twice.
 
 use crate::machines::{Machine, Site, until};
-use crate::support::{self, kill_from, ocx_bin};
+use crate::support::{self, kill_from};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -284,35 +284,14 @@ fn a_machines_run_whose_push_is_lost_or_refused_by_its_server_pushes_again_once_
     );
     let proxy = Proxy::start(site.port);
     let m = Machine::enrol_at(&site, tempfile::tempdir().unwrap(), &proxy.url());
-    let bin = ocx_bin().parent().unwrap().to_str().unwrap().to_string();
-    let record = site
-        .repo
-        .json(&[
-            "create",
-            "--runner",
-            "pusher",
-            "--run-user",
-            "pusher-m1",
-            "--objective",
-            "Push each fix",
-            "--hears",
-            "admin",
-            "--no-password",
-            "--branch",
-            "fixes",
-            "--wall",
-            "5m",
-            "--read-write",
-            out.to_str().unwrap(),
-            "--read-only",
-            &bin,
-            "--node",
-            &m.code,
-        ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let record = site.fixes_record(
+        &m.code,
+        "pusher",
+        "pusher-m1",
+        "Push each fix",
+        &out,
+        &["--hears", "admin"],
+    );
     crate::support::until_logged(&m.root(), 60, |e| support::is(e, "opened", &record));
 
     // The server takes the push, and its answer is lost on the way back.
@@ -471,33 +450,14 @@ fn away_run(site: &Site, user: &str) -> (Machine, String, std::path::PathBuf) {
             "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": support::fossil()}}),
     );
     let m = Machine::enrol(site);
-    let bin = ocx_bin().parent().unwrap().to_str().unwrap().to_string();
-    let record = site
-        .repo
-        .json(&[
-            "create",
-            "--runner",
-            "away",
-            "--run-user",
-            user,
-            "--objective",
-            "Fix it while the server is away",
-            "--no-password",
-            "--branch",
-            "fixes",
-            "--wall",
-            "5m",
-            "--read-write",
-            out.to_str().unwrap(),
-            "--read-only",
-            &bin,
-            "--node",
-            &m.code,
-        ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let record = site.fixes_record(
+        &m.code,
+        "away",
+        user,
+        "Fix it while the server is away",
+        &out,
+        &[],
+    );
     support::until_logged(&m.root(), 60, |e| support::is(e, "opened", &record));
     (m, record, out)
 }

@@ -91,6 +91,46 @@ impl Site {
         self.record_for(code, user, "echo")
     }
 
+    /// A no-password record held to `fixes` for the runner `runner` on the
+    /// machine `code`, run as `user`, writing to `out` and reading OCX's
+    /// binaries, `extra` given to `create` too; its full hash.
+    pub(crate) fn fixes_record(
+        &self,
+        code: &str,
+        runner: &str,
+        user: &str,
+        objective: &str,
+        out: &std::path::Path,
+        extra: &[&str],
+    ) -> String {
+        let bin = ocx_bin().parent().unwrap().to_str().unwrap().to_string();
+        let mut args = vec![
+            "create",
+            "--runner",
+            runner,
+            "--run-user",
+            user,
+            "--objective",
+            objective,
+            "--no-password",
+            "--branch",
+            "fixes",
+            "--wall",
+            "5m",
+            "--read-write",
+            out.to_str().unwrap(),
+            "--read-only",
+            &bin,
+            "--node",
+            code,
+        ];
+        args.extend_from_slice(extra);
+        self.repo.json(&args).ok()["record"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     /// [`Site::record`] for the runner `runner`.
     pub(crate) fn record_for(&self, code: &str, user: &str, runner: &str) -> String {
         let out = self.out.to_str().unwrap().to_string();
@@ -723,36 +763,14 @@ fn a_restricted_fixer_on_an_agent_machine_is_held_to_its_branch_and_thread_and_h
         json!(["no_password", "branch", "own_thread"]),
         "{status:#}"
     );
-    let bin = ocx_bin().parent().unwrap().to_str().unwrap().to_string();
-    let record = site
-        .repo
-        .json(&[
-            "create",
-            "--runner",
-            "fixer",
-            "--run-user",
-            "fixer-m1",
-            "--objective",
-            "Fix it on the fixes branch",
-            "--hears",
-            "admin",
-            "--no-password",
-            "--branch",
-            "fixes",
-            "--own-thread",
-            "--wall",
-            "5m",
-            "--read-write",
-            out.to_str().unwrap(),
-            "--read-only",
-            &bin,
-            "--node",
-            &m.code,
-        ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let record = site.fixes_record(
+        &m.code,
+        "fixer",
+        "fixer-m1",
+        "Fix it on the fixes branch",
+        &out,
+        &["--hears", "admin", "--own-thread"],
+    );
     let all = results(&out);
     assert!(
         all.last().is_some_and(|l| l["step"] == "done"),

@@ -169,14 +169,7 @@ pub(super) fn run(request: &Request, cx: &Context, answer: &Answer) -> String {
     };
     let f = &o["fields"];
     let record = text_of(o, "record");
-    let list = |v: &Value| match v.as_array() {
-        Some(a) if !a.is_empty() => a
-            .iter()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join(", "),
-        _ => "none".to_string(),
-    };
+    let list = crate::tools::run::names;
     let json = |v: &Value| match v {
         Value::Null => "none".to_string(),
         v => serde_json::to_string(v).unwrap_or_default(),
