@@ -60,6 +60,9 @@ pub struct Input {
     /// A ticket to write the record on, by its id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ticket: Option<String>,
+    /// The branches `checkins` and `restrict.branch` name will be made (by the run, or later): a branch this repository does not have yet is then taken.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub new_branch: bool,
 }
 
 /// What `create` wrote.
@@ -192,6 +195,7 @@ impl Tool for Create {
             pattern: source.map(|s| serde_json::to_value(s).unwrap_or_default()),
         };
         kinds::check_record(&record).map_err(refuse)?;
+        check_branches(call, &record, input.new_branch)?;
         if call.dry_run && node == server_code && crate::node::is_node(call.repo()?)? {
             check_enforceable_here(call, &record)?;
         }
@@ -215,6 +219,47 @@ impl Tool for Create {
             fields,
         })
     }
+}
+
+/// Each branch the record names (`checkins`, `restrict.branch`) refused
+/// when its name is no branch name, or when the repository has no such
+/// branch and the caller did not say it will be made (`new_branch`): a
+/// typo would leave the run never woken, or held to a branch no one uses.
+fn check_branches(call: &Call, record: &Record, new_branch: bool) -> Result<(), Stop> {
+    let repo = call.repo()?;
+    let named = record
+        .checkins
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (format!("checkins[{i}]"), b))
+        .chain(
+            record
+                .restrict
+                .branch
+                .iter()
+                .map(|b| ("restrict.branch".to_string(), b)),
+        );
+    for (field, branch) in named {
+        let bad = branch.is_empty()
+            || branch.starts_with('-')
+            || branch.contains("..")
+            || branch.chars().any(|c| c.is_whitespace() || c.is_control());
+        if bad {
+            return Err(Stop::field(
+                field,
+                format!("{branch:?} is no branch name: no spaces, control characters or \"..\", and no leading \"-\""),
+            )
+            .next("name the branch as `fossil branch list` shows it"));
+        }
+        if !new_branch && repo.branch_tip(branch)?.is_none() {
+            return Err(Stop::field(
+                field,
+                format!("this repository has no branch {branch:?}"),
+            )
+            .next("name a branch `fossil branch list` shows, or give --new-branch when the run (or someone) will make it"));
+        }
+    }
+    Ok(())
 }
 
 /// Each login the record hears refused unless the repository has it.

@@ -570,6 +570,7 @@ A pattern for `ocx create --pattern NAME`: the fields below are written into the
                     "runner": runner,
                     "objective": "Review each check-in on dev: write a verdict on it (pass or fail, with its reason) against this record.",
                     "checkins": ["dev"],
+                    "new_branch": true,
                     "hears": [],
                     "budget": {"wall": "8h"}
                 }),
@@ -584,6 +585,7 @@ A pattern for `ocx create --pattern NAME`: the fields below are written into the
                     "runner": runner,
                     "objective": "Fix what you are asked in this thread: commit the fix on the branch fixes, then say in the thread what you did.",
                     "restrict": {"no_password": true, "branch": "fixes"},
+                    "new_branch": true,
                     "budget": {"wall": "2h"}
                 }),
             ),

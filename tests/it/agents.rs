@@ -615,6 +615,7 @@ fn a_committers_harness_files_are_never_run_or_used() {
         let record = site.record(&[
             "--checkins",
             "trunk",
+            "--new-branch",
             "--read-write",
             marker.path().to_str().unwrap(),
         ]);

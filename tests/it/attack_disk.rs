@@ -211,6 +211,7 @@ fn a_command_run_writing_past_its_disk_ceiling_gets_a_failing_verdict_naming_the
             "Run on each check-in",
             "--checkins",
             "trunk",
+            "--new-branch",
             "--wall",
             "1m",
         ])

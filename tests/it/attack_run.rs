@@ -144,7 +144,7 @@ fn attack(body: &str, branch: Option<&str>) -> Attack {
         out.to_str().unwrap(),
     ];
     if let Some(b) = branch {
-        args.extend(["--branch", b]);
+        args.extend(["--branch", b, "--new-branch"]);
     }
     node.repo.json(&args).ok();
     let steps = crate::support::noted_until_done(&out, "the attack");

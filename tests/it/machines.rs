@@ -115,6 +115,7 @@ impl Site {
             "--no-password",
             "--branch",
             "fixes",
+            "--new-branch",
             "--wall",
             "5m",
             "--read-write",

@@ -80,6 +80,7 @@ impl EchoNode {
             "Run on each check-in",
             "--checkins",
             "trunk",
+            "--new-branch",
         ];
         args.extend_from_slice(extra);
         self.node.repo.json(&args).ok()["record"]

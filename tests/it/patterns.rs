@@ -69,7 +69,7 @@ fn fields(run: &crate::support::Run) -> Value {
 }
 
 const REVIEWER: &str = r#"{"runner": "echo", "objective": "Review each check-in on dev; pass when its tests pass.",
-  "checkins": ["dev"], "hears": [], "budget": {"wall": "2h", "cpu": 600}, "sandbox": {"network": false}}"#;
+  "checkins": ["dev"], "new_branch": true, "hears": [], "budget": {"wall": "2h", "cpu": 600}, "sandbox": {"network": false}}"#;
 
 #[test]
 fn a_record_is_written_whole_from_the_version_an_administrator_sent_and_the_calls_fields_win() {

@@ -33,6 +33,7 @@ fn create_writes_every_default_out() {
             "Review each check-in on dev\nand say so.",
             "--checkins",
             "dev",
+            "--new-branch",
             "--wall",
             "4h",
         ])
@@ -225,6 +226,7 @@ fn a_command_record_defaults_to_hearing_no_one() {
             "make check",
             "--checkins",
             "dev",
+            "--new-branch",
             "--wall",
             "10m",
             "--run-user",
@@ -531,6 +533,7 @@ fn a_verdict_against_a_record_counts_only_for_its_branches() {
             "Review dev",
             "--checkins",
             "dev",
+            "--new-branch",
             "--wall",
             "1h",
         ])
@@ -688,5 +691,51 @@ fn an_administrator_answers_lost_once_the_wall_has_passed() {
         r.json(&["lost", "--record", &short]).refused(),
         "record",
         "answered once"
+    );
+}
+
+#[test]
+fn a_record_naming_a_branch_the_repository_lacks_is_refused_unless_it_will_be_made() {
+    let r = team();
+    r.commit_as("admin", "README", "start\n", Some("dev"));
+    let create = |extra: &[&str]| {
+        let mut args = vec!["create", "--objective", "Review", "--wall", "1h"];
+        args.extend_from_slice(extra);
+        r.json(&args)
+    };
+    let before = r.hashes();
+    let typo = create(&["--checkins", "dve"]);
+    assert_eq!(typo.refused(), "checkins[0]");
+    assert!(
+        typo.answer()["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("--new-branch"),
+        "{:#}",
+        typo.answer()
+    );
+    assert_eq!(
+        create(&["--checkins", "dev", "--checkins", "bad branch..name"]).refused(),
+        "checkins[1]"
+    );
+    assert_eq!(
+        create(&["--checkins", "dev", "--no-password", "--branch", "fixes"]).refused(),
+        "restrict.branch"
+    );
+    assert_eq!(r.hashes(), before, "a refusal writes nothing");
+    create(&["--checkins", "dev"]).ok();
+    create(&[
+        "--checkins",
+        "dev",
+        "--no-password",
+        "--branch",
+        "fixes",
+        "--new-branch",
+    ])
+    .ok();
+    assert_eq!(
+        create(&["--checkins=-x", "--new-branch"]).refused(),
+        "checkins[0]",
+        "no name a branch cannot have, made later or not"
     );
 }

@@ -120,6 +120,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
             "--no-password",
             "--branch",
             "fixes",
+            "--new-branch",
             "--own-thread",
             "--wall",
             "5m",
