@@ -155,7 +155,7 @@ pub fn post_unseen(
         let Some(a) = under_way(&dir) else {
             continue;
         };
-        let Ok(Some(_free)) = super::lock(&dir.join("lock"), false) else {
+        let Ok(Some(_free)) = super::spool::lock_when_gone(&dir) else {
             continue;
         };
         let record = repo.receipt(&a.record).ok().flatten().and_then(|r| {

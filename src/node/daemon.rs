@@ -66,7 +66,10 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<Event>, NodeE
         .collect();
     for (hash, run) in open {
         let dir = NodeConfig::run_dir(root, &hash);
-        if !run.session || super::watcher_alive(&dir) || machine::answered_here(root, &hash) {
+        if !run.session
+            || matches!(super::spool::lock_when_gone(&dir), Ok(None))
+            || machine::answered_here(root, &hash)
+        {
             continue;
         }
         let Some(receipt) = repo.receipt(&hash)? else {
@@ -107,7 +110,7 @@ fn clear_left_disk(dir: &Path) {
     if !dir.join(disk::IMAGE).exists() && !dir.join(disk::MOUNT).exists() {
         return;
     }
-    if let Ok(Some(_free)) = super::lock(&dir.join("lock"), false) {
+    if let Ok(Some(_free)) = super::spool::lock_when_gone(dir) {
         disk::clear(dir);
     }
 }

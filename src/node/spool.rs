@@ -136,6 +136,59 @@ pub fn watcher_alive(dir: &Path) -> bool {
     matches!(lock(&dir.join("lock"), false), Ok(None))
 }
 
+/// How long a sweep waits for the lock of a run whose watcher is gone or
+/// ending.
+const LET_GO: Duration = Duration::from_secs(5);
+
+/// The lock of the run in `dir`, taken for a sweep of what a gone watcher
+/// left; none while its watcher lives. A killed watcher lets go of its
+/// lock only once the last of its descriptors is closed, some while after
+/// its terminal's socket (a person joined sees the joining end first): a
+/// lock still held while the process `watcher.pid` names is gone or ending
+/// is waited for, [`LET_GO`] at most.
+pub fn lock_when_gone(dir: &Path) -> std::io::Result<Option<crate::lock::Held>> {
+    let path = dir.join("lock");
+    let until = Instant::now() + LET_GO;
+    loop {
+        if let Some(held) = lock(&path, false)? {
+            return Ok(Some(held));
+        }
+        if Instant::now() >= until || !watcher_ending(dir) {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether the process `dir`'s `watcher.pid` names is gone or ending: no
+/// such process, a zombie, or one left without its memory, as a process is
+/// once killed, before it closes its descriptors. False when that cannot
+/// be told.
+fn watcher_ending(dir: &Path) -> bool {
+    let Some(pid) = std::fs::read_to_string(dir.join("watcher.pid"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+    else {
+        return false;
+    };
+    match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(status) => ending(&status),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}
+
+/// Whether a process whose `/proc/PID/status` says `status` is ending: a
+/// zombie or dead, or holding no memory (a process of a program always
+/// does until it exits).
+fn ending(status: &str) -> bool {
+    let state = status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .map(str::trim_start);
+    matches!(state.and_then(|s| s.chars().next()), Some('Z' | 'X'))
+        || !status.lines().any(|l| l.starts_with("VmSize:"))
+}
+
 /// The file a run's directory holds when its node (not a stop) ended it,
 /// so its watcher's `stopped` says so.
 pub const ENDED_BY_NODE: &str = "ended-by-node";
@@ -219,5 +272,38 @@ pub fn claim_checkin_run(root: &Path, record: &str, checkin: &str) -> std::io::R
         Ok(_) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_is_ending_once_a_zombie_or_without_its_memory() {
+        let living =
+            "Name:\tocx\nState:\tS (sleeping)\nPid:\t7\nVmPeak:\t  9 kB\nVmSize:\t  9 kB\n";
+        assert!(!ending(living));
+        assert!(ending("Name:\tocx\nState:\tZ (zombie)\nPid:\t7\n"));
+        assert!(ending("Name:\tocx\nState:\tR (running)\nPid:\t7\n"));
+    }
+
+    #[test]
+    fn a_run_whose_watcher_is_gone_is_locked_at_once_and_one_held_alive_is_not_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(lock_when_gone(dir.path()).unwrap().is_some(), "no watcher");
+        let held = lock(&dir.path().join("lock"), false).unwrap().unwrap();
+        std::fs::write(
+            dir.path().join("watcher.pid"),
+            std::process::id().to_string(),
+        )
+        .unwrap();
+        let asked = Instant::now();
+        assert!(
+            lock_when_gone(dir.path()).unwrap().is_none(),
+            "its watcher lives"
+        );
+        assert!(asked.elapsed() < LET_GO, "not waited for");
+        drop(held);
     }
 }

@@ -749,9 +749,14 @@ fn a_node_whose_repository_or_root_is_removed_stops_within_a_minute_saying_why_w
     );
     assert!(support::nodes_and_watchers_under(repo.dir.path()).is_empty());
 
-    // Its root removed: at once, with nowhere left to say why.
+    // Its root removed: at once, with nowhere left to say why. Moved
+    // aside first, so the removal is one step for the node, as `rm -r` of a
+    // directory a process may still write in is not: a write of the node's
+    // own between the removal's listing and its last `rmdir` would fail it.
     let (repo, node) = node_in("b");
-    std::fs::remove_dir_all(repo.node_root()).unwrap();
+    let aside = repo.dir.path().join("removed");
+    std::fs::rename(repo.node_root(), &aside).unwrap();
+    std::fs::remove_dir_all(&aside).unwrap();
     let took = ends_within_a_minute(node.pid, "its root was removed");
     assert!(took < Duration::from_secs(10), "told at once: {took:?}");
     assert!(repo.file.is_file(), "its repository is left as it was");
