@@ -443,7 +443,7 @@ fn bar(request: &Request) -> Markup {
                 @let tools = grouped(group);
                 @if !tools.is_empty() {
                     br;
-                    span.ocx-group-name { a href=(format!("{}#{}", request.link(None), group_id(group))) { (group.title) } ":" }
+                    span.ocx-group-name { a href=(format!("{}#{}", request.link(None), group_id(group))) { (group.title) ":" } }
                     @for tool in tools {
                         " " a href=(request.link(Some(tool.name()))) { (tool.name()) }
                     }
