@@ -2,7 +2,8 @@
 // opens the console, follows the run's link to its page, and waits there
 // (never reloading) for the turn the test's post starts to appear, the
 // spend moving with it; once the test stops the run, sees it ended. As a
-// reader (OCX_MODE=reader) opens the run's page and finds no transcript.
+// reader (OCX_MODE=reader) opens the run's page and finds no transcript; as
+// the record's sender (OCX_MODE=sender), finds its transcript.
 // Tells the test where it is by a line on stdout and waits for its word
 // on stdin; exits non-zero on any failure. Run by tests/it/run_page.rs.
 import { createInterface } from 'node:readline';
@@ -26,7 +27,14 @@ const errors = [];
 page.on('pageerror', (e) => errors.push(String(e)));
 page.on('console', (m) => errors.push(`console: ${m.text()}`));
 try {
-  if (mode === 'reader') {
+  if (mode === 'sender') {
+    await page.goto(`${base}/ext/ocx-cgi/run/${record}`);
+    check((await page.title()).endsWith('OCX run'), `the page's title is ${await page.title()}`);
+    check(!(await page.locator('#ocx-withheld').count()), 'the sender is refused the transcript');
+    const first = await page.locator('#ocx-transcript li').first().innerText();
+    check(first.includes('Delivered'), `the sender's transcript begins: ${first}`);
+    console.log('ok: the record\'s sender sees its transcript');
+  } else if (mode === 'reader') {
     await page.goto(`${base}/ext/ocx-cgi/run/${record}`);
     check((await page.title()).endsWith('OCX run'), `the page's title is ${await page.title()}`);
     check(await page.locator('table.ocx-record').isVisible(), 'no record table');

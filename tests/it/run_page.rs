@@ -300,7 +300,8 @@ fn in_chromium(
 }
 
 #[test]
-fn in_chromium_a_maintainer_follows_a_live_run_from_the_console_and_a_reader_sees_no_transcript() {
+fn in_chromium_a_maintainer_follows_a_live_run_from_the_console_its_sender_sees_its_own_and_a_reader_no_transcript()
+ {
     let model = Model::start(move |r| match delivery(r) {
         Some((line, _)) if line.starts_with("Record ") => Reply::text("Ready to review."),
         Some((line, _)) if line.contains("2+2") => Reply::text("It is 4."),
@@ -345,4 +346,25 @@ fn in_chromium_a_maintainer_follows_a_live_run_from_the_console_and_a_reader_see
         assert!(shot.is_file(), "no screenshot {}", shot.display());
     }
     in_chromium(&site, "pat", &record, "reader", &[], |_| {});
+
+    // pat, given R, sends a record of pat's own: its sender sees its
+    // transcript, though pat administers nothing.
+    site.json(&["send_runs", "--login", "pat"]);
+    let own = site.node.repo.json(&[
+        "create",
+        "--runner",
+        "claude",
+        "--objective",
+        "Review what you are given",
+        "--wall",
+        "10m",
+        "--hears",
+        "pat",
+        "--user",
+        "pat",
+    ]);
+    let own = own.ok()["record"].as_str().unwrap().to_string();
+    site.said(&own, &site.user_of(&own), "Ready to review.");
+    in_chromium(&site, "pat", &own, "sender", &[], |_| {});
+    site.json(&["stop", "--record", &own]);
 }
