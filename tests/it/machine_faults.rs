@@ -90,7 +90,9 @@ impl Proxy {
     }
 
     fn release(&self) {
-        self.faults.lock().unwrap().released = true;
+        let mut f = self.faults.lock().unwrap();
+        f.released = true;
+        f.hold_after_post = None;
     }
 
     fn holding(&self) -> usize {
@@ -142,12 +144,11 @@ fn relay(mut client: TcpStream, upstream: u16, faults: &Mutex<Faults>) {
     }
     let mut answer = Vec::new();
     let _ = server.read_to_end(&mut answer);
-    let after_post = faults.lock().unwrap().hold_after_post.as_ref().is_some_and(
-        |(prefixes, repository, posts)| {
-            prefixes.iter().any(|p| path.starts_with(p.as_str()))
-                && forum_posts(repository) > *posts
-        },
-    );
+    // Read outside the lock: the count opens the served repository.
+    let armed = faults.lock().unwrap().hold_after_post.clone();
+    let after_post = armed.is_some_and(|(prefixes, repository, posts)| {
+        prefixes.iter().any(|p| path.starts_with(p.as_str())) && forum_posts(&repository) > posts
+    });
     if after_post {
         hold(faults);
     }
@@ -394,12 +395,24 @@ fn a_machine_killed_between_its_push_and_its_confirmation_and_a_push_the_server_
     });
     proxy.release();
     m.ocx(&["node", "start"]).ok();
-    until("the second record out of the machine's care", 60, || {
-        m.ocx(&["status"]).ok()["machine"]["records"]
+    let until_cared = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = m.ocx(&["status"]).ok();
+        if status["machine"]["records"]
             .as_array()
             .is_some_and(|r| r.is_empty())
-            .then_some(())
-    });
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until_cared,
+            "never: the second record out of the machine's care: {:#}\n{}\nthe proxy saw: {:?}",
+            status["machine"],
+            m.node_log(),
+            proxy.faults.lock().unwrap().seen
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     until("the answer confirmed", 60, || {
         (!unconfirmed.exists()).then_some(())
     });
