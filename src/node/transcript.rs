@@ -467,16 +467,33 @@ pub fn read_after(dir: &Path, after: u64, most: usize) -> Result<Vec<Entry>, Tra
 }
 
 /// [`read_after`], waiting up to `within` for an entry when there is
-/// none yet (the page's long-poll), looking again every 100 ms.
+/// none yet (the page's long-poll): the file's length looked at every
+/// 100 ms, and read again only once it has grown.
 pub fn wait_after(dir: &Path, after: u64, within: Duration) -> Result<Vec<Entry>, TranscriptError> {
     let until = Instant::now() + within;
-    loop {
+    let length = || {
+        std::fs::symlink_metadata(dir.join(FILE))
+            .map(|m| m.len())
+            .ok()
+    };
+    let mut read_at = length();
+    let entries = read_after(dir, after, READ_MAX)?;
+    if !entries.is_empty() {
+        return Ok(entries);
+    }
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = length();
+        if now == read_at {
+            continue;
+        }
+        read_at = now;
         let entries = read_after(dir, after, READ_MAX)?;
-        if !entries.is_empty() || Instant::now() >= until {
+        if !entries.is_empty() {
             return Ok(entries);
         }
-        std::thread::sleep(Duration::from_millis(100));
     }
+    Ok(Vec::new())
 }
 
 /// Removes the transcripts of ended runs under `runs` (the node's run
@@ -628,6 +645,27 @@ mod tests {
             read_after(&dir.path().join("none"), 0, 1),
             Err(TranscriptError::Missing)
         ));
+    }
+
+    #[test]
+    fn a_wait_is_answered_by_the_entry_written_while_it_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Transcript::open(dir.path(), []).unwrap();
+        t.add(Said::Output { text: "one".into() });
+        let waiting = {
+            let dir = dir.path().to_path_buf();
+            std::thread::spawn(move || wait_after(&dir, 1, Duration::from_secs(10)))
+        };
+        std::thread::sleep(Duration::from_millis(250));
+        t.add(Said::Output { text: "two".into() });
+        let got = waiting.join().unwrap().unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].said, Said::Output { text: "two".into() });
+        assert!(
+            wait_after(dir.path(), 2, Duration::from_millis(300))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -297,11 +297,6 @@ impl Relay {
         self.shared.spent.load(Ordering::SeqCst)
     }
 
-    /// The tokens spent so far, in and out.
-    pub fn spent_in_out(&self) -> (u64, u64) {
-        self.meter().in_out()
-    }
-
     /// A handle on its spend for whoever reports it as the run goes.
     pub fn meter(&self) -> Meter {
         Meter(self.shared.clone())
