@@ -6,9 +6,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// A tool's answer. `ok` is false exactly when `stopped` is set.
+/// A tool's answer. `ok` is false exactly when `stopped` is set. Its
+/// `result` is JSON, or the tool's own output where an entry draws it
+/// itself (`registry::call_typed`), which reads and writes as the same JSON.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Answer {
+pub struct Answer<R = Value> {
     /// Whether the tool did what was asked.
     pub ok: bool,
     /// The tool's name.
@@ -19,7 +21,7 @@ pub struct Answer {
     pub log: Vec<Op>,
     /// What the tool answered, when it ran to the end (left out where only
     /// its text is shown: `registry::call_for_text`).
-    pub result: Option<Value>,
+    pub result: Option<R>,
     /// Why it stopped, naming the field at fault.
     pub stopped: Option<Stopped>,
     /// What to do instead, in one line, when it stopped.
@@ -84,6 +86,22 @@ impl std::fmt::Display for Op {
             Op::Fossil { operation, done } => {
                 write!(f, "{}{operation}", if *done { "" } else { "would " })
             }
+        }
+    }
+}
+
+impl<R> Answer<R> {
+    /// The same answer with its result as `f` makes it.
+    pub fn map_result<S>(self, f: impl FnOnce(R) -> S) -> Answer<S> {
+        Answer {
+            ok: self.ok,
+            tool: self.tool,
+            dry_run: self.dry_run,
+            log: self.log,
+            result: self.result.map(f),
+            stopped: self.stopped,
+            next_step: self.next_step,
+            took_ms: self.took_ms,
         }
     }
 }

@@ -190,6 +190,7 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::approve::Approve>::new(),
     &Def::<crate::tools::collect::Collect>::new(),
     &Def::<crate::tools::run_login::RunLogin>::new(),
+    &Def::<crate::tools::run_report::RunReport>::new(),
     &Def::<crate::tools::push::Push>::new(),
     &Def::<crate::tools::context::Context>::new(),
     &Def::<crate::tools::find::Find>::new(),
@@ -293,12 +294,46 @@ fn answer_here(
         tools: TOOLS,
     };
     let outcome = run(name, input, &mut call, shown);
-    let took_ms = started.elapsed().as_millis() as u64;
-    let (result, text, stopped) = match outcome {
-        Ok((value, text)) => (value, text, None),
-        Err(stop) => (None, None, Some(stop)),
+    let (outcome, text) = match outcome {
+        Ok((value, text)) => (Ok(value), text),
+        Err(stop) => (Err(stop), None),
     };
-    let answer = Answer {
+    (answered(name, call, outcome, started), text)
+}
+
+/// [`call`] for an entry that draws tool `T`'s answer itself (a run's
+/// page): the same checks and the same answer, its result the tool's own
+/// output, never made into JSON on the way. Made where it is asked, as
+/// its caller: a run's call to its server never comes this way.
+pub fn call_typed<T: Tool>(input: Result<Value, Stop>, cx: &Context) -> Answer<T::Output> {
+    let started = Instant::now();
+    let mut call = Call {
+        cx,
+        dry_run: false,
+        log: Vec::new(),
+        tools: TOOLS,
+    };
+    let outcome = checked(T::NAME, input, &mut call).and_then(|(_, input)| {
+        let typed: T::Input =
+            serde_path_to_error::deserialize(input).map_err(|e| refusal(T::NAME, e))?;
+        T::run(typed, &mut call).map(Some)
+    });
+    answered(T::NAME, call, outcome, started)
+}
+
+/// The one answer of the call of tool `name` begun at `started`.
+fn answered<R>(
+    name: &str,
+    call: Call,
+    outcome: Result<Option<R>, Stop>,
+    started: Instant,
+) -> Answer<R> {
+    let took_ms = started.elapsed().as_millis() as u64;
+    let (result, stopped) = match outcome {
+        Ok(value) => (value, None),
+        Err(stop) => (None, Some(stop)),
+    };
+    Answer {
         ok: stopped.is_none(),
         tool: name.to_string(),
         dry_run: call.dry_run,
@@ -311,8 +346,7 @@ fn answer_here(
             reason: s.reason,
         }),
         took_ms,
-    };
-    (answer, text)
+    }
 }
 
 fn run(
@@ -321,6 +355,18 @@ fn run(
     call: &mut Call,
     shown: Shown,
 ) -> Result<(Option<Value>, Option<String>), Stop> {
+    let (tool, input) = checked(name, input, call)?;
+    tool.invoke(input, call, shown)
+}
+
+/// Tool `name` and its input once every check before its run has passed:
+/// the tool known, the input one object of clean text, `dry_run` taken
+/// out of it, its fields read, and what the tool needs held by the caller.
+fn checked(
+    name: &str,
+    input: Result<Value, Stop>,
+    call: &mut Call,
+) -> Result<(&'static dyn Entry, Value), Stop> {
     let tool = find(name).ok_or_else(|| {
         Stop::field("tool", format!("there is no tool {name:?}"))
             .next("`ocx list` names every tool")
@@ -358,7 +404,7 @@ fn run(
             .next("ask an administrator for the capability, or act as a login that holds it"));
         }
     }
-    tool.invoke(input, call, shown)
+    Ok((tool, input))
 }
 
 #[cfg(test)]

@@ -235,6 +235,7 @@ pub static GROUPS: &[Group] = &[
             "save",
             "push",
             "run_login",
+            "run_report",
         ],
     },
 ];

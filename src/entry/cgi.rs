@@ -487,27 +487,30 @@ fn offered(tool: &dyn Entry) -> bool {
     !tool.checkout() && !matches!(tool.reach(), Reach::CommandLine | Reach::NotPage)
 }
 
-/// The status an answer is given: 200 when the tool did its work, 403 when
-/// the viewer lacks what the tool needs, 400 for any other refusal.
 /// A run's page (`run/RECORD`): the `run` tool's answer drawn, or as
 /// JSON with the query's `after` and `within` (the page's own long-poll
-/// for what the transcript says next).
+/// for what the transcript says next); a value that is no whole number
+/// is given to the tool as it came, which refuses it naming its field.
 fn run_page(request: &Request, cx: &Context, record: &str, json: bool) -> Response {
-    let number = |key: &str| {
-        request
+    let given = |key: &str| -> Value {
+        let v = request
             .query
             .split('&')
             .filter_map(|p| p.split_once('='))
             .find(|(k, _)| *k == key)
-            .and_then(|(_, v)| v.parse::<u64>().ok())
-            .unwrap_or(0)
+            .map(|(_, v)| v);
+        match v {
+            None => Value::from(0u64),
+            Some(v) => v
+                .parse::<u64>()
+                .map_or_else(|_| Value::from(v), Value::from),
+        }
     };
-    let input = serde_json::json!({
-        "record": record,
-        "after": number("after"),
-        "within": if json { number("within").min(crate::tools::run::WITHIN_MAX) } else { 0 },
-    });
-    let answer = registry::call("run", Ok(input), cx, false);
+    let mut input = serde_json::json!({ "record": record, "after": given("after") });
+    if json {
+        input["within"] = given("within");
+    }
+    let answer = registry::call_typed::<crate::tools::run::RunTool>(Ok(input), cx);
     let lacks =
         answer.stopped.is_some() && registry::find("run").is_some_and(|t| lacks_capability(t, cx));
     if json {
@@ -516,11 +519,13 @@ fn run_page(request: &Request, cx: &Context, record: &str, json: bool) -> Respon
     Response {
         status: status_of(&answer, lacks),
         content_type: "text/html",
-        body: page::run(request, cx, &answer),
+        body: page::run(request, cx, answer),
     }
 }
 
-fn status_of(answer: &Answer, lacks: bool) -> u16 {
+/// The status an answer is given: 200 when the tool did its work, 403 when
+/// the viewer lacks what the tool needs, 400 for any other refusal.
+fn status_of<R>(answer: &Answer<R>, lacks: bool) -> u16 {
     match (&answer.stopped, lacks) {
         (None, _) => 200,
         (Some(s), _) if s.kind == crate::stop::StopKind::Failed => 500,
@@ -540,7 +545,7 @@ fn lacks_capability(tool: &dyn Entry, cx: &Context) -> bool {
     }
 }
 
-fn json_response(status: u16, answer: &Answer) -> Response {
+fn json_response(status: u16, answer: &Answer<impl serde::Serialize>) -> Response {
     Response {
         status,
         content_type: "application/json",

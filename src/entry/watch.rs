@@ -34,6 +34,7 @@ pub mod agent;
 mod command;
 mod home;
 mod life;
+mod report;
 mod spend;
 mod typing;
 mod ways;

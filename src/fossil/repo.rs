@@ -305,7 +305,8 @@ impl Repository {
     pub fn hash_of(&self, rid: i64) -> Result<String, FossilError> {
         Ok(self
             .db
-            .query_row("SELECT uuid FROM blob WHERE rid=?1", [rid], |r| r.get(0))?)
+            .prepare_cached("SELECT uuid FROM blob WHERE rid=?1")?
+            .query_row([rid], |r| r.get(0))?)
     }
 
     /// The bytes of artifact `rid`, its delta chain applied; `None` for a phantom.

@@ -36,7 +36,7 @@ pub fn prepare_run_dir(dir: &Path, password: &str) -> std::io::Result<()> {
 /// a directory of runs every account may pass through but not list (0711):
 /// the run's own account, given the run directory's group by its watcher,
 /// passes through it to its workspace and nowhere else.
-pub(super) fn make_run_dir(dir: &Path) -> std::io::Result<()> {
+pub fn make_run_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     if let Some(runs) = dir.parent() {
         match std::fs::DirBuilder::new().mode(0o711).create(runs) {

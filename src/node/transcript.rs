@@ -12,7 +12,7 @@
 use crate::node::runner::InputMode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -66,6 +66,24 @@ pub enum Said {
     TurnEnded { ok: bool },
     /// The run ended: its outcome and its response's note.
     Ended { outcome: String, note: String },
+}
+
+impl Said {
+    /// Its kind, as its JSON names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Said::Delivery { .. } => "delivery",
+            Said::Words { .. } => "words",
+            Said::ToolCall { .. } => "tool_call",
+            Said::ToolResult { .. } => "tool_result",
+            Said::Command { .. } => "command",
+            Said::Output { .. } => "output",
+            Said::Refused { .. } => "refused",
+            Said::Error { .. } => "error",
+            Said::TurnEnded { .. } => "turn_ended",
+            Said::Ended { .. } => "ended",
+        }
+    }
 }
 
 /// One line of the transcript: its number (from 1), when (UTC), and what.
@@ -370,6 +388,24 @@ impl Transcript {
     }
 }
 
+/// Adds `entries`, as an agent machine reported them, to the transcript
+/// in the run's directory `dir` (the node's alone), each its own line.
+pub fn keep_reported(dir: &Path, entries: &[Entry]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut lines = Vec::new();
+    for e in entries {
+        serde_json::to_writer(&mut lines, e).map_err(std::io::Error::other)?;
+        lines.push(b'\n');
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(dir.join(FILE))?
+        .write_all(&lines)
+}
+
 /// The spend file in a run's directory: what the run has spent so far,
 /// written by its watcher as it goes and when it ends.
 pub const SPEND_FILE: &str = "spend.json";
@@ -388,9 +424,10 @@ pub struct Spend {
     /// cgroup counts it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_peak_bytes: Option<u64>,
-    /// Model tokens in and out, as its relay counted the service's usage.
+    /// Model tokens in, as its relay counted the service's usage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens_in: Option<u64>,
+    /// Model tokens out, as its relay counted the service's usage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens_out: Option<u64>,
     /// Connections its proxy refused (runs held to `sandbox.hosts`).
@@ -436,6 +473,68 @@ pub enum TranscriptError {
     Unreadable(std::io::Error),
 }
 
+/// A transcript's line as it is read back: every field of every kind in
+/// one flat shape, which reads in one pass where [`Entry`]'s own shape
+/// (its kind's fields beside its number) is buffered whole first.
+#[derive(Deserialize)]
+struct Line {
+    seq: u64,
+    at: String,
+    kind: String,
+    text: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
+    arguments: Option<Value>,
+    output: Option<String>,
+    error: Option<bool>,
+    command: Option<String>,
+    exit: Option<i64>,
+    ok: Option<bool>,
+    outcome: Option<String>,
+    note: Option<String>,
+}
+
+impl Line {
+    /// `bytes` as an entry, when they read as one: its kind known and
+    /// every field that kind has present.
+    fn read(bytes: &[u8]) -> Option<Entry> {
+        let l: Line = serde_json::from_slice(bytes).ok()?;
+        let said = match l.kind.as_str() {
+            "delivery" => Said::Delivery { text: l.text? },
+            "words" => Said::Words { text: l.text? },
+            "tool_call" => Said::ToolCall {
+                id: l.id?,
+                name: l.name?,
+                arguments: l.arguments.unwrap_or(Value::Null),
+            },
+            "tool_result" => Said::ToolResult {
+                id: l.id?,
+                output: l.output?,
+                error: l.error?,
+            },
+            "command" => Said::Command {
+                command: l.command?,
+                output: l.output?,
+                exit: l.exit,
+            },
+            "output" => Said::Output { text: l.text? },
+            "refused" => Said::Refused { text: l.text? },
+            "error" => Said::Error { text: l.text? },
+            "turn_ended" => Said::TurnEnded { ok: l.ok? },
+            "ended" => Said::Ended {
+                outcome: l.outcome?,
+                note: l.note?,
+            },
+            _ => return None,
+        };
+        Some(Entry {
+            seq: l.seq,
+            at: l.at,
+            said,
+        })
+    }
+}
+
 /// The entries of the transcript in run directory `dir` numbered above
 /// `after`, at most `most`; a line that does not read as an entry is
 /// passed over.
@@ -450,11 +549,12 @@ pub fn read_after(dir: &Path, after: u64, most: usize) -> Result<Vec<Entry>, Tra
             std::io::ErrorKind::PermissionDenied => TranscriptError::NotYours,
             _ => TranscriptError::Unreadable(e),
         })?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut { file }, &mut bytes).map_err(TranscriptError::Unreadable)?;
     let mut entries = Vec::new();
-    for line in std::io::BufReader::new(file).split(b'\n') {
-        let line = line.map_err(TranscriptError::Unreadable)?;
-        match serde_json::from_slice::<Entry>(&line) {
-            Ok(e) if e.seq > after => {
+    for line in bytes.split(|b| *b == b'\n') {
+        match Line::read(line) {
+            Some(e) if e.seq > after => {
                 entries.push(e);
                 if entries.len() >= most {
                     break;
@@ -609,6 +709,51 @@ mod tests {
                 text: "no model".into()
             }
         );
+    }
+
+    #[test]
+    fn every_kind_reads_back_as_it_was_written_and_names_its_kind() {
+        let all = [
+            Said::Delivery { text: "d".into() },
+            Said::Words { text: "w".into() },
+            Said::ToolCall {
+                id: "1".into(),
+                name: "n".into(),
+                arguments: serde_json::json!({"of": "x"}),
+            },
+            Said::ToolResult {
+                id: "1".into(),
+                output: "o".into(),
+                error: true,
+            },
+            Said::Command {
+                command: "c".into(),
+                output: "o".into(),
+                exit: None,
+            },
+            Said::Output { text: "o".into() },
+            Said::Refused { text: "r".into() },
+            Said::Error { text: "e".into() },
+            Said::TurnEnded { ok: false },
+            Said::Ended {
+                outcome: "stopped".into(),
+                note: "n".into(),
+            },
+        ];
+        for (i, said) in all.into_iter().enumerate() {
+            let entry = Entry {
+                seq: i as u64 + 1,
+                at: "2026-12-05T00:00:00Z".into(),
+                said,
+            };
+            let line = serde_json::to_vec(&entry).unwrap();
+            let value: Value = serde_json::from_slice(&line).unwrap();
+            assert_eq!(value["kind"], entry.said.kind());
+            assert_eq!(Line::read(&line), Some(entry.clone()));
+            assert_eq!(serde_json::from_slice::<Entry>(&line).unwrap(), entry);
+        }
+        assert_eq!(Line::read(br#"{"seq":1,"at":"t","kind":"words"}"#), None);
+        assert_eq!(Line::read(br#"{"seq":1,"at":"t","kind":"new"}"#), None);
     }
 
     #[test]

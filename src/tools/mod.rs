@@ -37,6 +37,7 @@ pub mod release;
 pub mod rollback;
 pub mod run;
 pub mod run_login;
+pub mod run_report;
 pub mod runner;
 pub mod save;
 pub mod send_runs;

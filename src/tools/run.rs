@@ -142,11 +142,9 @@ impl Tool for RunTool {
         let dir = crate::node::hook::root_of(call.repo()?)?
             .map(|root| crate::node::config::NodeConfig::run_dir(&root, &r.hash));
         let Some(dir) = dir else {
-            out.transcript_withheld = Some(if r.record.remote {
-                "the run is an agent machine's: its transcript is kept on that machine".into()
-            } else {
-                "this repository is no node here: the transcript is kept on the node's host".into()
-            });
+            out.transcript_withheld = Some(
+                "this repository is no node here: the transcript is kept on the served repository's host (an agent machine reports its runs there)".into(),
+            );
             return Ok(out);
         };
         let spent = |out: &mut Output| {
@@ -209,13 +207,16 @@ fn standing(
     }
     call.read("the record and its response");
     let repo = call.repo()?;
-    let Some(r) = found::record(repo, rid, hash)? else {
-        return Ok(None);
-    };
-    let response = receipts
-        .response(repo, &r.place, &r.hash, &r.record.node)
-        .map_err(super::served::stop)?;
-    Ok(Some((r, response)))
+    // One read transaction: a page's reads share one lock.
+    repo.reading(|| {
+        let Some(r) = found::record(repo, rid, hash)? else {
+            return Ok(None);
+        };
+        let response = receipts
+            .response(repo, &r.place, &r.hash, &r.record.node)
+            .map_err(super::served::stop)?;
+        Ok(Some((r, response)))
+    })?
 }
 
 /// The run as text for a person: the record's table, the state, the

@@ -308,6 +308,7 @@ answers! {
     approve: ["approve", "--login", "m1", "--key", "short", "--capabilities", "goC4w"] then ["approve", "--login", "m1", "--key", "0000000000000000000000000000000000000000000000000000000000000000", "--capabilities", "goC4w", "--dry-run"];
     collect: ["collect", "--login", "m1"] then ["collect", "--login", "m1", "--code", "a-code", "--dry-run"];
     run_login: ["run_login"] then ["run_login", "--record", "{record}", "--dry-run"];
+    run_report: ["run_report"] then ["run_report", "--record", "{record}", "--dry-run"];
     push: ["push", "--artifacts", "not-an-artifact"] then ["push", "--dry-run"];
     context: ["context", "--input", r#"{"bogus": 1}"#] then ["context"];
     find: ["find"] then ["find", "--text", "start"];

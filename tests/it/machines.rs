@@ -416,6 +416,62 @@ fn a_run_on_an_agent_machine_hears_a_pushed_post_answers_it_as_its_user_and_is_a
         "{}",
         m.node_log()
     );
+
+    // The run's page on the server shows what its machine reported: each
+    // delivery, the run's end, and its spend.
+    let shown = site
+        .repo
+        .json(&["run", "--record", &record, "--user", "admin"])
+        .ok();
+    let entries = shown["transcript"].as_array().unwrap();
+    assert!(
+        entries.iter().any(|e| e["kind"] == "delivery"
+            && e["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("from pat: hello from pat"))),
+        "{shown:#}"
+    );
+    let last = entries.last().unwrap();
+    assert_eq!(
+        (&last["kind"], &last["outcome"]),
+        (&json!("ended"), &json!("exited")),
+        "{shown:#}"
+    );
+    let seqs: Vec<u64> = entries.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "each once, in order"
+    );
+    assert!(shown["spend"]["wall_seconds"].is_u64(), "{shown:#}");
+
+    // Only the machine reports its runs: pat is refused, as is a report
+    // that would leave a gap.
+    let report = |login: &str, seq: u64| {
+        let entries =
+            json!([{"seq": seq, "at": "2026-12-05T00:00:00Z", "kind": "words", "text": "forged"}]);
+        site.repo.json(&[
+            "run_report",
+            &record,
+            "--entries",
+            &entries.to_string(),
+            "--user",
+            login,
+        ])
+    };
+    assert_eq!(report("pat", seqs.len() as u64 + 1).refused(), "");
+    assert_eq!(
+        report(&m.login, seqs.len() as u64 + 5).refused(),
+        "entries[0].seq"
+    );
+    let after = site
+        .repo
+        .json(&["run", "--record", &record, "--user", "admin"])
+        .ok();
+    assert_eq!(
+        after["transcript"], shown["transcript"],
+        "nothing forged kept"
+    );
 }
 
 #[test]

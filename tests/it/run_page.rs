@@ -213,6 +213,28 @@ fn a_runs_page_shows_its_record_and_its_transcript_as_it_goes_and_no_secret() {
     assert!(!page.body.contains("It is 4."), "{}", page.body);
     assert!(page.body.contains("id=\"ocx-withheld\""), "{}", page.body);
 
+    // The page's long-poll refuses what is no whole number, or too long a
+    // wait, naming the query's key.
+    for (query, field) in [
+        ("json&after=abc", "after"),
+        ("json&after=-1", "after"),
+        ("json&within=99", "within"),
+    ] {
+        let asked = crate::cgi::cgi(
+            &ext,
+            &site.node.repo,
+            &[
+                ("FOSSIL_USER", "admin"),
+                ("PATH_INFO", &page_path),
+                ("QUERY_STRING", query),
+            ],
+            b"",
+        );
+        assert_eq!(asked.status, 400, "{query}: {}", asked.body);
+        let answer: Value = serde_json::from_str(&asked.body).unwrap();
+        assert_eq!(answer["stopped"]["field"], field, "{query}: {answer:#}");
+    }
+
     // Stopped: the state and the transcript's last entry say so.
     site.json(&["stop", "--record", &record]);
     assert_eq!(site.response(&record).0, "stopped");

@@ -6,8 +6,10 @@ use super::{lacks_capability, offered};
 use crate::answer::Answer;
 use crate::context::Context;
 use crate::fields::{Flag, Kind};
+use crate::node::transcript::{self, Said};
 use crate::registry;
 use crate::tool::{Entry, Needs};
+use crate::tools::run;
 use maud::{Markup, PreEscaped, html};
 use serde_json::{Map, Value};
 
@@ -160,23 +162,22 @@ pub(super) fn console(
 /// transcript, each tool's result and command's output folded; while it
 /// runs, a script (under Fossil's nonce) asks the page's own JSON for what
 /// comes next and adds it without a reload.
-pub(super) fn run(request: &Request, cx: &Context, answer: &Answer) -> String {
+pub(super) fn run(request: &Request, cx: &Context, answer: Answer<run::Output>) -> String {
     let Some(o) = answer.result.as_ref().filter(|_| answer.stopped.is_none()) else {
+        let answer = answer.map_result(|_| Value::Null);
         return page(
             "OCX run",
-            html! { (tool_page_head(request, cx)) (render_answer(&request.uri, answer, None)) },
+            html! { (tool_page_head(request, cx)) (render_answer(&request.uri, &answer, None)) },
         );
     };
-    let f = &o["fields"];
-    let record = text_of(o, "record");
-    let list = crate::tools::run::names;
+    let f = &o.fields;
+    let record = o.record.as_str();
     let json = |v: &Value| match v {
         Value::Null => "none".to_string(),
         v => serde_json::to_string(v).unwrap_or_default(),
     };
-    let running = text_of(o, "state") == "running";
-    let entries = o["transcript"].as_array().cloned().unwrap_or_default();
-    let live = running && o.get("transcript_withheld").is_none() && request.nonce.is_some();
+    let running = o.state == "running";
+    let live = running && o.transcript_withheld.is_none() && request.nonce.is_some();
     page(
         "OCX run",
         html! {
@@ -192,31 +193,31 @@ pub(super) fn run(request: &Request, cx: &Context, answer: &Answer) -> String {
                 tr { th { "runner" } td { (text_of(f, "runner")) } }
                 tr { th { "login" } td { (text_of(f, "user")) } }
                 tr { th { "node" } td { code { (text_of(f, "node")) } @if f["remote"] == Value::Bool(true) { " (an agent machine)" } } }
-                tr { th { "wakes on" } td { "check-ins on: " (list(&f["checkins"])) } }
-                tr { th { "hears" } td { (list(&f["hears"])) } }
+                tr { th { "wakes on" } td { "check-ins on: " (run::names(&f["checkins"])) } }
+                tr { th { "hears" } td { (run::names(&f["hears"])) } }
                 tr { th { "sandbox" } td { code { (json(&f["sandbox"])) } } }
                 tr { th { "budget" } td { code { (json(&f["budget"])) } } }
                 tr { th { "restrictions" } td { code { (json(&f["restrict"])) } } }
                 tr { th { "pattern" } td { code { (json(&f["pattern"])) } } }
-                tr { th { "sent by" } td { (text_of(o, "sent_by")) " at " (text_of(o, "since")) } }
+                tr { th { "sent by" } td { (o.sent_by.as_deref().unwrap_or("")) " at " (o.since) } }
             }
             p.ocx-state id="ocx-state" {
-                @if let Some(outcome) = o.get("outcome").and_then(Value::as_str) {
-                    "Ended " b { (outcome) } @if let Some(n) = o.get("note").and_then(Value::as_str) { ": " (n) }
+                @if let Some(outcome) = &o.outcome {
+                    "Ended " b { (outcome) } @if let Some(n) = &o.note { ": " (n) }
                 } @else {
-                    "Running" @if let Some(w) = o.get("wall_left").and_then(Value::as_i64) { ", " (w) " s of its wall left" }
+                    "Running" @if let Some(w) = o.wall_left { ", " (w) " s of its wall left" }
                 }
             }
             p.ocx-spend id="ocx-spend" {
-                @if let Some(s) = o.get("spent").and_then(Value::as_str) { "Spent: " (s) }
-                @else if let Some(t) = o.get("tokens").and_then(Value::as_u64) { "Spent: " (t) " tokens" }
+                @if let Some(s) = &o.spent { "Spent: " (s) }
+                @else if let Some(t) = o.tokens { "Spent: " (t) " tokens" }
             }
             h3 { "Transcript" }
-            @if let Some(why) = o.get("transcript_withheld").and_then(Value::as_str) {
+            @if let Some(why) = &o.transcript_withheld {
                 p.ocx-notice id="ocx-withheld" { "No transcript: " (why) "." }
             }
-            ol.ocx-transcript id="ocx-transcript" data-last=(o["last"].as_u64().unwrap_or(0)) {
-                @for e in &entries { (transcript_entry(e)) }
+            ol.ocx-transcript id="ocx-transcript" data-last=(o.last) {
+                @for e in &o.transcript { (transcript_entry(e)) }
             }
             @if let (true, Some(nonce)) = (live, request.nonce.as_deref()) {
                 script nonce=(nonce) { (PreEscaped(LIVE_SCRIPT)) }
@@ -227,30 +228,27 @@ pub(super) fn run(request: &Request, cx: &Context, answer: &Answer) -> String {
 
 /// One transcript entry as a list item: words as a quotation, a call with
 /// its arguments, a result or a command's output folded.
-fn transcript_entry(e: &Value) -> Markup {
-    let kind = text_of(e, "kind");
-    let at = text_of(e, "at");
+fn transcript_entry(e: &transcript::Entry) -> Markup {
     html! {
-        li class=(format!("ocx-entry ocx-{kind}")) data-seq=(e["seq"].as_u64().unwrap_or(0)) {
-            span.ocx-at { (at) } " "
-            @match kind {
-                "delivery" => { b { "Delivered" } blockquote { (text_of(e, "text")) } },
-                "words" => { b { "Said" } blockquote { (text_of(e, "text")) } },
-                "tool_call" => { b { "Called " } code { (text_of(e, "name")) } " " code { (e["arguments"].to_string()) } },
-                "tool_result" => details {
-                    summary { b { @if e["error"] == Value::Bool(true) { "Failed" } @else { "Answered" } } }
-                    pre { (text_of(e, "output")) }
+        li class=(format!("ocx-entry ocx-{}", e.said.kind())) data-seq=(e.seq) {
+            span.ocx-at { (e.at) } " "
+            @match &e.said {
+                Said::Delivery { text } => { b { "Delivered" } blockquote { (text) } },
+                Said::Words { text } => { b { "Said" } blockquote { (text) } },
+                Said::ToolCall { name, arguments, .. } => { b { "Called " } code { (name) } " " code { (arguments.to_string()) } },
+                Said::ToolResult { output, error, .. } => details {
+                    summary { b { @if *error { "Failed" } @else { "Answered" } } }
+                    pre { (output) }
                 },
-                "command" => details {
-                    summary { b { "Ran " } code { (text_of(e, "command")) } " (exit " (e["exit"].as_i64().map_or("unknown".to_string(), |x| x.to_string())) ")" }
-                    pre { (text_of(e, "output")) }
+                Said::Command { command, output, exit } => details {
+                    summary { b { "Ran " } code { (command) } " (exit " (exit.map_or("unknown".to_string(), |x| x.to_string())) ")" }
+                    pre { (output) }
                 },
-                "output" => code { (text_of(e, "text")) },
-                "refused" => { b { "Refused by its model service: " } (text_of(e, "text")) },
-                "error" => { b { "Error: " } (text_of(e, "text")) },
-                "turn_ended" => { i { "The turn ended" @if e["ok"] == Value::Bool(false) { " in error" } "." } },
-                "ended" => { b { "The run ended " (text_of(e, "outcome")) } ": " (text_of(e, "note")) },
-                _ => (kind),
+                Said::Output { text } => code { (text) },
+                Said::Refused { text } => { b { "Refused by its model service: " } (text) },
+                Said::Error { text } => { b { "Error: " } (text) },
+                Said::TurnEnded { ok } => { i { "The turn ended" @if !*ok { " in error" } "." } },
+                Said::Ended { outcome, note } => { b { "The run ended " (outcome) } ": " (note) },
             }
         }
     }

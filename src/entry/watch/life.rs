@@ -88,6 +88,8 @@ struct Watch<'a> {
     refused: Refused,
     /// The run's transcript, where it can be kept.
     transcript: Option<Arc<Transcript>>,
+    /// Its reports to its server, on an agent machine.
+    reporter: Option<Arc<super::report::Reporter>>,
 }
 
 /// Watches the run of `r` in its directory `dir` through its life, holding
@@ -122,6 +124,7 @@ pub(super) fn session(
         dir,
         refused: Refused::default(),
         transcript,
+        reporter: super::report::Reporter::of(cfg, &r.hash, dir).map(Arc::new),
     };
     match w.life(deliveries, started) {
         Ok(o) | Err(Halt::Answer(o)) => w.answer(o),
@@ -520,6 +523,7 @@ impl Watch<'_> {
                 .hosts
                 .is_some()
                 .then(|| self.refused.clone()),
+            self.reporter.clone(),
         );
         Ok(Live {
             running,
@@ -766,6 +770,9 @@ impl Watch<'_> {
                 outcome: outcome.to_string(),
                 note: note.clone(),
             });
+        }
+        if let Some(reporter) = &self.reporter {
+            reporter.send();
         }
         let (root, cfg, r) = (self.root, self.cfg, self.r);
         let answered = node::answer(

@@ -2,8 +2,11 @@
 //! writes the run's wall, CPU time and memory peak (where its cgroups count
 //! them), its model tokens in and out (where its relay counts them) and the
 //! connections its ways out refused, into the run's `spend.json`, and once
-//! more when it ends, for `run` and its page to show beside the budget.
+//! more when it ends, for `run` and its page to show beside the budget; on
+//! an agent machine each measure is reported to the server with what the
+//! transcript said since ([`super::report`]).
 
+use super::report::Reporter;
 use crate::node::transcript::{Spend, write_spend};
 use crate::run::Killer;
 use crate::run::egress::Refused;
@@ -26,6 +29,7 @@ struct Gauges {
     meter: Option<Meter>,
     /// The run's ways out's refusals, when it is held to `sandbox.hosts`.
     refused: Option<Refused>,
+    reporter: Option<Arc<Reporter>>,
 }
 
 impl Gauges {
@@ -62,6 +66,7 @@ pub(super) fn measure(
     killer: Killer,
     meter: Option<Meter>,
     refused: Option<Refused>,
+    reporter: Option<Arc<Reporter>>,
 ) -> Measuring {
     let gauges = Gauges {
         dir,
@@ -69,6 +74,7 @@ pub(super) fn measure(
         killer,
         meter,
         refused,
+        reporter,
     };
     let done = Arc::new(AtomicBool::new(false));
     let last = Arc::new(Mutex::new(Spend::default()));
@@ -80,6 +86,9 @@ pub(super) fn measure(
                 *held = gauges.read(&held);
                 let _ = write_spend(&gauges.dir, &held);
                 drop(held);
+                if let Some(r) = &gauges.reporter {
+                    r.send();
+                }
                 let until = Instant::now() + EVERY;
                 while Instant::now() < until && !done.load(Ordering::SeqCst) {
                     std::thread::sleep(Duration::from_millis(100));
