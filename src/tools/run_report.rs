@@ -180,13 +180,63 @@ fn new_entries(given: &[Entry], kept: u64) -> Result<&[Entry], Stop> {
         .unwrap_or(given.len());
     let new = &given[from..];
     for (i, e) in new.iter().enumerate() {
-        if e.seq != kept + 1 + i as u64 {
+        let next = kept.saturating_add(1 + i as u64);
+        if e.seq != next {
             return Err(Stop::field(
                 format!("entries[{}].seq", from + i),
-                format!("is {}, where {} comes next", e.seq, kept + 1 + i as u64),
+                format!("is {}, where {next} comes next", e.seq),
             )
             .next("send the entries numbered on from the report's `kept`"));
         }
     }
     Ok(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::transcript::Said;
+
+    fn entries(seqs: &[u64]) -> Vec<Entry> {
+        seqs.iter()
+            .map(|&seq| Entry {
+                seq,
+                at: "2026-12-05T00:00:00Z".into(),
+                said: Said::Words { text: "w".into() },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn entries_kept_already_are_passed_over_and_a_gap_or_a_disorder_is_refused() {
+        let seqs = |e: &[Entry]| e.iter().map(|e| e.seq).collect::<Vec<_>>();
+        assert_eq!(
+            seqs(new_entries(&entries(&[1, 2, 3]), 0).unwrap()),
+            [1, 2, 3]
+        );
+        assert_eq!(
+            seqs(new_entries(&entries(&[1, 2, 3, 4]), 2).unwrap()),
+            [3, 4]
+        );
+        assert!(new_entries(&entries(&[1, 2]), 5).unwrap().is_empty());
+        for (given, kept, field) in [
+            (&[4, 5][..], 2, "entries[0].seq"),
+            (&[3, 5], 2, "entries[1].seq"),
+            (&[1, 3, 3], 2, "entries[2].seq"),
+            (&[u64::MAX, 5], u64::MAX - 1, "entries[1].seq"),
+        ] {
+            let refused = new_entries(&entries(given), kept).unwrap_err();
+            assert_eq!(refused.field.as_deref(), Some(field), "{given:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_numbering_reads_without_panic(
+            seqs in proptest::collection::vec(proptest::num::u64::ANY, 0..20),
+            kept in proptest::num::u64::ANY,
+        ) {
+            let _ = new_entries(&entries(&seqs), kept);
+        }
+    }
 }
