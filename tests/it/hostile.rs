@@ -264,7 +264,7 @@ fn mcp_arguments(bytes: &[u8], cx: &Context) {
         }
     }
     for name in ["post", "thread", "read_post"] {
-        let _ = registry::call_with_text(name, input.clone(), cx, true);
+        let _ = registry::call_shown(name, input.clone(), cx, true, registry::Shown::Both);
     }
 }
 
