@@ -441,19 +441,7 @@ fn tag_messages_tags_each_message_that_lacks_its_tag_once() {
         "By hand",
         &format!("Written elsewhere.\n\n```json\n{block:#}\n```\n"),
     );
-    let tagged = repo
-        .json(&[
-            "create",
-            "--runner",
-            "command",
-            "--command",
-            "true",
-            "--objective",
-            "CI",
-            "--wall",
-            "1m",
-        ])
-        .ok()["record"]
+    let tagged = repo.command_record("CI", &["--wall", "1m"]).ok()["record"]
         .as_str()
         .unwrap()
         .to_string();

@@ -355,27 +355,16 @@ impl Enrolled {
     }
 
     pub(crate) fn cookie(&self) -> String {
-        sign_in(&self.site.server, &self.login, &self.password)
+        self.site.server.login_with(&self.login, &self.password)
     }
 
     /// A record addressed to `node`, written by admin on the served
     /// repository; its hash.
     pub(crate) fn record(&self, node: &str, user: &str) -> String {
-        let r = self.site.server.repo.json(&[
-            "create",
-            "--runner",
-            "command",
-            "--command",
-            "true",
-            "--objective",
+        let r = self.site.server.repo.command_record(
             "build it",
-            "--wall",
-            "10m",
-            "--node",
-            node,
-            "--run-user",
-            user,
-        ]);
+            &["--wall", "10m", "--node", node, "--run-user", user],
+        );
         r.ok()["record"].as_str().unwrap().to_string()
     }
 
@@ -476,20 +465,6 @@ fn enrol(site: &Site, dir: &std::path::Path, name: &str) -> (String, String, Str
     (code, login, password)
 }
 
-/// Signs `login` in with `password` through Fossil's login form; its cookie.
-fn sign_in(server: &ServedNode, login: &str, password: &str) -> String {
-    let (status, head, _) =
-        server.request("POST", "/login", &[], &format!("u={login}&p={password}"));
-    assert_eq!(status, 302, "{login} did not sign in: {head}");
-    head.lines()
-        .find_map(|l| l.strip_prefix("Set-Cookie: "))
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string()
-}
-
 #[test]
 fn a_record_for_an_agent_machine_gets_a_run_login_only_that_machine_collects_until_it_answers() {
     let e = Enrolled::new(true);
@@ -551,8 +526,8 @@ fn a_record_for_an_agent_machine_gets_a_run_login_only_that_machine_collects_unt
         refusal,
         "not even admin"
     );
-    let admin = sign_in(&e.site.server, "admin", "admin-pw");
-    let another = sign_in(&e.site.server, &other_login, &other_password);
+    let admin = e.site.server.login("admin");
+    let another = e.site.server.login_with(&other_login, &other_password);
     for (who, cookie) in [
         ("unsigned", None),
         ("admin", Some(admin.as_str())),
@@ -1391,17 +1366,7 @@ fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts(
     let run = |objective: &str| {
         site.server
             .repo
-            .json(&[
-                "create",
-                "--runner",
-                "command",
-                "--command",
-                "true",
-                "--objective",
-                objective,
-                "--wall",
-                "10m",
-            ])
+            .command_record(objective, &["--wall", "10m"])
             .ok()["record"]
             .as_str()
             .unwrap()

@@ -125,6 +125,22 @@ impl Repo {
         run(c, Some(stdin))
     }
 
+    /// `ocx create` of a record whose runner is the command `true`, with
+    /// `objective` and the arguments `more`, as [`Repo::json`] answers it.
+    pub fn command_record(&self, objective: &str, more: &[&str]) -> Run {
+        let mut args = vec![
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            "true",
+            "--objective",
+            objective,
+        ];
+        args.extend_from_slice(more);
+        self.json(&args)
+    }
+
     /// Every artifact hash the repository holds, sorted.
     pub fn hashes(&self) -> Vec<String> {
         ocx::fossil::Repository::open(&self.file)
@@ -782,8 +798,13 @@ impl<R: Borrow<Repo>> ServedNode<R> {
     /// Signs `login` in with its password (`LOGIN-pw`), as the login form
     /// does; its cookie, as a `Cookie` header gives it.
     pub fn login(&self, login: &str) -> String {
+        self.login_with(login, &format!("{login}-pw"))
+    }
+
+    /// As [`ServedNode::login`], signing in with `password`.
+    pub fn login_with(&self, login: &str, password: &str) -> String {
         let (status, head, _) =
-            self.request("POST", "/login", &[], &format!("u={login}&p={login}-pw"));
+            self.request("POST", "/login", &[], &format!("u={login}&p={password}"));
         assert_eq!(status, 302, "{login} did not sign in: {head}");
         head.lines()
             .find_map(|l| l.strip_prefix("Set-Cookie: "))
