@@ -20,7 +20,7 @@ pub struct Answer<R = Value> {
     /// The operations performed, or for a dry run those it would perform.
     pub log: Vec<Op>,
     /// What the tool answered, when it ran to the end (left out where only
-    /// its text is shown: `registry::call_for_text`).
+    /// its text is shown: `registry::call_shown` with `Shown::Text`).
     pub result: Option<R>,
     /// Why it stopped, naming the field at fault.
     pub stopped: Option<Stopped>,

@@ -9,7 +9,7 @@ use crate::answer::{Answer, Stopped};
 use crate::context::Context;
 use crate::input::check_text;
 use crate::stop::{Stop, field_at_fault};
-use crate::tool::{Call, Entry, Needs, Shown, Tool};
+use crate::tool::{Call, Entry, Needs, Tool};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -205,7 +205,7 @@ pub static TOOLS: &[&dyn Entry] = &[
     &Def::<crate::tools::unversioned_put::UnversionedPut>::new(),
 ];
 
-pub use crate::tool::{FIRST_TOOLS, GROUPS, Group};
+pub use crate::tool::{FIRST_TOOLS, GROUPS, Group, Shown};
 
 /// The tool called `name`.
 pub fn find(name: &str) -> Option<&'static dyn Entry> {
@@ -215,36 +215,16 @@ pub fn find(name: &str) -> Option<&'static dyn Entry> {
 /// Calls tool `name` with `input` as the caller `cx` names; `dry_run` from
 /// the entry point (`--dry-run`), or `"dry_run": true` in the input.
 pub fn call(name: &str, input: Result<Value, Stop>, cx: &Context, dry_run: bool) -> Answer {
-    answer(name, input, cx, dry_run, Shown::Json).0
+    call_shown(name, input, cx, dry_run, Shown::Json).0
 }
 
-/// Like [`call`], also giving the result's text for a person.
-pub fn call_with_text(
-    name: &str,
-    input: Result<Value, Stop>,
-    cx: &Context,
-    dry_run: bool,
-) -> (Answer, Option<String>) {
-    answer(name, input, cx, dry_run, Shown::Both)
-}
-
-/// Like [`call_with_text`] for an entry that shows a person the text
-/// alone: the answer's `result` is left out, never made into JSON.
-pub fn call_for_text(
-    name: &str,
-    input: Result<Value, Stop>,
-    cx: &Context,
-    dry_run: bool,
-) -> (Answer, Option<String>) {
-    answer(name, input, cx, dry_run, Shown::Text)
-}
-
-/// The call, its result made as JSON, as text, or both, as `shown` asks (a
-/// tool's text is made for a person, its JSON for a program, and only an
-/// entry showing one pays for it). A run on an agent machine's call is
+/// Like [`call`], its result made as JSON, as text, or both, as `shown`
+/// asks (a tool's text is made for a person, its JSON for a program, and
+/// only an entry showing one pays for it: with [`Shown::Text`] the
+/// answer's `result` is left out, never made into JSON). A run on an agent machine's call is
 /// checked here as a dry run, then made on the served repository as the
 /// run's login ([`crate::tools::on_server`]).
-fn answer(
+pub fn call_shown(
     name: &str,
     input: Result<Value, Stop>,
     cx: &Context,
@@ -256,7 +236,7 @@ fn answer(
         && let Ok(given) = &input
     {
         let given = given.clone();
-        let (checked, text) = answer_here(name, input, cx, true, shown);
+        let (checked, text) = answer_here(name, input, (cx, true), shown);
         let dry = dry_run || given.get("dry_run") == Some(&Value::Bool(true));
         if !checked.ok || dry {
             return (checked, text);
@@ -275,15 +255,15 @@ fn answer(
             shown.text(),
         );
     }
-    answer_here(name, input, cx, dry_run, shown)
+    answer_here(name, input, (cx, dry_run), shown)
 }
 
-/// [`answer`] where the call is made: on its repository, as its caller.
+/// [`call_shown`] where the call is made: on its repository, as its caller
+/// (`cx`), a dry run when `dry_run` says.
 fn answer_here(
     name: &str,
     input: Result<Value, Stop>,
-    cx: &Context,
-    dry_run: bool,
+    (cx, dry_run): (&Context, bool),
     shown: Shown,
 ) -> (Answer, Option<String>) {
     let started = Instant::now();

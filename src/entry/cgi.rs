@@ -357,14 +357,12 @@ fn call_tool(
         };
     }
     let notice = dry_run_notice(tool, request, cx);
-    let (answer, text) = if json {
-        (
-            registry::call(tool.name(), input, cx, notice.is_some()),
-            None,
-        )
+    let shown = if json {
+        registry::Shown::Json
     } else {
-        registry::call_with_text(tool.name(), input, cx, notice.is_some())
+        registry::Shown::Both
     };
+    let (answer, text) = registry::call_shown(tool.name(), input, cx, notice.is_some(), shown);
     let lacks = lacks_capability(tool, cx);
     let status = if bad_input {
         400

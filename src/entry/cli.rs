@@ -98,7 +98,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
         ));
         answer
     } else {
-        let (mut answer, text) = registry::call_for_text(&tool, input, &cx, dry_run);
+        let (mut answer, text) =
+            registry::call_shown(&tool, input, &cx, dry_run, registry::Shown::Text);
         if let Some(stopped) = answer.stopped.as_mut()
             && let Some(flag) = stopped.field.as_deref().and_then(flag_of)
         {

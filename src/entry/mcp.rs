@@ -7,7 +7,7 @@
 //! socket) and [`tunnel`] (`ocx --mcp-tunnel TUNNEL-ID`, through OpenAI's
 //! Secure MCP Tunnel). One adapter, [`server`], serves every tool: its schemas come
 //! from the registry ([`schema`]) and each call goes through
-//! `registry::call_with_text`; on stdio a `decide` may be asked of a
+//! `registry::call_shown`; on stdio a `decide` may be asked of a
 //! person ([`elicit`]). Logs go to standard error only.
 
 pub mod connect;

@@ -502,7 +502,8 @@ impl Agent {
             },
         )
         .keeping(self.kept.clone());
-        let (answer, text) = registry::call_for_text(bare, Ok(arguments), &cx, false);
+        let (answer, text) =
+            registry::call_shown(bare, Ok(arguments), &cx, false, registry::Shown::Text);
         (answer.to_text(text), !answer.ok)
     }
 

@@ -17,20 +17,13 @@ struct Clone {
 }
 
 fn fossil_in(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(fossil())
-        .args(args)
-        .current_dir(dir)
-        .env("USER", "nobody-here")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "fossil {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    crate::support::succeeds(
+        Command::new(fossil())
+            .args(args)
+            .current_dir(dir)
+            .env("USER", "nobody-here")
+            .stdin(Stdio::null()),
+    )
 }
 
 fn clone_as(served: &ServedNode, login: &str, password: &str) -> Clone {

@@ -88,10 +88,10 @@ fn node() -> Host {
 #[test]
 fn a_run_writing_past_its_disk_ceiling_is_ended_budget_and_the_host_keeps_nothing() {
     let h = node();
-    let status = h.repo.json(&["status"]).ok();
+    let status = h.served.repo.json(&["status"]).ok();
     assert_eq!(status["ceiling"]["disk_bytes"], CEILING, "{status:#}");
     assert_eq!(status["preflight"]["disk"]["available"], true, "{status:#}");
-    let beside = h.repo.dir.path().to_path_buf();
+    let beside = h.served.repo.dir.path().to_path_buf();
     for (place, path) in [
         ("the workspace", "big"),
         ("/tmp", "/tmp/big"),
@@ -167,7 +167,7 @@ fn a_watchers_filesystem_left_mounted_when_it_was_killed_is_cleared_at_node_star
         mounted_under(&dir),
         "the killed watcher left the run's filesystem mounted"
     );
-    let started = h.repo.json(&["node", "start"]).ok();
+    let started = h.served.repo.json(&["node", "start"]).ok();
     assert_eq!(
         started["lost"].as_array().map(Vec::len),
         Some(1),
@@ -192,7 +192,7 @@ fn a_disk_ceiling_too_small_for_a_filesystem_refuses_each_record_naming_budget_d
 fn a_command_run_writing_past_its_disk_ceiling_gets_a_failing_verdict_naming_the_disk() {
     use std::os::unix::fs::PermissionsExt;
     let h = node();
-    let script = h.repo.dir.path().join("prog/fill.sh");
+    let script = h.served.repo.dir.path().join("prog/fill.sh");
     std::fs::write(
         &script,
         format!("#!/bin/sh\nhead -c {WRITTEN} /dev/zero > big\necho wrote it all\nexit 0\n"),
@@ -200,6 +200,7 @@ fn a_command_run_writing_past_its_disk_ceiling_gets_a_failing_verdict_naming_the
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let record = h
+        .served
         .repo
         .json(&[
             "create",
@@ -219,17 +220,22 @@ fn a_command_run_writing_past_its_disk_ceiling_gets_a_failing_verdict_naming_the
         .as_str()
         .unwrap()
         .to_string();
-    if let Err(last) = crate::support::handled_all(&h.repo.file, &h.root(), Duration::from_secs(60))
+    if let Err(last) =
+        crate::support::handled_all(&h.served.repo.file, &h.root(), Duration::from_secs(60))
     {
         panic!(
             "the node never handled row {last}: {}",
             crate::support::node_log_text(&h.root())
         );
     }
-    let checkin = h.repo.commit_as("maint", "a.txt", "a", None);
+    let checkin = h.served.repo.commit_as("maint", "a.txt", "a", None);
     let until = Instant::now() + Duration::from_secs(60);
     let value = loop {
-        let v = h.repo.json(&["verdicts", "--checkin", &checkin]).ok();
+        let v = h
+            .served
+            .repo
+            .json(&["verdicts", "--checkin", &checkin])
+            .ok();
         if let Some(j) = v["counting"].as_array().unwrap().first() {
             break j["value"].as_str().unwrap().to_string();
         }
@@ -241,7 +247,7 @@ fn a_command_run_writing_past_its_disk_ceiling_gets_a_failing_verdict_naming_the
         format!("fail: disk limit reached (against {record})")
     );
     assert_disk_gone(&h.run_dir(&record), "after a command run");
-    let kept = allocated(h.repo.dir.path());
+    let kept = allocated(h.served.repo.dir.path());
     assert!(
         kept < CEILING,
         "the host beside the repository holds {kept} bytes"

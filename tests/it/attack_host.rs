@@ -6,13 +6,13 @@
 //! agent would) does what each post tells it and writes what happened to a
 //! log of its own.
 
-use crate::support::{Repo, serve};
+use crate::support::{Repo, Served, ServedNode};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -48,8 +48,7 @@ for line in sys.stdin:
 /// A served repository made a node as root, its runner pages `attack` (no
 /// homes) and `homed` (one home); stopped, node, runs and server, when dropped.
 pub(super) struct Host {
-    pub(super) repo: Repo,
-    server: Child,
+    pub(super) served: ServedNode,
     pub(super) out: PathBuf,
     home: PathBuf,
 }
@@ -58,7 +57,7 @@ impl Host {
     /// Starts a node whose `node.json` `configure` may change first.
     pub(super) fn new(configure: impl FnOnce(&mut Value)) -> Host {
         let host = Host::unstarted(configure);
-        host.repo.json(&["node", "start"]).ok();
+        host.served.repo.json(&["node", "start"]).ok();
         host
     }
 
@@ -75,17 +74,8 @@ impl Host {
                 "homes": homes, "input": "lines"});
             crate::support::runner_page(&repo, name, &block);
         }
-        let (server, port) = serve(&repo.file);
-        repo.json(&[
-            "hook",
-            "install",
-            "--url",
-            &format!("http://127.0.0.1:{port}/"),
-        ])
-        .ok();
         let host = Host {
-            repo,
-            server,
+            served: Served::on(repo).node_unstarted().start(),
             out,
             home,
         };
@@ -97,7 +87,7 @@ impl Host {
     }
 
     pub(super) fn root(&self) -> PathBuf {
-        self.repo.node_root()
+        self.served.repo.node_root()
     }
 
     pub(super) fn run_dir(&self, record: &str) -> PathBuf {
@@ -121,7 +111,7 @@ impl Host {
             &out,
         ];
         args.extend_from_slice(extra);
-        self.repo.json(&args).ok()["record"]
+        self.served.repo.json(&args).ok()["record"]
             .as_str()
             .unwrap()
             .to_string()
@@ -163,7 +153,8 @@ impl Host {
     }
 
     pub(super) fn post(&self, record: &str, text: &str) {
-        self.repo
+        self.served
+            .repo
             .json_stdin(
                 &["post", "--input", "-"],
                 json!({"to": record, "text": text}).to_string().as_bytes(),
@@ -180,7 +171,7 @@ impl Host {
 
     /// Waits for the node's response to `record`; answers its outcome and note.
     pub(super) fn response(&self, record: &str) -> (String, String) {
-        crate::support::response_to(&self.repo, record)
+        crate::support::response_to(&self.served.repo, record)
     }
 
     pub(super) fn node_pid(&self) -> i32 {
@@ -189,14 +180,6 @@ impl Host {
             .trim()
             .parse()
             .unwrap()
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.repo.json(&["node", "stop", "--runs"]);
-        let _ = self.server.kill();
-        let _ = self.server.wait();
     }
 }
 
@@ -448,7 +431,7 @@ fn a_wall_only_record_gets_the_node_ceiling_and_its_fork_bomb_ends_by_it() {
     let h = Host::new(|cfg| {
         cfg["ceiling"] = json!({"memory_bytes": 256 << 20, "processes": 64});
     });
-    let status = h.repo.json(&["status"]).ok();
+    let status = h.served.repo.json(&["status"]).ok();
     assert_eq!(
         status["ceiling"],
         json!({"memory_bytes": 256 << 20, "processes": 64, "disk_bytes": 8u64 << 30})
@@ -580,7 +563,7 @@ fn a_node_whose_uid_range_overlaps_another_nodes_is_refused() {
     let first = 1_800_000_000 + (std::process::id() % 100_000) * 1000;
     let a = Host::new(|cfg| cfg["run_uids"] = json!({"first": first, "count": 100}));
     let b = Host::unstarted(|cfg| cfg["run_uids"] = json!({"first": first + 50, "count": 100}));
-    let refused = b.repo.json(&["node", "start"]);
+    let refused = b.served.repo.json(&["node", "start"]);
     assert_eq!(refused.refused(), "run_uids");
     assert!(
         refused.stdout.contains(a.root().to_str().unwrap()),
@@ -589,7 +572,7 @@ fn a_node_whose_uid_range_overlaps_another_nodes_is_refused() {
     );
     assert!(!b.root().join("node.pid").exists(), "b never started");
     assert_eq!(
-        a.repo.json(&["status"]).ok()["run_uids"],
+        a.served.repo.json(&["status"]).ok()["run_uids"],
         json!({"first": first, "count": 100})
     );
     let record = a.record("attack", &[]);

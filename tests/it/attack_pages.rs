@@ -5,8 +5,8 @@
 //! (which a script of the site may send). The site's policy runs no such
 //! script; where the policy still would, the page writes nothing.
 
-use crate::cgi::{Ext, Server, repo, thread};
-use crate::support::{Repo, Served};
+use crate::cgi::{Ext, repo, served_as, thread};
+use crate::support::{Repo, Served, ServedNode};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -102,21 +102,22 @@ fn planted(repo: &Repo, root: &str) -> usize {
 /// A served site with a thread, an administrator who signs in, and the
 /// committed pages, its policy Fossil's until `ocx hook install` makes the
 /// repository a node; its server and the paths that open them.
-fn site() -> (Ext, Repo, Server, String, Vec<String>) {
+fn site() -> (Ext, ServedNode, String, Vec<String>) {
     let (ext, repo) = (Ext::new(), repo());
-    repo.fossil(&["user", "password", "admin", "admin-pw"]);
     let root = thread(&repo);
     let paths = commit_hostile_pages(&repo, &root);
-    let server = Server::start(&repo, &ext);
+    let server = served_as(repo, &ext, Served::admin_password);
+    let repo = &server.repo;
     repo.fossil(&["unset", ocx::fossil::csp::SETTING]);
     repo.json(&["hook", "install", "--url", &server.base()])
         .ok();
-    (ext, repo, server, root, paths)
+    (ext, server, root, paths)
 }
 
 #[test]
 fn a_committed_page_svg_or_raw_file_opened_by_an_administrator_runs_no_script_and_writes_nothing() {
-    let (_ext, repo, server, root, paths) = site();
+    let (_ext, server, root, paths) = site();
+    let repo = &server.repo;
     let before = repo.hashes();
     let seen = open_as_admin(&server.base(), &paths);
     for s in &seen {
@@ -126,13 +127,14 @@ fn a_committed_page_svg_or_raw_file_opened_by_an_administrator_runs_no_script_an
             "the policy refused no script, so the attack was not made: {s:#}"
         );
     }
-    assert_eq!(planted(&repo, &root), 0);
+    assert_eq!(planted(repo, &root), 0);
     assert_eq!(repo.hashes(), before, "a committed page wrote as admin");
 }
 
 #[test]
 fn on_a_site_whose_policy_still_runs_committed_scripts_the_page_writes_nothing_as_their_viewer() {
-    let (_ext, repo, server, root, paths) = site();
+    let (_ext, server, root, paths) = site();
+    let repo = &server.repo;
     repo.fossil(&["settings", "default-csp", ocx::fossil::csp::FOSSILS_DEFAULT]);
     let before = repo.hashes();
     let seen = open_as_admin(&server.base(), &paths[..1]);
@@ -156,7 +158,7 @@ fn on_a_site_whose_policy_still_runs_committed_scripts_the_page_writes_nothing_a
         let answer: Value = serde_json::from_str(a).unwrap();
         assert_eq!(answer["dry_run"], true, "{answer:#}");
     }
-    assert_eq!(planted(&repo, &root), 0);
+    assert_eq!(planted(repo, &root), 0);
     assert_eq!(repo.hashes(), before, "a committed script wrote as admin");
     let cookie = server.login("alice");
     let (_, _, form) = server.request(

@@ -521,7 +521,8 @@ fn a_user_tag_naming_a_verdicts_sender_does_not_discount_it() {
     r.user("pat", "gio")
         .user("reviewer", "gio")
         .user("mallory", "gio");
-    let (mut server, port) = support::serve(&r.file);
+    let mut server = support::Served::new().without_node().start_on(&r);
+    let port = server.port;
     let checkin = r.commit_as("pat", "a.txt", "a", None);
     r.json(&[
         "audit",
@@ -595,8 +596,7 @@ fn a_user_tag_naming_a_verdicts_sender_does_not_discount_it() {
         !unaudited.to_string().contains(&checkin),
         "judged by the reviewer: {unaudited}"
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    server.halt();
 }
 
 #[test]

@@ -6,9 +6,9 @@
 //! `collect` guessed at by many tries at once and by dry runs; and
 //! `status` telling an administrator the file is open to others.
 
-use crate::cgi::Server;
 use crate::served::Enrolled;
 use crate::support::Repo;
+use crate::support::ServedNode;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -41,7 +41,10 @@ impl Site {
         self.register(&file, &["--login", login]).refused();
         let code = self.creds(&file)["code"].as_str().unwrap().to_string();
         let key = hex::encode(Sha256::digest(code.as_bytes()));
-        self.repo.json(&["approve", login, &key, "goC4w"]).ok();
+        self.server
+            .repo
+            .json(&["approve", login, &key, "goC4w"])
+            .ok();
         code
     }
 
@@ -52,7 +55,7 @@ impl Site {
 
     /// What `login`'s key row keeps, read as any account may read it.
     fn row(&self, login: &str) -> Value {
-        let db = rusqlite::Connection::open(&self.repo.file).unwrap();
+        let db = rusqlite::Connection::open(&self.server.repo.file).unwrap();
         let text: String = db
             .query_row(
                 "SELECT value FROM config WHERE name=?1",
@@ -66,7 +69,7 @@ impl Site {
     /// Writes the config row `name` as `value`, as an earlier release (or
     /// time passing) left it.
     fn set_config(&self, name: &str, value: &Value) {
-        let db = rusqlite::Connection::open(&self.repo.file).unwrap();
+        let db = rusqlite::Connection::open(&self.server.repo.file).unwrap();
         db.execute(
             "REPLACE INTO config(name,value,mtime) VALUES(?1,?2,0)",
             [name, &value.to_string()],
@@ -75,14 +78,14 @@ impl Site {
     }
 
     fn holds(&self, login: &str, password: &str) -> bool {
-        ocx::fossil::Repository::open(&self.repo.file)
+        ocx::fossil::Repository::open(&self.server.repo.file)
             .unwrap()
             .holds_password(login, password)
             .unwrap()
     }
 }
 
-fn collect_on(server: &Server, body: &str) -> (u16, Value) {
+fn collect_on(server: &ServedNode, body: &str) -> (u16, Value) {
     let (status, head, text) = server.request("POST", "/ext/ocx-cgi/collect?json", &[], body);
     let answer = serde_json::from_str(&text).unwrap_or_else(|_| json!({"raw": head + &text}));
     (status, answer)
@@ -117,11 +120,11 @@ fn the_password_collect_hands_out_is_nowhere_in_the_repository_file() {
         .to_string();
     assert!(site.holds("build-1", &password), "the login's own");
     assert!(
-        !in_file(&site.repo.file, &password),
+        !in_file(&site.server.repo.file, &password),
         "the password the asker collected is in the repository file, where any host account reads it"
     );
     assert!(
-        !in_file(&site.repo.file, &code),
+        !in_file(&site.server.repo.file, &code),
         "nor the code that collects it"
     );
     assert!(site.row("build-1").get("password").is_none());
@@ -146,11 +149,11 @@ fn the_password_run_login_hands_an_agent_machine_is_nowhere_in_the_repository_fi
     let repo = e.repository();
     assert!(repo.holds_password("build-a1b2c3", &password).unwrap());
     assert!(
-        !in_file(&e.site.repo.file, &password),
+        !in_file(&e.site.server.repo.file, &password),
         "the run's password is in the served repository file, where any host account reads it"
     );
     assert!(
-        !in_file(&e.site.repo.file, &e.password),
+        !in_file(&e.site.server.repo.file, &e.password),
         "nor the machine's own"
     );
     let row: Value = serde_json::from_str(&repo.remote_run(&record).unwrap().unwrap()).unwrap();
@@ -160,14 +163,15 @@ fn the_password_run_login_hands_an_agent_machine_is_nowhere_in_the_repository_fi
 #[test]
 fn rows_an_earlier_release_kept_passwords_in_are_forgotten_and_still_serve() {
     let site = Site::new();
-    site.repo
+    site.server
+        .repo
         .json(&["hook", "install", "--url", &site.server.base()])
         .ok();
     // As an earlier release kept them: an approval not yet collected (the
     // login holding the password in the row), and a remote run's login.
     let old = "legacy-approved-password-0001";
     let code = site.approved("old-1");
-    site.repo.fossil(&["user", "password", "old-1", old]);
+    site.server.repo.fossil(&["user", "password", "old-1", old]);
     let mut row = site.row("old-1");
     row["password"] = json!(old);
     row.as_object_mut().unwrap().remove("pw");
@@ -178,12 +182,12 @@ fn rows_an_earlier_release_kept_passwords_in_are_forgotten_and_still_serve() {
         &format!("ocx-remote-run-{record}"),
         &json!({"record": record, "machine": "node-0a1b2c3d", "user": "build-x", "password": run_pw}),
     );
-    assert!(in_file(&site.repo.file, old) && in_file(&site.repo.file, run_pw));
+    assert!(in_file(&site.server.repo.file, old) && in_file(&site.server.repo.file, run_pw));
 
     // The node reads them once, at its start, and forgets what they kept.
-    site.repo.json(&["node", "start"]).ok();
+    site.server.repo.json(&["node", "start"]).ok();
     let forgotten = || {
-        let db = rusqlite::Connection::open(&site.repo.file).unwrap();
+        let db = rusqlite::Connection::open(&site.server.repo.file).unwrap();
         let rows: Vec<String> = db
             .prepare("SELECT value FROM config WHERE name GLOB 'ocx-*'")
             .unwrap()
@@ -197,14 +201,14 @@ fn rows_an_earlier_release_kept_passwords_in_are_forgotten_and_still_serve() {
     while !forgotten() && started.elapsed() < std::time::Duration::from_secs(30) {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    site.repo.json(&["node", "stop"]).ok();
+    site.server.repo.json(&["node", "stop"]).ok();
     assert!(forgotten(), "every row's password is forgotten");
     assert!(
-        !in_file(&site.repo.file, old) && !in_file(&site.repo.file, run_pw),
+        !in_file(&site.server.repo.file, old) && !in_file(&site.server.repo.file, run_pw),
         "overwritten in the file, not left in a free page"
     );
     let remote: Value = serde_json::from_str(
-        &ocx::fossil::Repository::open(&site.repo.file)
+        &ocx::fossil::Repository::open(&site.server.repo.file)
             .unwrap()
             .remote_run(&record)
             .unwrap()
@@ -222,8 +226,8 @@ fn rows_an_earlier_release_kept_passwords_in_are_forgotten_and_still_serve() {
         .unwrap()
         .to_string();
     assert!(site.holds("old-1", &password) && !site.holds("old-1", old));
-    assert!(!in_file(&site.repo.file, &password));
-    assert!(!in_file(&site.repo.file, &code));
+    assert!(!in_file(&site.server.repo.file, &password));
+    assert!(!in_file(&site.server.repo.file, &code));
 }
 
 #[test]
@@ -231,7 +235,7 @@ fn a_row_an_earlier_release_wrote_is_forgotten_when_collect_reads_it() {
     let site = Site::new();
     let old = "legacy-approved-password-0003";
     site.approved("old-2");
-    site.repo.fossil(&["user", "password", "old-2", old]);
+    site.server.repo.fossil(&["user", "password", "old-2", old]);
     let mut row = site.row("old-2");
     row["password"] = json!(old);
     site.set_config("ocx-node-key-old-2", &row);
@@ -243,7 +247,7 @@ fn a_row_an_earlier_release_wrote_is_forgotten_when_collect_reads_it() {
         .to_string();
     assert_ne!(password, old, "not the password the row kept");
     assert!(site.holds("old-2", &password) && !site.holds("old-2", old));
-    assert!(!in_file(&site.repo.file, old) && !in_file(&site.repo.file, &password));
+    assert!(!in_file(&site.server.repo.file, old) && !in_file(&site.server.repo.file, &password));
 }
 
 #[test]
@@ -304,6 +308,7 @@ fn a_dry_run_of_collect_tells_a_right_code_from_a_wrong_one_nowhere() {
         "the right code and a wrong one answered alike"
     );
     let cli = site
+        .server
         .repo
         .json(&["collect", "probe", "--code", &code, "--dry-run"]);
     assert_eq!(cli.refused(), "dry_run", "on the command line too");

@@ -5,7 +5,7 @@
 //! `Retry-After`); another login's wait still hears what arrives, and the
 //! account's own programs can still watch files.
 
-use crate::cgi::{Ext, Server, repo};
+use crate::cgi::{Ext, repo, served};
 use ocx::entry::cgi::wait as ocx_wait;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -60,7 +60,7 @@ fn last(answer: &str) -> i64 {
 fn five_hundred_waits_of_one_login_leave_others_waits_and_the_accounts_watches_working() {
     let (ext, repo) = (Ext::new(), repo());
     repo.user("lurker", "o2").user("carol", "o");
-    let server = Server::start(&repo, &ext);
+    let server = served(&repo, &ext);
     let (lurker, carol) = (server.login("lurker"), server.login("carol"));
     let (status, now) = get(server.port, "/ext/ocx-cgi/wait?after=0", &carol);
     assert_eq!(status, 200, "{now}");

@@ -3,9 +3,9 @@
 //! `fossil ui`) serving `ocx-cgi` from its extroot, and to a real
 //! `ocx --mcp-http`. Each asserts the attack failed and nothing changed.
 
-use crate::cgi::{Ext, Server, repo, thread};
+use crate::cgi::{Ext, repo, served, served_as, thread};
 use crate::mcp::{post_with, response_of, serve_as, status_of};
-use crate::support::{Repo, fossil};
+use crate::support::{Repo, ServedNode, fossil};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -20,7 +20,7 @@ fn forum_posts(repo: &Repo) -> i64 {
 
 /// A POST of a form `body` to the page's `tool`, answered as JSON.
 fn post_tool(
-    server: &Server,
+    server: &ServedNode<&Repo>,
     tool: &str,
     headers: &[(&str, &str)],
     body: &str,
@@ -31,7 +31,7 @@ fn post_tool(
     (status, answer, format!("{head}\n{text}"))
 }
 
-fn own_page(server: &Server) -> String {
+fn own_page(server: &ServedNode<&Repo>) -> String {
     format!("{}/ext/ocx-cgi", server.base())
 }
 
@@ -53,14 +53,7 @@ fn a_visitor_not_signed_in_writes_as_nobody_though_the_server_was_started_with_f
     add_probe(&ext);
     repo.fossil(&["user", "capabilities", "nobody", "gjorz234"]);
     let root = thread(&repo);
-    let server = Server::launch(
-        &repo,
-        &ext,
-        "server",
-        repo.dir.path(),
-        true,
-        &[("FOSSIL_USER", "admin")],
-    );
+    let server = served_as(&repo, &ext, |s| s.server_env("FOSSIL_USER", "admin"));
     let (_, _, env) = server.request("GET", "/ext/probe", &[], "");
     assert!(
         env.lines().any(|l| l == "FOSSIL_USER=admin"),
@@ -98,14 +91,7 @@ fn a_visitor_not_signed_in_does_not_post_as_a_login_named_in_the_servers_environ
     let (ext, repo) = (Ext::new(), repo());
     repo.fossil(&["user", "capabilities", "nobody", "gjorz234"]);
     let root = thread(&repo);
-    let server = Server::launch(
-        &repo,
-        &ext,
-        "server",
-        repo.dir.path(),
-        true,
-        &[("FOSSIL_USER", "bob")],
-    );
+    let server = served_as(&repo, &ext, |s| s.server_env("FOSSIL_USER", "bob"));
     let (before, posts) = (repo.hashes(), forum_posts(&repo));
     let (_, _, page) = server.request("GET", "/ext/ocx-cgi", &[], "");
     assert!(page.contains("Nobody is signed in"), "{page}");
@@ -130,17 +116,12 @@ fn checkout_with_a_test(repo: &Repo, marker: &Path) -> tempfile::TempDir {
         .prefix("ocx-co-")
         .tempdir()
         .unwrap();
-    let out = Command::new(fossil())
-        .args(["open", "--nosync"])
-        .arg(&repo.file)
-        .current_dir(co.path())
-        .env("USER", "admin")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    crate::support::succeeds(
+        Command::new(fossil())
+            .args(["open", "--nosync"])
+            .arg(&repo.file)
+            .current_dir(co.path())
+            .env("USER", "admin"),
     );
     std::fs::write(co.path().join("secret.txt"), "TOP-SECRET-4711\n").unwrap();
     let tests = serde_json::json!({"tests": [{"name": "m", "command": format!("touch {}", marker.display())}]});
@@ -152,7 +133,12 @@ const CHECKOUT_TOOLS: [&str; 6] = ["context", "find", "read", "edit", "test", "s
 
 /// The page served from a checkout lists no checkout tool, and `read`,
 /// `test` and `edit` through it are refused, naming why.
-fn no_checkout_tool_through(server: &Server, viewer: &str, headers: &[(&str, &str)], co: &Path) {
+fn no_checkout_tool_through(
+    server: &ServedNode<&Repo>,
+    viewer: &str,
+    headers: &[(&str, &str)],
+    co: &Path,
+) {
     let (_, _, page) = server.request("GET", "/ext/ocx-cgi/tools", headers, "");
     assert!(
         page.contains(&format!("Signed in as <b>{viewer}</b>")),
@@ -225,7 +211,7 @@ fn the_page_of_fossil_ui_in_a_checkout_reads_edits_and_tests_nothing_of_it() {
     let marks = tempfile::tempdir().unwrap();
     let marker = marks.path().join("ran");
     let co = checkout_with_a_test(&repo, &marker);
-    let server = Server::launch(&repo, &ext, "ui", co.path(), false, &[]);
+    let server = served_as(&repo, &ext, |s| s.ui_in(co.path()));
     no_checkout_tool_through(&server, "admin", &[], co.path());
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(!marker.exists(), "the checkout's test ran");
@@ -237,7 +223,7 @@ fn the_page_of_fossil_server_in_a_checkout_gives_a_viewer_without_capabilities_n
     let marks = tempfile::tempdir().unwrap();
     let marker = marks.path().join("ran");
     let co = checkout_with_a_test(&repo, &marker);
-    let server = Server::launch(&repo, &ext, "server", co.path(), true, &[]);
+    let server = served_as(&repo, &ext, |s| s.in_dir(co.path()));
     let cookie = server.login("bob");
     no_checkout_tool_through(&server, "bob", &[("Cookie", &cookie)], co.path());
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -248,14 +234,7 @@ fn the_page_of_fossil_server_in_a_checkout_gives_a_viewer_without_capabilities_n
 fn a_forged_login_cookie_is_nobody() {
     let (ext, repo) = (Ext::new(), repo());
     let root = thread(&repo);
-    let server = Server::launch(
-        &repo,
-        &ext,
-        "server",
-        repo.dir.path(),
-        true,
-        &[("FOSSIL_USER", "alice")],
-    );
+    let server = served_as(&repo, &ext, |s| s.server_env("FOSSIL_USER", "alice"));
     let real = server.login("alice");
     let (_, _, page) = server.request("GET", "/ext/ocx-cgi", &[("Cookie", &real)], "");
     assert!(
@@ -299,14 +278,7 @@ fn a_forged_login_cookie_is_nobody() {
 fn an_expired_login_cookie_is_nobody() {
     let (ext, repo) = (Ext::new(), repo());
     let root = thread(&repo);
-    let server = Server::launch(
-        &repo,
-        &ext,
-        "server",
-        repo.dir.path(),
-        true,
-        &[("FOSSIL_USER", "alice")],
-    );
+    let server = served_as(&repo, &ext, |s| s.server_env("FOSSIL_USER", "alice"));
     let cookie = server.login("alice");
     let (_, _, page) = server.request("GET", "/ext/ocx-cgi", &[("Cookie", &cookie)], "");
     assert!(page.contains("Signed in as <b>alice</b>"), "{page}");
@@ -337,7 +309,7 @@ fn an_expired_login_cookie_is_nobody() {
 fn a_signed_in_viewer_without_the_capability_writes_nothing() {
     let (ext, repo) = (Ext::new(), repo());
     let root = thread(&repo);
-    let server = Server::start(&repo, &ext);
+    let server = served(&repo, &ext);
     let cookie = server.login("bob");
     let (before, posts) = (repo.hashes(), forum_posts(&repo));
     let own = own_page(&server);
@@ -360,7 +332,7 @@ fn a_signed_in_viewer_without_the_capability_writes_nothing() {
 fn a_cross_site_post_with_a_valid_cookie_writes_nothing() {
     let (ext, repo) = (Ext::new(), repo());
     let root = thread(&repo);
-    let server = Server::start(&repo, &ext);
+    let server = served(&repo, &ext);
     let cookie = server.login("alice");
     let (before, posts) = (repo.hashes(), forum_posts(&repo));
     let own = own_page(&server);

@@ -2,12 +2,12 @@
 //! and stdin), through a real `fossil server`, and in headless Chromium.
 
 pub use crate::support::Ext;
-use crate::support::{Repo, fossil};
+use crate::support::{Repo, Served, ServedNode, fossil};
 use serde_json::Value;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::borrow::Borrow;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 /// What the page answered.
 #[derive(Debug)]
@@ -810,136 +810,33 @@ fn the_page_runs_fossil_as_configured_never_from_path() {
     );
 }
 
-/// A `fossil server` of `repo` on a free loopback port, with `ext` as its
-/// extroot and no backoffice (which would outlive it); stopped when dropped.
-pub struct Server {
-    child: Child,
-    pub port: u16,
-    /// Fossil's error log (`--errorlog`): what a request Fossil failed said.
-    errors: tempfile::NamedTempFile,
+/// `repo` served by `fossil server` on a free loopback port, with `ext`
+/// as its extroot and no backoffice (which would outlive it), made no
+/// node; stopped when dropped.
+pub fn served<R: Borrow<Repo>>(repo: R, ext: &Ext) -> ServedNode<R> {
+    served_as(repo, ext, |s| s)
 }
 
-impl Server {
-    pub fn start(repo: &Repo, ext: &Ext) -> Server {
-        Server::launch(repo, ext, "server", repo.dir.path(), true, &[])
-    }
-
-    /// `fossil COMMAND` (`server` or `ui`) serving `repo` from `cwd` with
-    /// `env` added to its environment; `name_repo` false serves the
-    /// repository of the checkout at `cwd`, as Fossil finds it.
-    pub fn launch(
-        repo: &Repo,
-        ext: &Ext,
-        command: &str,
-        cwd: &Path,
-        name_repo: bool,
-        env: &[(&str, &str)],
-    ) -> Server {
-        repo.fossil(&["settings", "backoffice-disable", "1"]);
-        crate::support::site_as_a_node_keeps_it(&repo.file);
-        let errors = tempfile::NamedTempFile::new().unwrap();
-        let (child, port) = crate::support::fossil_listening(|port| {
-            let mut c = Command::new(fossil());
-            c.args([
-                command,
-                "--port",
-                &port.to_string(),
-                "--localhost",
-                "--nojail",
-            ]);
-            if command == "ui" {
-                c.arg("--nobrowser");
-            }
-            c.arg("--extroot").arg(ext.dir.path());
-            c.arg("--errorlog").arg(errors.path());
-            if name_repo {
-                c.arg(&repo.file);
-            }
-            c.envs(env.iter().copied())
-                .current_dir(cwd)
-                .stdin(Stdio::null())
-                .stderr(Stdio::null());
-            c
-        });
-        Server {
-            child,
-            port,
-            errors,
-        }
-    }
-
-    pub fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// One request; answers the status, the headers and the body.
-    pub fn request(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &str,
-    ) -> (u16, String, String) {
-        let mut req = format!(
-            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n",
-            self.port
-        );
-        for (k, v) in headers {
-            req += &format!("{k}: {v}\r\n");
-        }
-        if method == "POST" {
-            req += &format!(
-                "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
-                body.len()
-            );
-        }
-        req += "\r\n";
-        req += body;
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.write_all(req.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        if let Err(e) = s.read_to_end(&mut out) {
-            panic!(
-                "{method} {path}: {e}, {} bytes of an answer had come: {:?}; Fossil's error log: {:?}",
-                out.len(),
-                String::from_utf8_lossy(&out),
-                std::fs::read_to_string(self.errors.path()).unwrap_or_default()
-            );
-        }
-        let text = String::from_utf8_lossy(&out).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
-        (status, head.to_string(), body.to_string())
-    }
-
-    /// Signs `login` in with its password, as the login form does; answers the cookie.
-    pub fn login(&self, login: &str) -> String {
-        let (status, head, _) =
-            self.request("POST", "/login", &[], &format!("u={login}&p={login}-pw"));
-        assert_eq!(status, 302, "{login} did not sign in: {head}");
-        let cookie = head
-            .lines()
-            .find_map(|l| l.strip_prefix("Set-Cookie: "))
-            .unwrap()
-            .split(';')
-            .next()
-            .unwrap();
-        cookie.to_string()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// As [`served`], the builder told more by `more` first (logins, its
+/// directory, its environment, `fossil ui`).
+pub fn served_as<R: Borrow<Repo>>(
+    repo: R,
+    ext: &Ext,
+    more: impl FnOnce(Served) -> Served,
+) -> ServedNode<R> {
+    more(Served::new())
+        .page(crate::support::Page::At(ext.dir.path().into()))
+        .without_backoffice()
+        .without_node()
+        .start_on(repo)
 }
 
 #[test]
 fn through_fossil_server_a_signed_in_user_writes_and_others_do_not() {
-    let (ext, repo) = (Ext::new(), repo());
-    let root = thread(&repo);
-    let server = Server::start(&repo, &ext);
+    let ext = Ext::new();
+    let server = served(repo(), &ext);
+    let repo = &server.repo;
+    let root = thread(repo);
     let own = format!("{}/ext/ocx-cgi", server.base());
     let (status, head, page) = server.request("GET", "/ext/ocx-cgi", &[], "");
     assert_eq!(status, 200, "{head}");
@@ -1006,9 +903,10 @@ fn in_chromium_a_person_signs_in_and_replies_through_the_form() {
         driver().join("node_modules/playwright-core").is_dir(),
         "playwright-core is missing: run scripts/setup.sh"
     );
-    let (ext, repo) = (Ext::new(), repo());
-    let root = thread(&repo);
-    let server = Server::start(&repo, &ext);
+    let ext = Ext::new();
+    let server = served(repo(), &ext);
+    let repo = &server.repo;
+    let root = thread(repo);
     let profile = tempfile::Builder::new()
         .prefix("ocx-chromium-")
         .tempdir()

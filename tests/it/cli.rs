@@ -246,18 +246,14 @@ fn the_repository_is_the_checkouts_or_the_one_named() {
     r.user("alice", "v4");
     let work = r.dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
-    let open = Command::new(fossil())
-        .arg("open")
-        .arg(&r.file)
-        .arg("--workdir")
-        .arg(&work)
-        .env("USER", "admin")
-        .output()
-        .unwrap();
-    assert!(
-        open.status.success(),
-        "{}",
-        String::from_utf8_lossy(&open.stderr)
+    crate::support::fossil_in(
+        &work,
+        &[
+            "open",
+            r.file.to_str().unwrap(),
+            "--workdir",
+            work.to_str().unwrap(),
+        ],
     );
     let set = Command::new(fossil())
         .args(["user", "default", "alice"])

@@ -424,29 +424,6 @@ fn a_node_killed_after_making_a_run_user_and_before_recording_the_run_opens_it_o
     killed_making_a_run_user_opens_once(true);
 }
 
-/// `fossil server` for `file` on `port`, in a process group of its own so
-/// a kill reaches the process serving a request too.
-fn server_on(file: &Path, port: u16) -> Command {
-    use std::os::unix::process::CommandExt;
-    let mut c = support::fossil_server(port, file, None);
-    c.env("USER", "admin").process_group(0);
-    c
-}
-
-/// A served repository's server and node, ended when dropped (a failed
-/// test leaves neither running).
-struct Serving<'a> {
-    served: &'a crate::support::Repo,
-    server: Child,
-}
-
-impl Drop for Serving<'_> {
-    fn drop(&mut self) {
-        let _ = self.served.json(&["node", "stop"]);
-        kill_group(&mut self.server);
-    }
-}
-
 /// What `fossil push` said it did: its round trips and the artifacts it
 /// sent (a push cut off may end 0, having sent nothing).
 fn push_said(said: &str) -> (usize, usize) {
@@ -460,36 +437,18 @@ fn push_said(said: &str) -> (usize, usize) {
     (number("Round-trips:"), number("Artifacts sent:"))
 }
 
-/// SIGKILLs `server` and every process of its group, and waits for it.
-fn kill_group(server: &mut Child) {
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(server.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    let _ = server.wait();
-}
-
 #[test]
 fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
-    use crate::support::{Repo, fossil};
+    use crate::support::{Page, Repo, Served, fossil};
     use ocx::fossil::store::{self, Batch};
     use ocx::place::{self, Where};
     let served = Repo::new();
-    served.fossil(&["user", "password", "admin", "admin-pw"]);
-    let (server, port) = support::fossil_listening(|port| server_on(&served.file, port));
-    let mut serving = Serving {
-        served: &served,
-        server,
-    };
-    served
-        .json(&[
-            "hook",
-            "install",
-            "--url",
-            &format!("http://127.0.0.1:{port}/"),
-        ])
-        .ok();
-    served.json(&["node", "start"]).ok();
+    let mut serving = Served::new()
+        .admin_password()
+        .page(Page::Fossil)
+        .own_group()
+        .start_on(&served);
+    let port = serving.port;
     let node = ocx::fossil::Repository::open(&served.file)
         .unwrap()
         .server_code()
@@ -584,10 +543,9 @@ fn a_server_killed_mid_push_loses_nothing_and_each_record_is_answered_once() {
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(delay));
-        kill_group(&mut serving.server);
+        serving.halt();
         let _ = push.wait_with_output();
-        serving.server =
-            support::fossil_listening_again(|port| server_on(&served.file, port), port);
+        serving.serve_again();
         let until = Instant::now() + Duration::from_secs(60);
         let mut first = true;
         loop {

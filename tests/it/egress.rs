@@ -334,6 +334,9 @@ fn a_hosts_run_reaches_its_listed_host_and_its_node_and_nothing_else() {
     }
 }
 
+/// A record's arguments: trunk's check-ins, on a branch of its own, for a minute.
+const ON_TRUNK: &[&str] = &["--checkins", "trunk", "--new-branch", "--wall", "1m"];
+
 #[test]
 fn a_record_with_a_bad_host_is_refused_naming_it() {
     let repo = Repo::new();
@@ -345,42 +348,11 @@ fn a_record_with_a_bad_host_is_refused_naming_it() {
         ("a.example:https", "sandbox.hosts[0]"),
         ("a_b.example", "sandbox.hosts[0]"),
     ] {
-        let r = repo.json(&[
-            "create",
-            "--runner",
-            "command",
-            "--command",
-            "true",
-            "--objective",
-            "x",
-            "--checkins",
-            "trunk",
-            "--new-branch",
-            "--wall",
-            "1m",
-            "--hosts",
-            hosts,
-        ]);
+        let r = repo.command_record("x", &[ON_TRUNK, &["--hosts", hosts]].concat());
         assert_eq!(r.refused(), field, "{hosts}");
     }
-    let r = repo.json(&[
-        "create",
-        "--runner",
-        "command",
-        "--command",
-        "true",
-        "--objective",
-        "x",
-        "--checkins",
-        "trunk",
-        "--new-branch",
-        "--wall",
-        "1m",
-        "--network",
-        "false",
-        "--hosts",
-        "a.example",
-    ]);
+    let hosts = ["--network", "false", "--hosts", "a.example"];
+    let r = repo.command_record("x", &[ON_TRUNK, &hosts].concat());
     assert_eq!(r.refused(), "sandbox.hosts");
 }
 

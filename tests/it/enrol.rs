@@ -4,9 +4,9 @@
 //! in), `collect` as an unsigned POST, and `send_runs` with the node
 //! telling senders with and without `R` apart.
 
-use crate::cgi::{Ext, Server};
+use crate::cgi::{Ext, served_as};
 use crate::node::{EchoNode, forged_record};
-use crate::support::{self, Repo, Run, fossil, ocx_bin, run};
+use crate::support::{self, Repo, Run, ServedNode, fossil, ocx_bin, run};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::PermissionsExt;
@@ -18,8 +18,7 @@ const REFUSAL: &str = ocx::tools::collect::REFUSAL;
 
 /// A served repository whose administrator `admin` signs in with `admin-pw`.
 pub(crate) struct Site {
-    pub(crate) repo: Repo,
-    pub(crate) server: Server,
+    pub(crate) server: ServedNode,
     pub(crate) _ext: Ext,
     /// Where the asking machine keeps its credentials files.
     pub(crate) machine: tempfile::TempDir,
@@ -27,13 +26,11 @@ pub(crate) struct Site {
 
 impl Site {
     pub(crate) fn new() -> Site {
-        let repo = Repo::new();
-        repo.fossil(&["user", "password", "admin", "admin-pw"]);
-        repo.user("pat", "v4").user("maint", "a");
         let ext = Ext::new();
-        let server = Server::start(&repo, &ext);
+        let server = served_as(Repo::new(), &ext, |s| {
+            s.admin_password().login("pat", "v4").login("maint", "a")
+        });
         Site {
-            repo,
             server,
             _ext: ext,
             machine: tempfile::tempdir().unwrap(),
@@ -109,13 +106,13 @@ impl Site {
         let key = self.key(file);
         let mut args = vec!["approve", login, &key, "goC4w"];
         args.extend_from_slice(extra);
-        self.repo.json(&args).ok();
+        self.server.repo.json(&args).ok();
         key
     }
 
     /// What the user table holds, every row: what nothing may change.
     pub(crate) fn users(&self) -> Vec<(String, String, String)> {
-        let db = rusqlite::Connection::open(&self.repo.file).unwrap();
+        let db = rusqlite::Connection::open(&self.server.repo.file).unwrap();
         let mut st = db
             .prepare("SELECT login, coalesce(cap,''), coalesce(pw,'') FROM user ORDER BY login")
             .unwrap();
@@ -126,7 +123,7 @@ impl Site {
     }
 
     pub(crate) fn row(&self, login: &str) -> Option<Value> {
-        ocx::fossil::Repository::open(&self.repo.file)
+        ocx::fossil::Repository::open(&self.server.repo.file)
             .unwrap()
             .login_key(login)
             .unwrap()
@@ -134,14 +131,14 @@ impl Site {
     }
 
     pub(crate) fn own_caps(&self, login: &str) -> Option<String> {
-        ocx::fossil::Repository::open(&self.repo.file)
+        ocx::fossil::Repository::open(&self.server.repo.file)
             .unwrap()
             .own_capabilities(login)
             .unwrap()
     }
 
     pub(crate) fn holds(&self, login: &str, password: &str) -> bool {
-        ocx::fossil::Repository::open(&self.repo.file)
+        ocx::fossil::Repository::open(&self.server.repo.file)
             .unwrap()
             .holds_password(login, password)
             .unwrap()
@@ -152,7 +149,7 @@ impl Site {
     pub(crate) fn set_row(&self, login: &str, field: &str, value: Value) {
         let mut row = self.row(login).unwrap();
         row[field] = value;
-        let db = rusqlite::Connection::open(&self.repo.file).unwrap();
+        let db = rusqlite::Connection::open(&self.server.repo.file).unwrap();
         db.execute(
             "UPDATE config SET value=?2 WHERE name=?1",
             [format!("ocx-node-key-{login}"), row.to_string()],
@@ -209,13 +206,13 @@ fn a_machine_registers_is_approved_on_the_page_collects_its_password_and_clones(
 
     let cookie = site.server.login("admin");
     let path = link.strip_prefix(&site.base()).unwrap();
-    let before = site.repo.hashes();
+    let before = site.server.repo.hashes();
     let (status, _, page) = site.server.request("GET", path, &[("Cookie", &cookie)], "");
     assert_eq!(status, 200, "{page}");
     assert!(page.contains(&key), "the form holds the key: {page}");
     assert!(page.contains("build-1"));
     assert_eq!(site.own_caps("build-1"), None, "a GET changes nothing");
-    assert_eq!(site.repo.hashes(), before);
+    assert_eq!(site.server.repo.hashes(), before);
     let body = format!("login=build-1&key={key}&capabilities=goC4w");
     let (_, elsewhere) = site.post(
         "approve",
@@ -237,11 +234,11 @@ fn a_machine_registers_is_approved_on_the_page_collects_its_password_and_clones(
     assert_eq!(site.own_caps("build-1").as_deref(), Some("gow4C"));
     let audit = approved["result"]["audit"].as_str().unwrap().to_string();
     assert_eq!(
-        site.repo.sender(&audit).as_deref(),
+        site.server.repo.sender(&audit).as_deref(),
         Some("admin"),
         "the audit post names the approver by receipt"
     );
-    let text = post_text(&site.repo, &audit);
+    let text = post_text(&site.server.repo, &audit);
     assert!(
         text.contains("build-1") && text.contains("gow4C") && text.contains("admin"),
         "{text}"
@@ -294,7 +291,7 @@ fn a_machine_registers_is_approved_on_the_page_collects_its_password_and_clones(
     let cloned = ocx::fossil::Repository::open(&clone).unwrap();
     assert_eq!(
         cloned.project_code().unwrap(),
-        ocx::fossil::Repository::open(&site.repo.file)
+        ocx::fossil::Repository::open(&site.server.repo.file)
             .unwrap()
             .project_code()
             .unwrap()
@@ -308,7 +305,7 @@ fn collect_refuses_a_wrong_code_an_expired_key_a_changed_password_a_revoked_logi
 
     // A wrong code, and a login never asked for: the one refusal.
     site.approved("wrong", "wrong.json", &[]);
-    let (users, hashes) = (site.users(), site.repo.hashes());
+    let (users, hashes) = (site.users(), site.server.repo.hashes());
     let (status, a) = site.collect("wrong", &"0".repeat(64));
     assert_eq!(
         (status, a["stopped"]["reason"].as_str()),
@@ -318,7 +315,7 @@ fn collect_refuses_a_wrong_code_an_expired_key_a_changed_password_a_revoked_logi
     assert!(a["result"].is_null());
     let (_, a) = site.collect("never-asked", &"0".repeat(64));
     assert_eq!(a["stopped"]["reason"], REFUSAL);
-    assert_eq!((site.users(), site.repo.hashes()), (users, hashes));
+    assert_eq!((site.users(), site.server.repo.hashes()), (users, hashes));
     assert!(
         site.row("never-asked").is_none(),
         "no row made for a stranger"
@@ -344,13 +341,15 @@ fn collect_refuses_a_wrong_code_an_expired_key_a_changed_password_a_revoked_logi
 
     // A password changed since approve set it: refused, and not approved again.
     site.approved("moved", "moved.json", &[]);
-    site.repo
+    site.server
+        .repo
         .fossil(&["user", "password", "moved", "by-hand-pw"]);
     let users = site.users();
     site.register("moved.json", &[]).refused();
     let key = site.key("moved.json");
     assert_eq!(
-        site.repo
+        site.server
+            .repo
             .json(&["approve", "moved", &key, "goC4w"])
             .refused(),
         "login"
@@ -363,14 +362,14 @@ fn collect_refuses_a_wrong_code_an_expired_key_a_changed_password_a_revoked_logi
     let pw =
         |users: Vec<(String, String, String)>| users.into_iter().find(|u| u.0 == "gone").unwrap().2;
     let set = pw(site.users());
-    let revoked = site.repo.json(&["approve", "gone", "--revoke"]).ok();
+    let revoked = site.server.repo.json(&["approve", "gone", "--revoke"]).ok();
     assert_eq!(site.own_caps("gone").as_deref(), Some(""));
     assert_ne!(pw(site.users()), set, "the password approve set is gone");
     assert!(site.row("gone").is_none());
     let audit = revoked["audit"].as_str().unwrap();
-    assert_eq!(site.repo.sender(audit).as_deref(), Some("admin"));
-    assert!(post_text(&site.repo, audit).contains("revoked"));
-    let thread = site.repo.json(&["thread", "--of", audit]).ok();
+    assert_eq!(site.server.repo.sender(audit).as_deref(), Some("admin"));
+    assert!(post_text(&site.server.repo, audit).contains("revoked"));
+    let thread = site.server.repo.json(&["thread", "--of", audit]).ok();
     let posts = thread["posts"].as_array().unwrap();
     assert_eq!(
         posts.len(),
@@ -380,7 +379,10 @@ fn collect_refuses_a_wrong_code_an_expired_key_a_changed_password_a_revoked_logi
     assert!(posts.iter().all(|p| p["from"] == "admin"), "{thread:#}");
     site.register("gone.json", &[]).refused();
     assert_eq!(
-        site.repo.json(&["approve", "gone", "--revoke"]).refused(),
+        site.server
+            .repo
+            .json(&["approve", "gone", "--revoke"])
+            .refused(),
         "login",
         "revoked once"
     );
@@ -408,8 +410,10 @@ fn approve_refuses_each_bad_request_by_field_and_changes_nothing() {
     let site = Site::new();
     let key = "ab".repeat(32);
     site.approved("grown", "grown.json", &[]);
-    site.repo.fossil(&["user", "capabilities", "grown", "gos"]);
-    let (users, hashes) = (site.users(), site.repo.hashes());
+    site.server
+        .repo
+        .fossil(&["user", "capabilities", "grown", "gos"]);
+    let (users, hashes) = (site.users(), site.server.repo.hashes());
     let cases: &[(&[&str], &str)] = &[
         (&["approve", "Build-1", &key, "goC4w"], "login"),
         (&["approve", "build_1", &key, "goC4w"], "login"),
@@ -434,9 +438,10 @@ fn approve_refuses_each_bad_request_by_field_and_changes_nothing() {
         ),
     ];
     for (args, field) in cases {
-        assert_eq!(&site.repo.json(args).refused(), field, "{args:?}");
+        assert_eq!(&site.server.repo.json(args).refused(), field, "{args:?}");
     }
     let by_pat = site
+        .server
         .repo
         .json(&["approve", "fresh", &key, "goC4w", "--user", "pat"]);
     by_pat.refused();
@@ -457,12 +462,13 @@ fn approve_refuses_each_bad_request_by_field_and_changes_nothing() {
         "repository",
         "a clone's logins are its own"
     );
-    assert_eq!((site.users(), site.repo.hashes()), (users, hashes));
+    assert_eq!((site.users(), site.server.repo.hashes()), (users, hashes));
     assert!(site.row("fresh").is_none());
 
     // R is OCX's own letter, and a node's login is marked.
     let node_key = "cd".repeat(32);
     let node = site
+        .server
         .repo
         .json(&["approve", "node-1234abcd", &node_key, "goC4wR", "--node"])
         .ok();
@@ -502,6 +508,7 @@ fn register_keeps_its_secret_to_its_owner_and_is_offered_nowhere_else() {
     );
 
     let thread = site
+        .server
         .repo
         .json(&["post", "--title", "Hello", "--text", "first"])
         .ok()["hash"]
@@ -515,7 +522,7 @@ fn register_keeps_its_secret_to_its_owner_and_is_offered_nowhere_else() {
             &thread,
             "--mcp",
             "--repository",
-            site.repo.file.to_str().unwrap(),
+            site.server.repo.file.to_str().unwrap(),
             "--user",
             "admin",
         ],
@@ -537,26 +544,33 @@ fn register_keeps_its_secret_to_its_owner_and_is_offered_nowhere_else() {
 #[test]
 fn send_runs_refuses_fossils_own_users_and_strangers_and_writes_only_a_change() {
     let site = Site::new();
-    let (users, hashes) = (site.users(), site.repo.hashes());
+    let (users, hashes) = (site.users(), site.server.repo.hashes());
     for special in ["nobody", "anonymous", "reader", "developer"] {
-        assert_eq!(site.repo.json(&["send_runs", special]).refused(), "user");
+        assert_eq!(
+            site.server.repo.json(&["send_runs", special]).refused(),
+            "user"
+        );
     }
-    assert_eq!(site.repo.json(&["send_runs", "stranger"]).refused(), "user");
-    site.repo
+    assert_eq!(
+        site.server.repo.json(&["send_runs", "stranger"]).refused(),
+        "user"
+    );
+    site.server
+        .repo
         .json(&["send_runs", "maint", "--user", "pat"])
         .refused();
     let mut c = Command::new(ocx_bin());
     c.args(["send_runs", "pat", "--json"])
         .current_dir(site.machine.path());
     assert_eq!(run(c, None).refused(), "repository");
-    assert_eq!((site.users(), site.repo.hashes()), (users, hashes));
+    assert_eq!((site.users(), site.server.repo.hashes()), (users, hashes));
 
-    let given = site.repo.json(&["send_runs", "pat"]).ok();
+    let given = site.server.repo.json(&["send_runs", "pat"]).ok();
     assert_eq!(site.own_caps("pat").as_deref(), Some("v4R"));
     assert!(given["capabilities"].as_str().unwrap().contains('R'));
     assert!(given.get("note").is_none(), "{given:#}");
     let users = site.users();
-    let again = site.repo.json(&["send_runs", "pat"]);
+    let again = site.server.repo.json(&["send_runs", "pat"]);
     again.ok();
     assert!(
         again.answer()["log"]
@@ -567,15 +581,18 @@ fn send_runs_refuses_fossils_own_users_and_strangers_and_writes_only_a_change() 
         "nothing written when nothing changes"
     );
     assert_eq!(site.users(), users);
-    site.repo.json(&["send_runs", "pat", "--off"]).ok();
+    site.server.repo.json(&["send_runs", "pat", "--off"]).ok();
     assert_eq!(site.own_caps("pat").as_deref(), Some("v4"));
 
-    let admin = site.repo.json(&["send_runs", "maint"]).ok();
+    let admin = site.server.repo.json(&["send_runs", "maint"]).ok();
     assert!(admin["note"].as_str().unwrap().contains("admin or setup"));
-    site.repo
+    site.server
+        .repo
         .fossil(&["user", "capabilities", "reader", "kptwR"]);
-    site.repo.fossil(&["user", "capabilities", "pat", "v4uR"]);
-    let still = site.repo.json(&["send_runs", "pat", "--off"]).ok();
+    site.server
+        .repo
+        .fossil(&["user", "capabilities", "pat", "v4uR"]);
+    let still = site.server.repo.json(&["send_runs", "pat", "--off"]).ok();
     assert_eq!(site.own_caps("pat").as_deref(), Some("v4u"));
     assert!(
         still["note"]
@@ -600,7 +617,9 @@ fn send_runs_refuses_fossils_own_users_and_strangers_and_writes_only_a_change() 
             || page.contains("Fossil's own user editor drops R"),
         "the page says Fossil's editor drops R: {page}"
     );
-    site.repo.fossil(&["user", "capabilities", "pat", "v4"]);
+    site.server
+        .repo
+        .fossil(&["user", "capabilities", "pat", "v4"]);
     let (status, a) = site.post(
         "send_runs",
         &[("Cookie", &cookie), ("Referer", &site.own())],
@@ -661,8 +680,8 @@ fn a_capability_another_writer_gives_while_send_runs_runs_survives() {
 #[test]
 fn fossils_own_user_editor_drops_r_when_an_administrator_saves_the_user() {
     let site = Site::new();
-    site.repo.json(&["send_runs", "pat"]).ok();
-    let uid: i64 = rusqlite::Connection::open(&site.repo.file)
+    site.server.repo.json(&["send_runs", "pat"]).ok();
+    let uid: i64 = rusqlite::Connection::open(&site.server.repo.file)
         .unwrap()
         .query_row("SELECT uid FROM user WHERE login='pat'", [], |r| r.get(0))
         .unwrap();

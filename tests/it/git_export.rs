@@ -4,10 +4,9 @@
 //! fetches through a real `fossil server --extroot`; plain HTTP requests
 //! check each refusal.
 
-use crate::support::{Repo, Run, fossil, ocx_bin};
+use crate::support::{Ext, Repo, Run, Served, ServedNode, fossil, ocx_bin};
 use serde_json::Value;
-use std::io::{Read, Seek, Write};
-use std::net::TcpStream;
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -99,92 +98,21 @@ fn ext() -> tempfile::TempDir {
     dir
 }
 
-/// `fossil server --extroot` of one repository on a free loopback port;
-/// stopped when dropped. With `backoffice`, the server runs its hooks
-/// after each reply (never queueing one behind a held lease).
-struct Server {
-    _served: crate::cgi::Server,
-    port: u16,
-    _ext: crate::cgi::Ext,
-}
-
-impl Server {
-    fn start(repo: &Repo, backoffice: bool) -> Server {
-        let ext = crate::cgi::Ext { dir: ext() };
-        let served = crate::cgi::Server::launch(
-            repo,
-            &ext,
-            "server",
-            repo.dir.path(),
-            true,
-            &[("USER", "admin")],
-        );
-        if backoffice {
-            repo.fossil(&["settings", "backoffice-disable", "0"]);
-            repo.fossil(&["settings", "backoffice-nodelay", "1"]);
-        }
-        Server {
-            port: served.port,
-            _served: served,
-            _ext: ext,
-        }
+/// `fossil server --extroot` of `repo` on a free loopback port, the
+/// extroot [`ext`]; stopped when dropped. With `backoffice`, the server
+/// runs its hooks after each reply (never queueing one behind a held
+/// lease).
+fn serve(repo: &Repo, backoffice: bool) -> ServedNode<&Repo> {
+    let served = Served::new()
+        .extroot(Ext { dir: ext() })
+        .without_backoffice()
+        .without_node()
+        .start_on(repo);
+    if backoffice {
+        repo.fossil(&["settings", "backoffice-disable", "0"]);
+        repo.fossil(&["settings", "backoffice-nodelay", "1"]);
     }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    /// One plain HTTP request; the status, the head and the body.
-    fn request(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-    ) -> (u16, String, Vec<u8>) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        let mut head = format!(
-            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n",
-            self.port
-        );
-        for (k, v) in headers {
-            head += &format!("{k}: {v}\r\n");
-        }
-        if method == "POST" {
-            head += &format!("Content-Length: {}\r\n", body.len());
-        }
-        head += "\r\n";
-        s.write_all(head.as_bytes()).unwrap();
-        let _ = s.write_all(body);
-        let mut out = Vec::new();
-        let _ = s.read_to_end(&mut out);
-        let at = out
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .unwrap_or(out.len());
-        let head = String::from_utf8_lossy(&out[..at]).into_owned();
-        let status = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
-        (status, head, out.get(at + 4..).unwrap_or_default().to_vec())
-    }
-
-    /// Signs `login` in with its password; its cookie, as a Cookie header gives it.
-    fn login(&self, login: &str) -> String {
-        let body = format!("u={login}&p={login}-pw");
-        let (status, head, _) = self.request(
-            "POST",
-            "/login",
-            &[("Content-Type", "application/x-www-form-urlencoded")],
-            body.as_bytes(),
-        );
-        assert_eq!(status, 302, "{login} did not sign in: {head}");
-        head.lines()
-            .find_map(|l| l.strip_prefix("Set-Cookie: "))
-            .unwrap()
-            .split(';')
-            .next()
-            .unwrap()
-            .to_string()
-    }
+    served
 }
 
 /// Clones `url` into a new directory under `into`, `extra` given to git
@@ -212,7 +140,7 @@ fn rand_suffix() -> String {
 /// the served repository holds it.
 fn push_checkin(
     served: &Repo,
-    server: &Server,
+    server: &ServedNode<&Repo>,
     file: &str,
     comment: &str,
     before_push: &dyn Fn(),
@@ -315,7 +243,7 @@ impl Drop for Immutable {
 #[test]
 fn a_git_clone_gives_the_same_tree_and_commits_as_fossils_trunk() {
     let (repo, _mirror) = exported_repo();
-    let server = Server::start(&repo, false);
+    let server = serve(&repo, false);
     let work = tempfile::tempdir().unwrap();
     let cloned = clone(work.path(), &server.url("/ext/git/repo.git"), &[]).unwrap();
     assert_eq!(
@@ -351,7 +279,7 @@ fn a_git_clone_gives_the_same_tree_and_commits_as_fossils_trunk() {
 fn a_checkin_pushed_to_fossil_is_in_the_next_fetch_through_the_node() {
     let (repo, _mirror) = exported_repo();
     repo.user("dev", "gioh");
-    let server = Server::start(&repo, false);
+    let server = serve(&repo, false);
     let installed = repo
         .json(&["hook", "install", "--url", &server.url("/")])
         .ok();
@@ -400,7 +328,7 @@ fn a_checkin_pushed_to_fossil_is_in_the_next_fetch_through_the_node() {
 fn where_no_node_runs_the_hook_exports_after_a_push() {
     let (repo, mirror) = exported_repo();
     repo.user("dev", "gioh");
-    let server = Server::start(&repo, true);
+    let server = serve(&repo, true);
     repo.json(&["hook", "install", "--url", &server.url("/")])
         .ok();
     let work = tempfile::tempdir().unwrap();
@@ -434,7 +362,7 @@ fn where_no_node_runs_the_hook_exports_after_a_push() {
 #[test]
 fn git_push_is_refused_and_changes_nothing() {
     let (repo, mirror) = exported_repo();
-    let server = Server::start(&repo, false);
+    let server = serve(&repo, false);
     let work = tempfile::tempdir().unwrap();
     let cloned = clone(work.path(), &server.url("/ext/git/repo.git"), &[]).unwrap();
     std::fs::write(cloned.join("e.txt"), "pushed with git\n").unwrap();
@@ -445,14 +373,14 @@ fn git_push_is_refused_and_changes_nothing() {
     assert!(!pushed.status.success());
     assert!(said(&pushed).contains("403"), "{}", said(&pushed));
     assert_eq!(git_ok(&mirror, &["rev-parse", "master"]), before);
-    let (refs, _, _) = server.request(
+    let (refs, _, _) = server.request_bytes(
         "GET",
         "/ext/git/repo.git/info/refs?service=git-receive-pack",
         &[],
         b"",
     );
     assert_eq!(refs, 403);
-    let (post, _, _) = server.request(
+    let (post, _, _) = server.request_bytes(
         "POST",
         "/ext/git/repo.git/git-receive-pack",
         &[("Content-Type", "application/x-git-receive-pack-request")],
@@ -468,7 +396,7 @@ fn only_a_viewer_who_may_clone_and_read_gets_the_export() {
     repo.user("cloner", "go");
     repo.user("peruser", "o");
     repo.user("lister", "g");
-    let server = Server::start(&repo, false);
+    let server = serve(&repo, false);
     let work = tempfile::tempdir().unwrap();
     let url = server.url("/ext/git/repo.git");
     clone(work.path(), &url, &[]).expect("nobody holds g and o by default");
@@ -476,7 +404,7 @@ fn only_a_viewer_who_may_clone_and_read_gets_the_export() {
     let refused = clone(work.path(), &url, &[]).unwrap_err();
     assert!(refused.contains("403"), "{refused}");
     let refs = "/ext/git/repo.git/info/refs?service=git-upload-pack";
-    assert_eq!(server.request("GET", refs, &[], b"").0, 403);
+    assert_eq!(server.request_bytes("GET", refs, &[], b"").0, 403);
     let cookie = server.login("cloner");
     let header = format!("http.extraHeader=Cookie: {cookie}");
     let cloned = clone(work.path(), &url, &["-c", &header]).unwrap();
@@ -490,14 +418,18 @@ fn only_a_viewer_who_may_clone_and_read_gets_the_export() {
         let refused = clone(work.path(), &url, &["-c", &header]).unwrap_err();
         assert!(refused.contains("403"), "{login}: {refused}");
         assert_eq!(
-            server.request("GET", refs, &[("Cookie", &cookie)], b"").0,
+            server
+                .request_bytes("GET", refs, &[("Cookie", &cookie)], b"")
+                .0,
             403,
             "{login}"
         );
     }
     let forged = cookie.replace('=', "=0");
     assert_eq!(
-        server.request("GET", refs, &[("Cookie", &forged)], b"").0,
+        server
+            .request_bytes("GET", refs, &[("Cookie", &forged)], b"")
+            .0,
         403
     );
 }
@@ -505,7 +437,7 @@ fn only_a_viewer_who_may_clone_and_read_gets_the_export() {
 #[test]
 fn another_repositorys_export_or_none_is_not_found() {
     let (repo, _mirror) = exported_repo();
-    let server = Server::start(&repo, false);
+    let server = serve(&repo, false);
     for path in [
         "/ext/git/other.git/info/refs?service=git-upload-pack",
         "/ext/git/repo.fossil.git/info/refs?service=git-upload-pack",
@@ -513,12 +445,12 @@ fn another_repositorys_export_or_none_is_not_found() {
         "/ext/git/repo.git/HEAD",
         "/ext/git/repo.git/objects/info/packs",
     ] {
-        assert_eq!(server.request("GET", path, &[], b"").0, 404, "{path}");
+        assert_eq!(server.request_bytes("GET", path, &[], b"").0, 404, "{path}");
     }
     let plain = Repo::new();
     plain.commit_as("admin", "a.txt", "one\n", None);
-    let other = Server::start(&plain, false);
-    let (status, _, _) = other.request(
+    let other = serve(&plain, false);
+    let (status, _, _) = other.request_bytes(
         "GET",
         "/ext/git/repo.git/info/refs?service=git-upload-pack",
         &[],
@@ -536,18 +468,18 @@ fn another_repositorys_export_or_none_is_not_found() {
 #[test]
 fn a_body_over_50_mb_raw_or_expanded_is_413_and_bad_gzip_400() {
     let (repo, _mirror) = exported_repo();
-    let server = Server::start(&repo, false);
+    let server = serve(&repo, false);
     let path = "/ext/git/repo.git/git-upload-pack";
     let ct = [("Content-Type", "application/x-git-upload-pack-request")];
     let big = vec![b'0'; 50 * 1024 * 1024 + 1];
-    assert_eq!(server.request("POST", path, &ct, &big).0, 413);
+    assert_eq!(server.request_bytes("POST", path, &ct, &big).0, 413);
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     e.write_all(&big).unwrap();
     let bomb = e.finish().unwrap();
     assert!(bomb.len() < 1 << 20);
-    assert_eq!(server.request("POST", path, &ct, &bomb).0, 413);
+    assert_eq!(server.request_bytes("POST", path, &ct, &bomb).0, 413);
     let bad = [0x1f, 0x8b, 0x08, 0, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3];
-    assert_eq!(server.request("POST", path, &ct, &bad).0, 400);
+    assert_eq!(server.request_bytes("POST", path, &ct, &bad).0, 400);
     let head = git_ok(&repo.dir.path().join("mirror"), &["rev-parse", "master"]);
     let want = format!("want {}", head.trim());
     let mut request = format!("{:04x}{want}\n", want.len() + 5).into_bytes();
@@ -555,7 +487,7 @@ fn a_body_over_50_mb_raw_or_expanded_is_413_and_bad_gzip_400() {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     e.write_all(&request).unwrap();
     let gz = e.finish().unwrap();
-    let (status, head, body) = server.request("POST", path, &ct, &gz);
+    let (status, head, body) = server.request_bytes("POST", path, &ct, &gz);
     assert_eq!(status, 200, "{head}");
     assert!(
         head.contains("application/x-git-upload-pack-result"),
@@ -602,7 +534,7 @@ fn the_program_reads_its_body_to_the_announced_length_and_never_past() {
 #[test]
 fn git_runs_with_path_alone_on_an_export_another_account_owns() {
     let (repo, mirror) = exported_repo();
-    let server = Server::start(&repo, false);
+    let server = serve(&repo, false);
     let chown = |owner: &str| {
         let out = Command::new("chown")
             .args(["-R", owner])
@@ -657,7 +589,7 @@ fn a_failed_export_is_reported_and_mended_by_the_next() {
     assert_eq!(result["autopush"], "off", "nothing sets an autopush");
     let status = repo.json(&["status"]).ok();
     assert!(status["git_export"]["last_failure"].is_null(), "{status}");
-    let server = Server::start(&repo, false);
+    let server = serve(&repo, false);
     let work = tempfile::tempdir().unwrap();
     let cloned = clone(work.path(), &server.url("/ext/git/repo.git"), &[]).unwrap();
     assert_eq!(
@@ -863,7 +795,7 @@ fn where_fossil_cannot_say_what_awaits_the_export_says_why_and_mends_it() {
     let mended = repo.json(&["export"]).ok();
     assert_eq!(mended["awaiting"], 0, "{mended}");
     assert!(mended.get("unreadable").is_none(), "{mended}");
-    let server = Server::start(&repo, false);
+    let server = serve(&repo, false);
     let work = tempfile::tempdir().unwrap();
     let cloned = clone(work.path(), &server.url("/ext/git/repo.git"), &[]).unwrap();
     assert_eq!(
@@ -875,9 +807,9 @@ fn where_fossil_cannot_say_what_awaits_the_export_says_why_and_mends_it() {
 #[test]
 fn an_export_git_cannot_read_is_500() {
     let (repo, mirror) = exported_repo();
-    let server = Server::start(&repo, false);
+    let server = serve(&repo, false);
     std::fs::write(mirror.join(".git/config"), "[core\nbroken = = =\n").unwrap();
-    let (status, _, _) = server.request(
+    let (status, _, _) = server.request_bytes(
         "GET",
         "/ext/git/repo.git/info/refs?service=git-upload-pack",
         &[],
@@ -1020,7 +952,7 @@ fn checkins_dated_before_the_last_export_reach_git_and_what_awaits_is_what_git_l
     );
 
     // A clone of the export over HTTP has them all.
-    let server = Server::start(&repo, false);
+    let server = serve(&repo, false);
     let work = tempfile::tempdir().unwrap();
     let cloned = clone(work.path(), &server.url("/ext/git/repo.git"), &[]).unwrap();
     for file in ["early.txt", "later.txt"] {

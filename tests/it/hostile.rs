@@ -264,7 +264,7 @@ fn mcp_arguments(bytes: &[u8], cx: &Context) {
         }
     }
     for name in ["post", "thread", "read_post"] {
-        let _ = registry::call_with_text(name, input.clone(), cx, true);
+        let _ = registry::call_shown(name, input.clone(), cx, true, registry::Shown::Both);
     }
 }
 
@@ -864,19 +864,13 @@ fn push_through_server(clone: &Path, url: &str, code: &str, artifacts: &[Vec<u8>
         vec!["bundle", "import", bundle.to_str().unwrap(), "--publish"],
         vec!["push", url, "--once"],
     ] {
-        let out = std::process::Command::new(&fossil)
-            .args(&args)
-            .arg("-R")
-            .arg(clone)
-            .env("USER", "nobody-here")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "fossil {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        crate::support::succeeds(
+            std::process::Command::new(&fossil)
+                .args(&args)
+                .arg("-R")
+                .arg(clone)
+                .env("USER", "nobody-here")
+                .stdin(std::process::Stdio::null()),
         );
     }
     items.into_iter().map(|i| i.0).collect()

@@ -277,7 +277,10 @@ fn a_pattern_at_a_url_is_fetched_and_one_of_this_server_is_read_in_the_repositor
         "elsewhere",
         &serde_json::from_str::<Value>(REVIEWER).unwrap(),
     );
-    let (mut server, port) = crate::support::serve(&other.file);
+    let mut server = crate::support::Served::new()
+        .without_node()
+        .start_on(&other);
+    let port = server.port;
     let rendered = format!("http://127.0.0.1:{port}/wiki?name=run/elsewhere");
     let f = fields(&repo.json(&["create", "--pattern", &rendered, "--dry-run"]));
     assert_eq!(
@@ -285,8 +288,7 @@ fn a_pattern_at_a_url_is_fetched_and_one_of_this_server_is_read_in_the_repositor
         "Review each check-in on dev; pass when its tests pass."
     );
     assert_eq!(f["pattern"]["url"], rendered);
-    let _ = server.kill();
-    let _ = server.wait();
+    server.halt();
 
     // A page of this very server is read in the repository, by receipt.
     pattern_page(
@@ -439,19 +441,7 @@ fn tag_messages_tags_each_message_that_lacks_its_tag_once() {
         "By hand",
         &format!("Written elsewhere.\n\n```json\n{block:#}\n```\n"),
     );
-    let tagged = repo
-        .json(&[
-            "create",
-            "--runner",
-            "command",
-            "--command",
-            "true",
-            "--objective",
-            "CI",
-            "--wall",
-            "1m",
-        ])
-        .ok()["record"]
+    let tagged = repo.command_record("CI", &["--wall", "1m"]).ok()["record"]
         .as_str()
         .unwrap()
         .to_string();
@@ -523,7 +513,7 @@ fn in_chromium_an_administrator_starts_a_run_from_a_pattern_on_the_console() {
     let block: Value = serde_json::from_str(REVIEWER).unwrap();
     pattern_page(&repo, "reviewer", &block);
     let ext = crate::cgi::Ext::new();
-    let server = crate::cgi::Server::start(&repo, &ext);
+    let server = crate::cgi::served(&repo, &ext);
     let shot =
         std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ocx-console-new-run.png");
     let profile = tempfile::Builder::new()

@@ -582,7 +582,7 @@ fn a_run_asks_stone_who_presses_an_option_on_the_console_and_the_run_hears_the_d
     );
 
     let ext = crate::cgi::Ext::new();
-    let server = crate::cgi::Server::start(&s.repo, &ext);
+    let server = crate::cgi::served(&s.repo, &ext);
     let shots = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let profile = tempfile::Builder::new()
         .prefix("ocx-chromium-")
@@ -776,7 +776,7 @@ fn the_console_page_writes_only_the_viewers_own_press_and_shows_a_forged_questio
     r.import_as("mallory", &[tag]);
 
     let ext = crate::cgi::Ext::new();
-    let server = crate::cgi::Server::start(&r, &ext);
+    let server = crate::cgi::served(&r, &ext);
     let own = format!("{}/ext/ocx-cgi/console", server.base());
     let stone = server.login("stone");
     let (status, _, page) =

@@ -7,8 +7,8 @@
 //! one still serving; the real page saying which release serves it; and a
 //! run whose record allows `stage` staging through its node's tools.
 
-use crate::cgi::{Ext, Server};
-use crate::support::{PY_RUNNER_PRELUDE, Repo, Served, fossil, ocx_bin};
+use crate::cgi::{Ext, served};
+use crate::support::{PY_RUNNER_PRELUDE, Repo, Served, ServedNode, fossil, ocx_bin};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -39,13 +39,13 @@ fn shell_project() -> Value {
 }
 
 /// What `GET path` answers: its status and body.
-fn get(server: &Server, path: &str) -> (u16, String) {
+fn get(server: &ServedNode<&Repo>, path: &str) -> (u16, String) {
     let (status, _, body) = server.request("GET", path, &[], "");
     (status, body)
 }
 
 /// Asserts `path` is served, showing `words` (inside Fossil's skin).
-fn shows(server: &Server, path: &str, words: &str) {
+fn shows(server: &ServedNode<&Repo>, path: &str, words: &str) {
     let (status, body) = get(server, path);
     assert_eq!(status, 200, "{path}: {body}");
     assert!(
@@ -70,7 +70,7 @@ fn a_release_is_staged_behind_its_gate_accepted_and_rolled_back() {
     };
     let root = release_root(ext.dir.path(), shell_project());
     let r = root.path().to_str().unwrap();
-    let server = Server::start(&repo, &ext);
+    let server = served(&repo, &ext);
 
     let dry = repo
         .json(&["stage", &one[..12], "--root", r, "--dry-run"])
@@ -324,7 +324,7 @@ fn the_page_says_which_release_serves_it() {
     repo.json(&["accept"]).ok();
     let two = repo.commit_as("admin", "README", "two\n", None);
     repo.json(&["stage", &two]).ok();
-    let server = Server::start(&repo, &ext);
+    let server = served(&repo, &ext);
     for name in ["ocx-cgi", "ocx-cgi-next"] {
         let link = std::fs::read_link(ext.dir.path().join(name)).unwrap();
         assert!(

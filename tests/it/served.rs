@@ -4,8 +4,8 @@
 //! machine, the run's login kept for a remote run (`run_login`), and the
 //! clone-side tools pulling, writing in the clone and pushing.
 
-use crate::cgi::{Ext, Server, thread};
-use crate::support::Repo;
+use crate::cgi::{Ext, served_as, thread};
+use crate::support::{Page, Repo, Served, ServedNode};
 use serde_json::Value;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 /// A served repository: `pat` may read (o) and post, `zed` may not read,
 /// nobody reads nothing; each signs in with `LOGIN-pw`.
 pub(crate) struct Site {
-    pub(crate) repo: Repo,
-    pub(crate) server: Server,
+    pub(crate) server: ServedNode,
     _ext: Ext,
 }
 
@@ -33,15 +32,12 @@ impl Site {
 
     fn serving(ext: Ext) -> Site {
         let repo = Repo::new();
-        repo.user("alice", "v234").user("pat", "o").user("zed", "g");
         repo.fossil(&["user", "capabilities", "nobody", "g"]);
         repo.fossil(&["user", "capabilities", "anonymous", ""]);
-        let server = Server::start(&repo, &ext);
-        Site {
-            repo,
-            server,
-            _ext: ext,
-        }
+        let server = served_as(repo, &ext, |s| {
+            s.login("alice", "v234").login("pat", "o").login("zed", "g")
+        });
+        Site { server, _ext: ext }
     }
 
     /// GET `path` with `cookie` (none: unsigned); status and JSON body.
@@ -66,9 +62,9 @@ fn last_receipt(repo: &Repo) -> i64 {
 #[test]
 fn wait_answers_when_a_receipt_arrives_and_a_cli_write_goes_through_meanwhile() {
     let site = Site::new();
-    thread(&site.repo);
+    thread(&site.server.repo);
     let cookie = site.server.login("pat");
-    let m = last_receipt(&site.repo);
+    let m = last_receipt(&site.server.repo);
     assert!(m > 0, "the thread was received");
     let (status, now) = site.get("/ext/ocx-cgi/wait?after=0", Some(&cookie));
     assert_eq!((status, now["last"].as_i64()), (200, Some(m)), "{now}");
@@ -95,12 +91,12 @@ fn wait_answers_when_a_receipt_arrives_and_a_cli_write_goes_through_meanwhile() 
         "the wait answered with nothing received"
     );
     let written = Instant::now();
-    thread(&site.repo);
+    thread(&site.server.repo);
     let wrote_in = written.elapsed();
     let ((status, answer), waited) = rx.recv_timeout(Duration::from_secs(60)).unwrap();
     assert_eq!(status, 200, "{answer}");
     let last = answer["last"].as_i64().unwrap();
-    assert_eq!(last, last_receipt(&site.repo), "the newest receipt");
+    assert_eq!(last, last_receipt(&site.server.repo), "the newest receipt");
     assert!(last > m, "a receipt after {m}: {answer}");
     assert!(
         waited < Duration::from_secs(45),
@@ -113,10 +109,11 @@ fn wait_answers_when_a_receipt_arrives_and_a_cli_write_goes_through_meanwhile() 
 /// one's, and pat's login cookie.
 fn held_and_public() -> (Site, i64, String, String, String) {
     let site = Site::new();
-    site.repo.user("newbie", "o3");
-    thread(&site.repo);
-    let m = last_receipt(&site.repo);
+    site.server.repo.user("newbie", "o3");
+    thread(&site.server.repo);
+    let m = last_receipt(&site.server.repo);
     let held = site
+        .server
         .repo
         .json(&[
             "post", "--user", "newbie", "--title", "Hi", "--text", "Held.",
@@ -125,7 +122,7 @@ fn held_and_public() -> (Site, i64, String, String, String) {
         .as_str()
         .unwrap()
         .to_string();
-    let public = thread(&site.repo);
+    let public = thread(&site.server.repo);
     let cookie = site.server.login("pat");
     (site, m, held, public, cookie)
 }
@@ -135,7 +132,10 @@ fn wait_tells_who_sent_what_arrived_and_never_a_held_posts_hash() {
     let (site, m, held, public, cookie) = held_and_public();
     let (status, answer) = site.get(&format!("/ext/ocx-cgi/wait?after={m}"), Some(&cookie));
     assert_eq!(status, 200, "{answer}");
-    assert_eq!(answer["last"].as_i64(), Some(last_receipt(&site.repo)));
+    assert_eq!(
+        answer["last"].as_i64(),
+        Some(last_receipt(&site.server.repo))
+    );
     let told = answer["received"].as_array().unwrap();
     let said = told
         .iter()
@@ -193,7 +193,7 @@ fn wait_carries_what_arrived_when_asked_whole_and_never_a_held_post() {
     );
     assert_eq!(
         bytes,
-        site.repo.fossil(&["artifact", &public]).into_bytes(),
+        site.server.repo.fossil(&["artifact", &public]).into_bytes(),
         "as Fossil has it"
     );
     assert!(
@@ -207,11 +207,11 @@ fn wait_carries_what_arrived_when_asked_whole_and_never_a_held_post() {
     );
 
     // More than one answer carries: none, and the machine pulls.
-    let big = site.repo.dir.path().join("big.md");
+    let big = site.server.repo.dir.path().join("big.md");
     let text: String = (0..40_000).map(|i| format!("{i:07}\n")).collect();
     std::fs::write(&big, text).unwrap();
-    let before = last_receipt(&site.repo);
-    site.repo.fossil(&[
+    let before = last_receipt(&site.server.repo);
+    site.server.repo.fossil(&[
         "wiki",
         "create",
         "Big",
@@ -231,11 +231,11 @@ fn wait_carries_what_arrived_when_asked_whole_and_never_a_held_post() {
         "too much to carry: {answer}"
     );
     // More rows than one answer reads: none either.
-    let before = last_receipt(&site.repo);
-    let page = site.repo.dir.path().join("page.md");
+    let before = last_receipt(&site.server.repo);
+    let page = site.server.repo.dir.path().join("page.md");
     std::fs::write(&page, "a page\n").unwrap();
     for i in 0..70 {
-        site.repo.fossil(&[
+        site.server.repo.fossil(&[
             "wiki",
             "create",
             &format!("Page{i}"),
@@ -252,7 +252,7 @@ fn wait_carries_what_arrived_when_asked_whole_and_never_a_held_post() {
     let (_, last) = site.get(
         &format!(
             "/ext/ocx-cgi/wait?after={}&artifacts=1",
-            last_receipt(&site.repo) - 1
+            last_receipt(&site.server.repo) - 1
         ),
         Some(&cookie),
     );
@@ -284,7 +284,7 @@ pub fn request(port: u16, path: &str, cookie: &str) -> (u16, Value) {
 #[test]
 fn wait_is_refused_to_nobody_and_to_a_login_that_may_not_read() {
     let site = Site::new();
-    let m = last_receipt(&site.repo);
+    let m = last_receipt(&site.server.repo);
     let (status, unsigned) = site.get("/ext/ocx-cgi/wait?after=0&within=1", None);
     assert_eq!(status, 403, "{unsigned}");
     assert_eq!(unsigned["ok"], false);
@@ -313,7 +313,7 @@ fn wait_is_refused_to_nobody_and_to_a_login_that_may_not_read() {
         assert_eq!(status, 400, "{query}: {bad}");
         assert_eq!(bad["stopped"]["field"], field, "{query}: {bad}");
     }
-    assert_eq!(last_receipt(&site.repo), m, "nothing was written");
+    assert_eq!(last_receipt(&site.server.repo), m, "nothing was written");
 }
 
 /// A served repository with the page, OCX's hook and (when `node`) its
@@ -332,14 +332,17 @@ pub(crate) struct Enrolled {
 impl Enrolled {
     pub(crate) fn new(node: bool) -> Enrolled {
         let site = Site::new();
-        site.repo.fossil(&["user", "password", "admin", "admin-pw"]);
-        site.repo
+        site.server
+            .repo
+            .fossil(&["user", "password", "admin", "admin-pw"]);
+        site.server
+            .repo
             .json(&["hook", "install", "--url", &site.server.base()])
             .ok();
         let machine = tempfile::tempdir().unwrap();
         let (code, login, password) = enrol(&site, machine.path(), "clone");
         if node {
-            site.repo.json(&["node", "start"]).ok();
+            site.server.repo.json(&["node", "start"]).ok();
         }
         Enrolled {
             site,
@@ -352,27 +355,16 @@ impl Enrolled {
     }
 
     pub(crate) fn cookie(&self) -> String {
-        sign_in(&self.site.server, &self.login, &self.password)
+        self.site.server.login_with(&self.login, &self.password)
     }
 
     /// A record addressed to `node`, written by admin on the served
     /// repository; its hash.
     pub(crate) fn record(&self, node: &str, user: &str) -> String {
-        let r = self.site.repo.json(&[
-            "create",
-            "--runner",
-            "command",
-            "--command",
-            "true",
-            "--objective",
+        let r = self.site.server.repo.command_record(
             "build it",
-            "--wall",
-            "10m",
-            "--node",
-            node,
-            "--run-user",
-            user,
-        ]);
+            &["--wall", "10m", "--node", node, "--run-user", user],
+        );
         r.ok()["record"].as_str().unwrap().to_string()
     }
 
@@ -394,7 +386,7 @@ impl Enrolled {
     }
 
     pub(crate) fn repository(&self) -> ocx::fossil::Repository {
-        ocx::fossil::Repository::open(&self.site.repo.file).unwrap()
+        ocx::fossil::Repository::open(&self.site.server.repo.file).unwrap()
     }
 
     /// Waits until `done` holds of the served repository (the served side
@@ -408,7 +400,7 @@ impl Enrolled {
                 // test's server runs none of its own).
                 let out = std::process::Command::new(crate::support::fossil())
                     .args(["backoffice", "--nolease"])
-                    .arg(&self.site.repo.file)
+                    .arg(&self.site.server.repo.file)
                     .output()
                     .unwrap();
                 assert!(
@@ -425,7 +417,7 @@ impl Enrolled {
 impl Drop for Enrolled {
     fn drop(&mut self) {
         if self.node {
-            let _ = self.site.repo.json(&["node", "stop"]);
+            let _ = self.site.server.repo.json(&["node", "stop"]);
         }
     }
 }
@@ -436,17 +428,12 @@ impl Drop for Enrolled {
 /// password: the clone's server-code, the login and the password.
 fn enrol(site: &Site, dir: &std::path::Path, name: &str) -> (String, String, String) {
     let clone = dir.join(format!("{name}.fossil"));
-    let out = std::process::Command::new(crate::support::fossil())
-        .arg("clone")
-        .arg(site.server.base())
-        .arg(&clone)
-        .env("USER", "admin")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    crate::support::succeeds(
+        std::process::Command::new(crate::support::fossil())
+            .arg("clone")
+            .arg(site.server.base())
+            .arg(&clone)
+            .env("USER", "admin"),
     );
     let code = ocx::fossil::Repository::open(&clone)
         .unwrap()
@@ -469,26 +456,13 @@ fn enrol(site: &Site, dir: &std::path::Path, name: &str) -> (String, String, Str
     let key = hex::encode(sha2::Sha256::digest(
         creds(dir)["code"].as_str().unwrap().as_bytes(),
     ));
-    site.repo
+    site.server
+        .repo
         .json(&["approve", &login, &key, "goC4w", "--node"])
         .ok();
     register(&[]).ok();
     let password = creds(dir)["password"].as_str().unwrap().to_string();
     (code, login, password)
-}
-
-/// Signs `login` in with `password` through Fossil's login form; its cookie.
-fn sign_in(server: &Server, login: &str, password: &str) -> String {
-    let (status, head, _) =
-        server.request("POST", "/login", &[], &format!("u={login}&p={password}"));
-    assert_eq!(status, 302, "{login} did not sign in: {head}");
-    head.lines()
-        .find_map(|l| l.strip_prefix("Set-Cookie: "))
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string()
 }
 
 #[test]
@@ -530,6 +504,7 @@ fn a_record_for_an_agent_machine_gets_a_run_login_only_that_machine_collects_unt
     let refusal = ocx::tools::run_login::REFUSAL;
     let on_cli = e
         .site
+        .server
         .repo
         .json(&["run_login", &record, "--user", &e.login])
         .ok();
@@ -540,15 +515,19 @@ fn a_record_for_an_agent_machine_gets_a_run_login_only_that_machine_collects_unt
             && !repo.holds_password("build-a1b2c3", first).unwrap(),
         "the machine's login on the command line: a password set for this ask"
     );
-    let admin_cli = e.site.repo.json(&["run_login", &record, "--user", "admin"]);
+    let admin_cli = e
+        .site
+        .server
+        .repo
+        .json(&["run_login", &record, "--user", "admin"]);
     admin_cli.refused();
     assert_eq!(
         admin_cli.answer()["stopped"]["reason"],
         refusal,
         "not even admin"
     );
-    let admin = sign_in(&e.site.server, "admin", "admin-pw");
-    let another = sign_in(&e.site.server, &other_login, &other_password);
+    let admin = e.site.server.login("admin");
+    let another = e.site.server.login_with(&other_login, &other_password);
     for (who, cookie) in [
         ("unsigned", None),
         ("admin", Some(admin.as_str())),
@@ -621,7 +600,7 @@ fn a_record_for_an_agent_machine_gets_a_run_login_only_that_machine_collects_unt
 
 /// POSTs `body` as JSON to the page's `tool` with `cookie` (none:
 /// unsigned): status and the answer.
-fn post_json(server: &Server, tool: &str, cookie: Option<&str>, body: &Value) -> (u16, Value) {
+fn post_json(server: &ServedNode, tool: &str, cookie: Option<&str>, body: &Value) -> (u16, Value) {
     use std::io::{Read, Write};
     let body = body.to_string();
     let mut s = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
@@ -648,8 +627,8 @@ fn post_json(server: &Server, tool: &str, cookie: Option<&str>, body: &Value) ->
 #[test]
 fn receipt_and_unaudited_answer_a_signed_in_machine_as_json_within_what_it_may_read() {
     let e = Enrolled::new(false);
-    let post = thread(&e.site.repo);
-    let checkin = e.site.repo.commit_as("alice", "a.txt", "one", None);
+    let post = thread(&e.site.server.repo);
+    let checkin = e.site.server.repo.commit_as("alice", "a.txt", "one", None);
     let machine = e.cookie();
     let asked = serde_json::json!({"artifacts": [post, checkin], "capabilities_of": "alice"});
     let (status, seen) = post_json(&e.site.server, "receipt", Some(&machine), &asked);
@@ -688,9 +667,10 @@ fn receipt_and_unaudited_answer_a_signed_in_machine_as_json_within_what_it_may_r
 
     // A verdict from the agent machine's node login counts for nothing: a
     // node runs others' work and judges none; pat's counts.
-    e.site.repo.user("judge", "oi");
+    e.site.server.repo.user("judge", "oi");
     let verdict = |user: &str| {
         e.site
+            .server
             .repo
             .json(&[
                 "audit",
@@ -708,6 +688,7 @@ fn receipt_and_unaudited_answer_a_signed_in_machine_as_json_within_what_it_may_r
             .ok();
     };
     e.site
+        .server
         .repo
         .fossil(&["user", "capabilities", &e.login, "goC4wi"]);
     verdict(&e.login);
@@ -770,11 +751,14 @@ impl PersonClone {
 #[test]
 fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_received_them() {
     let site = Site::new();
-    site.repo.user("carol", "v234");
-    site.repo.fossil(&["user", "capabilities", "nobody", "go"]);
-    let root = thread(&site.repo);
+    site.server.repo.user("carol", "v234");
+    site.server
+        .repo
+        .fossil(&["user", "capabilities", "nobody", "go"]);
+    let root = thread(&site.server.repo);
     let clone = PersonClone::new(&site, "alice");
     let reply = site
+        .server
         .repo
         .json(&[
             "post",
@@ -820,7 +804,7 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
         .unwrap()
         .to_string();
     assert_eq!(
-        site.repo.sender(&mine).as_deref(),
+        site.server.repo.sender(&mine).as_deref(),
         Some("alice"),
         "the server received it from alice"
     );
@@ -842,12 +826,12 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
         .unwrap()
         .to_string();
     assert_eq!(
-        site.repo.sender(&record).as_deref(),
+        site.server.repo.sender(&record).as_deref(),
         Some("alice"),
         "create too"
     );
 
-    let checkin = site.repo.commit_as("carol", "b.txt", "two", None);
+    let checkin = site.server.repo.commit_as("carol", "b.txt", "two", None);
     let open = |answer: &Value| {
         answer["checkins"]
             .as_array()
@@ -904,10 +888,12 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
     // login (the one its remote names, the password it remembers): the
     // post is confirmed once that receipt names alice.
     clone.fossil(&["user", "default", "alice"]);
-    site.repo.fossil(&["user", "capabilities", "nobody", "g"]);
+    site.server
+        .repo
+        .fossil(&["user", "capabilities", "nobody", "g"]);
     let private = clone.ocx(&["post", "--to", &root, "--text", "Said privately."]);
     let hash = private.ok()["hash"].as_str().unwrap().to_string();
-    assert_eq!(site.repo.sender(&hash).as_deref(), Some("alice"));
+    assert_eq!(site.server.repo.sender(&hash).as_deref(), Some("alice"));
     assert!(
         private.stdout.contains("signed in as alice"),
         "{}",
@@ -933,7 +919,7 @@ fn where_no_node_runs_the_hook_keeps_the_run_login_and_withdraws_it() {
 
     // A record for this repository's own node, and one naming a clone no
     // one approved with --node, make no login here.
-    let own = e.record(&e.site.repo.server_code(), "local-a1b2c3");
+    let own = e.record(&e.site.server.repo.server_code(), "local-a1b2c3");
     let stranger = e.record(&"ab".repeat(20), "stranger-a1b2c3");
     let later = e.record(&e.code, "later-a1b2c3");
     e.until("the hook read the later record", |r| {
@@ -984,8 +970,11 @@ fn forged_record(repo: &Repo, sender: &str, node: &str, user: &str) -> String {
 #[test]
 fn records_for_a_machine_that_may_not_run_make_no_login_and_change_no_user() {
     let e = Enrolled::new(true);
-    e.site.repo.user("maker", "i");
-    e.site.repo.fossil(&["user", "capabilities", "maker", "iR"]);
+    e.site.server.repo.user("maker", "i");
+    e.site
+        .server
+        .repo
+        .fossil(&["user", "capabilities", "maker", "iR"]);
     let users_before =
         |r: &ocx::fossil::Repository, login: &str| r.own_capabilities(login).unwrap();
     let repo = e.repository();
@@ -1006,12 +995,12 @@ fn records_for_a_machine_that_may_not_run_make_no_login_and_change_no_user() {
     ]
     .map(|(sender, user, why)| {
         (
-            forged_record(&e.site.repo, sender, &e.code, user),
+            forged_record(&e.site.server.repo, sender, &e.code, user),
             user.to_string(),
             why,
         )
     });
-    let good = forged_record(&e.site.repo, "admin", &e.code, "good-a1b2c3");
+    let good = forged_record(&e.site.server.repo, "admin", &e.code, "good-a1b2c3");
     e.until("the good record's login made", |r| {
         r.remote_run(&good).unwrap().is_some()
     });
@@ -1039,12 +1028,11 @@ fn records_for_a_machine_that_may_not_run_make_no_login_and_change_no_user() {
 
 #[test]
 fn in_a_clone_a_server_away_refuses_thread_and_post_naming_the_server() {
-    let site = Site::new();
-    let root = thread(&site.repo);
+    let mut site = Site::new();
+    let root = thread(&site.server.repo);
     let clone = PersonClone::new(&site, "alice");
-    let before = site.repo.hashes();
-    let Site { repo, server, _ext } = site;
-    drop(server);
+    let before = site.server.repo.hashes();
+    site.server.halt();
     let read = clone.ocx(&["thread", "--of", &root]);
     assert_eq!(read.refused(), "server", "the pull failed");
     let wrote = clone.ocx(&["post", "--to", &root, "--text", "Anyone there?"]);
@@ -1053,7 +1041,11 @@ fn in_a_clone_a_server_away_refuses_thread_and_post_naming_the_server() {
         "server",
         "pulled first, and the pull failed"
     );
-    assert_eq!(repo.hashes(), before, "nothing reached the server");
+    assert_eq!(
+        site.server.repo.hashes(),
+        before,
+        "nothing reached the server"
+    );
 }
 
 /// The answer's refusal reason.
@@ -1067,11 +1059,17 @@ fn reason(run: &crate::support::Run) -> String {
 #[test]
 fn in_a_clone_of_a_server_serving_no_page_every_reader_of_senders_refuses_naming_the_server() {
     let site = Site::without_page();
-    site.repo.user("carol", "v234i");
-    site.repo.fossil(&["user", "capabilities", "nobody", "go"]);
-    let root = carols_thread(&site.repo);
-    let checkin = site.repo.commit_as("carol", "c.txt", "carol's", None);
-    site.repo
+    site.server.repo.user("carol", "v234i");
+    site.server
+        .repo
+        .fossil(&["user", "capabilities", "nobody", "go"]);
+    let root = carols_thread(&site.server.repo);
+    let checkin = site
+        .server
+        .repo
+        .commit_as("carol", "c.txt", "carol's", None);
+    site.server
+        .repo
         .json(&[
             "post", "--to", &root, "--text", "Ship it?", "--for", "alice",
         ])
@@ -1125,7 +1123,7 @@ fn in_a_clone_of_a_server_serving_no_page_every_reader_of_senders_refuses_naming
         assert!(reason(&asked).contains("serves no OCX page"), "{tool}");
     }
 
-    let before = site.repo.hashes();
+    let before = site.server.repo.hashes();
     let wrote = clone.ocx(&["post", "--to", &root, "--text", "Alice replies."]);
     assert_eq!(wrote.refused(), "server", "{}", wrote.stdout);
     let why = reason(&wrote);
@@ -1134,6 +1132,7 @@ fn in_a_clone_of_a_server_serving_no_page_every_reader_of_senders_refuses_naming
         "{why}"
     );
     let pushed: Vec<String> = site
+        .server
         .repo
         .hashes()
         .into_iter()
@@ -1141,14 +1140,20 @@ fn in_a_clone_of_a_server_serving_no_page_every_reader_of_senders_refuses_naming
         .collect();
     assert_eq!(pushed.len(), 1, "the reply reached the server: {pushed:?}");
     assert!(why.contains(&pushed[0]), "the refusal names it: {why}");
-    assert_eq!(site.repo.sender(&pushed[0]).as_deref(), Some("alice"));
+    assert_eq!(
+        site.server.repo.sender(&pushed[0]).as_deref(),
+        Some("alice")
+    );
 }
 
 #[test]
 fn a_run_holding_its_password_asks_its_server_who_sent_what_in_its_own_clone() {
     let site = Site::new();
-    site.repo.fossil(&["user", "capabilities", "nobody", "go"]);
+    site.server
+        .repo
+        .fossil(&["user", "capabilities", "nobody", "go"]);
     let root = site
+        .server
         .repo
         .json(&[
             "post",
@@ -1161,10 +1166,11 @@ fn a_run_holding_its_password_asks_its_server_who_sent_what_in_its_own_clone() {
         .as_str()
         .unwrap()
         .to_string();
-    assert_eq!(site.repo.sender(&root).as_deref(), Some("admin"));
-    let checkin = site.repo.commit_as("pat", "p.txt", "pat's", None);
+    assert_eq!(site.server.repo.sender(&root).as_deref(), Some("admin"));
+    let checkin = site.server.repo.commit_as("pat", "p.txt", "pat's", None);
     let user = "claude-a1b2c3";
     let record = site
+        .server
         .repo
         .json(&[
             "create",
@@ -1183,7 +1189,9 @@ fn a_run_holding_its_password_asks_its_server_who_sent_what_in_its_own_clone() {
         .as_str()
         .unwrap()
         .to_string();
-    site.repo.user(user, ocx::node::wake::RUN_CAPABILITIES);
+    site.server
+        .repo
+        .user(user, ocx::node::wake::RUN_CAPABILITIES);
 
     // The run's workspace as its watcher makes it: a clone as the run's
     // login, its password remembered, the run's login its default user,
@@ -1220,7 +1228,7 @@ fn a_run_holding_its_password_asks_its_server_who_sent_what_in_its_own_clone() {
     ]);
     let written = verdict.ok()["hash"].as_str().unwrap().to_string();
     assert_eq!(
-        site.repo.sender(&written).as_deref(),
+        site.server.repo.sender(&written).as_deref(),
         Some(user),
         "the server received the run's verdict on pat's check-in from the run"
     );
@@ -1256,12 +1264,11 @@ fn a_run_holding_its_password_asks_its_server_who_sent_what_in_its_own_clone() {
 fn hook_install_node_start_and_status_warn_when_the_served_url_serves_no_page() {
     for page in [false, true] {
         let repo = Repo::new();
-        let (mut server, port) = if page {
-            crate::support::serve(&repo.file)
-        } else {
-            crate::support::serve_without_page(&repo.file)
-        };
-        let url = format!("http://127.0.0.1:{port}/");
+        let mut server = Served::new()
+            .page(if page { Page::HandOff } else { Page::Fossil })
+            .without_node()
+            .start_on(&repo);
+        let url = server.url("/");
         let before = repo.json(&["status"]).ok();
         assert!(
             before.get("served_page").is_none() && before.get("warning").is_none(),
@@ -1271,8 +1278,7 @@ fn hook_install_node_start_and_status_warn_when_the_served_url_serves_no_page() 
         let node = repo.json(&["node", "start"]).ok();
         let status = repo.json(&["status"]).ok();
         repo.json(&["node", "stop"]).ok();
-        let _ = server.kill();
-        let _ = server.wait();
+        server.halt();
         assert_eq!(status["node"], true);
         assert_eq!(status["served_page"], page, "{status:#}");
         for (what, answer) in [
@@ -1303,15 +1309,20 @@ fn hook_install_node_start_and_status_warn_when_the_served_url_serves_no_page() 
 #[test]
 fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts() {
     let site = Site::new();
-    site.repo.user("carol", "v234i");
-    site.repo
+    site.server.repo.user("carol", "v234i");
+    site.server
+        .repo
         .fossil(&["user", "capabilities", "alice", "v234iR"]);
-    site.repo.fossil(&["user", "capabilities", "nobody", "go"]);
-    site.repo
+    site.server
+        .repo
+        .fossil(&["user", "capabilities", "nobody", "go"]);
+    site.server
+        .repo
         .json(&["hook", "install", "--url", &site.server.base()])
         .ok();
-    let root = thread(&site.repo);
+    let root = thread(&site.server.repo);
     let question = site
+        .server
         .repo
         .json(&[
             "post", "--to", &root, "--text", "Ship it?", "--for", "alice",
@@ -1324,7 +1335,7 @@ fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts(
     // refuses her) counts for nothing: the question waits on alice.
     {
         use ocx::fossil::store::{self, Batch};
-        let served = ocx::fossil::Repository::open(&site.repo.file).unwrap();
+        let served = ocx::fossil::Repository::open(&site.server.repo.file).unwrap();
         let rid = served.receipt(&question).unwrap().unwrap().rid;
         let place = ocx::protocol::found::place_of(&served, rid)
             .unwrap()
@@ -1348,32 +1359,26 @@ fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts(
         let fossil = ocx::fossil::Fossil::locate().unwrap();
         store::store(&fossil, &served, "carol", &batch, true).unwrap();
     }
-    let checkin = site.repo.commit_as("carol", "c.txt", "carol's", None);
+    let checkin = site
+        .server
+        .repo
+        .commit_as("carol", "c.txt", "carol's", None);
     let run = |objective: &str| {
-        site.repo
-            .json(&[
-                "create",
-                "--runner",
-                "command",
-                "--command",
-                "true",
-                "--objective",
-                objective,
-                "--wall",
-                "10m",
-            ])
+        site.server
+            .repo
+            .command_record(objective, &["--wall", "10m"])
             .ok()["record"]
             .as_str()
             .unwrap()
             .to_string()
     };
     let (answered, going) = (run("answered"), run("going"));
-    let served = ocx::fossil::Repository::open(&site.repo.file).unwrap();
+    let served = ocx::fossil::Repository::open(&site.server.repo.file).unwrap();
     let rid = served.receipt(&answered).unwrap().unwrap().rid;
     let standing = ocx::protocol::found::record(&served, rid, &answered)
         .unwrap()
         .unwrap();
-    let node_login = ocx::protocol::found::node_login(&site.repo.server_code());
+    let node_login = ocx::protocol::found::node_login(&site.server.repo.server_code());
     ocx::node::respond::respond(
         &ocx::fossil::Fossil::locate().unwrap(),
         &served,
@@ -1397,7 +1402,7 @@ fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts(
     assert_eq!(shown["from"], "admin", "{shown:#}");
     assert_eq!(shown["decisions"][0]["from"], "carol", "{shown:#}");
     assert_eq!(shown["decisions"][0]["counts"], "nothing", "{shown:#}");
-    let served = site.repo.json(&["questions", "--for", "alice"]).ok();
+    let served = site.server.repo.json(&["questions", "--for", "alice"]).ok();
     assert_eq!(
         shown["confirmers"], served["waiting"][0]["confirmers"],
         "who may close it, as the server says: {served:#}"
@@ -1414,7 +1419,7 @@ fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts(
     );
     let decided = clone.ocx(&["decide", &question[..12], "--note", "yes"]);
     let decision = decided.ok()["hash"].as_str().unwrap().to_string();
-    assert_eq!(site.repo.sender(&decision).as_deref(), Some("alice"));
+    assert_eq!(site.server.repo.sender(&decision).as_deref(), Some("alice"));
 
     let mine = clone
         .ocx(&[

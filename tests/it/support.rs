@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
+use std::borrow::Borrow;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -20,18 +21,19 @@ pub fn fossil() -> PathBuf {
 /// Runs `fossil ARGS` in `dir` as the host user `user`, which must
 /// succeed; what it printed.
 pub fn fossil_as(user: &str, dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(fossil())
-        .args(args)
-        .current_dir(dir)
-        .env("USER", user)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "fossil {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(
+        Command::new(fossil())
+            .args(args)
+            .current_dir(dir)
+            .env("USER", user),
+    )
+}
+
+/// Runs `c`, which must succeed (failing the test with the command and
+/// all it said when it does not); what it wrote on standard output.
+pub fn succeeds(c: &mut Command) -> String {
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{c:?}: {}", said(&out));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -61,16 +63,11 @@ impl Repo {
             .tempdir()
             .unwrap();
         let file = dir.path().join("repo.fossil");
-        let out = Command::new(fossil())
-            .args(["new", "--admin-user", "admin"])
-            .arg(&file)
-            .env("USER", "admin")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "fossil new: {}",
-            String::from_utf8_lossy(&out.stderr)
+        succeeds(
+            Command::new(fossil())
+                .args(["new", "--admin-user", "admin"])
+                .arg(&file)
+                .env("USER", "admin"),
         );
         let repo = Repo { dir, file };
         repo.fossil(&["user", "default", "admin"]);
@@ -79,20 +76,13 @@ impl Repo {
 
     /// Runs `fossil ARGS -R REPO` and answers its stdout; panics on failure.
     pub fn fossil(&self, args: &[&str]) -> String {
-        let out = Command::new(fossil())
-            .args(args)
-            .arg("-R")
-            .arg(&self.file)
-            .env("USER", "admin")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "fossil {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        succeeds(
+            Command::new(fossil())
+                .args(args)
+                .arg("-R")
+                .arg(&self.file)
+                .env("USER", "admin"),
+        )
     }
 
     /// Adds login `login` holding exactly `caps`.
@@ -133,6 +123,22 @@ impl Repo {
             .arg("--repository")
             .arg(&self.file);
         run(c, Some(stdin))
+    }
+
+    /// `ocx create` of a record whose runner is the command `true`, with
+    /// `objective` and the arguments `more`, as [`Repo::json`] answers it.
+    pub fn command_record(&self, objective: &str, more: &[&str]) -> Run {
+        let mut args = vec![
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            "true",
+            "--objective",
+            objective,
+        ];
+        args.extend_from_slice(more);
+        self.json(&args)
     }
 
     /// Every artifact hash the repository holds, sorted.
@@ -270,18 +276,13 @@ impl Repo {
         let work = self.dir.path().join("work");
         if !work.join(".fslckout").exists() {
             std::fs::create_dir_all(&work).unwrap();
-            let out = Command::new(fossil())
-                .arg("open")
-                .arg(&self.file)
-                .arg("--workdir")
-                .arg(&work)
-                .env("USER", "admin")
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
+            succeeds(
+                Command::new(fossil())
+                    .arg("open")
+                    .arg(&self.file)
+                    .arg("--workdir")
+                    .arg(&work)
+                    .env("USER", "admin"),
             );
         }
         if let Some(parent) = work.join(file).parent() {
@@ -342,14 +343,7 @@ impl Repo {
 
 /// Runs `fossil ARGS` in `dir` as `admin`, which must succeed; what it printed.
 pub fn fossil_in(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(fossil())
-        .args(args)
-        .current_dir(dir)
-        .env("USER", "admin")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "fossil {args:?}: {}", said(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    fossil_as("admin", dir, args)
 }
 
 /// The directory beside `file` that Fossil serves as its extroot: `ocx-cgi`
@@ -365,19 +359,6 @@ pub fn ext_root(file: &Path) -> PathBuf {
         std::fs::write(dir.join(".ocx-cgi.json"), config.to_string()).unwrap();
     }
     dir
-}
-
-/// Starts `fossil server` for `file` on a free port of 127.0.0.1, serving
-/// OCX's page at `/ext/ocx-cgi` (as a node's server must, for the runs
-/// that hold their password), and waits until it answers; the server and
-/// its port.
-pub fn serve(file: &Path) -> (std::process::Child, u16) {
-    launch(file, true)
-}
-
-/// As [`serve`], serving no OCX page: Fossil's own pages alone.
-pub fn serve_without_page(file: &Path) -> (std::process::Child, u16) {
-    launch(file, false)
 }
 
 /// Gives the site `file` the Content-Security-Policy a node keeps (its
@@ -398,34 +379,9 @@ pub fn site_as_a_node_keeps_it(file: &Path) {
     assert!(out.status.success(), "{out:?}");
 }
 
-fn launch(file: &Path, page: bool) -> (std::process::Child, u16) {
-    if page {
-        site_as_a_node_keeps_it(file);
-    }
-    let extroot = page.then(|| ext_root(file));
-    fossil_listening(|port| {
-        let mut c = fossil_server(port, file, extroot.as_deref());
-        c.env("USER", "admin");
-        c
-    })
-}
-
-/// `fossil server` for the repository `file` on `port` of 127.0.0.1,
-/// serving OCX's page from `extroot` when given; its output is Fossil's
-/// to say where it listens ([`fossil_listening`]), its errors dropped.
-pub fn fossil_server(port: u16, file: &Path, extroot: Option<&Path>) -> Command {
-    let mut c = Command::new(fossil());
-    c.args(["server", "--port", &port.to_string(), "--localhost"]);
-    if let Some(extroot) = extroot {
-        c.arg("--nojail").arg("--extroot").arg(extroot);
-    }
-    c.arg(file).stdin(Stdio::null()).stderr(Stdio::null());
-    c
-}
-
 /// Which page a served repository's `fossil server` serves at
 /// `/ext/ocx-cgi`.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Page {
     /// The page's hand-off program, `ocx-cgi`, as installed: the
     /// extroot beside the repository ([`ext_root`]), and the site's
@@ -436,6 +392,9 @@ pub enum Page {
     Ocx,
     /// No page: Fossil's own pages alone.
     Fossil,
+    /// The extroot the test made and keeps (an [`Ext`], say), as it is,
+    /// and the site's Content-Security-Policy a node keeps.
+    At(PathBuf),
 }
 
 /// The one way a test serves a repository: what the repository holds
@@ -455,7 +414,14 @@ pub struct Served {
     runners: Vec<(String, Value)>,
     echo: Option<(String, Value)>,
     page: Page,
+    kept: Option<Ext>,
     node: bool,
+    node_started: bool,
+    backoffice: bool,
+    ui: bool,
+    cwd: Option<PathBuf>,
+    env: Vec<(String, String)>,
+    group: bool,
 }
 
 impl Served {
@@ -469,7 +435,14 @@ impl Served {
             runners: Vec::new(),
             echo: None,
             page: Page::HandOff,
+            kept: None,
             node: true,
+            node_started: true,
+            backoffice: true,
+            ui: false,
+            cwd: None,
+            env: Vec::new(),
+            group: false,
         }
     }
 
@@ -514,17 +487,75 @@ impl Served {
         self
     }
 
+    /// Serves `ext` as the extroot, as [`Page::At`] does, kept as long as
+    /// the repository is served.
+    pub fn extroot(mut self, ext: Ext) -> Served {
+        self.page = Page::At(ext.dir.path().into());
+        self.kept = Some(ext);
+        self
+    }
+
     /// Serves the repository without making it a node.
     pub fn without_node(mut self) -> Served {
         self.node = false;
         self
     }
 
+    /// Makes the repository a node (its hook installed) without starting
+    /// it; the node is stopped when dropped all the same.
+    pub fn node_unstarted(mut self) -> Served {
+        self.node_started = false;
+        self
+    }
+
+    /// Serves the repository with no backoffice (the repository's
+    /// `backoffice-disable`), whose process would outlive the server.
+    pub fn without_backoffice(mut self) -> Served {
+        self.backoffice = false;
+        self
+    }
+
+    /// Starts `fossil server` in `dir` (the repository's own directory
+    /// unless told).
+    pub fn in_dir(mut self, dir: &Path) -> Served {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Serves with `fossil ui` in the checkout `dir`, naming no
+    /// repository: Fossil finds the checkout's.
+    pub fn ui_in(mut self, dir: &Path) -> Served {
+        self.ui = true;
+        self.in_dir(dir)
+    }
+
+    /// Starts the server with `name` set to `value` in its environment.
+    pub fn server_env(mut self, name: &str, value: &str) -> Served {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Starts the server in a process group of its own, so that a
+    /// [`ServedNode::halt`] kills the process serving a request too.
+    pub fn own_group(mut self) -> Served {
+        self.group = true;
+        self
+    }
+
     /// Makes the repository as told, serves it on a free port of
     /// 127.0.0.1 and, unless told otherwise, makes it a node and starts
     /// the node.
-    pub fn start(self) -> ServedNode {
-        let repo = self.repo.unwrap_or_else(Repo::new);
+    pub fn start(mut self) -> ServedNode {
+        let repo = self.repo.take().unwrap_or_else(Repo::new);
+        self.start_on(repo)
+    }
+
+    /// As [`Served::start`], serving `repo`: one the served node owns, or
+    /// one the test keeps and lends (a second server of a repository
+    /// already served, say).
+    pub fn start_on<R: Borrow<Repo>>(self, given: R) -> ServedNode<R> {
+        assert!(self.repo.is_none(), "a repository given twice");
+        let repo = given.borrow();
         for (login, caps) in &self.logins {
             repo.user(login, caps);
         }
@@ -532,63 +563,120 @@ impl Served {
             repo.fossil(&["user", "password", "admin", "admin-pw"]);
         }
         for (name, block) in &self.runners {
-            runner_page(&repo, name, block);
+            runner_page(repo, name, block);
         }
         let out = match &self.echo {
-            Some((script, env)) => echo_runner(&repo, script, env.clone()),
+            Some((script, env)) => echo_runner(repo, script, env.clone()),
             None => repo.dir.path().join("out"),
         };
-        let ext = (self.page == Page::Ocx).then(Ext::new);
+        if !self.backoffice {
+            repo.fossil(&["settings", "backoffice-disable", "1"]);
+        }
+        let ext = match self.page {
+            Page::Ocx => Some(Ext::new()),
+            _ => self.kept,
+        };
         let extroot = match self.page {
             Page::HandOff => {
                 site_as_a_node_keeps_it(&repo.file);
                 Some(ext_root(&repo.file))
             }
+            Page::At(dir) => {
+                site_as_a_node_keeps_it(&repo.file);
+                Some(dir)
+            }
             Page::Ocx => ext.as_ref().map(|e| e.dir.path().to_path_buf()),
             Page::Fossil => None,
         };
-        let (server, port) = fossil_listening(|port| {
-            let mut c = fossil_server(port, &repo.file, extroot.as_deref());
-            c.env("USER", "admin");
-            c
-        });
+        let errors = tempfile::NamedTempFile::new().unwrap();
+        let launch = Launch {
+            file: (!self.ui).then(|| repo.file.clone()),
+            extroot,
+            cwd: self.cwd.unwrap_or_else(|| repo.dir.path().into()),
+            env: self.env,
+            group: self.group,
+            errors: errors.path().into(),
+        };
+        let (server, port) = fossil_listening(|port| launch.command(port));
         let served = ServedNode {
-            repo,
+            repo: given,
             port,
             out,
             server: Some(server),
-            extroot,
+            launch,
+            _errors: errors,
             _ext: ext,
             node: self.node,
         };
         if self.node {
-            served
-                .repo
-                .json(&["hook", "install", "--url", &served.url("/")])
+            let repo = served.repo.borrow();
+            repo.json(&["hook", "install", "--url", &served.url("/")])
                 .ok();
-            served.repo.json(&["node", "start"]).ok();
+            if self.node_started {
+                repo.json(&["node", "start"]).ok();
+            }
         }
         served
+    }
+}
+
+/// How [`Served`] starts its `fossil server` (or `fossil ui`), on any
+/// port: again the same way after a halt.
+struct Launch {
+    /// The repository named, none for `fossil ui` in a checkout.
+    file: Option<PathBuf>,
+    extroot: Option<PathBuf>,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+    group: bool,
+    /// Fossil's error log (`--errorlog`): what a request Fossil failed said.
+    errors: PathBuf,
+}
+
+impl Launch {
+    fn command(&self, port: u16) -> Command {
+        use std::os::unix::process::CommandExt;
+        let mut c = Command::new(fossil());
+        let command = if self.file.is_some() { "server" } else { "ui" };
+        c.args([command, "--port", &port.to_string(), "--localhost"]);
+        if self.file.is_none() {
+            c.arg("--nobrowser");
+        }
+        if let Some(extroot) = &self.extroot {
+            c.arg("--nojail").arg("--extroot").arg(extroot);
+        }
+        c.arg("--errorlog").arg(&self.errors);
+        c.args(&self.file);
+        c.env("USER", "admin")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&self.cwd)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null());
+        if self.group {
+            c.process_group(0);
+        }
+        c
     }
 }
 
 /// A repository served by `fossil server` on 127.0.0.1 as [`Served`]
 /// made it; stopped when dropped: the node (with its runs) first, then
 /// the server.
-pub struct ServedNode {
-    pub repo: Repo,
+pub struct ServedNode<R: Borrow<Repo> = Repo> {
+    pub repo: R,
     /// The port `fossil server` listens on, on 127.0.0.1.
     pub port: u16,
     /// The echo runner's `out` (its log, its notes), where any run's
     /// account may write; the repository's `out` when there is no echo.
     pub out: PathBuf,
     server: Option<std::process::Child>,
-    extroot: Option<PathBuf>,
+    launch: Launch,
+    _errors: tempfile::NamedTempFile,
     _ext: Option<Ext>,
     node: bool,
 }
 
-impl ServedNode {
+impl<R: Borrow<Repo>> ServedNode<R> {
     /// The server's URL, `http://127.0.0.1:PORT`.
     pub fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
@@ -604,9 +692,16 @@ impl ServedNode {
         format!("http://{login}:{login}-pw@127.0.0.1:{}/", self.port)
     }
 
-    /// Stops `fossil server` (a node goes on).
+    /// Stops `fossil server` (a node goes on): SIGKILL, to its whole
+    /// group when it has one of its own ([`Served::own_group`]).
     pub fn halt(&mut self) {
         if let Some(mut c) = self.server.take() {
+            if self.launch.group {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(c.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -614,22 +709,117 @@ impl ServedNode {
 
     /// Starts `fossil server` again on the same port, as after a halt.
     pub fn serve_again(&mut self) {
-        let (file, extroot) = (&self.repo.file, &self.extroot);
+        let launch = &self.launch;
         self.server = Some(fossil_listening_again(
-            |port| {
-                let mut c = fossil_server(port, file, extroot.as_deref());
-                c.env("USER", "admin");
-                c
-            },
+            |port| launch.command(port),
             self.port,
         ));
     }
+
+    /// One request of `method` for `path` with `headers` and, for a POST,
+    /// `body` with its length and no other header; the status, the head
+    /// and the body. A connection the server cuts short answers what came.
+    pub fn request_bytes(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String, Vec<u8>) {
+        let (out, _) = self.exchange(method, path, headers, body);
+        let at = out
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or(out.len());
+        let head = String::from_utf8_lossy(&out[..at]).into_owned();
+        let status = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
+        (status, head, out.get(at + 4..).unwrap_or_default().to_vec())
+    }
+
+    /// One request, a POST's `body` a form; the status, the head and the
+    /// body. A connection cut short fails the test, saying Fossil's error
+    /// log.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String, String) {
+        let form = [("Content-Type", "application/x-www-form-urlencoded")];
+        let headers: Vec<(&str, &str)> = match method {
+            "POST" => headers.iter().chain(&form).copied().collect(),
+            _ => headers.to_vec(),
+        };
+        let (out, read) = self.exchange(method, path, &headers, body.as_bytes());
+        if let Err(e) = read {
+            panic!(
+                "{method} {path}: {e}, {} bytes of an answer had come: {:?}; Fossil's error log: {:?}",
+                out.len(),
+                String::from_utf8_lossy(&out),
+                std::fs::read_to_string(&self.launch.errors).unwrap_or_default()
+            );
+        }
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
+        (status, head.to_string(), body.to_string())
+    }
+
+    /// Sends one HTTP/1.0 request and reads the answer to its end: what
+    /// came, and whether the reading ended well.
+    fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (Vec<u8>, std::io::Result<usize>) {
+        use std::io::{Read, Write};
+        let mut head = format!(
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\n",
+            self.port
+        );
+        for (k, v) in headers {
+            head += &format!("{k}: {v}\r\n");
+        }
+        if method == "POST" {
+            head += &format!("Content-Length: {}\r\n", body.len());
+        }
+        head += "\r\n";
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.write_all(head.as_bytes()).unwrap();
+        let _ = s.write_all(body);
+        let mut out = Vec::new();
+        let read = s.read_to_end(&mut out);
+        (out, read)
+    }
+
+    /// Signs `login` in with its password (`LOGIN-pw`), as the login form
+    /// does; its cookie, as a `Cookie` header gives it.
+    pub fn login(&self, login: &str) -> String {
+        self.login_with(login, &format!("{login}-pw"))
+    }
+
+    /// As [`ServedNode::login`], signing in with `password`.
+    pub fn login_with(&self, login: &str, password: &str) -> String {
+        let (status, head, _) =
+            self.request("POST", "/login", &[], &format!("u={login}&p={password}"));
+        assert_eq!(status, 302, "{login} did not sign in: {head}");
+        head.lines()
+            .find_map(|l| l.strip_prefix("Set-Cookie: "))
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_string()
+    }
 }
 
-impl Drop for ServedNode {
+impl<R: Borrow<Repo>> Drop for ServedNode<R> {
     fn drop(&mut self) {
         if self.node {
-            let _ = self.repo.json(&["node", "stop", "--runs"]);
+            let _ = self.repo.borrow().json(&["node", "stop", "--runs"]);
         }
         self.halt();
     }

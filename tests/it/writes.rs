@@ -336,22 +336,18 @@ fn a_prefix_naming_several_is_refused() {
 fn a_post_in_a_clones_checkout_is_pushed_and_its_server_names_the_caller() {
     use std::process::Command;
     let r = forum();
-    let (mut server, port) = crate::support::serve(&r.file);
+    let mut server = crate::support::Served::new().without_node().start_on(&r);
+    let port = server.port;
     let clone = r.dir.path().join("alice.fossil");
     let work = r.dir.path().join("alice");
-    let out = Command::new(crate::support::fossil())
-        .arg("clone")
-        .arg(format!("http://alice:alice-pw@127.0.0.1:{port}/"))
-        .arg(&clone)
-        .args(["--save-http-password", "--workdir"])
-        .arg(&work)
-        .env("USER", "alice")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    crate::support::succeeds(
+        Command::new(crate::support::fossil())
+            .arg("clone")
+            .arg(format!("http://alice:alice-pw@127.0.0.1:{port}/"))
+            .arg(&clone)
+            .args(["--save-http-password", "--workdir"])
+            .arg(&work)
+            .env("USER", "alice"),
     );
     let mut c = Command::new(crate::support::ocx_bin());
     c.args([
@@ -366,8 +362,7 @@ fn a_post_in_a_clones_checkout_is_pushed_and_its_server_names_the_caller() {
     ])
     .current_dir(&work);
     let run = crate::support::run(c, None);
-    let _ = server.kill();
-    let _ = server.wait();
+    server.halt();
     let posted = run.ok();
     let hash = posted["hash"].as_str().unwrap();
     assert!(

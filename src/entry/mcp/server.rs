@@ -189,7 +189,7 @@ impl ServerHandler for Server {
         let kept = self.kept.clone();
         let (answer, text) = tokio::task::spawn_blocking(move || {
             let cx = caller.context().keeping(kept);
-            registry::call_with_text(name, input, &cx, false)
+            registry::call_shown(name, input, &cx, false, registry::Shown::Both)
         })
         .await
         .map_err(|_| ErrorData::internal_error("the tool call did not finish", None))?;
