@@ -512,19 +512,20 @@ impl Watch<'_> {
             let killer = running.killer();
             relay.on_reached(move || killer.kill());
         }
-        let measuring = spend::measure(
-            self.dir.to_path_buf(),
+        let measuring = spend::measure(spend::Gauges {
+            dir: self.dir.to_path_buf(),
             started,
-            running.killer(),
-            p.relay.as_ref().map(Relay::meter),
-            self.r
+            killer: running.killer(),
+            meter: p.relay.as_ref().map(Relay::meter),
+            refused: self
+                .r
                 .record
                 .sandbox
                 .hosts
                 .is_some()
                 .then(|| self.refused.clone()),
-            self.reporter.clone(),
-        );
+            reporter: self.reporter.clone(),
+        });
         Ok(Live {
             running,
             prepared: p,

@@ -20,16 +20,20 @@ use std::time::{Duration, Instant};
 /// How often the spend is measured while the run goes.
 const EVERY: Duration = Duration::from_secs(2);
 
-/// What is measured, and where it is written.
+/// What is measured, where it is written, and to whom it is reported.
 #[derive(Clone)]
-struct Gauges {
-    dir: PathBuf,
-    started: Instant,
-    killer: Killer,
-    meter: Option<Meter>,
+pub(super) struct Gauges {
+    /// The run's directory.
+    pub dir: PathBuf,
+    /// When the run started.
+    pub started: Instant,
+    pub killer: Killer,
+    /// Its relay's count of tokens, when it has a relay.
+    pub meter: Option<Meter>,
     /// The run's ways out's refusals, when it is held to `sandbox.hosts`.
-    refused: Option<Refused>,
-    reporter: Option<Arc<Reporter>>,
+    pub refused: Option<Refused>,
+    /// Its reports to its server, on an agent machine.
+    pub reporter: Option<Arc<Reporter>>,
 }
 
 impl Gauges {
@@ -58,24 +62,8 @@ pub(super) struct Measuring {
     thread: Option<JoinHandle<()>>,
 }
 
-/// Starts measuring the run whose directory is `dir`, started at
-/// `started`, on a thread of its own.
-pub(super) fn measure(
-    dir: PathBuf,
-    started: Instant,
-    killer: Killer,
-    meter: Option<Meter>,
-    refused: Option<Refused>,
-    reporter: Option<Arc<Reporter>>,
-) -> Measuring {
-    let gauges = Gauges {
-        dir,
-        started,
-        killer,
-        meter,
-        refused,
-        reporter,
-    };
+/// Starts measuring the run as `gauges` say, on a thread of its own.
+pub(super) fn measure(gauges: Gauges) -> Measuring {
     let done = Arc::new(AtomicBool::new(false));
     let last = Arc::new(Mutex::new(Spend::default()));
     let thread = {
