@@ -1,5 +1,6 @@
 // Follows a live run in headless Chromium as a maintainer would: signs in,
-// opens the console, follows the run's link to its page, and waits there
+// opens the console, sees a record the test writes appear there by itself,
+// follows the run's link to its page, and waits there
 // (never reloading) for the turn the test's post starts to appear, the
 // spend moving with it; once the test stops the run, sees it ended. As a
 // reader (OCX_MODE=reader) opens the run's page and finds no transcript; as
@@ -46,6 +47,15 @@ try {
     const card = page.locator(`#run-${record.slice(0, 16)}`);
     check(await card.isVisible(), 'the run is not on the console');
     await page.screenshot({ path: need('OCX_SHOT_CONSOLE'), fullPage: true });
+    // A record written while the console is open: the console shows it
+    // by itself, never reloaded.
+    await page.evaluate(() => { window.ocxStayed = true; });
+    await said('on the console');
+    await page
+      .locator('section.ocx-run', { hasText: 'Arrives while the console is open' })
+      .waitFor({ timeout: 60000 });
+    check(await page.evaluate(() => window.ocxStayed === true), 'the console was reloaded');
+    console.log('ok: the console showed what arrived by itself');
     await Promise.all([page.waitForNavigation(), card.locator('a.ocx-run-page').click()]);
     check((await page.title()).endsWith('OCX run'), `the page's title is ${await page.title()}`);
     const table = await page.locator('table.ocx-record').innerText();

@@ -355,6 +355,19 @@ fn in_chromium_a_maintainer_follows_a_live_run_from_the_console_its_sender_sees_
             ("OCX_SHOT_ENDED", &ended),
         ],
         |line| match line {
+            "on the console" => {
+                site.json(&[
+                    "create",
+                    "--runner",
+                    "command",
+                    "--command",
+                    "true",
+                    "--objective",
+                    "Arrives while the console is open",
+                    "--wall",
+                    "1m",
+                ]);
+            }
             "on the page" => {
                 site.post(&record, "What is 2+2?");
             }

@@ -122,9 +122,15 @@ pub(super) fn console(
         .unwrap_or("");
     let (waiting, to_confirm) = (list("waiting"), list("to_confirm"));
     let (running, ended) = (list("running"), list("ended"));
+    let live = live_console(request, cx);
     page(
         "OCX console",
         html! {
+            @if let Some((last, nonce)) = &live {
+                div #ocx-console hidden data-last=(last) data-wait=(request.link(Some("wait"))) {}
+                p.ocx-notice #ocx-arrived hidden { "Something new arrived: " a href=(request.link(Some("console"))) { "show it" } "." }
+                script nonce=(nonce) { (PreEscaped(CONSOLE_SCRIPT)) }
+            }
             p { a.ocx-button href=(request.link(Some(super::TOOL_LIST))) id="ocx-tools" { "All tools " (PreEscaped("&rarr;")) } }
             (who(request, cx))
             @if let Some(w) = written {
@@ -253,6 +259,34 @@ fn transcript_entry(e: &transcript::Entry) -> Markup {
         }
     }
 }
+
+/// Whether the console follows what arrives, and from which receipt:
+/// for a viewer signed in who may read (`wait` answers no one else), on
+/// a page given Fossil's nonce; the newest receipt and the nonce.
+fn live_console<'r>(request: &'r Request, cx: &Context) -> Option<(i64, &'r str)> {
+    let nonce = request.nonce.as_deref()?;
+    let may_read = request.signed_in() && cx.caller().is_ok_and(|c| c.capabilities.has('o'));
+    let last = cx.repo().ok()?.last_receipt().ok()?;
+    may_read.then_some((last, nonce))
+}
+
+/// The console's script: waits on the page's `wait` for anything received
+/// after the console was drawn, then asks for the console again (a GET,
+/// never the POST that drew it) and, when its questions or runs (each
+/// card and a run's state) are not those shown, puts the new one in
+/// place without a reload; while the page says what a press just wrote,
+/// or the viewer has begun filling a form, it says something arrived
+/// instead, and their words stay. A full server (429) is asked again
+/// after 30 s, a failure after 10 s.
+const CONSOLE_SCRIPT: &str = r#"(function(){
+var c=document.getElementById('ocx-console'),last=Number(c.getAttribute('data-last')),url=c.getAttribute('data-wait'),typed=false;
+document.addEventListener('input',function(){typed=true;});
+function shown(){return document.querySelector('div.fossil-doc');}
+function key(d){return Array.prototype.map.call(d.querySelectorAll('section.ocx-card'),function(e){return e.id+':'+(e.getAttribute('data-state')||'');}).join(',');}
+function busy(){var f=document.activeElement;return typed||document.getElementById('ocx-written')||(f&&/^(INPUT|TEXTAREA|SELECT)$/.test(f.tagName));}
+function redraw(){return fetch(location.href,{credentials:'same-origin'}).then(function(r){return r.text();}).then(function(t){var n=new DOMParser().parseFromString(t,'text/html').querySelector('div.fossil-doc'),o=shown();if(!n||!o||key(n)===key(o))return;if(busy()){document.getElementById('ocx-arrived').hidden=false;return;}o.replaceWith(n);});}
+function next(){fetch(url+'?after='+last+'&within=50',{credentials:'same-origin'}).then(function(r){if(r.status===429){setTimeout(next,30000);return null;}return r.json();}).then(function(a){if(a===null)return;if(a&&a.last>last){last=a.last;return redraw().then(next);}next();}).catch(function(){setTimeout(next,10000);});}
+next();})();"#;
 
 /// The run page's script: asks the page's JSON for the entries after the
 /// last shown, waiting up to 20 s each time, and adds each as text (never
@@ -395,7 +429,7 @@ fn console_question(request: &Request, q: &Value) -> Markup {
 fn console_run(request: &Request, r: &Value) -> Markup {
     let record = text_of(r, "record");
     html! {
-        section.ocx-card.ocx-run id=(format!("run-{}", &record[..16.min(record.len())])) {
+        section.ocx-card.ocx-run id=(format!("run-{}", &record[..16.min(record.len())])) data-state=(r.get("outcome").and_then(Value::as_str).unwrap_or("running")) {
             p { b { (text_of(r, "objective")) } }
             p.ocx-links {
                 a.ocx-run-page href=(request.link(Some(&format!("run/{record}")))) { "its page" }
