@@ -257,3 +257,46 @@ fn rand_six() -> u32 {
     static NEXT: AtomicU32 = AtomicU32::new(0xa0a0a0);
     NEXT.fetch_add(1, Ordering::SeqCst)
 }
+
+#[test]
+fn a_pattern_carries_its_schedule_into_the_record_and_the_list() {
+    let s = EchoNode::new();
+    let repo = &s.node.repo;
+    crate::patterns::pattern_page(
+        repo,
+        "nightly",
+        &json!({"runner": "echo", "objective": "Each night, read the day's check-ins",
+            "hears": [], "budget": {"wall": "30d"}, "wake": [{"on": "schedule", "every": "1d"}]}),
+    );
+    let f = repo
+        .json(&["create", "--pattern", "nightly", "--dry-run"])
+        .ok()["fields"]
+        .clone();
+    assert_eq!(
+        f["wake"],
+        json!([{"on": "schedule", "every": "1d"}]),
+        "{f:#}"
+    );
+    let f = repo
+        .json(&[
+            "create",
+            "--pattern",
+            "nightly",
+            "--every",
+            "1h",
+            "--dry-run",
+        ])
+        .ok()["fields"]
+        .clone();
+    assert_eq!(
+        f["wake"],
+        json!([{"on": "schedule", "every": "1d"}, {"on": "schedule", "every": "1h"}]),
+        "the call's schedule added to the pattern's: {f:#}"
+    );
+    let listed = repo.json(&["patterns"]).ok();
+    assert_eq!(
+        listed["patterns"][0]["wake"],
+        json!([{"on": "schedule", "every": "1d"}]),
+        "{listed:#}"
+    );
+}
