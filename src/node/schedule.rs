@@ -128,6 +128,19 @@ pub fn next_slot(state: &State, now: SystemTime) -> Option<SystemTime> {
         .map(|s| UNIX_EPOCH + Duration::from_secs(s))
 }
 
+/// The next slot after `now` of the schedules `wake` lists, as a line
+/// gives it; none when it lists none. What `console` and `run` show of a
+/// running run.
+pub fn next_of(wake: &[Wake], now: SystemTime) -> Option<String> {
+    let now = unix(now);
+    periods(wake)
+        .into_iter()
+        .flatten()
+        .map(|every| slot_at(every, now) + every)
+        .min()
+        .map(time_of)
+}
+
 /// Gives each open session under `root` the slots of its schedules due
 /// now, one line a schedule however many slots passed, `missed` saying so
 /// when more than one did or its slot came before the node started
@@ -187,6 +200,16 @@ mod tests {
         assert_eq!(due(10, 100, 110), Some((110, 1)));
         assert_eq!(due(10, 100, 147), Some((140, 4)));
         assert_eq!(time_of(86400), "1970-01-02T00:00:00Z");
+        let wake = |e: &str| Wake {
+            on: "schedule".into(),
+            every: Some(e.into()),
+        };
+        let at = UNIX_EPOCH + Duration::from_secs(86400 + 7);
+        assert_eq!(
+            next_of(&[wake("1d"), wake("1h")], at).as_deref(),
+            Some("1970-01-02T01:00:00Z")
+        );
+        assert_eq!(next_of(&[], at), None);
     }
 
     #[test]

@@ -142,6 +142,24 @@ fn a_schedule_wakes_its_run_on_time_and_a_node_down_over_slots_gives_the_latest_
         EVERY,
         "one slot after the other: {first:?}"
     );
+    let record = created["record"].as_str().unwrap();
+    let asked = now();
+    let run = s.repo.json(&["run", "--record", record]).ok();
+    let next = run["next_slot"].as_str().and_then(seconds_of);
+    assert!(
+        next.is_some_and(|n| n % EVERY == 0 && n as f64 > asked - 1.0),
+        "the run's page shows its next slot: {run:#}"
+    );
+    let console = s.repo.json(&["console"]).ok();
+    let card = &console["running"][0];
+    assert_eq!(card["record"], record, "{console:#}");
+    assert!(
+        card["next_slot"]
+            .as_str()
+            .and_then(seconds_of)
+            .is_some_and(|n| n % EVERY == 0),
+        "the console's card shows it too: {console:#}"
+    );
 
     s.repo.json(&["node", "stop"]).ok();
     let stopped_at = now();
