@@ -1,8 +1,9 @@
 //! A record's schedules (its `wake`, OCX's key of version 1): the node
 //! gives an open session one line a slot, `{"schedule": TIME}`, through
 //! the run's spool like every other delivery and under the same lock, so
-//! the lines keep their order. A schedule's slots are whole multiples of
-//! its `every` since 1970-01-01T00:00:00Z. The last slot given is kept in
+//! the lines keep their order. A schedule's slots are reckoned by
+//! `protocol::schedule` (whole multiples of `every` since the Unix epoch,
+//! or a cron line's minutes in its zone). The last slot given is kept in
 //! the run's own directory ([`SLOTS`]), so a node started again gives
 //! neither a slot twice nor every slot it was down over: the latest, once,
 //! saying how many it stands for (`missed`). The node's daemon sleeps until
@@ -14,7 +15,8 @@ use super::log::{self, Done, Event};
 use super::spool::{deliver, watcher_alive};
 use super::wake::State;
 use super::{NodeError, write_whole};
-use crate::protocol::kinds::{Wake, every_seconds};
+use crate::protocol::kinds::Wake;
+use crate::protocol::schedule::{self as reckon, Schedule};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -47,16 +49,12 @@ impl Slots {
     }
 }
 
-/// Each schedule's period in seconds, in the order `wake` lists them (a
-/// schedule that does not read, which `check_record` refuses, as none).
-pub fn periods(wake: &[Wake]) -> Vec<Option<i64>> {
+/// Each schedule `wake` lists, read, in its order (one that does not
+/// read, which `check_record` refuses, as none).
+pub fn schedules(wake: &[Wake]) -> Vec<Option<Schedule>> {
     wake.iter()
-        .map(|w| {
-            (w.on == "schedule")
-                .then(|| w.every.as_deref().and_then(every_seconds))
-                .flatten()
-                .and_then(|s| i64::try_from(s).ok())
-        })
+        .enumerate()
+        .map(|(i, w)| reckon::read(i, w).ok())
         .collect()
 }
 
@@ -65,23 +63,6 @@ pub fn unix(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
         .unwrap_or(0)
-}
-
-/// The latest slot of a schedule of `every` seconds at or before `now`.
-pub fn slot_at(every: i64, now: i64) -> i64 {
-    now - now.rem_euclid(every)
-}
-
-/// The slot due at `now` after `last` was given, and how many slots it
-/// stands for (those after `last` up to it); none when none is due.
-pub fn due(every: i64, last: i64, now: i64) -> Option<(i64, u64)> {
-    let latest = slot_at(every, now);
-    (latest > last).then(|| {
-        (
-            latest,
-            u64::try_from((latest - last) / every).unwrap_or(1).max(1),
-        )
-    })
 }
 
 /// A slot's time as a line gives it: RFC 3339, UTC, to the second.
@@ -99,14 +80,15 @@ pub fn time_of(slot: i64) -> String {
 /// schedules up to `now` (it opens now), so its first line is its first
 /// slot after.
 pub fn begin(dir: &Path, wake: &[Wake], now: SystemTime) -> std::io::Result<()> {
-    let periods = periods(wake);
-    if periods.iter().all(Option::is_none) {
+    let schedules = schedules(wake);
+    if schedules.iter().all(Option::is_none) {
         return Ok(());
     }
+    let now = unix(now);
     Slots {
-        last: periods
+        last: schedules
             .iter()
-            .map(|p| p.map_or(0, |e| slot_at(e, unix(now))))
+            .map(|s| s.as_ref().and_then(|s| s.latest_at(now)).unwrap_or(now))
             .collect(),
     }
     .save(dir)
@@ -120,9 +102,9 @@ pub fn next_slot(state: &State, now: SystemTime) -> Option<SystemTime> {
         .open
         .values()
         .filter(|o| o.session)
-        .flat_map(|o| periods(&o.wake))
+        .flat_map(|o| schedules(&o.wake))
         .flatten()
-        .map(|every| slot_at(every, now) + every)
+        .filter_map(|s| s.next_after(now))
         .min()
         .and_then(|s| u64::try_from(s).ok())
         .map(|s| UNIX_EPOCH + Duration::from_secs(s))
@@ -133,10 +115,10 @@ pub fn next_slot(state: &State, now: SystemTime) -> Option<SystemTime> {
 /// running run.
 pub fn next_of(wake: &[Wake], now: SystemTime) -> Option<String> {
     let now = unix(now);
-    periods(wake)
+    schedules(wake)
         .into_iter()
         .flatten()
-        .map(|every| slot_at(every, now) + every)
+        .filter_map(|s| s.next_after(now))
         .min()
         .map(time_of)
 }
@@ -152,20 +134,23 @@ pub fn deliver_due(root: &Path, started: SystemTime) -> Result<Option<SystemTime
     let now = SystemTime::now();
     let mut events = Vec::new();
     for (hash, open) in state.open.iter().filter(|(_, o)| o.session) {
-        let periods = periods(&open.wake);
-        if periods.iter().all(Option::is_none) {
+        let schedules = schedules(&open.wake);
+        if schedules.iter().all(Option::is_none) {
             continue;
         }
         let dir = NodeConfig::run_dir(root, hash);
         if !watcher_alive(&dir) {
             continue;
         }
-        let Some(mut slots) = Slots::load(&dir).filter(|s| s.last.len() == periods.len()) else {
+        let Some(mut slots) = Slots::load(&dir).filter(|s| s.last.len() == schedules.len()) else {
             begin(&dir, &open.wake, now)?;
             continue;
         };
-        for (i, every) in periods.iter().enumerate() {
-            let Some((slot, count)) = every.and_then(|e| due(e, slots.last[i], unix(now))) else {
+        for (i, schedule) in schedules.iter().enumerate() {
+            let due = schedule
+                .as_ref()
+                .and_then(|s| s.due(slots.last[i], unix(now)));
+            let Some((slot, count)) = due else {
                 continue;
             };
             let late = count > 1 || slot < unix(started);
@@ -194,15 +179,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slots_are_multiples_of_the_period_and_a_late_one_stands_for_all_it_passed() {
-        assert_eq!(slot_at(86400, 86400 * 3 + 5), 86400 * 3);
-        assert_eq!(due(10, 100, 109), None);
-        assert_eq!(due(10, 100, 110), Some((110, 1)));
-        assert_eq!(due(10, 100, 147), Some((140, 4)));
+    fn a_slot_reads_as_rfc_3339_and_the_next_is_the_nearest_schedules() {
         assert_eq!(time_of(86400), "1970-01-02T00:00:00Z");
         let wake = |e: &str| Wake {
             on: "schedule".into(),
             every: Some(e.into()),
+            cron: None,
+            zone: None,
         };
         let at = UNIX_EPOCH + Duration::from_secs(86400 + 7);
         assert_eq!(
@@ -218,6 +201,8 @@ mod tests {
         let wake = [Wake {
             on: "schedule".into(),
             every: Some("1h".into()),
+            cron: None,
+            zone: None,
         }];
         begin(dir.path(), &wake, UNIX_EPOCH + Duration::from_secs(7300)).unwrap();
         assert_eq!(Slots::load(dir.path()).unwrap().last, vec![7200]);

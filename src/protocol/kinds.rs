@@ -129,8 +129,9 @@ pub enum Memory {
 }
 
 /// One of what wakes a run besides its `checkins` and `hears` (OCX's key
-/// of version 1, C7): `{"on": "schedule", "every": "1d"}`, a line given
-/// at each slot of the schedule.
+/// of version 1, C7): `{"on": "schedule", "every": "1d"}` or `{"on":
+/// "schedule", "cron": "0 3 * * 1-5", "zone": "Europe/Paris"}`, a line
+/// given at each slot of the schedule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Wake {
@@ -139,6 +140,12 @@ pub struct Wake {
     /// How often: a whole number followed by s, m, h or d (at least 5s), its slots whole multiples of it since the Unix epoch (1d: each midnight, UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every: Option<String>,
+    /// When, in place of every: a five-field cron line (minute, hour, day of the month, month, day of the week), such as "0 3 * * 1-5".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// The time zone the cron line is read in, by its IANA name (such as Europe/Paris). Default: UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 /// The shortest schedule a record may ask for, in seconds: a slot the
@@ -312,8 +319,8 @@ pub fn every_seconds(every: &str) -> Option<u64> {
 }
 
 /// Checks what wakes a record's run (`wake`), naming the first at fault:
-/// each a `schedule` with a good `every`, and only for a session (a
-/// `command` runs on check-ins alone).
+/// each a `schedule` that reads ([`super::schedule::read`]), and only for
+/// a session (a `command` runs on check-ins alone).
 pub fn check_wake(wake: &[Wake], runner: &str) -> Result<(), Problem> {
     if !wake.is_empty() && runner == "command" {
         return Err(Problem::new(
@@ -322,30 +329,7 @@ pub fn check_wake(wake: &[Wake], runner: &str) -> Result<(), Problem> {
         ));
     }
     for (i, w) in wake.iter().enumerate() {
-        if w.on != "schedule" {
-            return Err(Problem::new(
-                format!("wake[{i}].on"),
-                format!(
-                    "{} is no wake this node gives (it gives schedule)",
-                    shown(&w.on)
-                ),
-            ));
-        }
-        let Some(every) = &w.every else {
-            return Err(Problem::new(
-                format!("wake[{i}].every"),
-                "is missing: a schedule says how often, such as 1d",
-            ));
-        };
-        if every_seconds(every).is_none() {
-            return Err(Problem::new(
-                format!("wake[{i}].every"),
-                format!(
-                    "{} is not a whole number followed by s, m, h or d, of at least {EVERY_AT_LEAST}s",
-                    shown(every)
-                ),
-            ));
-        }
+        super::schedule::read(i, w)?;
     }
     Ok(())
 }
@@ -385,7 +369,7 @@ pub(crate) fn clip(text: &str) -> String {
 }
 
 /// A value as a refusal quotes it: its first 40 characters, quoted.
-fn shown(value: &str) -> String {
+pub(crate) fn shown(value: &str) -> String {
     match value.char_indices().nth(40) {
         Some((at, _)) => format!("{:?}…", &value[..at]),
         None => format!("{value:?}"),
@@ -674,6 +658,8 @@ mod tests {
         let every = |e: &str| Wake {
             on: "schedule".into(),
             every: Some(e.into()),
+            cron: None,
+            zone: None,
         };
         assert_eq!(check_wake(&[every("1d"), every("5s")], "claude"), Ok(()));
         assert_eq!(every_seconds("90m"), Some(5400));
@@ -684,6 +670,8 @@ mod tests {
                 vec![Wake {
                     on: "post".into(),
                     every: None,
+                    cron: None,
+                    zone: None,
                 }],
                 "wake[0].on",
             ),
@@ -691,6 +679,8 @@ mod tests {
                 vec![Wake {
                     on: "schedule".into(),
                     every: None,
+                    cron: None,
+                    zone: None,
                 }],
                 "wake[0].every",
             ),

@@ -184,8 +184,9 @@ pub fn list(call: &mut Call) -> Result<Vec<Listed>, Stop> {
     Ok(out)
 }
 
-/// What else wakes a pattern's run: its `wake`, with a schedule of its
-/// `every` after it, as `create` writes them; none when it names neither.
+/// What else wakes a pattern's run: its `wake`, then a schedule of its
+/// `every` and one of its `cron`, as `create` writes them; none when it
+/// names none.
 fn wake_of(fields: &serde_json::Map<String, Value>) -> Option<Value> {
     let mut wake = fields
         .get("wake")
@@ -194,6 +195,13 @@ fn wake_of(fields: &serde_json::Map<String, Value>) -> Option<Value> {
         .unwrap_or_default();
     if let Some(every) = fields.get("every").and_then(Value::as_str) {
         wake.push(serde_json::json!({"on": "schedule", "every": every}));
+    }
+    if let Some(cron) = fields.get("cron").and_then(Value::as_str) {
+        let mut w = serde_json::json!({"on": "schedule", "cron": cron});
+        if let Some(zone) = fields.get("zone") {
+            w["zone"] = zone.clone();
+        }
+        wake.push(w);
     }
     (!wake.is_empty()).then_some(Value::Array(wake))
 }

@@ -234,6 +234,14 @@ fn a_wake_the_node_does_not_know_is_refused_naming_wake() {
             "wake[0]",
         ),
         (json!({"on": "schedule", "every": "1h"}), "wake"),
+        (
+            json!([{"on": "schedule", "cron": "0 3 * *"}]),
+            "wake[0].cron",
+        ),
+        (
+            json!([{"on": "schedule", "cron": "0 3 * * *", "zone": "Mars/Olympus"}]),
+            "wake[0].zone",
+        ),
     ] {
         let record = forged_with_wake(&s, &node, &wake);
         let (outcome, note, _) = s.response(&record).expect("answered");
@@ -317,4 +325,49 @@ fn a_pattern_carries_its_schedule_into_the_record_and_the_list() {
         json!([{"on": "schedule", "every": "1d"}]),
         "{listed:#}"
     );
+}
+
+#[test]
+fn create_writes_a_cron_line_in_its_zone_and_refuses_one_that_does_not_read() {
+    let s = EchoNode::new();
+    let repo = &s.node.repo;
+    let f = repo
+        .json(&[
+            "create",
+            "--runner",
+            "echo",
+            "--objective",
+            "Weekday mornings",
+            "--wall",
+            "1m",
+            "--cron",
+            "0 3 * * 1-5",
+            "--zone",
+            "Europe/Paris",
+            "--dry-run",
+        ])
+        .ok()["fields"]
+        .clone();
+    assert_eq!(
+        f["wake"],
+        json!([{"on": "schedule", "cron": "0 3 * * 1-5", "zone": "Europe/Paris"}]),
+        "{f:#}"
+    );
+    let bad = |extra: &[&str]| {
+        let mut args = vec![
+            "create",
+            "--runner",
+            "echo",
+            "--objective",
+            "x",
+            "--wall",
+            "1m",
+            "--dry-run",
+        ];
+        args.extend_from_slice(extra);
+        repo.json(&args).refused()
+    };
+    assert!(bad(&["--cron", "0 3 * * * *"]).contains("wake[0].cron"));
+    assert!(bad(&["--cron", "0 3 * * *", "--zone", "Paris"]).contains("wake[0].zone"));
+    assert!(bad(&["--zone", "UTC"]).contains("zone"));
 }
