@@ -235,4 +235,25 @@ mod tests {
             let _ = read(0, &wake(None, Some(&line), None)).map(|s| s.due(0, at));
         }
     }
+
+    #[test]
+    fn a_daily_line_falls_once_a_day_when_the_zone_changes_its_clock() {
+        let w = wake(None, Some("30 2 * * *"), Some("Europe/Paris"));
+        let s = read(0, &w).unwrap();
+        let slots_from = |mut t: i64| -> Vec<i64> {
+            (0..3)
+                .map(|_| {
+                    t = s.next_after(t).unwrap();
+                    t
+                })
+                .collect()
+        };
+        // 2026-10-25: 02:30 comes twice in Paris, and is given once, the first.
+        let fall = slots_from(1_792_886_400);
+        assert_eq!(fall, [1_792_888_200, 1_792_978_200, 1_793_064_600]);
+        // 2026-03-29: 02:30 never comes in Paris; the slot falls as the clock
+        // jumps to 03:00.
+        let spring = slots_from(1_774_738_800);
+        assert_eq!(spring, [1_774_746_000, 1_774_830_600, 1_774_917_000]);
+    }
 }
