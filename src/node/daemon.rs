@@ -1,7 +1,8 @@
 //! The node's one long-lived process (`ocx node-daemon`): it wakes on a
 //! poke at its socket (from Fossil's hook, or from OCX's own writes), and
 //! on every change of the repository file (inotify): interrupts, never a
-//! timer. It stops, saying why in its log where it still can, once its
+//! tick; and at the next slot of an open session's schedule
+//! (`node::schedule`), a deadline it sleeps until. It stops, saying why in its log where it still can, once its
 //! repository or its root is gone (or its root made anew): told at once
 //! by inotify when either is removed or renamed, and looking every
 //! [`LOOK`] besides, for what inotify cannot see (a directory above them
@@ -24,6 +25,7 @@ use crate::fossil::kept::Kept;
 use nix::sys::inotify::AddWatchFlags;
 use std::path::Path;
 use std::sync::{Arc, mpsc};
+use std::time::SystemTime;
 
 /// Answers `lost` for each open session whose watcher is gone (C3, C4),
 /// first clearing each run's filesystem a gone watcher left; answers what
@@ -325,28 +327,9 @@ fn serve(root: &Path) -> Result<(), NodeError> {
         );
     }
     let mut unconfirmed_tries = 0u32;
+    let started = SystemTime::now();
     loop {
-        // A wake that panics leaves the server's receipts half told; the
-        // next wake forgets them before it asks.
-        let asks = server
-            .as_deref()
-            .map_or(super::Asks::Served, super::Asks::Machine);
-        let waking = std::panic::AssertUnwindSafe(|| wake::wake_asking(root, &kept, asks));
-        match (std::panic::catch_unwind(waking), &reach) {
-            (Ok(Ok(_)), _) => {}
-            (Ok(Err(e)), Some(reach)) if e.server_away() => reach.lost(&e.to_string()),
-            (Ok(Err(e)), _) => log::write(
-                root,
-                &[Event::new(Done::Failed, format!("the wake failed: {e}"))],
-            ),
-            (Err(_), _) => log::write(
-                root,
-                &[Event::new(
-                    Done::Failed,
-                    "the wake failed: the node panicked",
-                )],
-            ),
-        }
+        wake_once(root, &kept, server.as_deref(), reach.as_deref());
         // A response the server answered but did not take is pushed again
         // after 1, 2, 4... seconds, at most a minute apart, while the
         // server answers; while it is away, the listener wakes the node.
@@ -360,11 +343,21 @@ fn serve(root: &Path) -> Result<(), NodeError> {
                 None
             }
         };
+        let retry_at = retry.map(|r| std::time::Instant::now() + r);
+        let mut slot = schedules_due(root, started);
         loop {
-            let woken = match rx.recv_timeout(retry.unwrap_or(LOOK)) {
+            let wait = until_next(retry_at, slot);
+            let woken = match rx.recv_timeout(wait) {
                 Ok(w) => Some(w),
-                Err(mpsc::RecvTimeoutError::Timeout) if retry.is_some() => break,
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if slot.is_some_and(|s| s <= SystemTime::now()) {
+                        slot = schedules_due(root, started);
+                    }
+                    if retry_at.is_some_and(|r| r <= std::time::Instant::now()) {
+                        break;
+                    }
+                    None
+                }
                 Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             };
             if woken == Some(Woken::Changed) {
@@ -389,6 +382,68 @@ fn serve(root: &Path) -> Result<(), NodeError> {
             }
         }
     }
+}
+
+/// One wake of the node, its failure logged; a machine's server found
+/// away is marked so in `reach`. A wake that panics leaves the server's
+/// receipts half told; the next wake forgets them before it asks.
+fn wake_once(
+    root: &Path,
+    kept: &Arc<Kept>,
+    server: Option<&Server>,
+    reach: Option<&machine::Reach>,
+) {
+    let asks = server.map_or(super::Asks::Served, super::Asks::Machine);
+    let waking = std::panic::AssertUnwindSafe(|| wake::wake_asking(root, kept, asks));
+    match (std::panic::catch_unwind(waking), reach) {
+        (Ok(Ok(_)), _) => {}
+        (Ok(Err(e)), Some(reach)) if e.server_away() => reach.lost(&e.to_string()),
+        (Ok(Err(e)), _) => log::write(
+            root,
+            &[Event::new(Done::Failed, format!("the wake failed: {e}"))],
+        ),
+        (Err(_), _) => log::write(
+            root,
+            &[Event::new(
+                Done::Failed,
+                "the wake failed: the node panicked",
+            )],
+        ),
+    }
+}
+
+/// Gives the open sessions the slots of their schedules due now (the
+/// node having started at `started`); answers when the next falls. A
+/// failure is logged, and looked at again at the next wake.
+fn schedules_due(root: &Path, started: SystemTime) -> Option<SystemTime> {
+    match super::schedule::deliver_due(root, started) {
+        Ok(next) => next,
+        Err(e) => {
+            log::write(
+                root,
+                &[Event::new(
+                    Done::Failed,
+                    format!("the schedules' slots could not be given: {e}"),
+                )],
+            );
+            None
+        }
+    }
+}
+
+/// How long the node sleeps with nothing to wake it: until its retry
+/// (`retry_at`) or the next slot of a schedule (`slot`), whichever comes
+/// first, and [`LOOK`] at most.
+fn until_next(
+    retry_at: Option<std::time::Instant>,
+    slot: Option<SystemTime>,
+) -> std::time::Duration {
+    let to_retry = retry_at.map(|r| r.saturating_duration_since(std::time::Instant::now()));
+    let to_slot = slot.map(|s| s.duration_since(SystemTime::now()).unwrap_or_default());
+    [to_retry, to_slot]
+        .into_iter()
+        .flatten()
+        .fold(LOOK, std::cmp::Ord::min)
 }
 
 /// How often the node looks for transcripts past their keeping.

@@ -2,9 +2,10 @@
 //! [`Delivery`] written by the node and the watcher ([`Delivery::line`])
 //! and read back by OCX's own runners ([`Delivery::read`]). The first
 //! line is `Record HASH: OBJECTIVE`, then each delivery: `Post HASH from
-//! LOGIN: TEXT`, `Change HASH to TICKET from LOGIN: TEXT` or `Check-in
-//! HASH on BRANCH by LOGIN`. A line's newlines are written `\n`, its
-//! carriage returns `\r` and its backslashes `\\` ([`escape`]).
+//! LOGIN: TEXT`, `Change HASH to TICKET from LOGIN: TEXT`, `Check-in
+//! HASH on BRANCH by LOGIN` or, at a slot of the record's schedule, the
+//! JSON object `{"schedule": TIME}`. A line's newlines are written `\n`,
+//! its carriage returns `\r` and its backslashes `\\` ([`escape`]).
 
 use super::NodeError;
 
@@ -59,6 +60,11 @@ pub enum Delivery {
         branch: String,
         by: String,
     },
+    /// A slot of the record's schedule (its `wake`): its time (RFC 3339,
+    /// UTC), and, when it came late, how many slots it stands for
+    /// (`missed`: the node was down over their time, and gives the latest
+    /// once).
+    Schedule { at: String, missed: Option<u64> },
 }
 
 impl Delivery {
@@ -78,11 +84,18 @@ impl Delivery {
                 branch,
                 by,
             } => format!("Check-in {checkin} on {branch} by {by}"),
+            Delivery::Schedule { at, missed } => {
+                let mut line = serde_json::json!({ "schedule": at });
+                if let Some(n) = missed {
+                    line["missed"] = (*n).into();
+                }
+                line.to_string()
+            }
         }
     }
 
     /// Reads a line as the run got it (escaped), its text unescaped; a
-    /// line of none of the four forms is refused, saying which it is not.
+    /// line of none of the five forms is refused, saying which it is not.
     pub fn read(line: &str) -> Result<Delivery, NodeError> {
         let hash = |h: &str| {
             (matches!(h.len(), 40 | 64) && h.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -147,10 +160,31 @@ impl Delivery {
                 by: by.to_string(),
             });
         }
+        if line.starts_with('{') {
+            return schedule(line);
+        }
         Err(NodeError::Line(
-            "the line is no delivery (`Record`, `Post`, `Change` or `Check-in`)",
+            "the line is no delivery (`Record`, `Post`, `Change`, `Check-in` or a schedule's)",
         ))
     }
+}
+
+/// A schedule's line, `{"schedule": TIME}` with perhaps `"missed": N`;
+/// any other JSON refused.
+fn schedule(line: &str) -> Result<Delivery, NodeError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Slot {
+        schedule: String,
+        #[serde(default)]
+        missed: Option<u64>,
+    }
+    let slot: Slot = serde_json::from_str(line)
+        .map_err(|_| NodeError::Line("a JSON line is not a schedule's `{\"schedule\": TIME}`"))?;
+    Ok(Delivery::Schedule {
+        at: slot.schedule,
+        missed: slot.missed,
+    })
 }
 
 /// One line of the run's input, read.
@@ -164,7 +198,8 @@ pub struct Line {
 }
 
 /// Reads a run's line: the first must be `Record HASH: OBJECTIVE`, every
-/// later one `Post HASH from …`, `Change HASH to …` or `Check-in HASH on …`.
+/// later one `Post HASH from …`, `Change HASH to …`, `Check-in HASH on …`
+/// or a schedule's `{"schedule": TIME}` (answered in the record's place).
 pub fn read(line: &str, record: Option<&str>) -> Result<Line, NodeError> {
     let text = unescape(line);
     let reply_to = match (record, Delivery::read(line)) {
@@ -182,7 +217,9 @@ pub fn read(line: &str, record: Option<&str>) -> Result<Line, NodeError> {
         }
         (Some(_), Ok(Delivery::Post { post, .. })) => post,
         (Some(_), Ok(Delivery::Change { change, .. })) => change,
-        (Some(record), Ok(Delivery::CheckIn { .. })) => record.to_string(),
+        (Some(record), Ok(Delivery::CheckIn { .. } | Delivery::Schedule { .. })) => {
+            record.to_string()
+        }
     };
     Ok(Line { text, reply_to })
 }
@@ -217,6 +254,14 @@ mod tests {
                 branch: "release by friday".into(),
                 by: "pat".into(),
             },
+            Delivery::Schedule {
+                at: "2026-12-05T00:00:00Z".into(),
+                missed: None,
+            },
+            Delivery::Schedule {
+                at: "2026-12-05T00:00:00Z".into(),
+                missed: Some(3),
+            },
         ];
         for d in all {
             assert_eq!(
@@ -237,6 +282,9 @@ mod tests {
             &format!("Post {H} from : b"),
             &format!("Check-in {H} on trunk"),
             &format!("Record {H}"),
+            "{\"schedule\": 5}",
+            "{\"schedules\": \"2026-12-05T00:00:00Z\"}",
+            "{",
         ] {
             assert!(Delivery::read(line).is_err(), "{line:?}");
         }

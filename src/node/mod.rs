@@ -22,6 +22,7 @@ pub mod remote;
 pub mod respond;
 pub mod run_user;
 pub mod runner;
+pub mod schedule;
 pub mod site;
 pub mod spawn;
 pub mod spool;

@@ -60,6 +60,9 @@ pub struct OpenRun {
     pub hears: Vec<String>,
     /// The thread's first post, or the ticket, by row.
     pub place: PlaceKey,
+    /// What else wakes it: its schedules (`node::schedule`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wake: Vec<crate::protocol::kinds::Wake>,
 }
 
 /// A place by its row, to match arrivals against.
@@ -943,6 +946,9 @@ impl Node<'_> {
         let dir = NodeConfig::run_dir(self.root, &r.hash);
         prepare_run_dir(&dir, password)?;
         let session = r.record.runner != runner::COMMAND;
+        if session {
+            super::schedule::begin(&dir, &r.record.wake, std::time::SystemTime::now())?;
+        }
         self.state.open.insert(r.hash.clone(), open_run(r));
         self.state.save(self.root)?;
         if session {
@@ -1039,6 +1045,7 @@ fn open_run(r: &StandingRecord) -> OpenRun {
         checkins: r.record.checkins.clone(),
         hears: r.record.hears.clone(),
         place: PlaceKey::of(&r.place),
+        wake: r.record.wake.clone(),
     }
 }
 

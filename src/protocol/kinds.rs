@@ -1,7 +1,8 @@
 //! The three kinds of message (C2–C4): `record`, `stop` and `response`,
 //! typed; their readers (C7: unknown keys ignored, except inside `sandbox`,
-//! `budget` and `restrict`, where they make a record refused) and the
-//! checks a record's values must pass, shared by `create` and the node.
+//! `budget`, `restrict` and OCX's `wake`, where they make a record
+//! refused) and the checks a record's values must pass, shared by `create`
+//! and the node.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -127,6 +128,31 @@ pub enum Memory {
     Text(String),
 }
 
+/// One of what wakes a run besides its `checkins` and `hears` (OCX's key
+/// of version 1, C7): `{"on": "schedule", "every": "1d"}` or `{"on":
+/// "schedule", "cron": "0 3 * * 1-5", "zone": "Europe/Paris"}`, a line
+/// given at each slot of the schedule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Wake {
+    /// What wakes the run: `schedule` (the one this node knows).
+    pub on: String,
+    /// How often: a whole number followed by s, m, h or d (at least 5s), its slots whole multiples of it since the Unix epoch (1d: each midnight, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
+    /// When, in place of every: a five-field cron line (minute, hour, day of the month, month, day of the week), such as "0 3 * * 1-5".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// The time zone the cron line is read in, by its IANA name (such as Europe/Paris). Default: UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+}
+
+/// The shortest schedule a record may ask for, in seconds: a slot the
+/// node can keep on a busy host, and few enough lines that a runner keeps
+/// up.
+pub const EVERY_AT_LEAST: u64 = 5;
+
 /// A record (C2): what a node is asked to run, as whom, and within what.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
@@ -149,6 +175,9 @@ pub struct Record {
     pub budget: Budget,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// What else wakes the run (OCX's key of version 1): its schedules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wake: Vec<Wake>,
     /// Where the record's fields were taken from (`create --pattern`): a
     /// key v1 readers pass over, which limits nothing; read as any value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -242,12 +271,12 @@ pub fn read(map: &Map<String, Value>) -> Kind {
     }
 }
 
-/// A record whose `sandbox`, `budget` or `restrict` holds a key this
-/// reader does not know still names its node, user and place: read it
+/// A record whose `sandbox`, `budget`, `restrict` or `wake` holds a key
+/// this reader does not know still names its node, user and place: read it
 /// without those parts, so the node can answer it `refused`.
 fn lenient_record(map: &Map<String, Value>) -> Option<Record> {
     let mut m = map.clone();
-    for key in ["sandbox", "budget", "restrict"] {
+    for key in ["sandbox", "budget", "restrict", "wake"] {
         m.remove(key);
     }
     m.insert("budget".into(), serde_json::json!({"wall": "0s"}));
@@ -256,7 +285,9 @@ fn lenient_record(map: &Map<String, Value>) -> Option<Record> {
 
 fn problem(e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
     let (field, message) = crate::stop::field_at_fault(&e);
-    let reason = if message.starts_with("unknown field") {
+    let reason = if message.starts_with("unknown field") && field.starts_with("wake") {
+        "is a key this node does not know: it may be a wake it cannot give".to_string()
+    } else if message.starts_with("unknown field") {
         "is a key this node does not know: it may be a limit".to_string()
     } else {
         message
@@ -279,6 +310,28 @@ pub fn wall_seconds(wall: &str) -> Option<u64> {
     }
     let n: u64 = digits.parse().ok()?;
     (n > 0).then(|| n.checked_mul(per)).flatten()
+}
+
+/// Seconds an `every` value stands for: as [`wall_seconds`] reads it, and
+/// at least [`EVERY_AT_LEAST`].
+pub fn every_seconds(every: &str) -> Option<u64> {
+    wall_seconds(every).filter(|s| *s >= EVERY_AT_LEAST)
+}
+
+/// Checks what wakes a record's run (`wake`), naming the first at fault:
+/// each a `schedule` that reads ([`super::schedule::read`]), and only for
+/// a session (a `command` runs on check-ins alone).
+pub fn check_wake(wake: &[Wake], runner: &str) -> Result<(), Problem> {
+    if !wake.is_empty() && runner == "command" {
+        return Err(Problem::new(
+            "wake",
+            "a command record runs on each check-in alone: a schedule wakes a session",
+        ));
+    }
+    for (i, w) in wake.iter().enumerate() {
+        super::schedule::read(i, w)?;
+    }
+    Ok(())
 }
 
 /// Bytes a `memory` value stands for: bytes, or a number followed by K, M or G (binary).
@@ -316,7 +369,7 @@ pub(crate) fn clip(text: &str) -> String {
 }
 
 /// A value as a refusal quotes it: its first 40 characters, quoted.
-fn shown(value: &str) -> String {
+pub(crate) fn shown(value: &str) -> String {
     match value.char_indices().nth(40) {
         Some((at, _)) => format!("{:?}…", &value[..at]),
         None => format!("{value:?}"),
@@ -513,6 +566,7 @@ pub fn check_record(r: &Record) -> Result<(), Problem> {
     check_restrict(&r.restrict)?;
     check_sandbox(&r.sandbox)?;
     check_budget(&r.budget)?;
+    check_wake(&r.wake, &r.runner)?;
     match (&r.runner[..], &r.command) {
         ("command", None) => {
             return Err(Problem::new(
@@ -597,6 +651,79 @@ mod tests {
         assert_eq!(check_sandbox(&s), Ok(()));
         s.network = false;
         assert_eq!(check_sandbox(&s).unwrap_err().field, "sandbox.hosts");
+    }
+
+    #[test]
+    fn a_wake_is_a_schedule_of_at_least_five_seconds_for_a_session() {
+        let every = |e: &str| Wake {
+            on: "schedule".into(),
+            every: Some(e.into()),
+            cron: None,
+            zone: None,
+        };
+        assert_eq!(check_wake(&[every("1d"), every("5s")], "claude"), Ok(()));
+        assert_eq!(every_seconds("90m"), Some(5400));
+        for (bad, field) in [
+            (vec![every("4s")], "wake[0].every"),
+            (vec![every("1d"), every("1w")], "wake[1].every"),
+            (
+                vec![Wake {
+                    on: "post".into(),
+                    every: None,
+                    cron: None,
+                    zone: None,
+                }],
+                "wake[0].on",
+            ),
+            (
+                vec![Wake {
+                    on: "schedule".into(),
+                    every: None,
+                    cron: None,
+                    zone: None,
+                }],
+                "wake[0].every",
+            ),
+        ] {
+            assert_eq!(check_wake(&bad, "claude").unwrap_err().field, field);
+        }
+        assert_eq!(
+            check_wake(&[every("1d")], "command").unwrap_err().field,
+            "wake"
+        );
+    }
+
+    #[test]
+    fn a_record_whose_wake_this_node_does_not_know_is_refused_naming_wake() {
+        let record = |wake: Value| {
+            let v = serde_json::json!({"ocx": 1, "kind": "record",
+                "node": "0123456789abcdef0123456789abcdef01234567", "user": "claude-0f0f0f",
+                "runner": "claude", "objective": "x", "budget": {"wall": "1h"}, "wake": wake});
+            read(v.as_object().unwrap())
+        };
+        assert!(matches!(
+            record(serde_json::json!([{"on": "schedule", "every": "1h"}])),
+            Kind::Known(_)
+        ));
+        for (wake, field) in [
+            (
+                serde_json::json!([{"on": "schedule", "every": "1h", "jitter": "5m"}]),
+                "wake[0]",
+            ),
+            (serde_json::json!({"on": "schedule", "every": "1h"}), "wake"),
+            (serde_json::json!([{"on": "moon"}]), "wake[0].on"),
+            (
+                serde_json::json!([{"on": "schedule", "every": "soon"}]),
+                "wake[0].every",
+            ),
+        ] {
+            match record(wake.clone()) {
+                Kind::Refused(Message::Record(_), p) => {
+                    assert!(p.field.starts_with(field), "{wake}: {p:?}")
+                }
+                other => panic!("{wake}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod found;
 pub mod kinds;
 pub mod message;
 pub mod reference;
+pub mod schedule;
 pub mod verdict;
 
 /// The raw tag OCX puts on each message it writes: a hint for readers,

@@ -63,6 +63,9 @@ pub struct RunView {
     /// Seconds of its wall left (running runs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wall_left: Option<i64>,
+    /// When its schedule next wakes it (running runs whose `wake` holds one), UTC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_slot: Option<String>,
     /// The last thing said at its place after the record: who, and when (UTC).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_said: Option<String>,
@@ -249,6 +252,7 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
             sent_by: r.said.from.clone(),
             since: crate::fossil::repo::julian_to_rfc3339(r.said.when),
             wall_left: None,
+            next_slot: None,
             last_said: last,
             outcome: None,
             note: None,
@@ -271,6 +275,8 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
             view.tokens = dir.as_deref().and_then(crate::run::relay::spent_in);
             view.wall_left = kinds::wall_seconds(&r.record.budget.wall)
                 .map(|w| (r.said.when * 86400.0 + w as f64 - now * 86400.0).round() as i64);
+            view.next_slot =
+                crate::node::schedule::next_of(&r.record.wake, std::time::SystemTime::now());
             running.push(view);
         }
     }
@@ -355,6 +361,9 @@ pub fn text(o: &Output) -> String {
             ));
             if let Some(w) = r.wall_left {
                 t.push_str(&format!("  wall left: {w} s\n"));
+            }
+            if let Some(n) = &r.next_slot {
+                t.push_str(&format!("  next slot of its schedule: {n}\n"));
             }
             if let Some(l) = &r.last_said {
                 t.push_str(&format!("  last said: {}\n", clean(l)));

@@ -44,6 +44,18 @@ pub struct Input {
     /// Limits on all its processes together; wall is required (here or in the pattern).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// Wakes the session on a schedule too: every this long, a whole number followed by s, m, h or d (at least 5s), at whole multiples of it since the Unix epoch (1d: each midnight, UTC). Added to wake.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<String>,
+    /// Wakes the session on a schedule too: at the minutes this five-field cron line matches (minute, hour, day of the month, month, day of the week), such as "0 3 * * 1-5". Added to wake.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// The time zone cron is read in, by its IANA name (such as Europe/Paris). Default: UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// What else wakes the session, as the record's wake lists it: [{"on": "schedule", "every": "1d"}].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake: Option<Vec<kinds::Wake>>,
     /// The program and its arguments, for the command runner only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
@@ -192,6 +204,7 @@ impl Tool for Create {
             sandbox: with_page_hosts(input.sandbox.clone().unwrap_or_default(), page.as_ref()),
             budget,
             command: input.command.clone(),
+            wake: wake_of(&input)?,
             pattern: source.map(|s| serde_json::to_value(s).unwrap_or_default()),
         };
         kinds::check_record(&record).map_err(refuse)?;
@@ -219,6 +232,35 @@ impl Tool for Create {
             fields,
         })
     }
+}
+
+/// What wakes the run besides check-ins and posts: the `wake` given, then
+/// a schedule of `every`, then one of `cron` in `zone`.
+fn wake_of(input: &Input) -> Result<Vec<kinds::Wake>, Stop> {
+    if input.zone.is_some() && input.cron.is_none() {
+        return Err(
+            Stop::field("zone", "is the zone a cron line is read in: give cron too")
+                .next("give --cron, or leave --zone out"),
+        );
+    }
+    let mut wake = input.wake.clone().unwrap_or_default();
+    if let Some(every) = &input.every {
+        wake.push(kinds::Wake {
+            on: "schedule".into(),
+            every: Some(every.clone()),
+            cron: None,
+            zone: None,
+        });
+    }
+    if let Some(cron) = &input.cron {
+        wake.push(kinds::Wake {
+            on: "schedule".into(),
+            every: None,
+            cron: Some(cron.clone()),
+            zone: input.zone.clone(),
+        });
+    }
+    Ok(wake)
 }
 
 /// Each branch the record names (`checkins`, `restrict.branch`) refused

@@ -1,6 +1,7 @@
 //! `patterns`: the patterns that count, the wiki pages `run/NAME` whose
 //! version an administrator sent last holds a record's fields: each with
-//! its objective, runner, what wakes its run, and who wrote the version
+//! its objective, runner, what wakes its run (its branches, logins and
+//! schedules), and who wrote the version
 //! that counts and when. `create --pattern NAME` starts from one. Writes
 //! nothing.
 
@@ -39,6 +40,9 @@ pub struct Listed {
     /// The logins whose posts wake its run (none given: every administrator).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hears: Option<Vec<String>>,
+    /// What else wakes its run, when it says: its schedules, as the record's wake lists them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wake: Option<Value>,
     /// The login its runs act as, when it names one (none: a new login each time).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
@@ -150,6 +154,7 @@ pub fn list(call: &mut Call) -> Result<Vec<Listed>, Stop> {
                     runner: text("runner").unwrap_or_else(|| "claude".into()),
                     checkins: list("checkins").unwrap_or_default(),
                     hears: list("hears"),
+                    wake: wake_of(&p.fields),
                     user: text("user"),
                     problem: None,
                 }
@@ -165,6 +170,7 @@ pub fn list(call: &mut Call) -> Result<Vec<Listed>, Stop> {
                 runner: String::new(),
                 checkins: Vec::new(),
                 hears: None,
+                wake: None,
                 user: None,
                 problem: Some(format!(
                     "{}{}",
@@ -176,4 +182,26 @@ pub fn list(call: &mut Call) -> Result<Vec<Listed>, Stop> {
         out.push(listed);
     }
     Ok(out)
+}
+
+/// What else wakes a pattern's run: its `wake`, then a schedule of its
+/// `every` and one of its `cron`, as `create` writes them; none when it
+/// names none.
+fn wake_of(fields: &serde_json::Map<String, Value>) -> Option<Value> {
+    let mut wake = fields
+        .get("wake")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(every) = fields.get("every").and_then(Value::as_str) {
+        wake.push(serde_json::json!({"on": "schedule", "every": every}));
+    }
+    if let Some(cron) = fields.get("cron").and_then(Value::as_str) {
+        let mut w = serde_json::json!({"on": "schedule", "cron": cron});
+        if let Some(zone) = fields.get("zone") {
+            w["zone"] = zone.clone();
+        }
+        wake.push(w);
+    }
+    (!wake.is_empty()).then_some(Value::Array(wake))
 }

@@ -40,7 +40,7 @@ pub struct Output {
     /// Its record, by full hash.
     pub record: String,
     /// The record's fields as it was written: objective, runner, login
-    /// (`user`), node, what wakes it (`checkins`, `hears`), sandbox,
+    /// (`user`), node, what wakes it (`checkins`, `hears`, `wake`), sandbox,
     /// budget, restrictions, pattern.
     pub fields: Value,
     /// Who sent the record, by receipt.
@@ -57,6 +57,9 @@ pub struct Output {
     /// Seconds of its wall left (running runs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wall_left: Option<i64>,
+    /// When its schedule next wakes it (running runs whose `wake` holds one), UTC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_slot: Option<String>,
     /// Its record's budget of model tokens, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens_budget: Option<u64>,
@@ -112,6 +115,7 @@ impl Tool for RunTool {
             outcome: None,
             note: None,
             wall_left: None,
+            next_slot: None,
             tokens_budget: r.record.budget.tokens,
             tokens: None,
             spend: None,
@@ -134,6 +138,8 @@ impl Tool for RunTool {
                 let since = (r.said.when - 2440587.5) * 86400.0;
                 out.wall_left = kinds::wall_seconds(&r.record.budget.wall)
                     .map(|w| (since + w as f64 - now).round() as i64);
+                out.next_slot =
+                    crate::node::schedule::next_of(&r.record.wake, std::time::SystemTime::now());
             }
         }
         let may_see = caller.capabilities.has('a')
@@ -249,6 +255,9 @@ pub fn text(o: &Output) -> String {
         )),
         (None, Some(w)) => t.push_str(&format!("running, {w} s of its wall left\n")),
         (None, None) => t.push_str(&format!("{}\n", o.state)),
+    }
+    if let Some(n) = &o.next_slot {
+        t.push_str(&format!("next slot of its schedule: {n}\n"));
     }
     if let Some(s) = &o.spent {
         t.push_str(&format!("spent: {s}\n"));

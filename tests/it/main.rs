@@ -46,6 +46,7 @@ mod release;
 mod restricted;
 mod run_page;
 mod sandbox;
+mod schedules;
 mod served;
 mod support;
 mod terminal;

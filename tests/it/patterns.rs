@@ -28,7 +28,7 @@ fn pats_own_page(repo: &Repo) {
     .ok();
 }
 
-fn pattern_page(repo: &Repo, name: &str, block: &Value) {
+pub fn pattern_page(repo: &Repo, name: &str, block: &Value) {
     let file = repo.dir.path().join(format!("run-{name}.md"));
     std::fs::write(
         &file,

@@ -212,6 +212,7 @@ pub(super) fn run(request: &Request, cx: &Context, answer: Answer<run::Output>) 
                     "Ended " b { (outcome) } @if let Some(n) = &o.note { ": " (n) }
                 } @else {
                     "Running" @if let Some(w) = o.wall_left { ", " (w) " s of its wall left" }
+                    @if let Some(n) = &o.next_slot { ", its schedule's next slot " (n) }
                 }
             }
             p.ocx-spend id="ocx-spend" {
@@ -440,6 +441,7 @@ fn console_run(request: &Request, r: &Value) -> Markup {
             }
             p { (text_of(r, "runner")) " as " (text_of(r, "runs_as")) ", sent by " (text_of(r, "sent_by")) ", since " (text_of(r, "since")) }
             @if let Some(w) = r.get("wall_left").and_then(Value::as_i64) { p { "Wall left: " (w) " s" } }
+            @if let Some(n) = r.get("next_slot").and_then(Value::as_str) { p { "Next slot of its schedule: " (n) } }
             @if let Some(l) = r.get("last_said").and_then(Value::as_str) { p { "Last said: " (l) } }
             @if let Some(a) = r.get("attach").and_then(Value::as_str) {
                 p.ocx-attach { "Its terminal may be attached, on the node's host as its account: " code { (a) } }
