@@ -156,10 +156,7 @@ impl Tool for RunTool {
         let spent = |out: &mut Output| {
             out.tokens = crate::run::relay::spent_in(&dir);
             out.spend = transcript::read_spend(&dir);
-            out.spent = out
-                .spend
-                .as_ref()
-                .map(|s| spend_words(s, r.record.budget.tokens));
+            out.spent = out.spend.as_ref().map(|s| spend_words(s, &r.record.budget));
         };
         if !may_see {
             spent(&mut out);
@@ -286,24 +283,40 @@ pub fn names(v: &Value) -> String {
     }
 }
 
-/// What a run has spent, in words, beside what its budget of tokens
-/// leaves.
-pub fn spend_words(s: &Spend, tokens_budget: Option<u64>) -> String {
-    let mut parts = vec![format!("{} s of wall", s.wall_seconds)];
+/// What a run has spent, in words, each beside what its record's budget
+/// gives of it (`of` that much), where the budget names it.
+pub fn spend_words(s: &Spend, budget: &crate::protocol::kinds::Budget) -> String {
+    use crate::protocol::kinds::{memory_bytes, wall_seconds};
+    use crate::run::relay::thousands;
+    let of = |limit: Option<String>| limit.map(|l| format!(" of {l}")).unwrap_or_default();
+    let mut parts = vec![format!(
+        "{} s of wall{}",
+        s.wall_seconds,
+        of(wall_seconds(&budget.wall).map(|w| w.to_string()))
+    )];
     if let Some(c) = s.cpu_seconds {
-        parts.push(format!("{c:.1} s of CPU"));
+        parts.push(format!(
+            "{c:.1} s of CPU{}",
+            of(budget.cpu.map(|c| c.to_string()))
+        ));
     }
     if let Some(m) = s.memory_peak_bytes {
-        parts.push(format!("{} MiB of memory at most", m >> 20));
+        parts.push(format!(
+            "{} MiB of memory at most{}",
+            m >> 20,
+            of(budget
+                .memory
+                .as_ref()
+                .and_then(memory_bytes)
+                .map(|b| format!("{} MiB", b >> 20)))
+        ));
     }
     if let (Some(i), Some(o)) = (s.tokens_in, s.tokens_out) {
-        let of = tokens_budget
-            .map(|b| format!(" of {}", crate::run::relay::thousands(b)))
-            .unwrap_or_default();
         parts.push(format!(
-            "{} tokens in and {} out{of}",
-            crate::run::relay::thousands(i),
-            crate::run::relay::thousands(o)
+            "{} tokens in and {} out{}",
+            thousands(i),
+            thousands(o),
+            of(budget.tokens.map(thousands))
         ));
     }
     if let Some(r) = s.connections_refused {
@@ -339,5 +352,39 @@ pub fn entry_text(e: &Entry) -> String {
             format!("turn ended{}", if *ok { "" } else { " in error" })
         }
         Said::Ended { outcome, note } => format!("run ended {outcome}: {note}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_spent_stands_beside_what_the_budget_gives_of_it() {
+        let budget: crate::protocol::kinds::Budget = serde_json::from_value(
+            serde_json::json!({"wall": "1h", "cpu": 600, "memory": "512M", "tokens": 100000}),
+        )
+        .unwrap();
+        let spend = Spend {
+            wall_seconds: 61,
+            cpu_seconds: Some(12.34),
+            memory_peak_bytes: Some(300 << 20),
+            tokens_in: Some(1200),
+            tokens_out: Some(345),
+            connections_refused: Some(2),
+            ..Spend::default()
+        };
+        assert_eq!(
+            spend_words(&spend, &budget),
+            "61 s of wall of 3600, 12.3 s of CPU of 600, 300 MiB of memory at most of 512 MiB, \
+             1,200 tokens in and 345 out of 100,000, 2 connections refused"
+        );
+        let wall_alone: crate::protocol::kinds::Budget =
+            serde_json::from_value(serde_json::json!({"wall": "5m"})).unwrap();
+        assert_eq!(
+            spend_words(&spend, &wall_alone),
+            "61 s of wall of 300, 12.3 s of CPU, 300 MiB of memory at most, \
+             1,200 tokens in and 345 out, 2 connections refused"
+        );
     }
 }
