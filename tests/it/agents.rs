@@ -91,29 +91,10 @@ impl Site {
             Agent::Claude => model.url(),
             Agent::Codex => format!("{}/v1", model.url()),
         };
-        let mut runner = vec![
-            "runner",
-            "--name",
-            agent.name(),
-            "--base-url",
-            &base,
-            "--api-key",
-            "model-key",
-            "--model",
-            "scripted",
-        ];
+        let mut runner = runner_args(agent.name(), &base);
         match key {
             Some(k) => {
-                let file = site.node.repo.dir.path().join("key");
-                std::fs::write(&file, k).unwrap();
-                site.json(&[
-                    "credential",
-                    "--name",
-                    "model-key",
-                    "--file",
-                    file.to_str().unwrap(),
-                ]);
-                std::fs::remove_file(&file).unwrap();
+                site.node.repo.credential("model-key", k);
                 site.json(&runner);
             }
             None => {
@@ -204,13 +185,7 @@ impl Site {
 
     /// The run's login of `record`.
     pub fn user_of(&self, record: &str) -> String {
-        let repo = ocx::fossil::Repository::open(&self.node.repo.file).unwrap();
-        let r = repo.receipt(record).unwrap().unwrap();
-        ocx::protocol::found::record(&repo, r.rid, record)
-            .unwrap()
-            .unwrap()
-            .record
-            .user
+        self.node.repo.run_user(record)
     }
 
     /// The node's root.
@@ -266,6 +241,22 @@ impl Drop for Site {
     fn drop(&mut self) {
         let _ = self.node.repo.json(&["node", "stop", "--runs"]);
     }
+}
+
+/// The arguments of `ocx runner` writing the runner `name` whose model is
+/// `scripted` at `base`, its key the credential `model-key`.
+pub fn runner_args<'a>(name: &'a str, base: &'a str) -> Vec<&'a str> {
+    vec![
+        "runner",
+        "--name",
+        name,
+        "--base-url",
+        base,
+        "--api-key",
+        "model-key",
+        "--model",
+        "scripted",
+    ]
 }
 
 /// The newest delivery's line in a request (`Post HASH from …`, …), and

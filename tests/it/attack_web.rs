@@ -157,12 +157,7 @@ fn no_checkout_tool_through(
     }
     let (_, _, json) = server.request("GET", "/ext/ocx-cgi?json", headers, "");
     let listed: Value = serde_json::from_str(&json).unwrap();
-    let names: Vec<&str> = listed["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names = crate::support::tool_names(&listed);
     assert!(names.contains(&"status"), "{names:?}");
     for tool in CHECKOUT_TOOLS {
         assert!(!names.contains(&tool), "{tool} is listed: {names:?}");

@@ -728,15 +728,12 @@ fn hook_install_adds_no_export_of_fossils_own_and_names_one_there() {
 #[test]
 fn mcp_does_not_offer_export() {
     let (repo, _mirror) = exported_repo();
-    let mut child = Command::new(ocx_bin())
-        .args(["--mcp", "--repository"])
-        .arg(&repo.file)
-        .args(["--user", "admin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = crate::support::piped(
+        Command::new(ocx_bin())
+            .args(["--mcp", "--repository"])
+            .arg(&repo.file)
+            .args(["--user", "admin"]),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let lines = [
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
@@ -760,12 +757,7 @@ fn mcp_does_not_offer_export() {
     let _ = child.kill();
     let _ = child.wait();
     let listed = answers.iter().find(|a| a["id"] == 2).unwrap();
-    let names: Vec<&str> = listed["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names = crate::support::tool_names(listed);
     assert!(names.contains(&"ocx_status"), "{names:?}");
     assert!(!names.contains(&"ocx_export"), "{names:?}");
     let called = answers.iter().find(|a| a["id"] == 3).unwrap();

@@ -521,23 +521,15 @@ fn checkins_named(site: &Site, comment: &str) -> Vec<String> {
 /// The responses to `record` on the served repository: hash, outcome,
 /// note and sender each.
 fn responses_in_full(site: &Site, record: &str) -> Vec<(String, String, String, String)> {
-    site.thread(record)
+    site.response_posts(record)
         .iter()
-        .filter_map(|p| {
-            let text = p["text"].as_str()?;
-            match ocx::protocol::message::read(text.as_bytes()) {
-                ocx::protocol::message::Reading::Message { message }
-                    if message["kind"] == "response" && message["answers"] == record =>
-                {
-                    Some((
-                        p["hash"].as_str()?.to_string(),
-                        message["outcome"].as_str()?.to_string(),
-                        message["note"].as_str()?.to_string(),
-                        p["from"].as_str()?.to_string(),
-                    ))
-                }
-                _ => None,
-            }
+        .filter_map(|(p, message)| {
+            Some((
+                p["hash"].as_str()?.to_string(),
+                message["outcome"].as_str()?.to_string(),
+                message["note"].as_str()?.to_string(),
+                p["from"].as_str()?.to_string(),
+            ))
         })
         .collect()
 }

@@ -126,10 +126,7 @@ impl Site {
             code,
         ];
         args.extend_from_slice(extra);
-        self.repo.json(&args).ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        self.repo.json(&args).ok_str("record")
     }
 
     /// [`Site::record`] for the runner `runner`.
@@ -156,10 +153,7 @@ impl Site {
                 "--hears",
                 "pat",
             ])
-            .ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string()
+            .ok_str("record")
     }
 
     pub(crate) fn log(&self) -> String {
@@ -185,8 +179,12 @@ impl Site {
             .clone()
     }
 
-    /// The responses to `record` on the served repository: outcome and sender each.
-    pub(crate) fn responses(&self, record: &str) -> Vec<(String, String)> {
+    /// The responses to `record` on the served repository: the post and
+    /// the message it holds each.
+    pub(crate) fn response_posts(
+        &self,
+        record: &str,
+    ) -> Vec<(Value, serde_json::Map<String, Value>)> {
         self.thread(record)
             .iter()
             .filter_map(|p| {
@@ -195,13 +193,23 @@ impl Site {
                     ocx::protocol::message::Reading::Message { message }
                         if message["kind"] == "response" && message["answers"] == record =>
                     {
-                        Some((
-                            message["outcome"].as_str()?.to_string(),
-                            p["from"].as_str()?.to_string(),
-                        ))
+                        Some((p.clone(), message))
                     }
                     _ => None,
                 }
+            })
+            .collect()
+    }
+
+    /// The responses to `record` on the served repository: outcome and sender each.
+    pub(crate) fn responses(&self, record: &str) -> Vec<(String, String)> {
+        self.response_posts(record)
+            .iter()
+            .filter_map(|(p, message)| {
+                Some((
+                    message["outcome"].as_str()?.to_string(),
+                    p["from"].as_str()?.to_string(),
+                ))
             })
             .collect()
     }
@@ -670,7 +678,7 @@ fn a_machine_believes_the_servers_receipts_not_its_clone_a_record_from_pat_and_a
         "--json",
     ])
     .current_dir(pat.path());
-    let from_pat = run(c, None).ok()["record"].as_str().unwrap().to_string();
+    let from_pat = run(c, None).ok_str("record");
     support::until_logged(&m.root(), 60, |e| support::is(e, "ignored", &from_pat));
     assert_eq!(site.caps("echo-pat"), None, "no run login made");
     assert!(!site.log().contains("Run as pat wishes"), "no run started");
@@ -797,10 +805,7 @@ fn a_restricted_fixer_on_an_agent_machine_is_held_to_its_branch_and_thread_and_h
             "--text",
             "not the fixer's",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     site.repo.commit_as("admin", "README", "start\n", None);
     let (runner, out) = support::runner_script(
         &site.repo,

@@ -139,7 +139,7 @@ fn a_record_is_written_whole_from_the_version_an_administrator_sent_and_the_call
         json!({"wall": "30m", "cpu": 600}),
         "the call's wall, the pattern's cpu"
     );
-    let record = run.ok()["record"].as_str().unwrap().to_string();
+    let record = run.ok_str("record");
     let thread = repo.json(&["thread", "--of", &record]).ok();
     let text = thread["posts"][0]["text"].as_str().unwrap();
     let read = ocx::protocol::message::read(text.as_bytes());
@@ -441,10 +441,9 @@ fn tag_messages_tags_each_message_that_lacks_its_tag_once() {
         "By hand",
         &format!("Written elsewhere.\n\n```json\n{block:#}\n```\n"),
     );
-    let tagged = repo.command_record("CI", &["--wall", "1m"]).ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let tagged = repo
+        .command_record("CI", &["--wall", "1m"])
+        .ok_str("record");
     let plain = hand_post(&repo, "Chat", "No message here.\n");
     let before = repo.hashes();
     let dry = repo.json(&["tag_messages", "--dry-run"]).ok();
@@ -638,10 +637,9 @@ fn the_example_patterns_ocx_runner_writes_run_end_to_end_with_the_demo_agent() {
     );
 
     // The reviewer: a check-in on dev gets its verdict, which counts.
-    let reviewer = repo.json(&["create", "--pattern", "reviewer"]).ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let reviewer = repo
+        .json(&["create", "--pattern", "reviewer"])
+        .ok_str("record");
     let reviewer_user = run_user(repo, &reviewer);
     crate::support::until_logged(&repo.node_root(), 60, |e| {
         crate::support::is(e, "opened", &reviewer)
@@ -674,10 +672,9 @@ fn the_example_patterns_ocx_runner_writes_run_end_to_end_with_the_demo_agent() {
     }
 
     // The fixer: told in its thread, it commits on fixes, with no password, and says so.
-    let fixer = repo.json(&["create", "--pattern", "fixer"]).ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let fixer = repo
+        .json(&["create", "--pattern", "fixer"])
+        .ok_str("record");
     let fixer_user = run_user(repo, &fixer);
     crate::support::until_logged(&repo.node_root(), 60, |e| {
         crate::support::is(e, "opened", &fixer)
@@ -690,10 +687,7 @@ fn the_example_patterns_ocx_runner_writes_run_end_to_end_with_the_demo_agent() {
             "--text",
             "Please fix the typo in the README.",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     said_in(repo, &fixer, &fixer_user, "I saved it as fixes/");
     let file = format!("fixes/{}.md", &ask[..12]);
     let r = ocx::fossil::Repository::open(&repo.file).unwrap();
@@ -708,10 +702,9 @@ fn the_example_patterns_ocx_runner_writes_run_end_to_end_with_the_demo_agent() {
     );
 
     // The helper: answers in its own thread, with no password.
-    let helper = repo.json(&["create", "--pattern", "helper"]).ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let helper = repo
+        .json(&["create", "--pattern", "helper"])
+        .ok_str("record");
     let helper_user = run_user(repo, &helper);
     crate::support::until_logged(&repo.node_root(), 60, |e| {
         crate::support::is(e, "opened", &helper)

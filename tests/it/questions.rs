@@ -38,7 +38,7 @@ fn ask(r: &Repo, extra: &[&str]) -> String {
         "the release date",
     ];
     args.extend_from_slice(extra);
-    r.json(&args).ok()["hash"].as_str().unwrap().to_string()
+    r.json(&args).ok_str("hash")
 }
 
 fn questions(r: &Repo, viewer: &str, for_login: &str) -> Value {
@@ -200,10 +200,7 @@ fn references_naming_nothing_several_elsewhere_private_or_unreadable_are_refused
             "--user",
             "carol",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     let before = r.hashes();
     for (reference, why) in [
         ("0000000000aa", "names nothing"),
@@ -540,10 +537,7 @@ fn a_run_asks_stone_who_presses_an_option_on_the_console_and_the_run_hears_the_d
             "--read-write",
             out.to_str().unwrap(),
         ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("record");
     let all = results(&out, "asked");
     let not_heard = &step(&all, "not-heard")["result"];
     assert_eq!(not_heard["isError"], true, "{not_heard:#}");
@@ -681,25 +675,15 @@ fn over_mcp_a_client_that_elicits_decides_with_a_form_a_declined_form_writes_not
     let script = dir.path().join("client.py");
     std::fs::write(&script, ELICITING).unwrap();
     let before = r.hashes().len();
-    let out = std::process::Command::new("python3")
-        .arg(&script)
-        .arg(env!("CARGO_BIN_EXE_ocx"))
-        .arg(&r.file)
-        .arg(&first[..12])
-        .arg(&second[..12])
-        .env_remove("FOSSIL_USER")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let lines = crate::support::client_lines(
+        std::process::Command::new("python3")
+            .arg(&script)
+            .arg(env!("CARGO_BIN_EXE_ocx"))
+            .arg(&r.file)
+            .arg(&first[..12])
+            .arg(&second[..12])
+            .env_remove("FOSSIL_USER"),
     );
-    let lines: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let by = |label: &str| lines.iter().find(|l| l["label"] == label).unwrap().clone();
 
     let seen = &by("seen")["seen"];

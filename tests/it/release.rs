@@ -436,10 +436,7 @@ fn a_run_whose_record_allows_it_stages_and_no_other_sender_may_allow_it() {
         if stage {
             args.push("--stage");
         }
-        s.repo.json(&args).ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        s.repo.json(&args).ok_str("record")
     };
 
     create("admin", "plain", false);

@@ -91,10 +91,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
             "--text",
             "not the fixer's",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     let block = json!({"command": [runner], "input": "lines",
         "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil(), "OCX_TEST_OTHER": other}});
     crate::support::runner_page(&repo, "fixer", &block);
@@ -127,10 +124,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
             "--read-write",
             out.to_str().unwrap(),
         ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("record");
     let all = results(&out);
     let password = std::fs::read_to_string(
         ocx::node::config::NodeConfig::run_dir(&s.repo.node_root(), &record).join("password"),
@@ -283,10 +277,7 @@ fn a_run_whose_tool_socket_goes_is_answered_unenforced() {
             "--wall",
             "5m",
         ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("record");
     let until = Instant::now() + Duration::from_secs(30);
     let mut answer = None;
     while answer.is_none() && Instant::now() < until {
