@@ -589,7 +589,13 @@ fn a_failed_export_is_reported_and_mended_by_the_next() {
     assert_eq!(result["autopush"], "off", "nothing sets an autopush");
     let status = repo.json(&["status"]).ok();
     assert!(status["git_export"]["last_failure"].is_null(), "{status}");
-    let server = serve(&repo, false);
+    clone_holds_c_three(&repo);
+}
+
+/// A clone of the served repository's git export holds `c.txt` as
+/// `three`.
+fn clone_holds_c_three(repo: &Repo) {
+    let server = serve(repo, false);
     let work = tempfile::tempdir().unwrap();
     let cloned = clone(work.path(), &server.url("/ext/git/repo.git"), &[]).unwrap();
     assert_eq!(
@@ -787,13 +793,7 @@ fn where_fossil_cannot_say_what_awaits_the_export_says_why_and_mends_it() {
     let mended = repo.json(&["export"]).ok();
     assert_eq!(mended["awaiting"], 0, "{mended}");
     assert!(mended.get("unreadable").is_none(), "{mended}");
-    let server = serve(&repo, false);
-    let work = tempfile::tempdir().unwrap();
-    let cloned = clone(work.path(), &server.url("/ext/git/repo.git"), &[]).unwrap();
-    assert_eq!(
-        std::fs::read_to_string(cloned.join("c.txt")).unwrap(),
-        "three\n"
-    );
+    clone_holds_c_three(&repo);
 }
 
 #[test]

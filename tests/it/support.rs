@@ -1277,16 +1277,22 @@ fn listens(port: u16) -> bool {
     })
 }
 
-/// The steps a test's runner noted, a JSON object a line, in `out/results`,
-/// once its last one is `done`; `what` names the runner in the failure.
+/// The steps a test's runner has noted so far, a JSON object a line, in
+/// `out/results`.
+pub fn noted(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("results"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The steps a test's runner noted ([`noted`]) once its last one is
+/// `done`; `what` names the runner in the failure.
 pub fn noted_until_done(out: &Path, what: &str) -> Vec<Value> {
     let until = Instant::now() + Duration::from_secs(90);
     let steps = loop {
-        let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let lines = noted(out);
         if lines.last().is_some_and(|l| l["step"] == "done") {
             break lines;
         }
