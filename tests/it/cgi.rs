@@ -156,16 +156,7 @@ pub fn repo() -> Repo {
 
 /// A new thread by alice; its first post's hash.
 pub fn thread(repo: &Repo) -> String {
-    repo.json(&[
-        "post",
-        "--user",
-        "alice",
-        "--title",
-        "Plans",
-        "--text",
-        "Let us plan.",
-    ])
-    .ok_str("hash")
+    repo.json(&crate::writes::PLANS).ok_str("hash")
 }
 
 #[test]

@@ -184,30 +184,14 @@ fn a_record_opens_a_run_that_hears_what_its_record_says() {
         .repo
         .json(&["post", "--to", &record, "--text", "first, from admin"])
         .ok();
-    s.node
-        .repo
-        .json(&[
-            "post",
-            "--user",
-            "pat",
-            "--to",
-            &record,
-            "--text",
-            "pat is not heard",
-        ])
-        .ok();
-    s.node
-        .repo
-        .json(&[
-            "post",
-            "--user",
-            "maint",
-            "--to",
-            &record,
-            "--text",
-            "second\nfrom maint",
-        ])
-        .ok();
+    let post_as = |user: &str, text: &str| {
+        s.node
+            .repo
+            .json(&["post", "--user", user, "--to", &record, "--text", text])
+            .ok()
+    };
+    post_as("pat", "pat is not heard");
+    post_as("maint", "second\nfrom maint");
     let checkin = s.node.repo.commit_as("pat", "a.txt", "a", None);
     s.node.repo.commit_as("echo-0a0b0c", "b.txt", "b", None);
     s.node

@@ -845,19 +845,21 @@ fn any_other_command_line_is_a_usage_error_and_an_unreachable_ollama_is_said() {
         c.args(args);
         crate::support::run(c, Some(stdin))
     };
-    let bad = run(
-        &[
+    /// Serving Ollama at `url` with the model `m`, two steps and the
+    /// system prompt `s`.
+    fn at(url: &str) -> [&str; 8] {
+        [
             "--mcp-ollama",
-            "file:///tmp/x",
+            url,
             "--model",
             "m",
             "--steps",
             "2",
             "--system",
             "s",
-        ],
-        b"",
-    );
+        ]
+    }
+    let bad = run(&at("file:///tmp/x"), b"");
     assert_eq!(bad.code, 2, "{bad:?}");
     assert!(
         bad.stderr
@@ -878,16 +880,7 @@ fn any_other_command_line_is_a_usage_error_and_an_unreachable_ollama_is_said() {
     drop(closed);
     let record = format!("Record {}: hi\n", "a".repeat(64));
     let url = format!("http://127.0.0.1:{port}");
-    let args = [
-        "--mcp-ollama",
-        &url,
-        "--model",
-        "m",
-        "--steps",
-        "2",
-        "--system",
-        "s",
-    ];
+    let args = at(&url);
     let gone = run(&args, record.as_bytes());
     assert_eq!(gone.code, 1);
     assert!(

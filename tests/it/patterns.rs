@@ -71,13 +71,18 @@ fn fields(run: &crate::support::Run) -> Value {
 const REVIEWER: &str = r#"{"runner": "echo", "objective": "Review each check-in on dev; pass when its tests pass.",
   "checkins": ["dev"], "new_branch": true, "hears": [], "budget": {"wall": "2h", "cpu": 600}, "sandbox": {"network": false}}"#;
 
-#[test]
-fn a_record_is_written_whole_from_the_version_an_administrator_sent_and_the_calls_fields_win() {
-    let node = node();
-    let repo = &node.repo;
-    let block: Value = serde_json::from_str(REVIEWER).unwrap();
-    pattern_page(repo, "reviewer", &block);
-    // pat, no administrator, writes a newer version: it is ignored.
+/// The pattern `run/reviewer` holding [`REVIEWER`], written by admin.
+fn reviewer_page(repo: &Repo) {
+    pattern_page(
+        repo,
+        "reviewer",
+        &serde_json::from_str::<Value>(REVIEWER).unwrap(),
+    );
+}
+
+/// pat, no administrator, edits `run/reviewer` to say `to` where it said
+/// `from`.
+fn pat_edits_reviewer(repo: &Repo, from: &str, to: &str) {
     let current = repo.json(&["wiki_read", "--page", "run/reviewer"]).ok();
     let old = current["text"].as_str().unwrap().to_string();
     repo.json(&[
@@ -87,14 +92,25 @@ fn a_record_is_written_whole_from_the_version_an_administrator_sent_and_the_call
         "--old",
         &old,
         "--new",
-        &old.replace(
-            "\"network\": false",
-            "\"network\": true, \"read_write\": [\"/etc\"]",
-        ),
+        &old.replace(from, to),
         "--user",
         "pat",
     ])
     .ok();
+}
+
+#[test]
+fn a_record_is_written_whole_from_the_version_an_administrator_sent_and_the_calls_fields_win() {
+    let node = node();
+    let repo = &node.repo;
+    let block: Value = serde_json::from_str(REVIEWER).unwrap();
+    pattern_page(repo, "reviewer", &block);
+    // pat, no administrator, writes a newer version: it is ignored.
+    pat_edits_reviewer(
+        repo,
+        "\"network\": false",
+        "\"network\": true, \"read_write\": [\"/etc\"]",
+    );
 
     let dry = repo.json(&["create", "--pattern", "reviewer", "--dry-run"]);
     let f = fields(&dry);
@@ -327,25 +343,8 @@ fn a_pattern_at_a_url_is_fetched_and_one_of_this_server_is_read_in_the_repositor
 fn from_a_clones_checkout_the_pattern_is_read_as_the_server_received_it() {
     let node = node();
     let repo = &node.repo;
-    pattern_page(
-        repo,
-        "reviewer",
-        &serde_json::from_str::<Value>(REVIEWER).unwrap(),
-    );
-    let current = repo.json(&["wiki_read", "--page", "run/reviewer"]).ok();
-    let old = current["text"].as_str().unwrap().to_string();
-    repo.json(&[
-        "wiki_edit",
-        "--page",
-        "run/reviewer",
-        "--old",
-        &old,
-        "--new",
-        &old.replace("\"cpu\": 600", "\"cpu\": 1"),
-        "--user",
-        "pat",
-    ])
-    .ok();
+    reviewer_page(repo);
+    pat_edits_reviewer(repo, "\"cpu\": 600", "\"cpu\": 1");
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
@@ -380,11 +379,7 @@ fn from_a_clones_checkout_the_pattern_is_read_as_the_server_received_it() {
 fn patterns_lists_those_that_count_with_who_wrote_them() {
     let node = node();
     let repo = &node.repo;
-    pattern_page(
-        repo,
-        "reviewer",
-        &serde_json::from_str::<Value>(REVIEWER).unwrap(),
-    );
+    reviewer_page(repo);
     pattern_page(
         repo,
         "helper",
