@@ -521,9 +521,9 @@ fn a_mirror_whose_config_names_ext_or_fd_runs_nothing_and_waits_for_nothing() {
                 .current_dir(dir.path()),
         )
         .unwrap_or_else(|| panic!("{url:?} kept upstream waiting, ended after 30 s"));
-        let said = &out.stdout;
-        assert_eq!(out.code, 3, "{url:?}: {said}");
-        assert!(said.contains("not allowed"), "{url:?}: {said}");
+        assert_eq!(out.code, 3, "{url:?}: {}", out.stdout);
+        let reason = out.failed();
+        assert!(reason.contains("not allowed"), "{url:?}: {reason}");
         assert!(!marker.exists(), "{url:?} ran its command");
     }
 }
