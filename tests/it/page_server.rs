@@ -219,19 +219,6 @@ fn client(socket: &Path, repo: &Repo, mode: &str, uid: Option<u32>) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 
-/// The JSON answer in what the client printed: the page's headers come
-/// before it, the client's own word after.
-fn answer_in(said: &str) -> serde_json::Value {
-    let start = said
-        .find('{')
-        .unwrap_or_else(|| panic!("no answer: {said}"));
-    serde_json::Deserializer::from_str(&said[start..])
-        .into_iter::<serde_json::Value>()
-        .next()
-        .and_then(Result::ok)
-        .unwrap_or_else(|| panic!("no answer: {said}"))
-}
-
 /// A page server started by a test, ended when dropped.
 struct Server(std::process::Child);
 
@@ -270,8 +257,10 @@ fn another_account_cannot_hand_the_server_a_request() {
 
     // This account is answered: the list comes on the client's own output.
     let own = client(&socket, &repo, "good", None);
-    assert_eq!(answer_in(&own)["tool"], "list", "{own}");
-    assert!(own.contains("taken"), "{own}");
+    assert!(
+        own.contains("\"tool\": \"list\"") && own.contains("taken"),
+        "{own}"
+    );
 
     // Another account reaching the socket is closed on, unanswered.
     let other = client(&socket, &repo, "good", Some(nobody));
@@ -297,7 +286,9 @@ fn a_malformed_handoff_is_closed_on_and_the_server_goes_on() {
         assert_eq!(said.trim(), "closed", "{mode}: {said}");
     }
     let after = client(&socket, &repo, "good", None);
-    assert_eq!(answer_in(&after)["ok"], true, "{after}");
-    assert!(after.contains("taken"), "{after}");
+    assert!(
+        after.contains("\"ok\": true") && after.contains("taken"),
+        "{after}"
+    );
     assert!(server.0.try_wait().unwrap().is_none(), "the server goes on");
 }
