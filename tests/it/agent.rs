@@ -433,10 +433,7 @@ fn wiki_and_unversioned_files_are_written_as_the_caller() {
             "--new",
             "1st",
         ])
-        .ok()["version"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("version");
     assert_eq!(
         repo.fossil(&["wiki", "export", "Design Notes"]),
         "# Notes\n1st\nsecond\n"

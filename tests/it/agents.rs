@@ -91,29 +91,10 @@ impl Site {
             Agent::Claude => model.url(),
             Agent::Codex => format!("{}/v1", model.url()),
         };
-        let mut runner = vec![
-            "runner",
-            "--name",
-            agent.name(),
-            "--base-url",
-            &base,
-            "--api-key",
-            "model-key",
-            "--model",
-            "scripted",
-        ];
+        let mut runner = runner_args(agent.name(), &base);
         match key {
             Some(k) => {
-                let file = site.node.repo.dir.path().join("key");
-                std::fs::write(&file, k).unwrap();
-                site.json(&[
-                    "credential",
-                    "--name",
-                    "model-key",
-                    "--file",
-                    file.to_str().unwrap(),
-                ]);
-                std::fs::remove_file(&file).unwrap();
+                site.node.repo.credential("model-key", k);
                 site.json(&runner);
             }
             None => {
@@ -204,13 +185,7 @@ impl Site {
 
     /// The run's login of `record`.
     pub fn user_of(&self, record: &str) -> String {
-        let repo = ocx::fossil::Repository::open(&self.node.repo.file).unwrap();
-        let r = repo.receipt(record).unwrap().unwrap();
-        ocx::protocol::found::record(&repo, r.rid, record)
-            .unwrap()
-            .unwrap()
-            .record
-            .user
+        self.node.repo.run_user(record)
     }
 
     /// The node's root.
@@ -266,6 +241,22 @@ impl Drop for Site {
     fn drop(&mut self) {
         let _ = self.node.repo.json(&["node", "stop", "--runs"]);
     }
+}
+
+/// The arguments of `ocx runner` writing the runner `name` whose model is
+/// `scripted` at `base`, its key the credential `model-key`.
+pub fn runner_args<'a>(name: &'a str, base: &'a str) -> Vec<&'a str> {
+    vec![
+        "runner",
+        "--name",
+        name,
+        "--base-url",
+        base,
+        "--api-key",
+        "model-key",
+        "--model",
+        "scripted",
+    ]
 }
 
 /// The newest delivery's line in a request (`Post HASH from …`, …), and
@@ -925,8 +916,15 @@ fn credentials_are_kept_from_a_file_and_shown_by_name_alone() {
         },
         Some(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n"),
     );
-    assert!(listed.stdout.contains("ocx_status"), "{}", listed.stdout);
-    assert!(!listed.stdout.contains("ocx_credential"), "never over MCP");
+    let listed: Value = listed
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|a| a["id"] == 2)
+        .unwrap_or_else(|| panic!("no tools listed: {}", listed.stdout));
+    let names = crate::support::tool_names(&listed);
+    assert!(names.contains(&"ocx_status"), "{names:?}");
+    assert!(!names.contains(&"ocx_credential"), "never over MCP");
     let removed = r(&["credential", "--name", "model-key", "--remove"]).ok();
     assert_eq!(removed["credentials"], json!([]));
     assert!(!file.exists());

@@ -88,17 +88,7 @@ impl Ground {
             (
                 "{record}",
                 hash(
-                    &[
-                        "create",
-                        "--runner",
-                        "command",
-                        "--command",
-                        "true",
-                        "--objective",
-                        "Pass",
-                        "--wall",
-                        "5m",
-                    ],
+                    &crate::support::command_record_args("Pass", &["--wall", "5m"]),
                     "record",
                 ),
             ),

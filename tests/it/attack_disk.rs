@@ -202,24 +202,11 @@ fn a_command_run_writing_past_its_disk_ceiling_gets_a_failing_verdict_naming_the
     let record = h
         .served
         .repo
-        .json(&[
-            "create",
-            "--runner",
-            "command",
-            "--command",
+        .json(&crate::support::checkin_record_args(
             script.to_str().unwrap(),
-            "--objective",
-            "Run on each check-in",
-            "--checkins",
-            "trunk",
-            "--new-branch",
-            "--wall",
-            "1m",
-        ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+            &["--wall", "1m"],
+        ))
+        .ok_str("record");
     if let Err(last) =
         crate::support::handled_all(&h.served.repo.file, &h.root(), Duration::from_secs(60))
     {

@@ -111,10 +111,7 @@ impl Host {
             &out,
         ];
         args.extend_from_slice(extra);
-        self.served.repo.json(&args).ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        self.served.repo.json(&args).ok_str("record")
     }
 
     pub(super) fn log(&self, record: &str) -> String {

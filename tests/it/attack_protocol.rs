@@ -148,21 +148,11 @@ impl Node {
     /// A record for the echo runner written by `create` as admin.
     fn record(&self) -> String {
         self.repo()
-            .json(&[
-                "create",
-                "--runner",
-                "echo",
-                "--objective",
-                "Echo what you hear",
-                "--wall",
-                "5m",
-                "--read-write",
+            .json(&crate::support::echo_record_args(
                 self.out.to_str().unwrap(),
-            ])
-            .ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string()
+                &[],
+            ))
+            .ok_str("record")
     }
 
     /// The node's response to `record` (outcome, note, sender), waiting for it.
@@ -398,20 +388,11 @@ fn a_login_an_administrator_adopts_may_be_a_run_user_and_loses_its_letters_after
         "login"
     );
     n.repo().json(&["adopt", "--login", "rita"]).ok();
-    let record = n.repo().json(&[
-        "create",
-        "--runner",
-        "echo",
-        "--objective",
-        "Echo what you hear",
-        "--wall",
-        "5m",
-        "--read-write",
+    let record = n.repo().json(&crate::support::echo_record_args(
         n.out.to_str().unwrap(),
-        "--run-user",
-        "rita",
-    ]);
-    let record = record.ok()["record"].as_str().unwrap().to_string();
+        &["--run-user", "rita"],
+    ));
+    let record = record.ok_str("record");
     assert_eq!(
         n.lines("log", 1),
         vec![format!("Record {record}: Echo what you hear")]

@@ -26,12 +26,20 @@ fn names(dir: &Path) -> Vec<String> {
 /// `ocx project` with `input` in `dir`, ended if it has not answered in
 /// 30 seconds: its answer, or `None` when it had to be ended.
 fn project_within(dir: &Path, input: &serde_json::Value, dry: bool) -> Option<crate::support::Run> {
-    let mut child = Command::new(crate::support::ocx_bin())
-        .args(["project", "--input", &input.to_string(), "--json"])
-        .args(dry.then_some("--dry-run"))
-        .current_dir(dir)
-        .env_remove("FOSSIL_USER")
-        .env("USER", "nobody-here")
+    within_30s(
+        Command::new(crate::support::ocx_bin())
+            .args(["project", "--input", &input.to_string(), "--json"])
+            .args(dry.then_some("--dry-run"))
+            .current_dir(dir)
+            .env_remove("FOSSIL_USER")
+            .env("USER", "nobody-here"),
+    )
+}
+
+/// Runs `c`, ended if it has not answered in 30 seconds: what it did, or
+/// `None` when it had to be ended.
+fn within_30s(c: &mut Command) -> Option<crate::support::Run> {
+    let mut child = c
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -507,27 +515,15 @@ fn a_mirror_whose_config_names_ext_or_fd_runs_nothing_and_waits_for_nothing() {
         "fd::0".into(),
     ] {
         git(&mirror, &["config", "remote.origin.url", &url]);
-        let mut child = Command::new(crate::support::ocx_bin())
-            .args(["upstream", "-R", "demo.fossil", "--user", "admin", "--json"])
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let until = Instant::now() + Duration::from_secs(30);
-        while child.try_wait().unwrap().is_none() {
-            if Instant::now() > until {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{url:?} kept upstream waiting, ended after 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let out = child.wait_with_output().unwrap();
-        let said = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(out.status.code(), Some(3), "{url:?}: {said}");
-        assert!(said.contains("not allowed"), "{url:?}: {said}");
+        let out = within_30s(
+            Command::new(crate::support::ocx_bin())
+                .args(["upstream", "-R", "demo.fossil", "--user", "admin", "--json"])
+                .current_dir(dir.path()),
+        )
+        .unwrap_or_else(|| panic!("{url:?} kept upstream waiting, ended after 30 s"));
+        assert_eq!(out.code, 3, "{url:?}: {}", out.stdout);
+        let reason = out.failed();
+        assert!(reason.contains("not allowed"), "{url:?}: {reason}");
         assert!(!marker.exists(), "{url:?} ran its command");
     }
 }

@@ -157,12 +157,7 @@ fn no_checkout_tool_through(
     }
     let (_, _, json) = server.request("GET", "/ext/ocx-cgi?json", headers, "");
     let listed: Value = serde_json::from_str(&json).unwrap();
-    let names: Vec<&str> = listed["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names = crate::support::tool_names(&listed);
     assert!(names.contains(&"status"), "{names:?}");
     for tool in CHECKOUT_TOOLS {
         assert!(!names.contains(&tool), "{tool} is listed: {names:?}");
@@ -487,37 +482,22 @@ fn mcp_over_http_keeps_its_token_owner_only_by_default_and_refuses_another_login
         token.as_str(),
         "a second start made a new token"
     );
-    let out = Command::new(crate::support::ocx_bin())
-        .args([
-            "--mcp-http",
-            "127.0.0.1:0",
-            "--user",
-            "admin",
-            "--token-file",
-        ])
-        .arg(&file)
-        .arg("--repository")
-        .arg(&repo.file)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    // Serving as `login` with the token file is refused at the start
+    // (exit 2); what it said.
+    let refused_as = |login: &str| {
+        let out = Command::new(crate::support::ocx_bin())
+            .args(["--mcp-http", "127.0.0.1:0", "--user", login, "--token-file"])
+            .arg(&file)
+            .arg("--repository")
+            .arg(&repo.file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused_as("admin");
     assert!(err.contains("was made for login \"alice\""), "{err}");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let out = Command::new(crate::support::ocx_bin())
-        .args([
-            "--mcp-http",
-            "127.0.0.1:0",
-            "--user",
-            "alice",
-            "--token-file",
-        ])
-        .arg(&file)
-        .arg("--repository")
-        .arg(&repo.file)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_as("alice");
     assert!(err.contains("readable or writable by others"), "{err}");
 }

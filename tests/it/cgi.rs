@@ -35,14 +35,11 @@ pub fn sign_in(repo: &Repo, login: &str) -> String {
         "POST /login HTTP/1.0\r\nHost: {HOST}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    let mut child = Command::new(fossil())
-        .args(["http", "--nodelay", "--ipaddr", "127.0.0.1"])
-        .arg(&repo.file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = crate::support::piped(
+        Command::new(fossil())
+            .args(["http", "--nodelay", "--ipaddr", "127.0.0.1"])
+            .arg(&repo.file),
+    );
     child
         .stdin
         .take()
@@ -159,19 +156,7 @@ pub fn repo() -> Repo {
 
 /// A new thread by alice; its first post's hash.
 pub fn thread(repo: &Repo) -> String {
-    repo.json(&[
-        "post",
-        "--user",
-        "alice",
-        "--title",
-        "Plans",
-        "--text",
-        "Let us plan.",
-    ])
-    .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    repo.json(&crate::writes::PLANS).ok_str("hash")
 }
 
 #[test]

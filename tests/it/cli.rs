@@ -7,10 +7,9 @@ use std::process::Command;
 #[test]
 fn flags_and_input_give_the_same_answer() {
     let r = Repo::new();
-    let h = r.json(&["post", "--title", "Same", "--text", "x"]).ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let h = r
+        .json(&["post", "--title", "Same", "--text", "x"])
+        .ok_str("hash");
     let by_flags = r.json(&["thread", "--of", &h[..10]]).ok();
     let by_input = r
         .json(&["thread", "--input", &format!(r#"{{"of":"{}"}}"#, &h[..10])])
@@ -41,10 +40,9 @@ fn flags_and_input_give_the_same_answer() {
 #[test]
 fn a_missing_field_is_refused_naming_its_flag_as_typed_and_the_tool() {
     let r = Repo::new();
-    let h = r.json(&["post", "--title", "Asked", "--text", "x"]).ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let h = r
+        .json(&["post", "--title", "Asked", "--text", "x"])
+        .ok_str("hash");
     let said = r.ocx(&["post", "--to", &h[..10]]);
     assert_eq!(said.code, 1);
     assert!(

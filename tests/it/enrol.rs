@@ -511,10 +511,7 @@ fn register_keeps_its_secret_to_its_owner_and_is_offered_nowhere_else() {
         .server
         .repo
         .json(&["post", "--title", "Hello", "--text", "first"])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     let lines = crate::mcp::run_client_with(
         &[
             "stdio",

@@ -589,7 +589,13 @@ fn a_failed_export_is_reported_and_mended_by_the_next() {
     assert_eq!(result["autopush"], "off", "nothing sets an autopush");
     let status = repo.json(&["status"]).ok();
     assert!(status["git_export"]["last_failure"].is_null(), "{status}");
-    let server = serve(&repo, false);
+    clone_holds_c_three(&repo);
+}
+
+/// A clone of the served repository's git export holds `c.txt` as
+/// `three`.
+fn clone_holds_c_three(repo: &Repo) {
+    let server = serve(repo, false);
     let work = tempfile::tempdir().unwrap();
     let cloned = clone(work.path(), &server.url("/ext/git/repo.git"), &[]).unwrap();
     assert_eq!(
@@ -728,15 +734,12 @@ fn hook_install_adds_no_export_of_fossils_own_and_names_one_there() {
 #[test]
 fn mcp_does_not_offer_export() {
     let (repo, _mirror) = exported_repo();
-    let mut child = Command::new(ocx_bin())
-        .args(["--mcp", "--repository"])
-        .arg(&repo.file)
-        .args(["--user", "admin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = crate::support::piped(
+        Command::new(ocx_bin())
+            .args(["--mcp", "--repository"])
+            .arg(&repo.file)
+            .args(["--user", "admin"]),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let lines = [
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
@@ -760,12 +763,7 @@ fn mcp_does_not_offer_export() {
     let _ = child.kill();
     let _ = child.wait();
     let listed = answers.iter().find(|a| a["id"] == 2).unwrap();
-    let names: Vec<&str> = listed["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names = crate::support::tool_names(listed);
     assert!(names.contains(&"ocx_status"), "{names:?}");
     assert!(!names.contains(&"ocx_export"), "{names:?}");
     let called = answers.iter().find(|a| a["id"] == 3).unwrap();
@@ -795,13 +793,7 @@ fn where_fossil_cannot_say_what_awaits_the_export_says_why_and_mends_it() {
     let mended = repo.json(&["export"]).ok();
     assert_eq!(mended["awaiting"], 0, "{mended}");
     assert!(mended.get("unreadable").is_none(), "{mended}");
-    let server = serve(&repo, false);
-    let work = tempfile::tempdir().unwrap();
-    let cloned = clone(work.path(), &server.url("/ext/git/repo.git"), &[]).unwrap();
-    assert_eq!(
-        std::fs::read_to_string(cloned.join("c.txt")).unwrap(),
-        "three\n"
-    );
+    clone_holds_c_three(&repo);
 }
 
 #[test]

@@ -521,25 +521,35 @@ fn checkins_named(site: &Site, comment: &str) -> Vec<String> {
 /// The responses to `record` on the served repository: hash, outcome,
 /// note and sender each.
 fn responses_in_full(site: &Site, record: &str) -> Vec<(String, String, String, String)> {
-    site.thread(record)
+    site.response_posts(record)
         .iter()
-        .filter_map(|p| {
-            let text = p["text"].as_str()?;
-            match ocx::protocol::message::read(text.as_bytes()) {
-                ocx::protocol::message::Reading::Message { message }
-                    if message["kind"] == "response" && message["answers"] == record =>
-                {
-                    Some((
-                        p["hash"].as_str()?.to_string(),
-                        message["outcome"].as_str()?.to_string(),
-                        message["note"].as_str()?.to_string(),
-                        p["from"].as_str()?.to_string(),
-                    ))
-                }
-                _ => None,
-            }
+        .filter_map(|(p, message)| {
+            Some((
+                p["hash"].as_str()?.to_string(),
+                message["outcome"].as_str()?.to_string(),
+                message["note"].as_str()?.to_string(),
+                p["from"].as_str()?.to_string(),
+            ))
         })
         .collect()
+}
+
+/// Serves the site again and waits for the responses to `record` from
+/// `m` to reach it; those responses.
+fn served_again_answers(
+    site: &mut Site,
+    m: &Machine,
+    record: &str,
+) -> Vec<(String, String, String, String)> {
+    site.serve_again();
+    until(
+        &format!("the run's response\n{}", m.node_log()),
+        120,
+        || {
+            let r = responses_in_full(site, record);
+            (!r.is_empty()).then_some(r)
+        },
+    )
 }
 
 #[test]
@@ -561,15 +571,7 @@ fn a_check_in_a_machines_run_pushed_while_its_server_was_away_reaches_it_before_
         "nothing reached the stopped server"
     );
 
-    site.serve_again();
-    let answered = until(
-        &format!("the run's response\n{}", m.node_log()),
-        120,
-        || {
-            let r = responses_in_full(&site, &record);
-            (!r.is_empty()).then_some(r)
-        },
-    );
+    let answered = served_again_answers(&mut site, &m, &record);
     let fixes = checkins_named(&site, "fix while away");
     assert_eq!(
         fixes.len(),
@@ -613,15 +615,7 @@ fn a_machine_whose_server_is_away_with_a_response_to_push_backs_off_and_logs_onc
         &during[..during.len().min(10)]
     );
 
-    site.serve_again();
-    let answered = until(
-        &format!("the run's response\n{}", m.node_log()),
-        120,
-        || {
-            let r = responses_in_full(&site, &record);
-            (!r.is_empty()).then_some(r)
-        },
-    );
+    let answered = served_again_answers(&mut site, &m, &record);
     assert_eq!(answered[0].1, "exited");
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(responses_in_full(&site, &record).len(), 1, "answered once");
@@ -647,15 +641,7 @@ fn a_check_in_a_machines_run_pushed_while_its_server_was_away_that_the_server_th
     // Meanwhile an administrator takes the run's login's capabilities away
     // on the served repository: the server no longer takes its push.
     site.repo.fossil(&["user", "capabilities", "away-m3", ""]);
-    site.serve_again();
-    let answered = until(
-        &format!("the run's response\n{}", m.node_log()),
-        120,
-        || {
-            let r = responses_in_full(&site, &record);
-            (!r.is_empty()).then_some(r)
-        },
-    );
+    let answered = served_again_answers(&mut site, &m, &record);
     let (_, outcome, note, from) = &answered[0];
     assert_eq!(
         (outcome.as_str(), from.as_str()),

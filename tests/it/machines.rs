@@ -126,10 +126,7 @@ impl Site {
             code,
         ];
         args.extend_from_slice(extra);
-        self.repo.json(&args).ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        self.repo.json(&args).ok_str("record")
     }
 
     /// [`Site::record`] for the runner `runner`.
@@ -156,10 +153,7 @@ impl Site {
                 "--hears",
                 "pat",
             ])
-            .ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string()
+            .ok_str("record")
     }
 
     pub(crate) fn log(&self) -> String {
@@ -185,8 +179,12 @@ impl Site {
             .clone()
     }
 
-    /// The responses to `record` on the served repository: outcome and sender each.
-    pub(crate) fn responses(&self, record: &str) -> Vec<(String, String)> {
+    /// The responses to `record` on the served repository: the post and
+    /// the message it holds each.
+    pub(crate) fn response_posts(
+        &self,
+        record: &str,
+    ) -> Vec<(Value, serde_json::Map<String, Value>)> {
         self.thread(record)
             .iter()
             .filter_map(|p| {
@@ -195,13 +193,23 @@ impl Site {
                     ocx::protocol::message::Reading::Message { message }
                         if message["kind"] == "response" && message["answers"] == record =>
                     {
-                        Some((
-                            message["outcome"].as_str()?.to_string(),
-                            p["from"].as_str()?.to_string(),
-                        ))
+                        Some((p.clone(), message))
                     }
                     _ => None,
                 }
+            })
+            .collect()
+    }
+
+    /// The responses to `record` on the served repository: outcome and sender each.
+    pub(crate) fn responses(&self, record: &str) -> Vec<(String, String)> {
+        self.response_posts(record)
+            .iter()
+            .filter_map(|(p, message)| {
+                Some((
+                    message["outcome"].as_str()?.to_string(),
+                    p["from"].as_str()?.to_string(),
+                ))
             })
             .collect()
     }
@@ -670,7 +678,7 @@ fn a_machine_believes_the_servers_receipts_not_its_clone_a_record_from_pat_and_a
         "--json",
     ])
     .current_dir(pat.path());
-    let from_pat = run(c, None).ok()["record"].as_str().unwrap().to_string();
+    let from_pat = run(c, None).ok_str("record");
     support::until_logged(&m.root(), 60, |e| support::is(e, "ignored", &from_pat));
     assert_eq!(site.caps("echo-pat"), None, "no run login made");
     assert!(!site.log().contains("Run as pat wishes"), "no run started");
@@ -786,21 +794,12 @@ fn an_administrator_demoted_while_a_machine_runs_no_longer_defines_its_runners_t
 /// workspace, environment and arguments hold no password.
 #[test]
 fn a_restricted_fixer_on_an_agent_machine_is_held_to_its_branch_and_thread_and_holds_no_password() {
-    use crate::restricted::{RUNNER as FIXER, results, step};
+    use crate::restricted::{
+        RUNNER as FIXER, another_thread, done_step, fossil_pushed, pushed_fix, results, step,
+        stopped_step,
+    };
     let site = Site::new();
-    let other = site
-        .repo
-        .json(&[
-            "post",
-            "--title",
-            "Another thread",
-            "--text",
-            "not the fixer's",
-        ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let other = another_thread(&site.repo);
     site.repo.commit_as("admin", "README", "start\n", None);
     let (runner, out) = support::runner_script(
         &site.repo,
@@ -847,22 +846,13 @@ fn a_restricted_fixer_on_an_agent_machine_is_held_to_its_branch_and_thread_and_h
         "no password in the workspace, environment or arguments"
     );
 
-    let pushed = &step(&all, "push-fixes")["result"];
-    assert_eq!(pushed["isError"], false, "{pushed:#}");
-    let fix = pushed["structuredContent"]["result"]["checkins"][0]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let fix = pushed_fix(&all);
     assert_eq!(
         site.repo.sender(&fix).as_deref(),
         Some("fixer-m1"),
         "the fix reached the served repository, sent by the run's login"
     );
-    let trunk = &step(&all, "push-trunk")["result"];
-    assert_eq!(trunk["isError"], true, "{trunk:#}");
-    let why = trunk["structuredContent"]["stopped"]["reason"]
-        .as_str()
-        .unwrap();
+    let why = stopped_step(&all, "push-trunk")["reason"].as_str().unwrap();
     assert!(why.contains("only on fixes"), "{why}");
     let db = rusqlite::Connection::open(&site.repo.file).unwrap();
     let on_trunk: i64 = db
@@ -877,23 +867,17 @@ fn a_restricted_fixer_on_an_agent_machine_is_held_to_its_branch_and_thread_and_h
         "nothing of the refused push reached the server"
     );
 
-    let own = &step(&all, "post-own")["result"];
-    assert_eq!(own["isError"], false, "{own:#}");
+    let own = done_step(&all, "post-own");
     let post = own["structuredContent"]["result"]["hash"].as_str().unwrap();
     assert_eq!(site.repo.sender(post).as_deref(), Some("fixer-m1"));
-    let elsewhere = &step(&all, "post-other")["result"];
-    assert_eq!(elsewhere["isError"], true, "{elsewhere:#}");
-    assert_eq!(elsewhere["structuredContent"]["stopped"]["field"], "to");
+    assert_eq!(stopped_step(&all, "post-other")["field"], "to");
     assert!(
         !site.thread(&other).iter().any(|p| p["text"]
             .as_str()
             .is_some_and(|t| t.contains("and elsewhere"))),
         "nothing was posted outside the fixer's thread"
     );
-    let direct = step(&all, "fossil-push")["said"][1]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let direct = fossil_pushed(&all);
     assert!(
         direct.contains("Error"),
         "a push with no password is refused: {direct}"

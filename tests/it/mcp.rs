@@ -76,23 +76,13 @@ pub fn run_client_with(args: &[&str], env: &[(&str, &str)]) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("client.py");
     std::fs::write(&script, CLIENT).unwrap();
-    let out = Command::new("python3")
-        .arg(&script)
-        .args(args)
-        .envs(env.iter().copied())
-        .env_remove("FOSSIL_USER")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "client failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
+    crate::support::client_lines(
+        Command::new("python3")
+            .arg(&script)
+            .args(args)
+            .envs(env.iter().copied())
+            .env_remove("FOSSIL_USER"),
+    )
 }
 
 fn by_label<'a>(lines: &'a [Value], label: &str) -> &'a Value {
@@ -109,10 +99,7 @@ fn repo_with_thread() -> (Repo, String) {
         .json(&[
             "--user", "admin", "post", "--title", "Hello", "--text", "first",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     (repo, thread)
 }
 
@@ -367,14 +354,11 @@ fn stdio_under_its_own_name_refuses_text_that_is_not_utf8_by_field() {
     input.extend_from_slice(b"\n");
     input.extend_from_slice(br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ocx_status","arguments":{}}}"#);
     input.extend_from_slice(b"\n");
-    let mut child = Command::new(&exe)
-        .args(["--user", "admin", "--repository"])
-        .arg(&repo.file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = crate::support::piped(
+        Command::new(&exe)
+            .args(["--user", "admin", "--repository"])
+            .arg(&repo.file),
+    );
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(&input).unwrap();
     let mut answers: Vec<Value> = Vec::new();
@@ -467,22 +451,8 @@ fn the_agent_tools_answer_a_real_client_as_their_schemas_say() {
     .unwrap();
     let script = dir.path().join("agent.py");
     std::fs::write(&script, AGENT_CLIENT).unwrap();
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(ocx_bin())
-        .arg(&co)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "client failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let answers: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let answers =
+        crate::support::client_lines(Command::new("python3").arg(&script).arg(ocx_bin()).arg(&co));
     let errors: Vec<bool> = answers
         .iter()
         .map(|a| a["is_error"].as_bool().unwrap())
@@ -511,14 +481,11 @@ fn the_agent_tools_answer_a_real_client_as_their_schemas_say() {
 fn a_long_lived_server_reads_its_caller_afresh_and_follows_a_replaced_repository() {
     let repo = Repo::new();
     repo.user("alice", "v");
-    let mut child = Command::new(ocx_bin())
-        .args(["--mcp", "--user", "alice", "--repository"])
-        .arg(&repo.file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = crate::support::piped(
+        Command::new(ocx_bin())
+            .args(["--mcp", "--user", "alice", "--repository"])
+            .arg(&repo.file),
+    );
     let mut stdin = child.stdin.take().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut ask = |id: i64, method: &str, params: Value| -> Value {

@@ -89,6 +89,19 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// The text streamed and the tool called (name and arguments), if any.
+    fn streamed(&self) -> (&str, Option<(&str, &Value)>) {
+        match self {
+            Reply::Text(t) => (t.as_str(), None),
+            Reply::Tool {
+                text,
+                name,
+                arguments,
+            } => (text.as_str(), Some((name.as_str(), arguments))),
+            Reply::Error(_) => unreachable!("errors are not streamed"),
+        }
+    }
+
     /// A text answer.
     pub fn text(text: impl Into<String>) -> Reply {
         Reply::Text(text.into())
@@ -591,7 +604,31 @@ fn answer(request: &Request, shared: &Shared) -> Vec<u8> {
         (shared.script)(request)
     };
     match (reply, wire) {
-        (Reply::Error(status), Wire::Anthropic) => {
+        (Reply::Error(status), wire) => {
+            let body = error_body(status, wire, id);
+            response(
+                status,
+                "application/json",
+                id,
+                body.to_string().as_bytes(),
+                false,
+            )
+        }
+        (reply, Wire::Anthropic) => {
+            let body = anthropic_stream(request, &reply, id);
+            response(200, "text/event-stream", id, body.as_bytes(), true)
+        }
+        (reply, Wire::OpenAi) => {
+            let body = openai_stream(request, &reply, id);
+            response(200, "text/event-stream", id, body.as_bytes(), true)
+        }
+    }
+}
+
+/// The body of the error `status` as the service of `wire` words it.
+fn error_body(status: u16, wire: Wire, id: u64) -> Value {
+    match wire {
+        Wire::Anthropic => {
             let (kind, message) = match status {
                 400 => ("invalid_request_error", "invalid request"),
                 401 => ("authentication_error", "invalid x-api-key"),
@@ -601,17 +638,10 @@ fn answer(request: &Request, shared: &Shared) -> Vec<u8> {
                 529 => ("overloaded_error", "Overloaded"),
                 _ => ("api_error", "Internal server error"),
             };
-            let body = json!({"type": "error", "error": {"type": kind, "message": message},
-                "request_id": format!("req_{id}")});
-            response(
-                status,
-                "application/json",
-                id,
-                body.to_string().as_bytes(),
-                false,
-            )
+            json!({"type": "error", "error": {"type": kind, "message": message},
+                "request_id": format!("req_{id}")})
         }
-        (Reply::Error(status), Wire::OpenAi) => {
+        Wire::OpenAi => {
             let (kind, code, message) = match status {
                 401 => (
                     "invalid_request_error",
@@ -630,23 +660,8 @@ fn answer(request: &Request, shared: &Shared) -> Vec<u8> {
                     "The server had an error while processing your request",
                 ),
             };
-            let body = json!({"error": {"message": message, "type": kind, "param": null,
-                "code": code}});
-            response(
-                status,
-                "application/json",
-                id,
-                body.to_string().as_bytes(),
-                false,
-            )
-        }
-        (reply, Wire::Anthropic) => {
-            let body = anthropic_stream(request, &reply, id);
-            response(200, "text/event-stream", id, body.as_bytes(), true)
-        }
-        (reply, Wire::OpenAi) => {
-            let body = openai_stream(request, &reply, id);
-            response(200, "text/event-stream", id, body.as_bytes(), true)
+            json!({"error": {"message": message, "type": kind, "param": null,
+                "code": code}})
         }
     }
 }
@@ -707,15 +722,7 @@ fn event(out: &mut String, name: &str, data: &Value) {
 /// A Messages API stream for `reply` (text or a tool call), ids unique per
 /// server: claude joins assistant messages that share an id.
 fn anthropic_stream(request: &Request, reply: &Reply, id: u64) -> String {
-    let (text, call) = match reply {
-        Reply::Text(t) => (t.as_str(), None),
-        Reply::Tool {
-            text,
-            name,
-            arguments,
-        } => (text.as_str(), Some((name.as_str(), arguments))),
-        Reply::Error(_) => unreachable!("errors are not streamed"),
-    };
+    let (text, call) = reply.streamed();
     let mut out = String::new();
     let input = estimate_tokens(request);
     event(
@@ -800,15 +807,7 @@ fn split_point(s: &str) -> usize {
 /// a function call item (with `namespace` when the name is `NAMESPACE__TOOL`
 /// of an offered namespace), then `response.completed` with usage.
 fn openai_stream(request: &Request, reply: &Reply, id: u64) -> String {
-    let (text, call) = match reply {
-        Reply::Text(t) => (t.as_str(), None),
-        Reply::Tool {
-            text,
-            name,
-            arguments,
-        } => (text.as_str(), Some((name.as_str(), arguments))),
-        Reply::Error(_) => unreachable!("errors are not streamed"),
-    };
+    let (text, call) = reply.streamed();
     let response_id = format!("resp_scripted_{id}");
     let mut out = String::new();
     event(

@@ -44,23 +44,8 @@ impl EchoNode {
 
     /// A record for the echo runner, its run hearing admin and maint.
     pub fn record(&self, extra: &[&str]) -> String {
-        let mut args = vec![
-            "create",
-            "--runner",
-            "echo",
-            "--objective",
-            "Echo what you hear",
-            "--wall",
-            "5m",
-            "--read-write",
-        ];
-        let out = self.out.to_str().unwrap().to_string();
-        args.push(&out);
-        args.extend_from_slice(extra);
-        self.node.repo.json(&args).ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        let args = crate::support::echo_record_args(self.out.to_str().unwrap(), extra);
+        self.node.repo.json(&args).ok_str("record")
     }
 
     /// A command record on trunk whose command is a shell script of
@@ -70,23 +55,8 @@ impl EchoNode {
         let script = self.node.repo.dir.path().join("prog/command.sh");
         std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut args = vec![
-            "create",
-            "--runner",
-            "command",
-            "--command",
-            script.to_str().unwrap(),
-            "--objective",
-            "Run on each check-in",
-            "--checkins",
-            "trunk",
-            "--new-branch",
-        ];
-        args.extend_from_slice(extra);
-        self.node.repo.json(&args).ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        let args = crate::support::checkin_record_args(script.to_str().unwrap(), extra);
+        self.node.repo.json(&args).ok_str("record")
     }
 
     pub fn log(&self) -> String {
@@ -189,13 +159,7 @@ impl EchoNode {
 }
 
 pub fn user_of(s: &EchoNode, record: &str) -> String {
-    let repo = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
-    let r = repo.receipt(record).unwrap().unwrap();
-    ocx::protocol::found::record(&repo, r.rid, record)
-        .unwrap()
-        .unwrap()
-        .record
-        .user
+    s.node.repo.run_user(record)
 }
 
 #[test]
@@ -220,30 +184,14 @@ fn a_record_opens_a_run_that_hears_what_its_record_says() {
         .repo
         .json(&["post", "--to", &record, "--text", "first, from admin"])
         .ok();
-    s.node
-        .repo
-        .json(&[
-            "post",
-            "--user",
-            "pat",
-            "--to",
-            &record,
-            "--text",
-            "pat is not heard",
-        ])
-        .ok();
-    s.node
-        .repo
-        .json(&[
-            "post",
-            "--user",
-            "maint",
-            "--to",
-            &record,
-            "--text",
-            "second\nfrom maint",
-        ])
-        .ok();
+    let post_as = |user: &str, text: &str| {
+        s.node
+            .repo
+            .json(&["post", "--user", user, "--to", &record, "--text", text])
+            .ok()
+    };
+    post_as("pat", "pat is not heard");
+    post_as("maint", "second\nfrom maint");
     let checkin = s.node.repo.commit_as("pat", "a.txt", "a", None);
     s.node.repo.commit_as("echo-0a0b0c", "b.txt", "b", None);
     s.node
@@ -363,10 +311,7 @@ fn records_the_node_must_not_act_on_are_ignored_or_refused() {
             "--wall",
             "1m",
         ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("record");
     let (outcome, note, _) = s.response(&no_runner).expect("answered");
     assert_eq!(outcome, "refused");
     assert!(
@@ -426,10 +371,7 @@ fn a_runner_page_the_node_refuses_is_answered_naming_its_field_and_why_in_the_re
                 "--wall",
                 "1m",
             ])
-            .ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string();
+            .ok_str("record");
         let (outcome, note, _) = s.response(&record).expect("answered");
         assert_eq!(outcome, "refused", "{runner}");
         let said = format!("at {field}: ");

@@ -327,7 +327,6 @@ fn e2e_turn(r: &Value, step: usize) -> (u16, String) {
 fn node(url: &str, pages: &[(&str, &[&str])]) -> AgentNode {
     let repo = Repo::new();
     repo.user("stone", "24");
-    let dir = repo.dir.path().to_path_buf();
     for (name, extra) in pages {
         let mut command = vec![
             crate::support::ocx_bin().display().to_string(),
@@ -341,23 +340,7 @@ fn node(url: &str, pages: &[(&str, &[&str])]) -> AgentNode {
             SYSTEM.into(),
         ];
         command.extend(extra.iter().map(|s| s.to_string()));
-        let page = dir.join(format!("{name}.md"));
-        std::fs::write(
-            &page,
-            format!(
-                "# A local model\n\n```json\n{}\n```\n",
-                json!({"command": command, "input": "lines"})
-            ),
-        )
-        .unwrap();
-        repo.fossil(&[
-            "wiki",
-            "create",
-            &format!("sandbox/{name}"),
-            page.to_str().unwrap(),
-            "--mimetype",
-            "text/x-markdown",
-        ]);
+        crate::support::runner_page(&repo, name, &json!({"command": command, "input": "lines"}));
     }
     repo.commit_as("admin", "hello.txt", HELLO, None);
     let line: String = "lorem ipsum dolor sit amet ".repeat(15);
@@ -398,10 +381,7 @@ fn create(s: &ServedNode, runner: &str, objective: &str, no_password: bool) -> S
     if no_password {
         args.push("--no-password");
     }
-    s.repo.json(&args).ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    s.repo.json(&args).ok_str("record")
 }
 
 fn until<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
@@ -792,10 +772,7 @@ fn end_to_end(no_password: bool) {
     let ask = |text: &str| {
         s.repo
             .json(&["post", "--user", "stone", "--to", &rec, "--text", text])
-            .ok()["hash"]
-            .as_str()
-            .unwrap()
-            .to_string()
+            .ok_str("hash")
     };
     let first = ask("What does hello.txt say?");
     let answer = until(Duration::from_secs(90), || {
@@ -868,19 +845,21 @@ fn any_other_command_line_is_a_usage_error_and_an_unreachable_ollama_is_said() {
         c.args(args);
         crate::support::run(c, Some(stdin))
     };
-    let bad = run(
-        &[
+    /// Serving Ollama at `url` with the model `m`, two steps and the
+    /// system prompt `s`.
+    fn at(url: &str) -> [&str; 8] {
+        [
             "--mcp-ollama",
-            "file:///tmp/x",
+            url,
             "--model",
             "m",
             "--steps",
             "2",
             "--system",
             "s",
-        ],
-        b"",
-    );
+        ]
+    }
+    let bad = run(&at("file:///tmp/x"), b"");
     assert_eq!(bad.code, 2, "{bad:?}");
     assert!(
         bad.stderr
@@ -901,16 +880,7 @@ fn any_other_command_line_is_a_usage_error_and_an_unreachable_ollama_is_said() {
     drop(closed);
     let record = format!("Record {}: hi\n", "a".repeat(64));
     let url = format!("http://127.0.0.1:{port}");
-    let args = [
-        "--mcp-ollama",
-        &url,
-        "--model",
-        "m",
-        "--steps",
-        "2",
-        "--system",
-        "s",
-    ];
+    let args = at(&url);
     let gone = run(&args, record.as_bytes());
     assert_eq!(gone.code, 1);
     assert!(

@@ -71,13 +71,18 @@ fn fields(run: &crate::support::Run) -> Value {
 const REVIEWER: &str = r#"{"runner": "echo", "objective": "Review each check-in on dev; pass when its tests pass.",
   "checkins": ["dev"], "new_branch": true, "hears": [], "budget": {"wall": "2h", "cpu": 600}, "sandbox": {"network": false}}"#;
 
-#[test]
-fn a_record_is_written_whole_from_the_version_an_administrator_sent_and_the_calls_fields_win() {
-    let node = node();
-    let repo = &node.repo;
-    let block: Value = serde_json::from_str(REVIEWER).unwrap();
-    pattern_page(repo, "reviewer", &block);
-    // pat, no administrator, writes a newer version: it is ignored.
+/// The pattern `run/reviewer` holding [`REVIEWER`], written by admin.
+fn reviewer_page(repo: &Repo) {
+    pattern_page(
+        repo,
+        "reviewer",
+        &serde_json::from_str::<Value>(REVIEWER).unwrap(),
+    );
+}
+
+/// pat, no administrator, edits `run/reviewer` to say `to` where it said
+/// `from`.
+fn pat_edits_reviewer(repo: &Repo, from: &str, to: &str) {
     let current = repo.json(&["wiki_read", "--page", "run/reviewer"]).ok();
     let old = current["text"].as_str().unwrap().to_string();
     repo.json(&[
@@ -87,14 +92,25 @@ fn a_record_is_written_whole_from_the_version_an_administrator_sent_and_the_call
         "--old",
         &old,
         "--new",
-        &old.replace(
-            "\"network\": false",
-            "\"network\": true, \"read_write\": [\"/etc\"]",
-        ),
+        &old.replace(from, to),
         "--user",
         "pat",
     ])
     .ok();
+}
+
+#[test]
+fn a_record_is_written_whole_from_the_version_an_administrator_sent_and_the_calls_fields_win() {
+    let node = node();
+    let repo = &node.repo;
+    let block: Value = serde_json::from_str(REVIEWER).unwrap();
+    pattern_page(repo, "reviewer", &block);
+    // pat, no administrator, writes a newer version: it is ignored.
+    pat_edits_reviewer(
+        repo,
+        "\"network\": false",
+        "\"network\": true, \"read_write\": [\"/etc\"]",
+    );
 
     let dry = repo.json(&["create", "--pattern", "reviewer", "--dry-run"]);
     let f = fields(&dry);
@@ -139,7 +155,7 @@ fn a_record_is_written_whole_from_the_version_an_administrator_sent_and_the_call
         json!({"wall": "30m", "cpu": 600}),
         "the call's wall, the pattern's cpu"
     );
-    let record = run.ok()["record"].as_str().unwrap().to_string();
+    let record = run.ok_str("record");
     let thread = repo.json(&["thread", "--of", &record]).ok();
     let text = thread["posts"][0]["text"].as_str().unwrap();
     let read = ocx::protocol::message::read(text.as_bytes());
@@ -327,25 +343,8 @@ fn a_pattern_at_a_url_is_fetched_and_one_of_this_server_is_read_in_the_repositor
 fn from_a_clones_checkout_the_pattern_is_read_as_the_server_received_it() {
     let node = node();
     let repo = &node.repo;
-    pattern_page(
-        repo,
-        "reviewer",
-        &serde_json::from_str::<Value>(REVIEWER).unwrap(),
-    );
-    let current = repo.json(&["wiki_read", "--page", "run/reviewer"]).ok();
-    let old = current["text"].as_str().unwrap().to_string();
-    repo.json(&[
-        "wiki_edit",
-        "--page",
-        "run/reviewer",
-        "--old",
-        &old,
-        "--new",
-        &old.replace("\"cpu\": 600", "\"cpu\": 1"),
-        "--user",
-        "pat",
-    ])
-    .ok();
+    reviewer_page(repo);
+    pat_edits_reviewer(repo, "\"cpu\": 600", "\"cpu\": 1");
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
@@ -380,11 +379,7 @@ fn from_a_clones_checkout_the_pattern_is_read_as_the_server_received_it() {
 fn patterns_lists_those_that_count_with_who_wrote_them() {
     let node = node();
     let repo = &node.repo;
-    pattern_page(
-        repo,
-        "reviewer",
-        &serde_json::from_str::<Value>(REVIEWER).unwrap(),
-    );
+    reviewer_page(repo);
     pattern_page(
         repo,
         "helper",
@@ -441,10 +436,9 @@ fn tag_messages_tags_each_message_that_lacks_its_tag_once() {
         "By hand",
         &format!("Written elsewhere.\n\n```json\n{block:#}\n```\n"),
     );
-    let tagged = repo.command_record("CI", &["--wall", "1m"]).ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let tagged = repo
+        .command_record("CI", &["--wall", "1m"])
+        .ok_str("record");
     let plain = hand_post(&repo, "Chat", "No message here.\n");
     let before = repo.hashes();
     let dry = repo.json(&["tag_messages", "--dry-run"]).ok();
@@ -638,10 +632,9 @@ fn the_example_patterns_ocx_runner_writes_run_end_to_end_with_the_demo_agent() {
     );
 
     // The reviewer: a check-in on dev gets its verdict, which counts.
-    let reviewer = repo.json(&["create", "--pattern", "reviewer"]).ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let reviewer = repo
+        .json(&["create", "--pattern", "reviewer"])
+        .ok_str("record");
     let reviewer_user = run_user(repo, &reviewer);
     crate::support::until_logged(&repo.node_root(), 60, |e| {
         crate::support::is(e, "opened", &reviewer)
@@ -674,10 +667,9 @@ fn the_example_patterns_ocx_runner_writes_run_end_to_end_with_the_demo_agent() {
     }
 
     // The fixer: told in its thread, it commits on fixes, with no password, and says so.
-    let fixer = repo.json(&["create", "--pattern", "fixer"]).ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let fixer = repo
+        .json(&["create", "--pattern", "fixer"])
+        .ok_str("record");
     let fixer_user = run_user(repo, &fixer);
     crate::support::until_logged(&repo.node_root(), 60, |e| {
         crate::support::is(e, "opened", &fixer)
@@ -690,10 +682,7 @@ fn the_example_patterns_ocx_runner_writes_run_end_to_end_with_the_demo_agent() {
             "--text",
             "Please fix the typo in the README.",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     said_in(repo, &fixer, &fixer_user, "I saved it as fixes/");
     let file = format!("fixes/{}.md", &ask[..12]);
     let r = ocx::fossil::Repository::open(&repo.file).unwrap();
@@ -708,10 +697,9 @@ fn the_example_patterns_ocx_runner_writes_run_end_to_end_with_the_demo_agent() {
     );
 
     // The helper: answers in its own thread, with no password.
-    let helper = repo.json(&["create", "--pattern", "helper"]).ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let helper = repo
+        .json(&["create", "--pattern", "helper"])
+        .ok_str("record");
     let helper_user = run_user(repo, &helper);
     crate::support::until_logged(&repo.node_root(), 60, |e| {
         crate::support::is(e, "opened", &helper)

@@ -58,6 +58,15 @@ pub(crate) fn ocx(dir: &Path, args: &[&str]) -> crate::support::Run {
     run(c, None)
 }
 
+/// `ocx ARGS` on `demo.fossil` in `dir` as admin; its result.
+fn as_admin(dir: &Path, args: &[&str]) -> serde_json::Value {
+    ocx(
+        dir,
+        &[args, &["-R", "demo.fossil", "--user", "admin"]].concat(),
+    )
+    .ok()
+}
+
 /// The comment of the newest check-in on `branch` of `repo`.
 fn tip(repo: &Path, branch: &str) -> String {
     let r = ocx::fossil::Repository::open(repo).unwrap();
@@ -93,11 +102,7 @@ fn stop_node(dir: &Path) {
         seen.iter().any(|p| p.pid == pid),
         "its node's process {pid} is seen running before it is stopped: {seen:?}"
     );
-    let stopped = ocx(
-        dir,
-        &["node", "stop", "-R", "demo.fossil", "--user", "admin"],
-    )
-    .ok();
+    let stopped = as_admin(dir, &["node", "stop"]);
     assert_eq!(stopped["running"], false, "{stopped:#}");
     let left = crate::support::nodes_and_watchers_under(dir);
     assert!(left.is_empty(), "left running: {left:?}");
@@ -165,20 +170,12 @@ fn a_git_repository_becomes_a_node_in_one_command_with_its_branches_tags_export_
             .contains("fossil user password admin"),
         "{made:#}"
     );
-    let status = ocx(
-        dir.path(),
-        &["status", "-R", "demo.fossil", "--user", "admin"],
-    )
-    .ok();
+    let status = as_admin(dir.path(), &["status"]);
     assert_eq!(status["node"], true, "{status:#}");
     assert_eq!(status["upstream"]["from"], up.to_str().unwrap());
     let root = ocx::node::config::default_root(&repo.canonicalize().unwrap());
     assert!(root.join("node.pid").is_file(), "its node started");
-    let patterns = ocx(
-        dir.path(),
-        &["patterns", "-R", "demo.fossil", "--user", "admin"],
-    )
-    .ok();
+    let patterns = as_admin(dir.path(), &["patterns"]);
     assert_eq!(patterns["patterns"].as_array().unwrap().len(), 3);
     stop_node(dir.path());
 
@@ -273,28 +270,13 @@ fn upstream_brings_its_new_commits_onto_each_branch_or_beside_one_fossil_moved_a
     );
     assert_eq!(tip(&repo, "trunk"), "a change of our own");
 
-    let dry = ocx(
-        dir.path(),
-        &[
-            "upstream",
-            "-R",
-            "demo.fossil",
-            "--user",
-            "admin",
-            "--dry-run",
-        ],
-    )
-    .ok();
+    let dry = as_admin(dir.path(), &["upstream", "--dry-run"]);
     assert_eq!(
         dry["onto"],
         json!([{"branch": "main", "onto": "upstream/trunk"}, {"branch": "dev", "onto": "dev"}])
     );
     assert!(dry["brought"].is_null());
-    let brought = ocx(
-        dir.path(),
-        &["upstream", "-R", "demo.fossil", "--user", "admin"],
-    )
-    .ok();
+    let brought = as_admin(dir.path(), &["upstream"]);
     assert_eq!(
         brought["brought"]["branches"],
         json!([{"branch": "main", "onto": "upstream/trunk", "commits": 1}, {"branch": "dev", "onto": "dev", "commits": 1}]),
@@ -316,53 +298,19 @@ fn upstream_brings_its_new_commits_onto_each_branch_or_beside_one_fossil_moved_a
         "trunk opens Fossil's own branch, not another"
     );
 
-    let again = ocx(
-        dir.path(),
-        &["upstream", "-R", "demo.fossil", "--user", "admin"],
-    )
-    .ok();
+    let again = as_admin(dir.path(), &["upstream"]);
     assert_eq!(again["brought"]["branches"], json!([]), "nothing twice");
-    let status = ocx(
-        dir.path(),
-        &["status", "-R", "demo.fossil", "--user", "admin"],
-    )
-    .ok();
+    let status = as_admin(dir.path(), &["status"]);
     assert_eq!(status["upstream"]["last"]["branches"], json!([]));
     assert!(status["upstream"]["last"]["when"].is_string());
 
     // On the node's schedule.
-    ocx(
+    as_admin(
         dir.path(),
-        &[
-            "hook",
-            "install",
-            "--url",
-            "http://127.0.0.1:9/",
-            "-R",
-            "demo.fossil",
-            "--user",
-            "admin",
-        ],
-    )
-    .ok();
-    ocx(
-        dir.path(),
-        &[
-            "upstream",
-            "--every",
-            "2s",
-            "-R",
-            "demo.fossil",
-            "--user",
-            "admin",
-        ],
-    )
-    .ok();
-    ocx(
-        dir.path(),
-        &["node", "start", "-R", "demo.fossil", "--user", "admin"],
-    )
-    .ok();
+        &["hook", "install", "--url", "http://127.0.0.1:9/"],
+    );
+    as_admin(dir.path(), &["upstream", "--every", "2s"]);
+    as_admin(dir.path(), &["node", "start"]);
     std::fs::write(up.join("a.txt"), "one\nthree\nfive\nsix\n").unwrap();
     git(&up, &["commit", "-qam", "six"]);
     let until = Instant::now() + Duration::from_secs(60);
@@ -406,11 +354,7 @@ fn project_and_upstream_count_each_commit_once_whatever_its_message_or_files_hol
         &up,
         &["commit", "-qam", &format!("change 3\n\n{lines}{lines}")],
     );
-    let brought = ocx(
-        dir.path(),
-        &["upstream", "-R", "demo.fossil", "--user", "admin"],
-    )
-    .ok();
+    let brought = as_admin(dir.path(), &["upstream"]);
     assert_eq!(
         brought["brought"]["branches"],
         json!([{"branch": "main", "onto": "trunk", "commits": 1}]),

@@ -283,10 +283,7 @@ fn stop_writes_at_the_records_place_and_is_refused_once_answered() {
     let r = team();
     let record = r
         .json(&["create", "--objective", "Watch dev", "--wall", "1h"])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("record");
     let node = r.server_code();
     let node_login = format!("node-{}", &node[..8]);
     r.user(&node_login, "4");
@@ -329,10 +326,7 @@ fn an_edit_of_a_message_is_not_a_message() {
     let r = team();
     let record = r
         .json(&["create", "--objective", "Watch dev", "--wall", "1h"])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("record");
     let text = text_of(&r, &record);
     let edit = format!(
         "D {}\nG {record}\nH Watch\\sdev\nN text/x-markdown\nP {record}\nU admin\nW {}\n{text}\n",
@@ -363,10 +357,7 @@ fn a_dry_run_of_each_writing_tool_writes_nothing_and_logs_what_it_would() {
     let r = team();
     let record = r
         .json(&["create", "--objective", "Watch dev", "--wall", "1h"])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("record");
     let checkin = r.commit_as("pat", "a.txt", "a", None);
     let before = r.hashes();
     for args in [
@@ -537,10 +528,7 @@ fn a_verdict_against_a_record_counts_only_for_its_branches() {
             "--wall",
             "1h",
         ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("record");
     let trunk_checkin = r.commit_as("pat", "a.txt", "a", None);
     let dev_checkin = r.commit_as("pat", "b.txt", "b", Some("dev"));
     for c in [&trunk_checkin, &dev_checkin] {
@@ -654,10 +642,7 @@ fn an_administrator_answers_lost_once_the_wall_has_passed() {
     let r = team();
     let long = r
         .json(&["create", "--objective", "Long", "--wall", "1h"])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("record");
     let early = r.json(&["lost", "--record", &long]);
     assert_eq!(early.refused(), "record");
     assert!(
@@ -668,10 +653,7 @@ fn an_administrator_answers_lost_once_the_wall_has_passed() {
     );
     let short = r
         .json(&["create", "--objective", "Short", "--wall", "1s"])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("record");
     std::thread::sleep(std::time::Duration::from_millis(2100));
     assert_eq!(
         r.json(&["lost", "--user", "pat", "--record", &short]).code,

@@ -38,7 +38,7 @@ fn ask(r: &Repo, extra: &[&str]) -> String {
         "the release date",
     ];
     args.extend_from_slice(extra);
-    r.json(&args).ok()["hash"].as_str().unwrap().to_string()
+    r.json(&args).ok_str("hash")
 }
 
 fn questions(r: &Repo, viewer: &str, for_login: &str) -> Value {
@@ -200,11 +200,20 @@ fn references_naming_nothing_several_elsewhere_private_or_unreadable_are_refused
             "--user",
             "carol",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     let before = r.hashes();
+    // `post` of the question "Go?" for `to`, with the arguments `more`.
+    let ask = |to: &str, more: &[&str]| {
+        let mut args = vec!["post", "--title", "Q", "--text", "Go?", "--for", to];
+        args.extend_from_slice(more);
+        r.json(&args)
+    };
+    let reason = |run: &crate::support::Run| {
+        run.answer()["stopped"]["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     for (reference, why) in [
         ("0000000000aa", "names nothing"),
         (
@@ -217,63 +226,19 @@ fn references_naming_nothing_several_elsewhere_private_or_unreadable_are_refused
         (held.as_str(), "private"),
         ("not a reference", "neither"),
     ] {
-        let run = r.json(&[
-            "post",
-            "--title",
-            "Q",
-            "--text",
-            "Go?",
-            "--for",
-            "stone",
-            "--references",
-            reference,
-        ]);
+        let run = ask("stone", &["--references", reference]);
         assert_eq!(run.answer()["ok"], false, "{reference}: {}", run.stdout);
         assert_eq!(run.refused(), "references[0]", "{reference}");
-        let reason = run.answer()["stopped"]["reason"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let reason = reason(&run);
         assert!(reason.contains(why), "{reference}: {reason}");
     }
     // blind may not read check-ins (o): a question for blind may not send them to one.
-    let run = r.json(&[
-        "post",
-        "--title",
-        "Q",
-        "--text",
-        "Go?",
-        "--for",
-        "blind",
-        "--references",
-        &checkin,
-    ]);
+    let run = ask("blind", &["--references", &checkin]);
     assert_eq!(run.refused(), "references[0]");
-    assert!(
-        run.answer()["stopped"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("blind may not read it")
-    );
+    assert!(reason(&run).contains("blind may not read it"));
     // A question for a login that does not exist, or may not read the forum.
-    assert_eq!(
-        r.json(&[
-            "post",
-            "--title",
-            "Q",
-            "--text",
-            "Go?",
-            "--for",
-            "nobody-here"
-        ])
-        .refused(),
-        "for"
-    );
-    assert_eq!(
-        r.json(&["post", "--title", "Q", "--text", "Go?", "--for", "outsider"])
-            .refused(),
-        "for"
-    );
+    assert_eq!(ask("nobody-here", &[]).refused(), "for");
+    assert_eq!(ask("outsider", &[]).refused(), "for");
     assert_eq!(
         r.json(&["post", "--title", "Q", "--text", "Go?", "--options", "a"])
             .refused(),
@@ -285,40 +250,15 @@ fn references_naming_nothing_several_elsewhere_private_or_unreadable_are_refused
     std::fs::write(&page, "The plan.\n").unwrap();
     r.fossil(&["wiki", "create", "Plan", page.to_str().unwrap()]);
     let before = r.hashes();
-    let for_mallory = r.json(&[
-        "post",
-        "--title",
-        "Q",
-        "--text",
-        "Go?",
-        "--for",
-        "mallory",
-        "--references",
-        "/wiki?name=Plan",
-    ]);
+    let for_mallory = ask("mallory", &["--references", "/wiki?name=Plan"]);
     assert_eq!(for_mallory.refused(), "references[0]");
     r.fossil(&[
         "sql",
         "INSERT OR REPLACE INTO config(name, value, mtime) VALUES('modreq-wiki', '1', now())",
     ]);
-    let moderated = r.json(&[
-        "post",
-        "--title",
-        "Q",
-        "--text",
-        "Go?",
-        "--for",
-        "stone",
-        "--references",
-        "/wiki?name=Plan",
-    ]);
+    let moderated = ask("stone", &["--references", "/wiki?name=Plan"]);
     assert_eq!(moderated.refused(), "references[0]");
-    assert!(
-        moderated.answer()["stopped"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("a moderator would hold")
-    );
+    assert!(reason(&moderated).contains("a moderator would hold"));
     assert_eq!(r.hashes(), before, "each refusal wrote nothing");
 }
 
@@ -465,11 +405,7 @@ for line in sys.stdin:
 fn results(out: &std::path::Path, last: &str) -> Vec<Value> {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(90);
     loop {
-        let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let lines = crate::support::noted(out);
         if lines.iter().any(|l| l["step"] == last) || std::time::Instant::now() > until {
             return lines;
         }
@@ -521,29 +457,14 @@ fn a_run_asks_stone_who_presses_an_option_on_the_console_and_the_run_hears_the_d
         "text/x-markdown",
     ]);
     let s = crate::support::Served::on(repo).start();
-    let record = s
-        .repo
-        .json(&[
-            "create",
-            "--runner",
-            "asker",
-            "--run-user",
-            "asker",
-            "--objective",
-            "Ask stone before shipping",
-            "--hears",
-            "stone",
-            "--no-password",
-            "--own-thread",
-            "--wall",
-            "5m",
-            "--read-write",
-            out.to_str().unwrap(),
-        ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let record = crate::restricted::held_record(
+        &s.repo,
+        "asker",
+        "Ask stone before shipping",
+        "stone",
+        &out,
+        &[],
+    );
     let all = results(&out, "asked");
     let not_heard = &step(&all, "not-heard")["result"];
     assert_eq!(not_heard["isError"], true, "{not_heard:#}");
@@ -681,25 +602,15 @@ fn over_mcp_a_client_that_elicits_decides_with_a_form_a_declined_form_writes_not
     let script = dir.path().join("client.py");
     std::fs::write(&script, ELICITING).unwrap();
     let before = r.hashes().len();
-    let out = std::process::Command::new("python3")
-        .arg(&script)
-        .arg(env!("CARGO_BIN_EXE_ocx"))
-        .arg(&r.file)
-        .arg(&first[..12])
-        .arg(&second[..12])
-        .env_remove("FOSSIL_USER")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let lines = crate::support::client_lines(
+        std::process::Command::new("python3")
+            .arg(&script)
+            .arg(env!("CARGO_BIN_EXE_ocx"))
+            .arg(&r.file)
+            .arg(&first[..12])
+            .arg(&second[..12])
+            .env_remove("FOSSIL_USER"),
     );
-    let lines: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let by = |label: &str| lines.iter().find(|l| l["label"] == label).unwrap().clone();
 
     let seen = &by("seen")["seen"];

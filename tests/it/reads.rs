@@ -14,22 +14,13 @@ fn thread_gives_posts_in_received_order_with_their_senders() {
         .json(&[
             "post", "--user", "alice", "--title", "Order", "--text", "one",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     let two = r
         .json(&["post", "--user", "bob", "--to", &root, "--text", "two"])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     let three = r
         .json(&["post", "--user", "admin", "--to", &two, "--text", "three"])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     let out = r
         .json(&["thread", "--user", "bob", "--of", &three[..10]])
         .ok();
@@ -64,10 +55,9 @@ fn thread_gives_posts_in_received_order_with_their_senders() {
 #[test]
 fn thread_pages_at_twenty_and_counts_the_rest() {
     let r = Repo::new();
-    let root = r.json(&["post", "--title", "Long", "--text", "0"]).ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let root = r
+        .json(&["post", "--title", "Long", "--text", "0"])
+        .ok_str("hash");
     for i in 1..25 {
         r.json(&["post", "--to", &root, "--text", &i.to_string()])
             .ok();
@@ -120,10 +110,7 @@ fn receipt_answers_in_the_order_asked_and_refuses_prefixes() {
     r.user("alice", "v4").user("zed", "");
     let h = r
         .json(&["post", "--user", "alice", "--title", "R", "--text", "x"])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     let unknown = "f".repeat(64);
     let out = r
         .json(&[

@@ -31,18 +31,7 @@ fn node(tls: &Tls) -> ServedNode {
     repo.commit_as("admin", "README.md", "hello\n", None);
     let node = Served::on(repo).start();
     let dir = node.repo.dir.path();
-    let key = dir.join("key");
-    std::fs::write(&key, format!("{KEY}\n")).unwrap();
-    node.repo
-        .json(&[
-            "credential",
-            "--name",
-            "model-key",
-            "--file",
-            key.to_str().unwrap(),
-        ])
-        .ok();
-    std::fs::remove_file(&key).unwrap();
+    node.repo.credential("model-key", &format!("{KEY}\n"));
     let ca = dir.join("test-authority.pem");
     std::fs::write(&ca, &tls.authority).unwrap();
     let root = node.repo.node_root();
@@ -74,17 +63,7 @@ fn claude_and_codex_answer_through_the_relay_which_alone_holds_the_key() {
             Agent::Claude => ("claude", tls.url()),
             Agent::Codex => ("codex", format!("{}/v1", tls.url())),
         };
-        let written = site.json(&[
-            "runner",
-            "--name",
-            name,
-            "--base-url",
-            &base,
-            "--api-key",
-            "model-key",
-            "--model",
-            "scripted",
-        ]);
+        let written = site.json(&crate::agents::runner_args(name, &base));
         let page = &written["definition"];
         assert_eq!(
             page["model"]["credential"], "model-key",

@@ -436,10 +436,7 @@ fn a_run_whose_record_allows_it_stages_and_no_other_sender_may_allow_it() {
         if stage {
             args.push("--stage");
         }
-        s.repo.json(&args).ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        s.repo.json(&args).ok_str("record")
     };
 
     create("admin", "plain", false);
@@ -469,11 +466,7 @@ fn a_run_whose_record_allows_it_stages_and_no_other_sender_may_allow_it() {
 
     create("admin", "stager", true);
     let all = crate::restricted::results(&out);
-    let staged = &all
-        .iter()
-        .find(|s| s["step"] == "stage")
-        .expect("the run staged")["result"];
-    assert_eq!(staged["isError"], false, "{staged:#}");
+    let staged = crate::restricted::done_step(&all, "stage");
     assert_eq!(
         staged["structuredContent"]["result"]["built"]["checkin"],
         one.as_str()
@@ -543,11 +536,7 @@ fn a_runs_stage_has_no_more_network_than_its_record_gives_the_run() {
         ])
         .ok();
     let all = crate::restricted::results(&out);
-    let staged = &all
-        .iter()
-        .find(|s| s["step"] == "stage")
-        .expect("the run staged")["result"];
-    assert_eq!(staged["isError"], false, "{staged:#}");
+    crate::restricted::done_step(&all, "stage");
     assert_eq!(
         reached(),
         0,

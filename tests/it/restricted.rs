@@ -57,11 +57,7 @@ for line in sys.stdin:
 pub(crate) fn results(out: &std::path::Path) -> Vec<Value> {
     let until = Instant::now() + Duration::from_secs(60);
     loop {
-        let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let lines = crate::support::noted(out);
         if lines.last().is_some_and(|l| l["step"] == "done") || Instant::now() > until {
             return lines;
         }
@@ -75,6 +71,80 @@ pub(crate) fn step<'a>(all: &'a [Value], name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no step {name}: {all:#?}"))
 }
 
+/// The result of the step `name`, asserting the tool did its work.
+pub(crate) fn done_step<'a>(all: &'a [Value], name: &str) -> &'a Value {
+    let done = &step(all, name)["result"];
+    assert_eq!(done["isError"], false, "{done:#}");
+    done
+}
+
+/// What the tool of the step `name` stopped at, asserting it did.
+pub(crate) fn stopped_step<'a>(all: &'a [Value], name: &str) -> &'a Value {
+    let stopped = &step(all, name)["result"];
+    assert_eq!(stopped["isError"], true, "{stopped:#}");
+    &stopped["structuredContent"]["stopped"]
+}
+
+/// The check-in the step `push-fixes` pushed.
+pub(crate) fn pushed_fix(all: &[Value]) -> String {
+    done_step(all, "push-fixes")["structuredContent"]["result"]["checkins"][0]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// What Fossil said to the step `fossil-push`.
+pub(crate) fn fossil_pushed(all: &[Value]) -> String {
+    step(all, "fossil-push")["said"][1]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A record run by `runner` as the login of that name, held to no
+/// password and its own thread, hearing `hears`, noting to `out`, with
+/// the arguments `more`: its hash.
+pub(crate) fn held_record(
+    repo: &Repo,
+    runner: &str,
+    objective: &str,
+    hears: &str,
+    out: &std::path::Path,
+    more: &[&str],
+) -> String {
+    let mut args = vec![
+        "create",
+        "--runner",
+        runner,
+        "--run-user",
+        runner,
+        "--objective",
+        objective,
+        "--hears",
+        hears,
+        "--no-password",
+        "--own-thread",
+        "--wall",
+        "5m",
+        "--read-write",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(more);
+    repo.json(&args).ok_str("record")
+}
+
+/// A thread the fixer's record is not: its root's hash.
+pub(crate) fn another_thread(repo: &Repo) -> String {
+    repo.json(&[
+        "post",
+        "--title",
+        "Another thread",
+        "--text",
+        "not the fixer's",
+    ])
+    .ok_str("hash")
+}
+
 #[test]
 fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_thread() {
     let repo = Repo::new();
@@ -83,18 +153,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         &repo,
         &format!("{}{RUNNER}", crate::support::PY_RUNNER_PRELUDE),
     );
-    let other = repo
-        .json(&[
-            "post",
-            "--title",
-            "Another thread",
-            "--text",
-            "not the fixer's",
-        ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let other = another_thread(&repo);
     let block = json!({"command": [runner], "input": "lines",
         "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil(), "OCX_TEST_OTHER": other}});
     crate::support::runner_page(&repo, "fixer", &block);
@@ -105,32 +164,14 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         status["restrictions_enforced"],
         json!(["no_password", "branch", "own_thread", "stage"])
     );
-    let record = s
-        .repo
-        .json(&[
-            "create",
-            "--runner",
-            "fixer",
-            "--run-user",
-            "fixer",
-            "--objective",
-            "Fix it on the fixes branch",
-            "--hears",
-            "stone reviewer",
-            "--no-password",
-            "--branch",
-            "fixes",
-            "--new-branch",
-            "--own-thread",
-            "--wall",
-            "5m",
-            "--read-write",
-            out.to_str().unwrap(),
-        ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let record = held_record(
+        &s.repo,
+        "fixer",
+        "Fix it on the fixes branch",
+        "stone reviewer",
+        &out,
+        &["--branch", "fixes", "--new-branch"],
+    );
     let all = results(&out);
     let password = std::fs::read_to_string(
         ocx::node::config::NodeConfig::run_dir(&s.repo.node_root(), &record).join("password"),
@@ -145,12 +186,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         "no password in the workspace, environment or arguments"
     );
 
-    let pushed = &step(&all, "push-fixes")["result"];
-    assert_eq!(pushed["isError"], false, "{pushed:#}");
-    let fix = pushed["structuredContent"]["result"]["checkins"][0]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let fix = pushed_fix(&all);
     assert_eq!(
         s.repo.sender(&fix).as_deref(),
         Some("fixer"),
@@ -159,11 +195,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
     let on = s.repo.json(&["verdicts", "--checkin", &fix]).ok();
     assert_eq!(on["branch"], "fixes");
 
-    let trunk = &step(&all, "push-trunk")["result"];
-    assert_eq!(trunk["isError"], true, "{trunk:#}");
-    let why = trunk["structuredContent"]["stopped"]["reason"]
-        .as_str()
-        .unwrap();
+    let why = stopped_step(&all, "push-trunk")["reason"].as_str().unwrap();
     assert!(
         why.contains("is on trunk") && why.contains("only on fixes"),
         "{why}"
@@ -178,18 +210,12 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
         .unwrap();
     assert_eq!(on_trunk, 0, "nothing of the refused push arrived");
 
-    let own = &step(&all, "post-own")["result"];
-    assert_eq!(own["isError"], false, "{own:#}");
+    let own = done_step(&all, "post-own");
     let post = own["structuredContent"]["result"]["hash"].as_str().unwrap();
     assert_eq!(s.repo.sender(post).as_deref(), Some("fixer"));
-    let elsewhere = &step(&all, "post-other")["result"];
-    assert_eq!(elsewhere["isError"], true, "{elsewhere:#}");
-    assert_eq!(elsewhere["structuredContent"]["stopped"]["field"], "to");
+    assert_eq!(stopped_step(&all, "post-other")["field"], "to");
 
-    let direct = step(&all, "fossil-push")["said"][1]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let direct = fossil_pushed(&all);
     assert!(
         direct.contains("Error"),
         "the server refused a push with no password: {direct}"
@@ -283,10 +309,7 @@ fn a_run_whose_tool_socket_goes_is_answered_unenforced() {
             "--wall",
             "5m",
         ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("record");
     let until = Instant::now() + Duration::from_secs(30);
     let mut answer = None;
     while answer.is_none() && Instant::now() < until {

@@ -398,7 +398,7 @@ fn in_chromium_a_maintainer_follows_a_live_run_from_the_console_its_sender_sees_
         "--user",
         "pat",
     ]);
-    let own = own.ok()["record"].as_str().unwrap().to_string();
+    let own = own.ok_str("record");
     site.said(&own, &site.user_of(&own), "Ready to review.");
     in_chromium(&site, "pat", &own, "sender", &[], |_| {});
     site.json(&["stop", "--record", &own]);

@@ -118,10 +118,7 @@ fn held_and_public() -> (Site, i64, String, String, String) {
         .json(&[
             "post", "--user", "newbie", "--title", "Hi", "--text", "Held.",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     let public = thread(&site.server.repo);
     let cookie = site.server.login("pat");
     (site, m, held, public, cookie)
@@ -365,7 +362,7 @@ impl Enrolled {
             "build it",
             &["--wall", "10m", "--node", node, "--run-user", user],
         );
-        r.ok()["record"].as_str().unwrap().to_string()
+        r.ok_str("record")
     }
 
     /// `run_login` as a POST signed in with `cookie` (none: unsigned),
@@ -769,10 +766,7 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
             "--text",
             "Carol agrees.",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
 
     let read = clone.ocx(&["thread", "--of", &root]).ok();
     let posts = read["posts"].as_array().unwrap();
@@ -799,10 +793,7 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
             "--text",
             "Alice replies from her clone.",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     assert_eq!(
         site.server.repo.sender(&mine).as_deref(),
         Some("alice"),
@@ -810,21 +801,11 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
     );
 
     let record = clone
-        .ocx(&[
-            "create",
-            "--runner",
-            "command",
-            "--command",
-            "true",
-            "--objective",
+        .ocx(&crate::support::command_record_args(
             "build it",
-            "--wall",
-            "1m",
-        ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+            &["--wall", "1m"],
+        ))
+        .ok_str("record");
     assert_eq!(
         site.server.repo.sender(&record).as_deref(),
         Some("alice"),
@@ -892,7 +873,7 @@ fn in_a_clone_thread_names_senders_by_the_server_and_writes_count_once_it_receiv
         .repo
         .fossil(&["user", "capabilities", "nobody", "g"]);
     let private = clone.ocx(&["post", "--to", &root, "--text", "Said privately."]);
-    let hash = private.ok()["hash"].as_str().unwrap().to_string();
+    let hash = private.ok_str("hash");
     assert_eq!(site.server.repo.sender(&hash).as_deref(), Some("alice"));
     assert!(
         private.stdout.contains("signed in as alice"),
@@ -1162,10 +1143,7 @@ fn a_run_holding_its_password_asks_its_server_who_sent_what_in_its_own_clone() {
             "--text",
             "The maintainer asks.",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     assert_eq!(site.server.repo.sender(&root).as_deref(), Some("admin"));
     let checkin = site.server.repo.commit_as("pat", "p.txt", "pat's", None);
     let user = "claude-a1b2c3";
@@ -1185,10 +1163,7 @@ fn a_run_holding_its_password_asks_its_server_who_sent_what_in_its_own_clone() {
             "--to",
             &root,
         ])
-        .ok()["record"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("record");
     site.server
         .repo
         .user(user, ocx::node::wake::RUN_CAPABILITIES);
@@ -1226,17 +1201,14 @@ fn a_run_holding_its_password_asks_its_server_who_sent_what_in_its_own_clone() {
         "--against",
         &record,
     ]);
-    let written = verdict.ok()["hash"].as_str().unwrap().to_string();
+    let written = verdict.ok_str("hash");
     assert_eq!(
         site.server.repo.sender(&written).as_deref(),
         Some(user),
         "the server received the run's verdict on pat's check-in from the run"
     );
 
-    let reply = in_run(&["post", "--to", &root, "--text", "Reviewed."]).ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let reply = in_run(&["post", "--to", &root, "--text", "Reviewed."]).ok_str("hash");
     let read = in_run(&["thread", "--of", &root]).ok();
     let from: Vec<(&str, &str)> = read["posts"]
         .as_array()
@@ -1327,10 +1299,7 @@ fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts(
         .json(&[
             "post", "--to", &root, "--text", "Ship it?", "--for", "alice",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     // carol's decision (stored as a push from her would be: `decide`
     // refuses her) counts for nothing: the question waits on alice.
     {
@@ -1367,10 +1336,7 @@ fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts(
         site.server
             .repo
             .command_record(objective, &["--wall", "10m"])
-            .ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string()
+            .ok_str("record")
     };
     let (answered, going) = (run("answered"), run("going"));
     let served = ocx::fossil::Repository::open(&site.server.repo.file).unwrap();
@@ -1418,7 +1384,7 @@ fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts(
         "{confirmers:?}"
     );
     let decided = clone.ocx(&["decide", &question[..12], "--note", "yes"]);
-    let decision = decided.ok()["hash"].as_str().unwrap().to_string();
+    let decision = decided.ok_str("hash");
     assert_eq!(site.server.repo.sender(&decision).as_deref(), Some("alice"));
 
     let mine = clone
@@ -1433,10 +1399,7 @@ fn in_a_clone_questions_verdicts_console_and_stop_stand_by_the_servers_receipts(
             "--against",
             "PLAN.md",
         ])
-        .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .ok_str("hash");
     let verdicts = clone.ocx(&["verdicts", "--checkin", &checkin]).ok();
     assert_eq!(verdicts["asked"], site.server.base(), "{verdicts:#}");
     assert_eq!(verdicts["sender"], "carol", "{verdicts:#}");
@@ -1532,8 +1495,5 @@ fn carols_thread(repo: &crate::support::Repo) -> String {
         "--text",
         "Carol plans.",
     ])
-    .ok()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    .ok_str("hash")
 }

@@ -128,17 +128,34 @@ impl Repo {
     /// `ocx create` of a record whose runner is the command `true`, with
     /// `objective` and the arguments `more`, as [`Repo::json`] answers it.
     pub fn command_record(&self, objective: &str, more: &[&str]) -> Run {
-        let mut args = vec![
-            "create",
-            "--runner",
-            "command",
-            "--command",
-            "true",
-            "--objective",
-            objective,
-        ];
-        args.extend_from_slice(more);
-        self.json(&args)
+        self.json(&command_record_args(objective, more))
+    }
+
+    /// Keeps `secret` as the credential `name`, by way of a file it removes
+    /// after.
+    pub fn credential(&self, name: &str, secret: &str) {
+        let file = self.dir.path().join("key");
+        std::fs::write(&file, secret).unwrap();
+        self.json(&[
+            "credential",
+            "--name",
+            name,
+            "--file",
+            file.to_str().unwrap(),
+        ])
+        .ok();
+        std::fs::remove_file(&file).unwrap();
+    }
+
+    /// The run's login the record `record` names.
+    pub fn run_user(&self, record: &str) -> String {
+        let repo = ocx::fossil::Repository::open(&self.file).unwrap();
+        let r = repo.receipt(record).unwrap().unwrap();
+        ocx::protocol::found::record(&repo, r.rid, record)
+            .unwrap()
+            .unwrap()
+            .record
+            .user
     }
 
     /// Every artifact hash the repository holds, sorted.
@@ -182,6 +199,60 @@ impl Repo {
     }
 }
 
+/// The arguments of `ocx create` of a record whose runner is the command
+/// `true`, with `objective` and the arguments `more`.
+pub fn command_record_args<'a>(objective: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "create",
+        "--runner",
+        "command",
+        "--command",
+        "true",
+        "--objective",
+        objective,
+    ];
+    args.extend_from_slice(more);
+    args
+}
+
+/// The arguments of `ocx create` of a record for the echo runner, its run
+/// hearing its hearers and writing to `out`, with the arguments `more`.
+pub fn echo_record_args<'a>(out: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "create",
+        "--runner",
+        "echo",
+        "--objective",
+        "Echo what you hear",
+        "--wall",
+        "5m",
+        "--read-write",
+        out,
+    ];
+    args.extend_from_slice(more);
+    args
+}
+
+/// The arguments of `ocx create` of a record run on each check-in on
+/// trunk by the command `script`, on a new branch, with the arguments
+/// `more`.
+pub fn checkin_record_args<'a>(script: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "create",
+        "--runner",
+        "command",
+        "--command",
+        script,
+        "--objective",
+        "Run on each check-in",
+        "--checkins",
+        "trunk",
+        "--new-branch",
+    ];
+    args.extend_from_slice(more);
+    args
+}
+
 /// What one run of `ocx` did.
 #[derive(Debug)]
 pub struct Run {
@@ -203,6 +274,16 @@ impl Run {
         assert_eq!(a["ok"], true, "expected ok: {a:#}");
         assert_eq!(self.code, 0);
         a["result"].clone()
+    }
+
+    /// The string `field` of the answer's result, asserting the tool did
+    /// its work.
+    pub fn ok_str(&self, field: &str) -> String {
+        let result = self.ok();
+        match result[field].as_str() {
+            Some(s) => s.to_string(),
+            None => panic!("no string {field} in the result: {result:#}"),
+        }
     }
 
     /// The reason of the answer's failure, asserting something beneath
@@ -248,6 +329,42 @@ pub fn run(mut c: Command, stdin: Option<&[u8]>) -> Run {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+/// Starts `c` with its standard input and output piped to the test and
+/// its errors dropped.
+pub fn piped(c: &mut Command) -> std::process::Child {
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs the client `c` to its end, asserting it succeeded; answers the
+/// JSON lines it printed.
+pub fn client_lines(c: &mut Command) -> Vec<Value> {
+    let out = c.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The names of the tools a `tools/list` answer lists.
+pub fn tool_names(listed: &Value) -> Vec<&str> {
+    listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect()
 }
 
 /// The `ocx` binary.
@@ -1160,16 +1277,22 @@ fn listens(port: u16) -> bool {
     })
 }
 
-/// The steps a test's runner noted, a JSON object a line, in `out/results`,
-/// once its last one is `done`; `what` names the runner in the failure.
+/// The steps a test's runner has noted so far, a JSON object a line, in
+/// `out/results`.
+pub fn noted(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("results"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The steps a test's runner noted ([`noted`]) once its last one is
+/// `done`; `what` names the runner in the failure.
 pub fn noted_until_done(out: &Path, what: &str) -> Vec<Value> {
     let until = Instant::now() + Duration::from_secs(90);
     let steps = loop {
-        let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let lines = noted(out);
         if lines.last().is_some_and(|l| l["step"] == "done") {
             break lines;
         }

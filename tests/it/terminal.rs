@@ -244,10 +244,7 @@ impl Site {
                 "--read-write",
                 self.out.to_str().unwrap(),
             ])
-            .ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string();
+            .ok_str("record");
         self.noted(|s| {
             s["step"] == "line" && s["text"].as_str().is_some_and(|t| t.starts_with("Record "))
         });
@@ -614,36 +611,15 @@ fn claude_and_codex_on_a_terminal_take_their_lines_and_a_person_who_attaches() {
         repo.commit_as("admin", "README.md", "hello\n", None);
         let node = Served::on(repo).start();
         let repo = &node.repo;
-        let key = repo.dir.path().join("key");
-        std::fs::write(&key, "a-model-key-of-the-node-0123456789").unwrap();
-        repo.json(&[
-            "credential",
-            "--name",
-            "model-key",
-            "--file",
-            key.to_str().unwrap(),
-        ])
-        .ok();
-        std::fs::remove_file(&key).unwrap();
+        repo.credential("model-key", "a-model-key-of-the-node-0123456789");
         let base = match agent {
             Agent::Claude => model.url(),
             Agent::Codex => format!("{}/v1", model.url()),
         };
         let name = format!("{agent:?}").to_lowercase();
-        let page = repo
-            .json(&[
-                "runner",
-                "--name",
-                &name,
-                "--terminal",
-                "--base-url",
-                &base,
-                "--api-key",
-                "model-key",
-                "--model",
-                "scripted",
-            ])
-            .ok();
+        let mut args = crate::agents::runner_args(&name, &base);
+        args.push("--terminal");
+        let page = repo.json(&args).ok();
         assert_eq!(page["page"], format!("sandbox/{name}-terminal"));
         assert_eq!(page["definition"]["terminal"], true);
         let runner = format!("{name}-terminal");
@@ -659,10 +635,7 @@ fn claude_and_codex_on_a_terminal_take_their_lines_and_a_person_who_attaches() {
                 "--hears",
                 "admin",
             ])
-            .ok()["record"]
-            .as_str()
-            .unwrap()
-            .to_string();
+            .ok_str("record");
         let run_user = ocx::protocol::found::record(
             &ocx::fossil::Repository::open(&repo.file).unwrap(),
             ocx::fossil::Repository::open(&repo.file)

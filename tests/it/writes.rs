@@ -4,6 +4,17 @@
 use crate::support::Repo;
 use ocx::fossil::artifact;
 
+/// alice's post that starts the thread "Plans".
+pub const PLANS: [&str; 7] = [
+    "post",
+    "--user",
+    "alice",
+    "--title",
+    "Plans",
+    "--text",
+    "Let us plan.",
+];
+
 fn forum() -> Repo {
     let r = Repo::new();
     r.user("alice", "v4").user("bob", "o").user("carol", "3");
@@ -13,17 +24,7 @@ fn forum() -> Repo {
 #[test]
 fn a_posts_sender_in_rcvfrom_is_the_caller() {
     let r = forum();
-    let root = r
-        .json(&[
-            "post",
-            "--user",
-            "alice",
-            "--title",
-            "Plans",
-            "--text",
-            "Let us plan.",
-        ])
-        .ok();
+    let root = r.json(&PLANS).ok();
     let hash = root["hash"].as_str().unwrap();
     assert_eq!(r.sender(hash).as_deref(), Some("alice"));
     let reply = r
@@ -51,16 +52,7 @@ fn a_posts_sender_in_rcvfrom_is_the_caller() {
 fn a_dry_run_changes_nothing_and_says_what_it_would_write() {
     let r = forum();
     let before = r.hashes();
-    let run = r.json(&[
-        "post",
-        "--user",
-        "alice",
-        "--title",
-        "Plans",
-        "--text",
-        "Let us plan.",
-        "--dry-run",
-    ]);
+    let run = r.json(&[&PLANS[..], &["--dry-run"]].concat());
     let a = run.answer();
     assert_eq!(a["ok"], true);
     assert_eq!(a["dry_run"], true);
@@ -172,103 +164,31 @@ fn every_refusal_names_its_field_and_writes_nothing() {
         .ok();
     let root = root["hash"].as_str().unwrap().to_string();
     let before = r.hashes();
-    let cases: Vec<(Vec<String>, &str)> = vec![
+    // Each case's arguments after `post`, and the field it is refused at.
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--input", r#"{"title":"T","text":"x","zz":1}"#], "zz"),
+        (vec!["--input", r#"{"title":"T","text":5}"#], "text"),
+        (vec!["--input", r#"{"title":"T"}"#], "text"),
         (
-            vec![
-                "post".into(),
-                "--input".into(),
-                r#"{"title":"T","text":"x","zz":1}"#.into(),
-            ],
-            "zz",
-        ),
-        (
-            vec![
-                "post".into(),
-                "--input".into(),
-                r#"{"title":"T","text":5}"#.into(),
-            ],
+            vec!["--input", r#"{"title":"T","text":"a\u0000b"}"#],
             "text",
         ),
+        (vec!["--input", r#"{"to":"abc","text":"x"}"#], "to"),
+        (vec!["--input", r#"{"to":"0123456789","text":"x"}"#], "to"),
         (
-            vec!["post".into(), "--input".into(), r#"{"title":"T"}"#.into()],
-            "text",
-        ),
-        (
-            vec![
-                "post".into(),
-                "--input".into(),
-                r#"{"title":"T","text":"a\u0000b"}"#.into(),
-            ],
-            "text",
-        ),
-        (
-            vec![
-                "post".into(),
-                "--input".into(),
-                r#"{"to":"abc","text":"x"}"#.into(),
-            ],
-            "to",
-        ),
-        (
-            vec![
-                "post".into(),
-                "--input".into(),
-                r#"{"to":"0123456789","text":"x"}"#.into(),
-            ],
-            "to",
-        ),
-        (
-            vec![
-                "post".into(),
-                "--to".into(),
-                root[..10].to_string(),
-                "--title".into(),
-                "T".into(),
-                "--text".into(),
-                "x".into(),
-            ],
+            vec!["--to", &root[..10], "--title", "T", "--text", "x"],
             "title",
         ),
+        (vec!["--title", "two\nlines", "--text", "x"], "title"),
+        (vec!["--title", "T", "--text", "  "], "text"),
         (
-            vec![
-                "post".into(),
-                "--title".into(),
-                "two\nlines".into(),
-                "--text".into(),
-                "x".into(),
-            ],
-            "title",
-        ),
-        (
-            vec![
-                "post".into(),
-                "--title".into(),
-                "T".into(),
-                "--text".into(),
-                "  ".into(),
-            ],
-            "text",
-        ),
-        (
-            vec![
-                "post".into(),
-                "--input".into(),
-                r#"{"title":"T","text":"x","dry_run":"yes"}"#.into(),
-            ],
+            vec!["--input", r#"{"title":"T","text":"x","dry_run":"yes"}"#],
             "dry_run",
         ),
-        (
-            vec![
-                "post".into(),
-                "--input".into(),
-                r#"["not an object"]"#.into(),
-            ],
-            "input",
-        ),
+        (vec!["--input", r#"["not an object"]"#], "input"),
     ];
-    for (args, field) in cases {
-        let mut args = args;
-        args.extend(["--user".to_string(), "alice".to_string()]);
+    for (more, field) in cases {
+        let args = [&["post"], &more[..], &["--user", "alice"]].concat();
         let run = r.json(&args);
         assert_eq!(run.refused(), field, "{args:?}: {}", run.stdout);
         assert_eq!(r.hashes(), before, "{args:?} wrote something");
