@@ -320,17 +320,11 @@ fn a_record_naming_nobody_is_refused_and_visitors_still_read_the_site() {
     assert!(status.contains(" 200 "), "{status}");
     assert!(body.contains(&checkin), "a visitor reads the check-in");
     let nobody = n.user_row("nobody");
-    let at_create = n.repo().json(&[
-        "create",
-        "--runner",
-        "echo",
-        "--objective",
+    let at_create = n.repo().json(&crate::support::echo_args(
         "x",
-        "--wall",
         "1m",
-        "--run-user",
-        "nobody",
-    ]);
+        &["--run-user", "nobody"],
+    ));
     assert_eq!(at_create.refused(), "user");
     let record = n.record_by_admin("nobody");
     let note = refused_naming_user(&n, &record);
@@ -350,17 +344,11 @@ fn a_record_naming_nobody_is_refused_and_visitors_still_read_the_site() {
 fn a_record_naming_a_persons_own_login_is_refused_and_their_password_still_syncs() {
     let n = Node::new();
     let rita = n.user_row("rita");
-    let at_create = n.repo().json(&[
-        "create",
-        "--runner",
-        "echo",
-        "--objective",
+    let at_create = n.repo().json(&crate::support::echo_args(
         "x",
-        "--wall",
         "1m",
-        "--run-user",
-        "rita",
-    ]);
+        &["--run-user", "rita"],
+    ));
     assert_eq!(at_create.refused(), "user");
     let record = n.record_by_admin("rita");
     let note = refused_naming_user(&n, &record);

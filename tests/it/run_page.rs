@@ -356,17 +356,10 @@ fn in_chromium_a_maintainer_follows_a_live_run_from_the_console_its_sender_sees_
         ],
         |line| match line {
             "on the console" => {
-                site.json(&[
-                    "create",
-                    "--runner",
-                    "command",
-                    "--command",
-                    "true",
-                    "--objective",
+                site.json(&crate::support::command_record_args(
                     "Arrives while the console is open",
-                    "--wall",
-                    "1m",
-                ]);
+                    &["--wall", "1m"],
+                ));
             }
             "on the page" => {
                 site.post(&record, "What is 2+2?");

@@ -101,19 +101,11 @@ fn a_schedule_wakes_its_run_on_time_and_a_node_down_over_slots_gives_the_latest_
     let asked_at = now();
     let created = s
         .repo
-        .json(&[
-            "create",
-            "--runner",
-            "echo",
-            "--objective",
+        .json(&crate::support::echo_args(
             "Wake on a schedule",
-            "--wall",
             "10m",
-            "--read-write",
-            &out,
-            "--every",
-            "5s",
-        ])
+            &["--read-write", &out, "--every", "5s"],
+        ))
         .ok();
     assert_eq!(
         created["fields"]["wake"],
@@ -251,17 +243,11 @@ fn a_wake_the_node_does_not_know_is_refused_naming_wake() {
     let stop = s
         .node
         .repo
-        .json(&[
-            "create",
-            "--runner",
-            "echo",
-            "--objective",
+        .json(&crate::support::echo_args(
             "too often",
-            "--wall",
             "1m",
-            "--every",
-            "1s",
-        ])
+            &["--every", "1s"],
+        ))
         .refused();
     assert!(stop.contains("wake[0].every"), "{stop}");
 }
@@ -354,16 +340,7 @@ fn create_writes_a_cron_line_in_its_zone_and_refuses_one_that_does_not_read() {
         "{f:#}"
     );
     let bad = |extra: &[&str]| {
-        let mut args = vec![
-            "create",
-            "--runner",
-            "echo",
-            "--objective",
-            "x",
-            "--wall",
-            "1m",
-            "--dry-run",
-        ];
+        let mut args = crate::support::echo_args("x", "1m", &["--dry-run"]);
         args.extend_from_slice(extra);
         repo.json(&args).refused()
     };

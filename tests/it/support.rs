@@ -218,16 +218,22 @@ pub fn command_record_args<'a>(objective: &'a str, more: &[&'a str]) -> Vec<&'a 
 /// The arguments of `ocx create` of a record for the echo runner, its run
 /// hearing its hearers and writing to `out`, with the arguments `more`.
 pub fn echo_record_args<'a>(out: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = echo_args("Echo what you hear", "5m", &["--read-write", out]);
+    args.extend_from_slice(more);
+    args
+}
+
+/// The arguments of `ocx create` of a record for the echo runner with
+/// `objective` and `wall`, and the arguments `more`.
+pub fn echo_args<'a>(objective: &'a str, wall: &'a str, more: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "create",
         "--runner",
         "echo",
         "--objective",
-        "Echo what you hear",
+        objective,
         "--wall",
-        "5m",
-        "--read-write",
-        out,
+        wall,
     ];
     args.extend_from_slice(more);
     args
