@@ -1,7 +1,8 @@
 //! `run`: one run as a person follows it: its record as a table, whether
 //! it runs or how it ended, what it has spent beside what its budget
-//! leaves, and its transcript (each delivery and each turn of its agent,
-//! as the agent reported it, secrets masked by the node). The transcript
+//! leaves (its tokens' cost too, where its runner gives prices), and its
+//! transcript (each delivery and each turn of its agent, as the agent
+//! reported it, secrets masked by the node). The transcript
 //! is shown to administrators and to the record's sender alone, and only
 //! where the node's run directories can be read (the node's own account);
 //! `after` and `within` let the page ask for what comes next and wait for
@@ -63,6 +64,11 @@ pub struct Output {
     /// Model tokens spent, as its relay counts them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
+    /// What its model tokens have cost, in its runner's currency, beside
+    /// its `budget.cost` when it has one (`0.0123 of 0.05 USD`); runs whose
+    /// runner's page gives prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<String>,
     /// What it has spent, as its watcher last measured it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spend: Option<Spend>,
@@ -114,6 +120,7 @@ impl Tool for RunTool {
             wall_left: None,
             tokens_budget: r.record.budget.tokens,
             tokens: None,
+            cost: None,
             spend: None,
             spent: None,
             transcript: Vec::new(),
@@ -150,10 +157,11 @@ impl Tool for RunTool {
         let spent = |out: &mut Output| {
             out.tokens = crate::run::relay::spent_in(&dir);
             out.spend = transcript::read_spend(&dir);
-            out.spent = out
+            out.cost = out
                 .spend
                 .as_ref()
-                .map(|s| spend_words(s, r.record.budget.tokens));
+                .and_then(|s| cost_of(s, r.record.budget.cost));
+            out.spent = out.spend.as_ref().map(|s| spend_words(s, &r.record.budget));
         };
         if !may_see {
             spent(&mut out);
@@ -277,9 +285,17 @@ pub fn names(v: &Value) -> String {
     }
 }
 
-/// What a run has spent, in words, beside what its budget of tokens
-/// leaves.
-pub fn spend_words(s: &Spend, tokens_budget: Option<u64>) -> String {
+/// What a run's spend `s` says it cost, beside its `budget.cost` when it
+/// has one, when its runner's page gives prices.
+pub fn cost_of(s: &Spend, budget: Option<crate::protocol::money::Money>) -> Option<String> {
+    let (cost, currency) = (s.cost?, s.currency.as_deref()?);
+    Some(crate::protocol::money::cost_words(cost, budget, currency))
+}
+
+/// What a run has spent, in words, beside what its budget of tokens and
+/// of cost leaves.
+pub fn spend_words(s: &Spend, budget: &kinds::Budget) -> String {
+    let tokens_budget = budget.tokens;
     let mut parts = vec![format!("{} s of wall", s.wall_seconds)];
     if let Some(c) = s.cpu_seconds {
         parts.push(format!("{c:.1} s of CPU"));
@@ -296,6 +312,9 @@ pub fn spend_words(s: &Spend, tokens_budget: Option<u64>) -> String {
             crate::run::relay::thousands(i),
             crate::run::relay::thousands(o)
         ));
+    }
+    if let Some(c) = cost_of(s, budget.cost) {
+        parts.push(c);
     }
     if let Some(r) = s.connections_refused {
         parts.push(format!("{r} connections refused"));

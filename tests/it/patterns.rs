@@ -28,7 +28,9 @@ fn pats_own_page(repo: &Repo) {
     .ok();
 }
 
-fn pattern_page(repo: &Repo, name: &str, block: &Value) {
+/// Writes the pattern `run/NAME` holding `block`, as the repository's
+/// administrator.
+pub(crate) fn pattern_page(repo: &Repo, name: &str, block: &Value) {
     let file = repo.dir.path().join(format!("run-{name}.md"));
     std::fs::write(
         &file,

@@ -407,6 +407,7 @@ fn console_run(request: &Request, r: &Value) -> Markup {
             p { (text_of(r, "runner")) " as " (text_of(r, "runs_as")) ", sent by " (text_of(r, "sent_by")) ", since " (text_of(r, "since")) }
             @if let Some(w) = r.get("wall_left").and_then(Value::as_i64) { p { "Wall left: " (w) " s" } }
             @if let Some(l) = r.get("last_said").and_then(Value::as_str) { p { "Last said: " (l) } }
+            @if let Some(c) = r.get("cost").and_then(Value::as_str) { p.ocx-cost { "Cost: " (c) } }
             @if let Some(a) = r.get("attach").and_then(Value::as_str) {
                 p.ocx-attach { "Its terminal may be attached, on the node's host as its account: " code { (a) } }
             }
