@@ -580,7 +580,7 @@ fn a_record_with_a_cost_is_answered_while_its_budget_covers_a_request_then_ends(
     let (outcome, note) = site.response(&record);
     assert_eq!(outcome, "budget", "{note}");
     let spent = Money(before + cost(billed));
-    let tokens = 2 * searched.total() + billed.total();
+    let tokens = ocx::run::relay::thousands(2 * searched.total() + billed.total());
     assert!(
         note.starts_with("cost limit reached after ")
             && note.ends_with(&format!(": {spent} of {budget} USD, {tokens} tokens")),

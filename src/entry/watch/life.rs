@@ -711,13 +711,13 @@ impl Watch<'_> {
         let How {
             secs, spent, cost, ..
         } = how;
-        let cost_words = |budget| {
+        let cost_said = |budget| {
             cost.as_ref()
                 .map(|(c, currency)| cost_words(*c, budget, currency))
                 .unwrap_or_default()
         };
         let tokens = match (spent, &cost) {
-            (Some(n), Some(_)) => format!(", {} tokens, {}", thousands(n), cost_words(None)),
+            (Some(n), Some(_)) => format!(", {} tokens, {}", thousands(n), cost_said(None)),
             (Some(n), None) => format!(", {} tokens", thousands(n)),
             (None, _) => String::new(),
         };
@@ -739,7 +739,7 @@ impl Watch<'_> {
                 "budget",
                 format!(
                     "cost limit reached after {secs} seconds: {}, {} tokens",
-                    cost_words(self.r.record.budget.cost),
+                    cost_said(self.r.record.budget.cost),
                     thousands(spent.unwrap_or(0)),
                 ),
             ),
@@ -750,7 +750,7 @@ impl Watch<'_> {
                     thousands(spent.unwrap_or(0)),
                     thousands(self.r.record.budget.tokens.unwrap_or(0)),
                     cost.as_ref()
-                        .map(|_| format!(", {}", cost_words(None)))
+                        .map(|_| format!(", {}", cost_said(None)))
                         .unwrap_or_default()
                 ),
             ),
