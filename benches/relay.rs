@@ -40,6 +40,8 @@ fn main() {
         key: KEY.into(),
         // A budget, so each request is reserved and settled as a run's with `budget.tokens` is.
         budget: Some(1 << 40),
+        prices: None,
+        cost: None,
         dir: dir.path().to_path_buf(),
         socket: dir.path().join("model.sock"),
         authorities: Some(authority.clone()),

@@ -410,14 +410,17 @@ fn on_terminal(
     Ok((pty, joining))
 }
 
-/// Starts the run's model relay for the page's service `m`: the key read
+/// Starts the run's model relay for the page's service `m`, its cost
+/// reckoned at the page's `prices`, holding the record's `budget` of
+/// tokens and cost: the key read
 /// from the node's credential, the socket in the workspace's `.ocx`, its
 /// lines in the run's output log; a note naming the field when it cannot.
 fn start_relay(
     root: &Path,
     cfg: &NodeConfig,
     m: &crate::node::runner::ModelService,
-    budget: Option<u64>,
+    prices: Option<crate::protocol::money::Prices>,
+    budget: &crate::protocol::kinds::Budget,
     dir: &Path,
     ws: &Path,
 ) -> Result<crate::run::relay::Relay, WatchError> {
@@ -441,7 +444,9 @@ fn start_relay(
         kind: m.kind,
         upstream: m.upstream.clone(),
         key,
-        budget,
+        budget: budget.tokens,
+        prices,
+        cost: budget.cost,
         dir: dir.to_path_buf(),
         socket: own.join(SOCKET),
         authorities: cfg.model_ca.clone(),

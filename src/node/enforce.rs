@@ -127,7 +127,7 @@ pub fn check_enforceable(
 /// [`check_enforceable`] once the runner is looked for: how this node
 /// finds its page (none for `command`), which must count and read, and
 /// name its model service where the record counts tokens (its relay alone
-/// counts them), the restrictions this node enforces and its ceiling.
+/// counts them) and give prices where it counts cost, the restrictions this node enforces and its ceiling.
 pub fn enforceable(
     record: &Record,
     offered: Option<&runner::Offered>,
@@ -143,6 +143,16 @@ pub fn enforceable(
             field: "budget.tokens".into(),
             reason: format!(
                 "the runner {:?} names no model service (`model` on its page), so nothing counts its tokens",
+                record.runner
+            ),
+        });
+    }
+    let gives_prices = matches!(offered, Some(runner::Offered::Page(p)) if p.prices.is_some());
+    if record.budget.cost.is_some() && !gives_prices {
+        return Err(Problem {
+            field: "budget.cost".into(),
+            reason: format!(
+                "the runner {:?} gives no prices (`prices` on its page), so nothing reckons its cost",
                 record.runner
             ),
         });

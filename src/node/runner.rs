@@ -81,6 +81,7 @@ pub struct CredentialUse {
     pub env: Option<String>,
 }
 
+pub use crate::protocol::money::Prices;
 pub use crate::run::relay::ModelKind;
 
 /// The model service a runner's agent talks to, through its watcher's
@@ -131,6 +132,11 @@ pub struct RunnerPage {
     /// which alone holds the key (none: the run talks to what it reaches).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelService>,
+    /// What its model service's tokens cost, per million in and out, in
+    /// a currency: a run's cost is reckoned from them, and a record's
+    /// `budget.cost` held by the relay (none: its runs' cost is not told).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prices: Option<Prices>,
     /// Whether its program runs on a terminal of its own (50 rows by 200
     /// columns), which a person with admin or setup may join at the node
     /// (`ocx attach`); its deliveries are then typed in.
@@ -187,6 +193,7 @@ impl RunnerPage {
             input: InputMode::Lines,
             hosts: Vec::new(),
             model: None,
+            prices: None,
             terminal: false,
         }
     }
@@ -250,29 +257,7 @@ impl RunnerPage {
                 return bad(format!("hosts[{i}]"), format!("{h:?} {why}"));
             }
         }
-        if let Some(m) = &self.model {
-            if !valid_name(&m.credential) {
-                return bad(
-                    "model.credential".into(),
-                    format!(
-                        "{:?} is not a credential's name (a-z, 0-9, - and _)",
-                        m.credential
-                    ),
-                );
-            }
-            if let Err(why) = upstream_url(&m.upstream) {
-                return bad("model.upstream".into(), why.to_string());
-            }
-            if let Some(i) = self.credentials.iter().position(|c| c.name == m.credential) {
-                return bad(
-                    format!("credentials[{i}].name"),
-                    format!(
-                        "{:?} is the model's key, which the relay holds and the run never does",
-                        m.credential
-                    ),
-                );
-            }
-        }
+        self.check_service()?;
         for (i, c) in self.credentials.iter().enumerate() {
             if !valid_name(&c.name) {
                 return bad(
@@ -309,6 +294,49 @@ impl RunnerPage {
                         "names either a file or env, one of them".into(),
                     );
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the model service and its prices: a credential's name that
+    /// the run is never also given, an https root, and prices only beside a
+    /// model service, in a currency's code.
+    fn check_service(&self) -> Result<(), Problem> {
+        let bad = |field: String, reason: String| Err(Problem { field, reason });
+        if let Some(m) = &self.model {
+            if !valid_name(&m.credential) {
+                return bad(
+                    "model.credential".into(),
+                    format!(
+                        "{:?} is not a credential's name (a-z, 0-9, - and _)",
+                        m.credential
+                    ),
+                );
+            }
+            if let Err(why) = upstream_url(&m.upstream) {
+                return bad("model.upstream".into(), why.to_string());
+            }
+            if let Some(i) = self.credentials.iter().position(|c| c.name == m.credential) {
+                return bad(
+                    format!("credentials[{i}].name"),
+                    format!(
+                        "{:?} is the model's key, which the relay holds and the run never does",
+                        m.credential
+                    ),
+                );
+            }
+        }
+        if let Some(p) = &self.prices {
+            if self.model.is_none() {
+                return bad(
+                    "prices".into(),
+                    "prices the tokens of a model service, and the page names none (`model`)"
+                        .into(),
+                );
+            }
+            if let Some(why) = p.currency_refused() {
+                return bad("prices.currency".into(), why);
             }
         }
         Ok(())
@@ -582,6 +610,49 @@ mod tests {
         let both = r#"{"command": ["x"], "credentials": [{"name": "k", "env": "OPENAI_API_KEY"}],
             "model": {"kind": "openai-responses", "upstream": "https://x", "credential": "k"}}"#;
         assert_eq!(page(both).unwrap_err().field, "credentials[0].name");
+    }
+
+    #[test]
+    fn prices_are_read_beside_a_model_service_or_refused_naming_their_field() {
+        let model = r#""model": {"kind": "anthropic-messages", "upstream": "https://x", "credential": "k"}"#;
+        let p = page(&format!(
+            r#"{{"command": ["x"], {model}, "prices": {{"currency": "USD", "input": 3.0, "output": 15}}}}"#
+        ))
+        .unwrap();
+        let prices = p.prices.unwrap();
+        assert_eq!(prices.cost(1_000_000, 1_000_000).to_string(), "18.00");
+        for (prices, field) in [
+            (
+                r#"{"currency": "USD", "input": -3, "output": 15}"#,
+                "prices.input",
+            ),
+            (
+                r#"{"currency": "USD", "input": 3, "output": "15"}"#,
+                "prices.output",
+            ),
+            (
+                r#"{"currency": "USD", "input": 3, "output": 0.0000001}"#,
+                "prices.output",
+            ),
+            (r#"{"input": 3, "output": 15}"#, "prices.currency"),
+            (
+                r#"{"currency": "dollars", "input": 3, "output": 15}"#,
+                "prices.currency",
+            ),
+            (r#"{"currency": "USD", "input": 3}"#, "prices.output"),
+            (
+                r#"{"currency": "USD", "input": 3, "output": 15, "cache": 1}"#,
+                "prices.cache",
+            ),
+        ] {
+            let p = page(&format!(
+                r#"{{"command": ["x"], {model}, "prices": {prices}}}"#
+            ));
+            assert_eq!(p.unwrap_err().field, field, "{prices}");
+        }
+        let alone =
+            page(r#"{"command": ["x"], "prices": {"currency": "USD", "input": 3, "output": 15}}"#);
+        assert_eq!(alone.unwrap_err().field, "prices");
     }
 
     #[test]

@@ -430,6 +430,14 @@ pub struct Spend {
     /// Model tokens out, as its relay counted the service's usage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens_out: Option<u64>,
+    /// What its model tokens cost, at its runner page's prices (runs whose
+    /// page gives them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<f64>")]
+    pub cost: Option<crate::protocol::money::Money>,
+    /// The currency of `cost`, as the runner page's prices name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
     /// Connections its proxy refused (runs held to `sandbox.hosts`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connections_refused: Option<u64>,

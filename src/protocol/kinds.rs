@@ -116,6 +116,10 @@ pub struct Budget {
     /// Model tokens in all (in and out, as the model service's own usage counts them), a positive whole number; only for a runner whose page names its model service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
+    /// Model cost in all, in the currency of its runner page's prices (tokens in and out at those prices), a positive decimal of at most six places; only for a runner whose page gives prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<f64>")]
+    pub cost: Option<super::money::Money>,
 }
 
 /// A memory limit as a record may give it.
@@ -412,6 +416,9 @@ pub fn check_budget(b: &Budget) -> Result<(), Problem> {
             "budget.tokens",
             "is not a positive whole number",
         ));
+    }
+    if b.cost.is_some_and(super::money::Money::is_zero) {
+        return Err(Problem::new("budget.cost", "is not a positive amount"));
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ pub mod ask;
 pub mod found;
 pub mod kinds;
 pub mod message;
+pub mod money;
 pub mod reference;
 pub mod schedule;
 pub mod verdict;

@@ -5,13 +5,15 @@
 //! upstream over TLS with the node's key in its place, and streams the
 //! answer back event by event as it comes. It adds up each answer's usage
 //! as the service counts it (in and out, streamed or not), keeps the total
-//! in the run's `tokens` file, and holds the record's `budget.tokens` as a
-//! hard limit however many requests the run sends at once: before it
-//! forwards a request it reserves the most that request may cost (its
-//! `max_tokens`, or the service's ceiling when it names none, and its
-//! input reckoned at a token a byte of its body), refuses as the service
-//! would one the budget left cannot cover, and settles the reservation
-//! with what the service billed. An answer the run stops reading is read
+//! in the run's `tokens` file, reckons their cost at its runner page's
+//! `prices` when it gives them, and holds the record's `budget.tokens`
+//! and `budget.cost` as hard limits however many requests the run sends
+//! at once: before it forwards a request it reserves the most that
+//! request may cost (its `max_tokens`, or the service's ceiling when it
+//! names none, and its input reckoned at a token a byte of its body, both
+//! priced for the cost), refuses as the service would one a budget left
+//! cannot cover, and settles the reservation with what the service
+//! billed. An answer the run stops reading is read
 //! on by the relay to its usage, and counted. Once the budget is reached,
 //! or cannot cover a request, it answers no more.
 //!
@@ -19,6 +21,7 @@
 //! way in for a run without a network of the host's). Anything a run sends
 //! is hostile: every reading is bounded, and nothing it sends can panic it.
 
+use crate::protocol::money::{Money, Prices};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -70,6 +73,15 @@ pub enum ModelKind {
     AnthropicMessages,
     /// OpenAI's Responses API (Codex): the key as `Authorization: Bearer`.
     OpenaiResponses,
+}
+
+/// Which of a run's model budgets its relay holds it to was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelBudget {
+    /// `budget.tokens`: tokens in and out together.
+    Tokens,
+    /// `budget.cost`: their cost at the runner page's prices.
+    Cost,
 }
 
 /// Why a runner page's `model.upstream` is no model service's root URL.
@@ -144,6 +156,12 @@ pub struct Settings {
     pub key: String,
     /// The record's `budget.tokens`, if it has one.
     pub budget: Option<u64>,
+    /// The runner page's prices, if it gives them: the run's cost is
+    /// reckoned at them.
+    pub prices: Option<Prices>,
+    /// The record's `budget.cost`, in the prices' currency, if it has one
+    /// (held only with prices).
+    pub cost: Option<Money>,
     /// The run's directory, where `tokens` is written.
     pub dir: PathBuf,
     /// Where its Unix socket is bound.
@@ -174,6 +192,13 @@ impl Meter {
             self.0.spent_out.load(Ordering::SeqCst),
         )
     }
+
+    /// What the tokens spent so far cost, and in which currency, when the
+    /// runner's page gives prices.
+    pub fn cost(&self) -> Option<(Money, String)> {
+        let p = self.0.prices.as_ref()?;
+        Some((self.0.cost(), p.currency.clone()))
+    }
 }
 
 /// Why a run's request reached no answer from its model service.
@@ -194,14 +219,20 @@ struct Shared {
     key: String,
     token: String,
     budget: Option<u64>,
+    prices: Option<Prices>,
+    /// `budget.cost`, held only when there are prices.
+    cost_budget: Option<Money>,
     tokens_file: PathBuf,
     spent: AtomicU64,
     /// The spend's tokens in and out.
     spent_in: AtomicU64,
     spent_out: AtomicU64,
-    /// What the requests under way may still cost, beyond what they billed so far.
-    reserved: Mutex<u64>,
+    /// What the requests under way may still cost, in and out, beyond
+    /// what they billed so far.
+    reserved: Mutex<Usage>,
     reached: AtomicBool,
+    /// Which budget was reached, once one is.
+    reached_by: Mutex<Option<ModelBudget>>,
     on_reached: Mutex<Option<Box<dyn FnOnce() + Send>>>,
     written: Mutex<()>,
     log: Box<dyn Fn(&str) + Send + Sync>,
@@ -227,12 +258,15 @@ impl Relay {
             key: s.key,
             token: format!("ocx-run-{}", hex::encode(token)),
             budget: s.budget,
+            cost_budget: s.cost.filter(|_| s.prices.is_some()),
+            prices: s.prices,
             tokens_file: s.dir.join(TOKENS),
             spent: AtomicU64::new(0),
             spent_in: AtomicU64::new(0),
             spent_out: AtomicU64::new(0),
-            reserved: Mutex::new(0),
+            reserved: Mutex::new(Usage::default()),
             reached: AtomicBool::new(false),
+            reached_by: Mutex::new(None),
             on_reached: Mutex::new(None),
             written: Mutex::new(()),
             log: s.log,
@@ -310,6 +344,31 @@ impl Relay {
     /// Whether the spend has reached the budget.
     pub fn reached(&self) -> bool {
         self.shared.reached.load(Ordering::SeqCst)
+    }
+
+    /// Which budget the spend reached, once it reached one.
+    pub fn reached_by(&self) -> Option<ModelBudget> {
+        *self
+            .shared
+            .reached_by
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The runner page's prices, if it gives them.
+    pub fn prices(&self) -> Option<&Prices> {
+        self.shared.prices.as_ref()
+    }
+
+    /// What the tokens spent so far cost at the page's prices (nothing
+    /// without prices).
+    pub fn cost(&self) -> Money {
+        self.shared.cost()
+    }
+
+    /// The record's `budget.cost`, when the page gives prices to hold it.
+    pub fn cost_budget(&self) -> Option<Money> {
+        self.shared.cost_budget
     }
 
     /// Has `then` called once the budget is reached (at once if it is).
@@ -718,14 +777,14 @@ pub fn error_answer(kind: ModelKind, status: u16, message: &str) -> Vec<u8> {
     out
 }
 
-/// The most `asked` may cost: the output it allows (its `max_tokens` or
-/// `max_output_tokens`, else [`OUTPUT_CEILING`]) and its input, reckoned at
-/// a token a byte of its body (no tokenizer makes more tokens of text than
-/// bytes, and a body's JSON only adds bytes). A request with no body
-/// generates nothing.
-fn bound(asked: &Asked) -> u64 {
+/// The most `asked` may cost, in and out: the output it allows (its
+/// `max_tokens` or `max_output_tokens`, else [`OUTPUT_CEILING`]) and its
+/// input, reckoned at a token a byte of its body (no tokenizer makes more
+/// tokens of text than bytes, and a body's JSON only adds bytes). A
+/// request with no body generates nothing.
+fn bound(asked: &Asked) -> Usage {
     if asked.body.is_empty() {
-        return 0;
+        return Usage::default();
     }
     #[derive(Deserialize)]
     struct Limits {
@@ -739,7 +798,10 @@ fn bound(asked: &Asked) -> u64 {
         .and_then(|l| l.max_tokens.or(l.max_output_tokens))
         .and_then(|v| v.as_u64())
         .unwrap_or(OUTPUT_CEILING);
-    output.saturating_add(asked.body.len() as u64)
+    Usage {
+        input: asked.body.len() as u64,
+        output,
+    }
 }
 
 /// One chunk of a chunked body.
@@ -801,28 +863,29 @@ impl Shared {
             return Ok(true);
         }
         if self.reached() {
+            let by = self.reached_by().unwrap_or(ModelBudget::Tokens);
             out.write_all(&error_answer(
                 self.kind,
                 400,
-                &format!(
-                    "the run's budget of {} tokens is spent",
-                    thousands(self.budget.unwrap_or(0))
-                ),
+                &format!("the run's budget of {} is spent", self.budget_words(by)),
             ))?;
             return Ok(false);
         }
-        let Some(reservation) = self.reserve(asked) else {
-            out.write_all(&error_answer(
-                self.kind,
-                400,
-                &format!(
-                    "the run's budget of {} tokens cannot cover this request: it may cost {} (its output limit and its input, reckoned at a token a byte)",
-                    thousands(self.budget.unwrap_or(0)),
-                    thousands(bound(asked)),
-                ),
-            ))?;
-            self.end();
-            return Ok(false);
+        let reservation = match self.reserve(asked) {
+            Ok(r) => r,
+            Err(by) => {
+                out.write_all(&error_answer(
+                    self.kind,
+                    400,
+                    &format!(
+                        "the run's budget of {} cannot cover this request: it may cost {} (its output limit and its input, reckoned at a token a byte)",
+                        self.budget_words(by),
+                        self.amount_words(by, bound(asked)),
+                    ),
+                ))?;
+                self.end();
+                return Ok(false);
+            }
         };
         let answered = self.forward(asked, out);
         self.settle(reservation);
@@ -832,36 +895,126 @@ impl Shared {
         answered
     }
 
-    /// Reserves what `asked` may cost, when the budget left covers it
-    /// beside what the requests under way may cost; `None` when it does
-    /// not, the budget then marked reached. What is reserved (0 with no budget).
-    fn reserve(&self, asked: &Asked) -> Option<u64> {
-        let Some(budget) = self.budget else {
-            return Some(0);
-        };
-        let cost = bound(asked);
-        let mut reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
-        let spent = self.spent.load(Ordering::SeqCst);
-        if spent.saturating_add(*reserved).saturating_add(cost) > budget {
-            drop(reserved);
-            if !self.reached.swap(true, Ordering::SeqCst) {
-                (self.log)(&format!(
-                    "model relay: the run's budget of {} tokens cannot cover a request that may cost {} ({} spent): it answers no more",
-                    thousands(budget),
-                    thousands(cost),
-                    thousands(spent)
-                ));
-            }
-            return None;
+    /// Reserves what `asked` may cost, in and out, when every budget
+    /// left covers it beside what the requests under way may cost; the
+    /// budget that does not, when one does not, which is then marked
+    /// reached. What is reserved (nothing with no budget).
+    fn reserve(&self, asked: &Asked) -> Result<Usage, ModelBudget> {
+        if self.budget.is_none() && self.cost_budget.is_none() {
+            return Ok(Usage::default());
         }
-        *reserved += cost;
-        Some(cost)
+        let may = bound(asked);
+        let mut reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
+        let (spent_in, spent_out) = (
+            self.spent_in.load(Ordering::SeqCst),
+            self.spent_out.load(Ordering::SeqCst),
+        );
+        let after = Usage {
+            input: spent_in
+                .saturating_add(reserved.input)
+                .saturating_add(may.input),
+            output: spent_out
+                .saturating_add(reserved.output)
+                .saturating_add(may.output),
+        };
+        let over = match self.over(after) {
+            None => {
+                reserved.input = reserved.input.saturating_add(may.input);
+                reserved.output = reserved.output.saturating_add(may.output);
+                return Ok(may);
+            }
+            Some(by) => by,
+        };
+        drop(reserved);
+        let spent = Usage {
+            input: spent_in,
+            output: spent_out,
+        };
+        self.mark_reached(
+            over,
+            &format!(
+                "cannot cover a request that may cost {} ({} spent)",
+                self.amount_words(over, may),
+                self.amount_words(over, spent)
+            ),
+        );
+        Err(over)
+    }
+
+    /// The budget `usage` would pass, if any: its tokens past
+    /// `budget.tokens`, or their cost past `budget.cost`.
+    fn over(&self, usage: Usage) -> Option<ModelBudget> {
+        if self.budget.is_some_and(|b| usage.total() > b) {
+            return Some(ModelBudget::Tokens);
+        }
+        match (&self.prices, self.cost_budget) {
+            (Some(p), Some(b)) if p.cost(usage.input, usage.output) > b => Some(ModelBudget::Cost),
+            _ => None,
+        }
+    }
+
+    /// The budget the spend so far has reached, if any.
+    fn reached_now(&self) -> Option<ModelBudget> {
+        let spent = self.spent.load(Ordering::SeqCst);
+        if self.budget.is_some_and(|b| spent >= b) {
+            return Some(ModelBudget::Tokens);
+        }
+        self.cost_budget
+            .filter(|b| self.prices.is_some() && self.cost() >= *b)
+            .map(|_| ModelBudget::Cost)
+    }
+
+    /// Marks the budget `by` reached, once, saying `why` in the run's log.
+    fn mark_reached(&self, by: ModelBudget, why: &str) {
+        let mut held = self.reached_by.lock().unwrap_or_else(|e| e.into_inner());
+        if self.reached.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        *held = Some(by);
+        drop(held);
+        (self.log)(&format!(
+            "model relay: the run's budget of {} {why}: it answers no more",
+            self.budget_words(by)
+        ));
+    }
+
+    /// Which budget was reached, once one was.
+    fn reached_by(&self) -> Option<ModelBudget> {
+        *self.reached_by.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The budget `by` as a person reads it: `18,000 tokens`, `0.05 USD`.
+    fn budget_words(&self, by: ModelBudget) -> String {
+        match (by, &self.prices) {
+            (ModelBudget::Cost, Some(p)) => p.amount(self.cost_budget.unwrap_or_default()),
+            _ => format!("{} tokens", thousands(self.budget.unwrap_or(0))),
+        }
+    }
+
+    /// `usage` counted as the budget `by` counts it: tokens, or their cost.
+    fn amount_words(&self, by: ModelBudget, usage: Usage) -> String {
+        match (by, &self.prices) {
+            (ModelBudget::Cost, Some(p)) => p.amount(p.cost(usage.input, usage.output)),
+            _ => thousands(usage.total()),
+        }
+    }
+
+    /// What the tokens spent so far cost at the page's prices (nothing
+    /// without prices).
+    fn cost(&self) -> Money {
+        self.prices.as_ref().map_or(Money(0), |p| {
+            p.cost(
+                self.spent_in.load(Ordering::SeqCst),
+                self.spent_out.load(Ordering::SeqCst),
+            )
+        })
     }
 
     /// Gives back a reservation once its answer is counted.
-    fn settle(&self, reservation: u64) {
+    fn settle(&self, reservation: Usage) {
         let mut reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
-        *reserved = reserved.saturating_sub(reservation);
+        reserved.input = reserved.input.saturating_sub(reservation.input);
+        reserved.output = reserved.output.saturating_sub(reservation.output);
     }
 
     /// `asked` sent to the model service with the run's key in place of
@@ -1031,18 +1184,14 @@ impl Shared {
         }
         self.spent_in.fetch_add(more_in, Ordering::SeqCst);
         self.spent_out.fetch_add(more_out, Ordering::SeqCst);
-        let now_spent = self
-            .spent
-            .fetch_add(more, Ordering::SeqCst)
-            .saturating_add(more);
+        self.spent.fetch_add(more, Ordering::SeqCst);
         self.write_spent();
-        if self.budget.is_some_and(|b| now_spent >= b) && !self.reached.swap(true, Ordering::SeqCst)
-        {
-            (self.log)(&format!(
-                "model relay: the run's budget of {} tokens is reached ({} spent): it answers no more",
-                thousands(self.budget.unwrap_or(0)),
-                thousands(now_spent)
-            ));
+        if let Some(by) = self.reached_now() {
+            let spent = match (by, &self.prices) {
+                (ModelBudget::Cost, Some(p)) => p.amount(self.cost()),
+                _ => thousands(self.spent.load(Ordering::SeqCst)),
+            };
+            self.mark_reached(by, &format!("is reached ({spent} spent)"));
         }
         Usage {
             input: counted.input.max(now.input),

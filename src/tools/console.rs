@@ -86,6 +86,12 @@ pub struct RunView {
     /// Its record's `budget.tokens`, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens_budget: Option<u64>,
+    /// What its model tokens have cost, in its runner's currency, beside
+    /// its `budget.cost` when it has one (`0.0123 of 0.05 USD`): runs whose
+    /// runner's page gives prices, as its watcher last measured them,
+    /// where the node's own account asks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<String>,
     /// The command that joins its terminal, on the node's host as the
     /// node's account (running runs whose runner gives them a terminal).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -259,6 +265,7 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
             last_error: None,
             tokens: None,
             tokens_budget: r.record.budget.tokens,
+            cost: None,
             attach: None,
         };
         if let Some(f) = response {
@@ -266,13 +273,16 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
                 view.outcome = Some(resp.outcome);
                 view.note = Some(resp.note).filter(|n| !n.is_empty());
             }
-            ended.push(view);
+            ended.push((view, r.record.budget.cost));
         } else {
             let dir = node_root
                 .as_deref()
                 .map(|root| crate::node::config::NodeConfig::run_dir(root, &r.hash));
             view.last_error = dir.as_deref().and_then(crate::node::runner::last_error);
             view.tokens = dir.as_deref().and_then(crate::run::relay::spent_in);
+            view.cost = dir
+                .as_deref()
+                .and_then(|d| cost_in(d, r.record.budget.cost));
             view.wall_left = kinds::wall_seconds(&r.record.budget.wall)
                 .map(|w| (r.said.when * 86400.0 + w as f64 - now * 86400.0).round() as i64);
             view.next_slot =
@@ -283,15 +293,23 @@ fn runs(call: &mut Call) -> Result<(Vec<RunView>, Vec<RunView>), Stop> {
     ended.reverse();
     ended.truncate(ENDED_MAX);
     if let Some(root) = node_root.as_deref() {
-        for view in &mut ended {
+        for (view, cost_budget) in &mut ended {
             let dir = crate::node::config::NodeConfig::run_dir(root, &view.record);
             view.last_error = crate::node::runner::last_error(&dir);
+            view.cost = cost_in(&dir, *cost_budget);
         }
     }
+    let ended = ended.into_iter().map(|(view, _)| view).collect();
     if node_root.is_some() && !running.is_empty() {
         mark_terminals(call, &mut running)?;
     }
     Ok((running, ended))
+}
+
+/// What the run in `dir` has cost, beside its `budget.cost`, as its
+/// watcher last measured it, when its runner's page gives prices.
+fn cost_in(dir: &std::path::Path, budget: Option<crate::protocol::money::Money>) -> Option<String> {
+    super::run::cost_of(&crate::node::transcript::read_spend(dir)?, budget)
 }
 
 /// Gives each run in `running` whose runner's page counts and says
@@ -377,6 +395,9 @@ pub fn text(o: &Output) -> String {
                     "  tokens: {}{of}\n",
                     crate::run::relay::thousands(n)
                 ));
+            }
+            if let Some(c) = &r.cost {
+                t.push_str(&format!("  cost: {c}\n"));
             }
             if let Some(a) = &r.attach {
                 t.push_str(&format!("  its terminal: {a} (on the node's host)\n"));

@@ -320,8 +320,8 @@ fn check_hears(call: &Call, hears: &[String]) -> Result<(), Stop> {
 }
 
 /// Whether the run offers remote control (`asked`, else whatever the
-/// runner's page offers); a token budget or remote control the page
-/// `page` of `runner` cannot give refused.
+/// runner's page offers); a token or cost budget or remote control the
+/// page `page` of `runner` cannot give refused.
 fn page_offers(
     runner: &str,
     page: Option<&runner::RunnerPage>,
@@ -336,6 +336,15 @@ fn page_offers(
             ),
         )
         .next("leave tokens out, or name a runner whose page names its model"));
+    }
+    if budget.cost.is_some() && page.is_none_or(|p| p.prices.is_none()) {
+        return Err(Stop::field(
+            "budget.cost",
+            format!(
+                "the runner {runner:?} gives no prices (`prices` on its page), so nothing would reckon its cost"
+            ),
+        )
+        .next("leave cost out, or name a runner whose page gives its model's prices"));
     }
     let offers_remote = page.is_some_and(|p| p.offers_remote());
     match asked {

@@ -1,7 +1,8 @@
 //! `run`: one run as a person follows it: its record as a table, whether
 //! it runs or how it ended, what it has spent beside what its budget
-//! leaves, and its transcript (each delivery and each turn of its agent,
-//! as the agent reported it, secrets masked by the node). The transcript
+//! leaves (its tokens' cost too, where its runner gives prices), and its
+//! transcript (each delivery and each turn of its agent, as the agent
+//! reported it, secrets masked by the node). The transcript
 //! is shown to administrators and to the record's sender alone, and only
 //! where the node's run directories can be read (the node's own account);
 //! `after` and `within` let the page ask for what comes next and wait for
@@ -66,6 +67,11 @@ pub struct Output {
     /// Model tokens spent, as its relay counts them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
+    /// What its model tokens have cost, in its runner's currency, beside
+    /// its `budget.cost` when it has one (`0.0123 of 0.05 USD`); runs whose
+    /// runner's page gives prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<String>,
     /// What it has spent, as its watcher last measured it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spend: Option<Spend>,
@@ -118,6 +124,7 @@ impl Tool for RunTool {
             next_slot: None,
             tokens_budget: r.record.budget.tokens,
             tokens: None,
+            cost: None,
             spend: None,
             spent: None,
             transcript: Vec::new(),
@@ -156,6 +163,10 @@ impl Tool for RunTool {
         let spent = |out: &mut Output| {
             out.tokens = crate::run::relay::spent_in(&dir);
             out.spend = transcript::read_spend(&dir);
+            out.cost = out
+                .spend
+                .as_ref()
+                .and_then(|s| cost_of(s, r.record.budget.cost));
             out.spent = out.spend.as_ref().map(|s| spend_words(s, &r.record.budget));
         };
         if !may_see {
@@ -283,9 +294,16 @@ pub fn names(v: &Value) -> String {
     }
 }
 
+/// What a run's spend `s` says it cost, beside its `budget.cost` when it
+/// has one, when its runner's page gives prices.
+pub fn cost_of(s: &Spend, budget: Option<crate::protocol::money::Money>) -> Option<String> {
+    let (cost, currency) = (s.cost?, s.currency.as_deref()?);
+    Some(crate::protocol::money::cost_words(cost, budget, currency))
+}
+
 /// What a run has spent, in words, each beside what its record's budget
 /// gives of it (`of` that much), where the budget names it.
-pub fn spend_words(s: &Spend, budget: &crate::protocol::kinds::Budget) -> String {
+pub fn spend_words(s: &Spend, budget: &kinds::Budget) -> String {
     use crate::protocol::kinds::{memory_bytes, wall_seconds};
     use crate::run::relay::thousands;
     let of = |limit: Option<String>| limit.map(|l| format!(" of {l}")).unwrap_or_default();
@@ -318,6 +336,9 @@ pub fn spend_words(s: &Spend, budget: &crate::protocol::kinds::Budget) -> String
             thousands(o),
             of(budget.tokens.map(thousands))
         ));
+    }
+    if let Some(c) = cost_of(s, budget.cost) {
+        parts.push(c);
     }
     if let Some(r) = s.connections_refused {
         parts.push(format!("{r} connections refused"));

@@ -464,6 +464,7 @@ fn agent(
             input: mode,
             hosts: service_host(model.as_ref()),
             model,
+            prices: None,
             terminal: input.terminal,
         },
         still: Vec::new(),

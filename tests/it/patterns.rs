@@ -28,6 +28,8 @@ fn pats_own_page(repo: &Repo) {
     .ok();
 }
 
+/// Writes the pattern `run/NAME` holding `block`, as the repository's
+/// administrator.
 pub fn pattern_page(repo: &Repo, name: &str, block: &Value) {
     let file = repo.dir.path().join(format!("run-{name}.md"));
     std::fs::write(

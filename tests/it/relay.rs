@@ -3,7 +3,10 @@
 //! Claude Code and Codex answering through it; a run that searches its
 //! environment, home and `/proc` for the key and finds none; a record with
 //! `budget.tokens` ended at its budget with the streamed answer that
-//! crossed it cut at an event's end; a relay whose upstream is away, or
+//! crossed it cut at an event's end; a record with `budget.cost` at its
+//! runner page's prices ended the same way, its cost told in its note,
+//! `run` and `console`, and refused for a runner giving no prices; a
+//! relay whose upstream is away, or
 //! untrusted, answering as the service would and saying so in its log; and
 //! a wrong token refused.
 
@@ -12,7 +15,8 @@ use crate::model::{Model, Reply};
 use crate::support::{Repo, Served, ServedNode};
 use crate::tls::{Tls, port_of};
 use ocx::node::runner::ModelKind;
-use ocx::run::relay::{Relay, Settings};
+use ocx::protocol::money::{Money, Prices};
+use ocx::run::relay::{Relay, Settings, Usage};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -251,18 +255,23 @@ pub(crate) fn step<'a>(all: &'a [Value], name: &str) -> &'a Value {
 /// A node with the runner `search` ([`SEARCH`]) whose page names the
 /// scripted service behind `tls`; the directory the runner writes to.
 pub(crate) fn search_site(tls: &Tls) -> (Site, PathBuf) {
+    search_site_with(tls, json!({}))
+}
+
+/// [`search_site`], the page given the fields of `more` too.
+fn search_site_with(tls: &Tls, more: Value) -> (Site, PathBuf) {
     let site = Site {
         node: node(tls),
         agent: Agent::Claude,
     };
     let (runner, out) = crate::support::runner_script(&site.node.repo, SEARCH);
-    crate::support::runner_page(
-        &site.node.repo,
-        "search",
-        &json!({"command": [runner], "input": "lines",
-            "env": {"OCX_TEST_OUT": out, "OCX_TEST_BESIDE": crate::support::ocx_bin().parent()},
-            "model": service("anthropic-messages", tls)}),
-    );
+    let mut page = json!({"command": [runner], "input": "lines",
+        "env": {"OCX_TEST_OUT": out, "OCX_TEST_BESIDE": crate::support::ocx_bin().parent()},
+        "model": service("anthropic-messages", tls)});
+    page.as_object_mut()
+        .unwrap()
+        .extend(more.as_object().unwrap().clone());
+    crate::support::runner_page(&site.node.repo, "search", &page);
     (site, out)
 }
 
@@ -475,6 +484,243 @@ fn a_record_with_tokens_is_answered_while_its_budget_covers_a_request_then_ends(
     assert!(log.contains("cannot cover a request"), "{log}");
 }
 
+/// The search runner's requests and the test's, as the scripted server
+/// bills them and the relay reserves them, in and out: a request of `body`
+/// is reserved at its bytes in and its `max_tokens` (10) out, and billed
+/// its bytes over four in and 5 out.
+fn reckoned(body: &Value) -> (Usage, Usage) {
+    let bytes = body.to_string().len() as u64;
+    (
+        Usage {
+            input: bytes,
+            output: 10,
+        },
+        Usage {
+            input: bytes / 4,
+            output: 5,
+        },
+    )
+}
+
+#[test]
+fn a_record_with_a_cost_is_answered_while_its_budget_covers_a_request_then_ends() {
+    let model = Model::start(|_| Reply::text("a long answer ".repeat(20)));
+    let tls = Tls::front(port_of(&model.url()));
+    // A millionth of a dollar a token in, two a token out.
+    let prices = Prices {
+        currency: "USD".into(),
+        input: Money(1_000_000),
+        output: Money(2_000_000),
+    };
+    let (site, out) = search_site_with(
+        &tls,
+        json!({"prices": {"currency": "USD", "input": 1, "output": 2.0}}),
+    );
+    let refused = |args: &[&str]| {
+        let mut all = vec!["create", "--objective", "x", "--wall", "5m"];
+        all.extend_from_slice(args);
+        site.node.repo.json(&all).refused()
+    };
+    assert_eq!(
+        refused(&["--runner", "search", "--cost", "0"]),
+        "budget.cost"
+    );
+    let cost = |u: Usage| prices.cost(u.input, u.output).0;
+    let body = json!({"model": "m", "stream": true, "max_tokens": 10,
+        "messages": [{"role": "user", "content": "Say a lot"}]});
+    let (reserved, billed) = reckoned(&body);
+    let (_, searched) = reckoned(&json!({"model": "m", "stream": true, "max_tokens": 10,
+        "messages": [{"role": "user", "content": "Say hello"}]}));
+    // The runner's own two requests are billed first; then a budget that
+    // covers one more request's reservation beside them, and not two.
+    let before = 2 * cost(searched);
+    let budget = Money(before + cost(reserved) + cost(billed) - 1);
+    let record = create(&site, &out, &["--cost", &budget.to_string()]);
+    let all = results(&out);
+    let done = step(&all, "done");
+    let (url, token) = (
+        done["url"].as_str().unwrap(),
+        done["token"].as_str().unwrap(),
+    );
+    let (status, text, ended) = ask(url, token, &body);
+    assert_eq!(status, 200);
+    assert!(
+        ended && text.contains("message_stop"),
+        "answered whole: {text:?}"
+    );
+    let (status, text, _) = ask(url, token, &body);
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains(&format!(
+            "the run's budget of {budget} USD cannot cover this request"
+        )),
+        "{text}"
+    );
+    let (outcome, note) = site.response(&record);
+    assert_eq!(outcome, "budget", "{note}");
+    let spent = Money(before + cost(billed));
+    let tokens = ocx::run::relay::thousands(2 * searched.total() + billed.total());
+    assert!(
+        note.starts_with("cost limit reached after ")
+            && note.ends_with(&format!(": {spent} of {budget} USD, {tokens} tokens")),
+        "what the service billed at the page's prices: {note}"
+    );
+    let run = site.json(&["run", "--record", &record]);
+    let words = format!("{spent} of {budget} USD");
+    assert_eq!(run["cost"], words.as_str(), "{run:#}");
+    assert!(run["spent"].as_str().unwrap().contains(&words), "{run:#}");
+    let console = site.json(&["console"]);
+    let card = console["ended"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["record"] == record.as_str())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(card["cost"], words.as_str(), "{console:#}");
+    assert!(
+        site.node
+            .repo
+            .ocx(&["console"])
+            .stdout
+            .contains(&format!("cost: {words}")),
+        "and its text says so"
+    );
+}
+
+#[test]
+fn a_cost_is_refused_for_a_runner_giving_no_prices_and_bad_prices_naming_their_field() {
+    let tls = Tls::front(1);
+    let (site, out) = search_site(&tls);
+    let repo = &site.node.repo;
+    let refusal = |runner: &str| {
+        let args = [
+            "create",
+            "--runner",
+            runner,
+            "--objective",
+            "x",
+            "--wall",
+            "5m",
+            "--cost",
+            "0.5",
+        ];
+        let r = repo.json(&args);
+        let why = r.answer()["stopped"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        (r.refused(), why)
+    };
+    let (field, why) = refusal("search");
+    assert_eq!(field, "budget.cost", "{why}");
+    assert!(why.contains("gives no prices"), "{why}");
+    // The node refuses it too, for a record written by hand.
+    let record = json!({"ocx": 1, "kind": "record", "node": repo.server_code(),
+        "user": "search-0a0b0c", "runner": "search", "objective": "cost",
+        "checkins": [], "hears": [], "remote": false, "restrict": {},
+        "sandbox": {"network": true, "read_only": [], "read_write": [out]},
+        "budget": {"wall": "1m", "cost": 0.5}});
+    let hash = crate::node::record_by_hand(repo, "admin", &record);
+    let (outcome, note) = site.response(&hash);
+    assert_eq!(outcome, "refused", "{note}");
+    assert!(note.contains("budget.cost"), "{note}");
+    // A page whose prices are refused offers no runner: its record is
+    // answered `refused`, naming the page's field.
+    for (i, (prices, field)) in [
+        (
+            json!({"currency": "USD", "input": -3, "output": 15}),
+            "prices.input",
+        ),
+        (
+            json!({"currency": "USD", "input": 3, "output": "15"}),
+            "prices.output",
+        ),
+        (json!({"input": 3, "output": 15}), "prices.currency"),
+        (
+            json!({"currency": "USD", "input": 3, "output": 15, "cached": 1}),
+            "prices.cached",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let page = json!({"command": ["/bin/true"], "model": service("anthropic-messages", &tls),
+            "prices": prices});
+        let name = format!("dear{i}");
+        crate::support::runner_page(repo, &name, &page);
+        let r = repo.json(&[
+            "create",
+            "--runner",
+            &name,
+            "--objective",
+            "x",
+            "--wall",
+            "1m",
+        ]);
+        let record = r.ok()["record"].as_str().unwrap().to_string();
+        let (outcome, note) = site.response(&record);
+        assert_eq!(outcome, "refused", "{note}");
+        assert!(
+            note.contains(&format!(
+                "runner: this node refuses the page sandbox/{name} that defines it, at {field}: "
+            )),
+            "{prices}: {note}"
+        );
+    }
+}
+
+#[test]
+fn the_priced_page_and_the_pattern_agents_md_shows_write_a_record_held_to_its_cost() {
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/agents.md")).unwrap();
+    let section = docs
+        .split("### What a run costs")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let page = ocx::node::runner::read_page(section.as_bytes()).unwrap();
+    assert_eq!(
+        page.prices,
+        Some(Prices {
+            currency: "USD".into(),
+            input: Money(3_000_000),
+            output: Money(15_000_000),
+        })
+    );
+    let at = section.find("`run/capped-review` holding:").unwrap();
+    let block = &ocx::protocol::message::json_blocks(&section[at..])[0];
+    let pattern: Value = serde_json::from_str(block).unwrap();
+    let node = Served::on(Repo::new()).start();
+    let repo = &node.repo;
+    crate::support::runner_page(repo, "claude", &serde_json::to_value(&page).unwrap());
+    let bare = ocx::node::runner::RunnerPage {
+        prices: None,
+        ..page
+    };
+    crate::support::runner_page(repo, "bare", &serde_json::to_value(&bare).unwrap());
+    crate::patterns::pattern_page(repo, "capped-review", &pattern);
+    let written = repo
+        .json(&["create", "--pattern", "capped-review", "--dry-run"])
+        .ok();
+    assert_eq!(
+        written["fields"]["budget"]["cost"],
+        json!(2.0),
+        "{written:#}"
+    );
+    let args = [
+        "create",
+        "--pattern",
+        "capped-review",
+        "--runner",
+        "bare",
+        "--dry-run",
+    ];
+    assert_eq!(repo.json(&args).refused(), "budget.cost");
+}
+
 /// A relay started here with `budget`, trusting `tls`'s authority; its log lines kept.
 fn budgeted(tls: &Tls, budget: u64) -> (Relay, tempfile::NamedTempFile) {
     let ca = tempfile::NamedTempFile::new().unwrap();
@@ -485,6 +731,8 @@ fn budgeted(tls: &Tls, budget: u64) -> (Relay, tempfile::NamedTempFile) {
         upstream: tls.url(),
         key: KEY.into(),
         budget: Some(budget),
+        prices: None,
+        cost: None,
         dir: dir.clone(),
         socket: dir.join("model.sock"),
         authorities: Some(ca.path().to_path_buf()),
@@ -647,6 +895,8 @@ fn relay(upstream: &str, authorities: Option<PathBuf>) -> (Relay, Arc<Mutex<Vec<
         upstream: upstream.into(),
         key: KEY.into(),
         budget: None,
+        prices: None,
+        cost: None,
         dir: dir.clone(),
         socket: dir.join("model.sock"),
         authorities,

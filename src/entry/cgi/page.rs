@@ -443,6 +443,7 @@ fn console_run(request: &Request, r: &Value) -> Markup {
             @if let Some(w) = r.get("wall_left").and_then(Value::as_i64) { p { "Wall left: " (w) " s" } }
             @if let Some(n) = r.get("next_slot").and_then(Value::as_str) { p { "Next slot of its schedule: " (n) } }
             @if let Some(l) = r.get("last_said").and_then(Value::as_str) { p { "Last said: " (l) } }
+            @if let Some(c) = r.get("cost").and_then(Value::as_str) { p.ocx-cost { "Cost: " (c) } }
             @if let Some(a) = r.get("attach").and_then(Value::as_str) {
                 p.ocx-attach { "Its terminal may be attached, on the node's host as its account: " code { (a) } }
             }

@@ -24,8 +24,9 @@ use crate::node::runner::{InputMode, RunnerPage};
 use crate::node::transcript::{Said, Transcript};
 use crate::node::{self};
 use crate::protocol::found::StandingRecord;
+use crate::protocol::money::{Money, cost_words};
 use crate::run::egress::Refused;
-use crate::run::relay::{Relay, thousands};
+use crate::run::relay::{ModelBudget, Relay, thousands};
 use crate::run::terminal::{Joining, Pty};
 use crate::run::{Disk, Ended, Limit, Plan, Program, Running, SandboxFields};
 use serde_json::{Value, json};
@@ -253,7 +254,8 @@ impl Watch<'_> {
 
     /// The runner's page the record names, as counted when the record
     /// arrived; a run that asks `budget.tokens` of a page naming no model
-    /// service, which alone counts them, is refused.
+    /// service, which alone counts them, or `budget.cost` of a page giving
+    /// no prices to reckon it at, is refused.
     fn page(&self) -> Result<RunnerPage, Halt> {
         let runner = &self.r.record.runner;
         let page = match self.receipts.runner(self.repo, runner) {
@@ -269,6 +271,11 @@ impl Watch<'_> {
         if self.r.record.budget.tokens.is_some() && page.model.is_none() {
             return Err(unenforced(format!(
                 "budget.tokens: the runner's page sandbox/{runner} names no model service, so nothing counts its tokens"
+            )));
+        }
+        if self.r.record.budget.cost.is_some() && page.prices.is_none() {
+            return Err(unenforced(format!(
+                "budget.cost: the runner's page sandbox/{runner} gives no prices, so nothing reckons its cost"
             )));
         }
         Ok(page)
@@ -316,8 +323,8 @@ impl Watch<'_> {
         let Some(m) = &page.model else {
             return Ok(None);
         };
-        let tokens = self.r.record.budget.tokens;
-        let relay = start_relay(self.root, self.cfg, m, tokens, self.dir, ws);
+        let (prices, budget) = (page.prices.clone(), &self.r.record.budget);
+        let relay = start_relay(self.root, self.cfg, m, prices, budget, self.dir, ws);
         relay.map(Some).map_err(unenforced)
     }
 
@@ -689,7 +696,10 @@ impl Watch<'_> {
             killed,
             cannot_work: ending.lock().ok().and_then(|e| e.clone()),
             spent: relay.as_ref().map(|r| r.spent()),
-            budget_reached: relay.as_ref().is_some_and(|r| r.reached()),
+            cost: relay
+                .as_ref()
+                .and_then(|r| r.prices().map(|p| (r.cost(), p.currency.clone()))),
+            budget_reached: relay.as_ref().and_then(Relay::reached_by),
             disk_bytes,
         };
         drop(relay);
@@ -698,10 +708,19 @@ impl Watch<'_> {
 
     /// How the run ended, as its answer says it.
     fn outcome(&self, ended: &Ended, how: How) -> Outcome {
-        let How { secs, spent, .. } = how;
-        let tokens = spent
-            .map(|n| format!(", {} tokens", thousands(n)))
-            .unwrap_or_default();
+        let How {
+            secs, spent, cost, ..
+        } = how;
+        let cost_said = |budget| {
+            cost.as_ref()
+                .map(|(c, currency)| cost_words(*c, budget, currency))
+                .unwrap_or_default()
+        };
+        let tokens = match (spent, &cost) {
+            (Some(n), Some(_)) => format!(", {} tokens, {}", thousands(n), cost_said(None)),
+            (Some(n), None) => format!(", {} tokens", thousands(n)),
+            (None, _) => String::new(),
+        };
         let o = |outcome, note: String| Outcome { outcome, note };
         match how.killed {
             Some(Killed::Stopped) if self.dir.join(node::ENDED_BY_NODE).exists() => o(
@@ -716,12 +735,23 @@ impl Watch<'_> {
                 "unenforced",
                 format!("restrict.no_password: {why} after {secs} seconds{tokens}"),
             ),
-            None if how.budget_reached => o(
+            None if how.budget_reached == Some(ModelBudget::Cost) => o(
                 "budget",
                 format!(
-                    "tokens limit reached after {secs} seconds: {} of {} tokens",
+                    "cost limit reached after {secs} seconds: {}, {} tokens",
+                    cost_said(self.r.record.budget.cost),
                     thousands(spent.unwrap_or(0)),
-                    thousands(self.r.record.budget.tokens.unwrap_or(0))
+                ),
+            ),
+            None if how.budget_reached.is_some() => o(
+                "budget",
+                format!(
+                    "tokens limit reached after {secs} seconds: {} of {} tokens{}",
+                    thousands(spent.unwrap_or(0)),
+                    thousands(self.r.record.budget.tokens.unwrap_or(0)),
+                    cost.as_ref()
+                        .map(|_| format!(", {}", cost_said(None)))
+                        .unwrap_or_default()
                 ),
             ),
             None => match (ended.limit, how.cannot_work) {
@@ -809,8 +839,11 @@ struct How {
     cannot_work: Option<String>,
     /// The tokens it spent, when its relay counted them.
     spent: Option<u64>,
-    /// Whether its relay ended it at its tokens limit.
-    budget_reached: bool,
+    /// What they cost and in which currency, when its runner's page gives
+    /// prices.
+    cost: Option<(Money, String)>,
+    /// The budget its relay ended it at, if it did.
+    budget_reached: Option<ModelBudget>,
     /// Its disk budget.
     disk_bytes: u64,
 }

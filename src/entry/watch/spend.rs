@@ -1,6 +1,7 @@
 //! What a run spends, measured as it goes: every two seconds its watcher
 //! writes the run's wall, CPU time and memory peak (where its cgroups count
-//! them), its model tokens in and out (where its relay counts them) and the
+//! them), its model tokens in and out (where its relay counts them) and
+//! their cost (where its runner's page gives prices), and the
 //! connections its ways out refused, into the run's `spend.json`, and once
 //! more when it ends, for `run` and its page to show beside the budget; on
 //! an agent machine each measure is reported to the server with what the
@@ -42,6 +43,7 @@ impl Gauges {
     fn read(&self, last: &Spend) -> Spend {
         let (cpu, memory) = self.killer.used();
         let (tokens_in, tokens_out) = self.meter.as_ref().map(Meter::in_out).unzip();
+        let (cost, currency) = self.meter.as_ref().and_then(Meter::cost).unzip();
         Spend {
             at: crate::fossil::artifact::now(),
             wall_seconds: self.started.elapsed().as_secs(),
@@ -49,6 +51,8 @@ impl Gauges {
             memory_peak_bytes: memory.or(last.memory_peak_bytes),
             tokens_in,
             tokens_out,
+            cost,
+            currency,
             connections_refused: self.refused.as_ref().map(Refused::count),
         }
     }
