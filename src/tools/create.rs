@@ -47,12 +47,12 @@ pub struct Input {
     /// Wakes the session on a schedule too: every this long, a whole number followed by s, m, h or d (at least 5s), at whole multiples of it since the Unix epoch (1d: each midnight, UTC). Added to wake.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every: Option<String>,
-    /// Wakes the session on a schedule too: at the minutes this five-field cron line matches (minute, hour, day of the month, month, day of the week), such as "0 3 * * 1-5". Added to wake.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cron: Option<String>,
     /// The time zone cron is read in, by its IANA name (such as Europe/Paris). Default: UTC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// Wakes the session on a schedule too: at the minutes this five-field cron line matches (minute, hour, day of the month, month, day of the week), such as "0 3 * * 1-5". Added to wake.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
     /// What else wakes the session, as the record's wake lists it: [{"on": "schedule", "every": "1d"}].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake: Option<Vec<kinds::Wake>>,

@@ -362,15 +362,7 @@ fn a_runner_page_the_node_refuses_is_answered_naming_its_field_and_why_in_the_re
         let record = s
             .node
             .repo
-            .json(&[
-                "create",
-                "--runner",
-                runner,
-                "--objective",
-                "x",
-                "--wall",
-                "1m",
-            ])
+            .json(&crate::support::create_args(runner, "x", "1m", &[]))
             .ok_str("record");
         let (outcome, note, _) = s.response(&record).expect("answered");
         assert_eq!(outcome, "refused", "{runner}");

@@ -367,17 +367,7 @@ impl Drop for AgentNode {
 }
 
 fn create(s: &ServedNode, runner: &str, objective: &str, no_password: bool) -> String {
-    let mut args = vec![
-        "create",
-        "--runner",
-        runner,
-        "--objective",
-        objective,
-        "--hears",
-        "stone",
-        "--wall",
-        "5m",
-    ];
+    let mut args = crate::support::create_args(runner, objective, "5m", &["--hears", "stone"]);
     if no_password {
         args.push("--no-password");
     }

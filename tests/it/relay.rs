@@ -110,13 +110,7 @@ fn claude_and_codex_answer_through_the_relay_which_alone_holds_the_key() {
             "{agent:?}: in and out add up to what the relay counted: {spend:#}"
         );
         let console = site.json(&["console"]);
-        let shown = console["running"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|r| r["record"] == record.as_str())
-            .cloned()
-            .unwrap_or_default();
+        let shown = crate::support::console_card(&console, "running", &record);
         assert!(
             shown["tokens"].as_u64().is_some_and(|n| n > 0) && shown["tokens_budget"] == 1000000,
             "{agent:?}: console shows the run's spend: {console:#}"
@@ -570,13 +564,7 @@ fn a_record_with_a_cost_is_answered_while_its_budget_covers_a_request_then_ends(
     assert_eq!(run["cost"], words.as_str(), "{run:#}");
     assert!(run["spent"].as_str().unwrap().contains(&words), "{run:#}");
     let console = site.json(&["console"]);
-    let card = console["ended"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r["record"] == record.as_str())
-        .cloned()
-        .unwrap_or_default();
+    let card = crate::support::console_card(&console, "ended", &record);
     assert_eq!(card["cost"], words.as_str(), "{console:#}");
     assert!(
         site.node
@@ -594,17 +582,7 @@ fn a_cost_is_refused_for_a_runner_giving_no_prices_and_bad_prices_naming_their_f
     let (site, out) = search_site(&tls);
     let repo = &site.node.repo;
     let refusal = |runner: &str| {
-        let args = [
-            "create",
-            "--runner",
-            runner,
-            "--objective",
-            "x",
-            "--wall",
-            "5m",
-            "--cost",
-            "0.5",
-        ];
+        let args = crate::support::create_args(runner, "x", "5m", &["--cost", "0.5"]);
         let r = repo.json(&args);
         let why = r.answer()["stopped"]["reason"]
             .as_str()

@@ -226,10 +226,21 @@ pub fn echo_record_args<'a>(out: &'a str, more: &[&'a str]) -> Vec<&'a str> {
 /// The arguments of `ocx create` of a record for the echo runner with
 /// `objective` and `wall`, and the arguments `more`.
 pub fn echo_args<'a>(objective: &'a str, wall: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    create_args("echo", objective, wall, more)
+}
+
+/// The arguments of `ocx create` of a record for `runner` with
+/// `objective` and `wall`, and the arguments `more`.
+pub fn create_args<'a>(
+    runner: &'a str,
+    objective: &'a str,
+    wall: &'a str,
+    more: &[&'a str],
+) -> Vec<&'a str> {
     let mut args = vec![
         "create",
         "--runner",
-        "echo",
+        runner,
         "--objective",
         objective,
         "--wall",
@@ -237,6 +248,18 @@ pub fn echo_args<'a>(objective: &'a str, wall: &'a str, more: &[&'a str]) -> Vec
     ];
     args.extend_from_slice(more);
     args
+}
+
+/// The card `console` shows in its list `list` (`running`, `ended`) for
+/// `record`, or null.
+pub fn console_card(console: &Value, list: &str, record: &str) -> Value {
+    console[list]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["record"] == record)
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The arguments of `ocx create` of a record run on each check-in on
