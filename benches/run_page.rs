@@ -5,7 +5,10 @@
 //! agent's turn leaves them): the median of [`SAMPLES`] requests of its page
 //! `/ext/ocx-cgi/run/RECORD`, and of its `?json`, beside the anchor,
 //! Fossil's own `/forumthread` of the record's thread on the same server
-//! (the goal: at most 1.5x). Then the delay from an entry's writing to the
+//! (the goal: at most 1.5x), and two floors of Fossil's `/ext`: a shell
+//! script answering nothing, and one answering the run page's very bytes
+//! (what a page that size costs under `/ext` with no work of OCX's at
+//! all). Then the delay from an entry's writing to the
 //! open page: the page's own long-poll waiting, an entry written as the
 //! watcher writes it, the time until the long-poll's answer holding it has
 //! come whole (the goal: at most 500 ms).
@@ -102,10 +105,13 @@ fn main() {
     let page = format!("/ext/ocx-cgi/run/{record}");
     let json = format!("{page}?json");
     let anchor = format!("/forumthread/{record}");
-    let all: [(&str, &str, &str); 3] = [
+    static_pages(ext_dir.path(), &get(port, &cookie, &page, "ocx-transcript"));
+    let all: [(&str, &str, &str); 5] = [
         ("fossil /forumthread", &anchor, "forum"),
         ("run page", &page, "ocx-transcript"),
         ("run ?json", &json, "\"transcript\""),
+        ("/ext, nothing", "/ext/static-nothing", "nothing"),
+        ("/ext, page's bytes", "/ext/static-run", "ocx-transcript"),
     ];
     for (_, path, holds) in &all {
         for _ in 0..3 {
@@ -132,8 +138,12 @@ fn main() {
     );
     println!("  {:<20} {:>6.2} ms", all[0].0, ms(medians[0]));
     for ((name, _, _), took) in all.iter().zip(&medians).skip(1) {
+        let goal = match *name {
+            "run page" | "run ?json" => " (goal: at most 1.5x)",
+            _ => " (a shell script's, the floor)",
+        };
         println!(
-            "  {name:<20} {:>6.2} ms  {:.2}x /forumthread (goal: at most 1.5x)",
+            "  {name:<20} {:>6.2} ms  {:.2}x /forumthread{goal}",
             ms(*took),
             took.as_secs_f64() / medians[0].as_secs_f64()
         );
@@ -182,5 +192,36 @@ impl Drop for Stopped {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// Two floors under `/ext` beside the run page, each a shell script in
+/// the extroot of `ext_dir`: one that answers nothing, and one that
+/// answers the very bytes OCX gave for the run page (`served`, the page
+/// as Fossil sent it, its skin taken off): what Fossil's `/ext` costs a
+/// page of that size with no work of OCX's at all.
+fn static_pages(ext_dir: &std::path::Path, served: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let start = served
+        .find("<div class=\"fossil-doc\"")
+        .expect("OCX's page");
+    let list_end = served[start..].find("</ol>").expect("the transcript") + start;
+    let end = served[list_end..].find("</div>").expect("the page's end") + list_end + 6;
+    let ext = ext_dir.join("ext");
+    std::fs::write(ext.join("run.html"), &served[start..end]).unwrap();
+    let head = r"printf 'Status: 200 OK\r\nContent-Type: text/html\r\n\r\n'";
+    for (name, body) in [
+        (
+            "static-nothing",
+            format!("{head}\nprintf '<div class=\"fossil-doc\" data-title=\"x\">nothing</div>'\n"),
+        ),
+        (
+            "static-run",
+            format!("{head}\nexec cat '{}'\n", ext.join("run.html").display()),
+        ),
+    ] {
+        let script = ext.join(name);
+        std::fs::write(&script, format!("#!/bin/sh\n{body}")).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 }

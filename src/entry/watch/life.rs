@@ -803,7 +803,7 @@ impl Watch<'_> {
             });
         }
         if let Some(reporter) = &self.reporter {
-            reporter.send();
+            reporter.send(true);
         }
         let (root, cfg, r) = (self.root, self.cfg, self.r);
         let answered = node::answer(

@@ -14,10 +14,14 @@ use serde::Deserialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest one report waits for the server.
 const WITHIN: Duration = Duration::from_secs(10);
+
+/// How often the spend is reported while the transcript says nothing new:
+/// a server hearing many machines' runs is asked little of.
+const SPEND_EVERY: Duration = Duration::from_secs(10);
 
 /// The most bytes of entries one report carries, well under what the
 /// page takes in one request.
@@ -34,8 +38,9 @@ pub(super) struct Reporter {
     page: Page,
     record: String,
     dir: PathBuf,
-    /// The number of the last entry the server said it keeps.
-    kept: Mutex<u64>,
+    /// The number of the last entry the server said it keeps, and when
+    /// it was last told anything.
+    kept: Mutex<(u64, Option<Instant>)>,
 }
 
 impl Reporter {
@@ -49,21 +54,25 @@ impl Reporter {
             page: Page::signed_in(&cfg.url, &login, &password, WITHIN),
             record: record.to_string(),
             dir: dir.to_path_buf(),
-            kept: Mutex::new(0),
+            kept: Mutex::new((0, None)),
         })
     }
 
     /// Tells the server the entries it does not keep yet, in reports of
     /// at most [`BYTES_MAX`] and `run_report`'s most entries each, and the
-    /// spend; stops at the first report the server does not take.
-    pub(super) fn send(&self) {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+    /// spend; stops at the first report the server does not take. With
+    /// nothing new said, the spend alone goes only when `ended` or
+    /// [`SPEND_EVERY`] has passed since the server was last told.
+    pub(super) fn send(&self, ended: bool) {
+        let mut held = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let (kept, told) = &mut *held;
         let (mut first, mut anew) = (true, false);
         loop {
             let most = crate::tools::run_report::ENTRIES_MAX;
             let entries =
                 within_bytes(transcript::read_after(&self.dir, *kept, most).unwrap_or_default());
-            if entries.is_empty() && !first {
+            let lately = told.is_some_and(|t| t.elapsed() < SPEND_EVERY);
+            if entries.is_empty() && (!first || (lately && !ended)) {
                 return;
             }
             first = false;
@@ -73,7 +82,7 @@ impl Reporter {
                 "spend": transcript::read_spend(&self.dir),
             });
             match self.page.call::<Kept>("run_report", &input) {
-                Ok(k) => *kept = k.kept,
+                Ok(k) => (*kept, *told) = (k.kept, Some(Instant::now())),
                 // The server keeps fewer than it said (its transcript
                 // swept or lost): everything is told again, once.
                 Err(PageError::Stopped(s))

@@ -79,7 +79,7 @@ pub(super) fn measure(gauges: Gauges) -> Measuring {
                 let _ = write_spend(&gauges.dir, &held);
                 drop(held);
                 if let Some(r) = &gauges.reporter {
-                    r.send();
+                    r.send(false);
                 }
                 let until = Instant::now() + EVERY;
                 while Instant::now() < until && !done.load(Ordering::SeqCst) {
