@@ -42,6 +42,7 @@ fn main() {
         budget: Some(1 << 40),
         prices: None,
         cost: None,
+        ask: false,
         dir: dir.path().to_path_buf(),
         socket: dir.path().join("model.sock"),
         authorities: Some(authority.clone()),

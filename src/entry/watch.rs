@@ -34,6 +34,7 @@ pub mod agent;
 mod command;
 mod home;
 mod life;
+mod pause;
 mod report;
 mod spend;
 mod typing;
@@ -447,6 +448,7 @@ fn start_relay(
         budget: budget.tokens,
         prices,
         cost: budget.cost,
+        ask: budget.ask == Some(true),
         dir: dir.to_path_buf(),
         socket: own.join(SOCKET),
         authorities: cfg.model_ca.clone(),

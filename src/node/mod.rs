@@ -7,6 +7,7 @@
 //! watcher process of its own ([`spawn`], `crate::entry::watch`), given its
 //! deliveries through the run's directory ([`spool`]).
 
+pub mod asked;
 pub mod attached;
 pub mod config;
 pub mod credentials;

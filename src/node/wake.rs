@@ -651,6 +651,7 @@ impl Node<'_> {
     /// plain post, a question or a decision): given to each open session
     /// whose place it is in and whose record hears its sender.
     fn post(&mut self, a: &Arrival, text: &str) -> Result<(), NodeError> {
+        self.budget_decision(a, text)?;
         if !self.state.open.values().any(|o| o.session) {
             return Ok(());
         }
@@ -684,6 +685,64 @@ impl Node<'_> {
             };
             self.give(&hash, &a.hash, &delivery.line());
         }
+        Ok(())
+    }
+
+    /// A decision on a question this node's login asked for an open run
+    /// whose budget asks (`node::asked`): handed to the run's watcher when
+    /// its sender, by receipt, is the login the question waits on (the
+    /// record's sender); from anyone else it counts for nothing.
+    fn budget_decision(&mut self, a: &Arrival, text: &str) -> Result<(), NodeError> {
+        use crate::protocol::ask::{self, Ask, Standing};
+        let Some(Ok(Ask::Decision(d))) = ask::read_text(text.as_bytes()) else {
+            return Ok(());
+        };
+        let Some(receipt) = self.repo.receipt(&d.question)? else {
+            return Ok(());
+        };
+        let Some(asked) = ask::asked_at(self.repo, receipt.rid)? else {
+            return Ok(());
+        };
+        let Some(run) = asked.question.run.clone() else {
+            return Ok(());
+        };
+        let ours = asked.said.from.as_deref() == Some(self.cfg.login.as_str());
+        if !ours || !self.state.open.contains_key(&run) {
+            return Ok(());
+        }
+        let counts = asked
+            .decisions
+            .iter()
+            .any(|(s, _, st)| s.hash == a.hash && *st == Standing::Decided);
+        let (Some(from), true) = (a.sender.clone(), counts) else {
+            self.report.push(
+                Event::new(
+                    Done::Ignored,
+                    "a decision on a run's budget from someone its question does not wait on",
+                )
+                .arrival(&a.hash)
+                .record(&run),
+            );
+            return Ok(());
+        };
+        let decided = super::asked::Decided {
+            question: d.question,
+            decision: a.hash.clone(),
+            from,
+            note: d.note,
+        };
+        let dir = NodeConfig::run_dir(self.root, &run);
+        let event = match super::asked::hand(&dir, &decided) {
+            Ok(()) => Event::new(
+                Done::Delivered,
+                format!("a decision on its budget: {}", decided.note),
+            ),
+            Err(e) => Event::new(
+                Done::Failed,
+                format!("could not hand its decision over: {e}"),
+            ),
+        };
+        self.report.push(event.arrival(&a.hash).record(&run));
         Ok(())
     }
 

@@ -120,6 +120,9 @@ pub struct Budget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<f64>")]
     pub cost: Option<super::money::Money>,
+    /// Whether reaching budget.tokens or budget.cost pauses the run and asks the record's sender for more, in place of ending it; needs tokens or cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask: Option<bool>,
 }
 
 /// A memory limit as a record may give it.
@@ -419,6 +422,12 @@ pub fn check_budget(b: &Budget) -> Result<(), Problem> {
     }
     if b.cost.is_some_and(super::money::Money::is_zero) {
         return Err(Problem::new("budget.cost", "is not a positive amount"));
+    }
+    if b.ask == Some(true) && b.tokens.is_none() && b.cost.is_none() {
+        return Err(Problem::new(
+            "budget.ask",
+            "needs budget.tokens or budget.cost: it is at those that a run pauses to ask",
+        ));
     }
     Ok(())
 }

@@ -15,7 +15,9 @@
 //! cannot cover, and settles the reservation with what the service
 //! billed. An answer the run stops reading is read
 //! on by the relay to its usage, and counted. Once the budget is reached,
-//! or cannot cover a request, it answers no more.
+//! or cannot cover a request, it answers no more, until (for a record
+//! whose budget asks, `budget.ask`) its watcher raises it with what the
+//! record's sender gave ([`Relay::raise`]).
 //!
 //! It listens on 127.0.0.1 (a port of its own) and on a Unix socket (the
 //! way in for a run without a network of the host's). Anything a run sends
@@ -162,6 +164,9 @@ pub struct Settings {
     /// The record's `budget.cost`, in the prices' currency, if it has one
     /// (held only with prices).
     pub cost: Option<Money>,
+    /// Whether the record's budget asks (`budget.ask`): reaching it pauses
+    /// the run to ask its sender, rather than ending it.
+    pub ask: bool,
     /// The run's directory, where `tokens` is written.
     pub dir: PathBuf,
     /// Where its Unix socket is bound.
@@ -199,6 +204,91 @@ impl Meter {
         let p = self.0.prices.as_ref()?;
         Some((self.0.cost(), p.currency.clone()))
     }
+
+    /// Which budget the spend reached, while it stands reached.
+    pub fn reached_by(&self) -> Option<ModelBudget> {
+        self.0.reached_by()
+    }
+
+    /// The record's budget `by`, what it gives now and what was spent of
+    /// it, as a person reads them: `1,000 tokens` and `1,000`, or `0.05
+    /// USD` and `0.05`.
+    pub fn standing(&self, by: ModelBudget) -> (String, String) {
+        let sh = &self.0;
+        let spent = Usage {
+            input: sh.spent_in.load(Ordering::SeqCst),
+            output: sh.spent_out.load(Ordering::SeqCst),
+        };
+        (sh.budget_words(by), sh.amount_words(by, spent))
+    }
+
+    /// Raises the budget by `given` (a record's sender's decision, for a
+    /// budget that asks): the relay answers again while the raised budget
+    /// covers a request.
+    pub fn raise(&self, given: Given) {
+        let sh = &self.0;
+        let mut held = sh.reached_by.lock().unwrap_or_else(|e| e.into_inner());
+        (sh.log)(&format!(
+            "model relay: {} gave the run more: {}; it answers again",
+            given.by,
+            sh.given_words(&given)
+        ));
+        sh.given
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(given);
+        *held = None;
+        sh.reached.store(false, Ordering::SeqCst);
+        sh.told.store(false, Ordering::SeqCst);
+        drop(held);
+        if let Some(by) = sh.reached_now() {
+            sh.mark_reached(by, "is reached still");
+            sh.end();
+        }
+    }
+
+    /// What was given since the run started, in the order given.
+    pub fn given(&self) -> Vec<Given> {
+        self.0
+            .given
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The budget `by` as a note says it, with what was given since: `2,000
+    /// + 2,000 given by stone` tokens, `0.05 + 0.05 given by stone USD`.
+    pub fn budget_said(&self, by: ModelBudget) -> String {
+        let sh = &self.0;
+        let given = self.given();
+        match (by, &sh.prices) {
+            (ModelBudget::Cost, Some(p)) => {
+                let mut words = sh.cost_budget.unwrap_or_default().to_string();
+                for g in given.iter().filter(|g| !g.cost.is_zero()) {
+                    words.push_str(&format!(" + {} given by {}", g.cost, g.by));
+                }
+                format!("{words} {}", p.currency)
+            }
+            _ => {
+                let mut words = thousands(sh.budget.unwrap_or(0));
+                for g in given.iter().filter(|g| g.tokens > 0) {
+                    words.push_str(&format!(" + {} given by {}", thousands(g.tokens), g.by));
+                }
+                words
+            }
+        }
+    }
+}
+
+/// More of a run's model budget, given by the record's sender.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Given {
+    /// Tokens more (none when the record holds no `budget.tokens`).
+    pub tokens: u64,
+    /// Cost more, in the prices' currency.
+    pub cost: Money,
+    /// Who gave it, by the receipt of their decision.
+    pub by: String,
 }
 
 /// Why a run's request reached no answer from its model service.
@@ -222,6 +312,10 @@ struct Shared {
     prices: Option<Prices>,
     /// `budget.cost`, held only when there are prices.
     cost_budget: Option<Money>,
+    /// Whether reaching the budget pauses the run to ask, rather than ends it.
+    ask: bool,
+    /// What the record's sender gave since, in the order given.
+    given: Mutex<Vec<Given>>,
     tokens_file: PathBuf,
     spent: AtomicU64,
     /// The spend's tokens in and out.
@@ -233,7 +327,9 @@ struct Shared {
     reached: AtomicBool,
     /// Which budget was reached, once one is.
     reached_by: Mutex<Option<ModelBudget>>,
-    on_reached: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    on_reached: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+    /// Whether `on_reached` was called for this reaching of the budget.
+    told: AtomicBool,
     written: Mutex<()>,
     log: Box<dyn Fn(&str) + Send + Sync>,
     agent: ureq::Agent,
@@ -260,6 +356,8 @@ impl Relay {
             budget: s.budget,
             cost_budget: s.cost.filter(|_| s.prices.is_some()),
             prices: s.prices,
+            ask: s.ask,
+            given: Mutex::new(Vec::new()),
             tokens_file: s.dir.join(TOKENS),
             spent: AtomicU64::new(0),
             spent_in: AtomicU64::new(0),
@@ -268,6 +366,7 @@ impl Relay {
             reached: AtomicBool::new(false),
             reached_by: Mutex::new(None),
             on_reached: Mutex::new(None),
+            told: AtomicBool::new(false),
             written: Mutex::new(()),
             log: s.log,
             agent,
@@ -336,9 +435,9 @@ impl Relay {
         Meter(self.shared.clone())
     }
 
-    /// The record's `budget.tokens`, if any.
+    /// The record's `budget.tokens` with what was given since, if any.
     pub fn budget(&self) -> Option<u64> {
-        self.shared.budget
+        self.shared.tokens_limit()
     }
 
     /// Whether the spend has reached the budget.
@@ -366,23 +465,40 @@ impl Relay {
         self.shared.cost()
     }
 
-    /// The record's `budget.cost`, when the page gives prices to hold it.
+    /// The record's `budget.cost` with what was given since, when the
+    /// page gives prices to hold it.
     pub fn cost_budget(&self) -> Option<Money> {
-        self.shared.cost_budget
+        self.shared.cost_limit()
     }
 
-    /// Has `then` called once the budget is reached (at once if it is).
-    pub fn on_reached(&self, then: impl FnOnce() + Send + 'static) {
+    /// Has `then` called each time the budget is reached (at once if it
+    /// is): once, unless the budget is raised and reached again.
+    pub fn on_reached(&self, then: impl Fn() + Send + Sync + 'static) {
         let mut slot = self
             .shared
             .on_reached
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        *slot = Some(Box::new(then));
+        *slot = Some(Arc::new(then));
         drop(slot);
         if self.reached() {
             self.shared.end();
         }
+    }
+
+    /// Raises the budget by `given` ([`Meter::raise`]).
+    pub fn raise(&self, given: Given) {
+        self.meter().raise(given);
+    }
+
+    /// What was given since the run started, in the order given.
+    pub fn given(&self) -> Vec<Given> {
+        self.meter().given()
+    }
+
+    /// The budget `by` as a note says it ([`Meter::budget_said`]).
+    pub fn budget_said(&self, by: ModelBudget) -> String {
+        self.meter().budget_said(by)
     }
 
     /// The variables the run is given to reach the service through it:
@@ -944,10 +1060,10 @@ impl Shared {
     /// The budget `usage` would pass, if any: its tokens past
     /// `budget.tokens`, or their cost past `budget.cost`.
     fn over(&self, usage: Usage) -> Option<ModelBudget> {
-        if self.budget.is_some_and(|b| usage.total() > b) {
+        if self.tokens_limit().is_some_and(|b| usage.total() > b) {
             return Some(ModelBudget::Tokens);
         }
-        match (&self.prices, self.cost_budget) {
+        match (&self.prices, self.cost_limit()) {
             (Some(p), Some(b)) if p.cost(usage.input, usage.output) > b => Some(ModelBudget::Cost),
             _ => None,
         }
@@ -956,10 +1072,10 @@ impl Shared {
     /// The budget the spend so far has reached, if any.
     fn reached_now(&self) -> Option<ModelBudget> {
         let spent = self.spent.load(Ordering::SeqCst);
-        if self.budget.is_some_and(|b| spent >= b) {
+        if self.tokens_limit().is_some_and(|b| spent >= b) {
             return Some(ModelBudget::Tokens);
         }
-        self.cost_budget
+        self.cost_limit()
             .filter(|b| self.prices.is_some() && self.cost() >= *b)
             .map(|_| ModelBudget::Cost)
     }
@@ -972,10 +1088,43 @@ impl Shared {
         }
         *held = Some(by);
         drop(held);
+        let then = match self.ask {
+            true => "it answers no more until the record's sender gives more",
+            false => "it answers no more",
+        };
         (self.log)(&format!(
-            "model relay: the run's budget of {} {why}: it answers no more",
+            "model relay: the run's budget of {} {why}: {then}",
             self.budget_words(by)
         ));
+    }
+
+    /// `budget.tokens` with what was given since, if the record has it.
+    fn tokens_limit(&self) -> Option<u64> {
+        let given = self.given.lock().unwrap_or_else(|e| e.into_inner());
+        self.budget
+            .map(|b| given.iter().fold(b, |t, g| t.saturating_add(g.tokens)))
+    }
+
+    /// `budget.cost` with what was given since, when it is held.
+    fn cost_limit(&self) -> Option<Money> {
+        let given = self.given.lock().unwrap_or_else(|e| e.into_inner());
+        self.cost_budget.map(|b| {
+            given
+                .iter()
+                .fold(b, |t, g| Money(t.0.saturating_add(g.cost.0)))
+        })
+    }
+
+    /// What `g` gives, as the log says it.
+    fn given_words(&self, g: &Given) -> String {
+        let mut words = Vec::new();
+        if self.budget.is_some() {
+            words.push(format!("{} tokens", thousands(g.tokens)));
+        }
+        if let (Some(p), Some(_)) = (&self.prices, self.cost_budget) {
+            words.push(p.amount(g.cost));
+        }
+        words.join(" and ")
     }
 
     /// Which budget was reached, once one was.
@@ -986,8 +1135,8 @@ impl Shared {
     /// The budget `by` as a person reads it: `18,000 tokens`, `0.05 USD`.
     fn budget_words(&self, by: ModelBudget) -> String {
         match (by, &self.prices) {
-            (ModelBudget::Cost, Some(p)) => p.amount(self.cost_budget.unwrap_or_default()),
-            _ => format!("{} tokens", thousands(self.budget.unwrap_or(0))),
+            (ModelBudget::Cost, Some(p)) => p.amount(self.cost_limit().unwrap_or_default()),
+            _ => format!("{} tokens", thousands(self.tokens_limit().unwrap_or(0))),
         }
     }
 
@@ -1157,15 +1306,18 @@ impl Shared {
         Ok(chunked && !cut && !self.reached())
     }
 
-    /// Calls for the run's end, once: the answer that reached the budget
-    /// is ended first.
+    /// Calls for the run's end (or, when its budget asks, its pause),
+    /// once for each reaching of the budget: the answer that reached it is
+    /// ended first.
     fn end(&self) {
         let then = self
             .on_reached
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(then) = then {
+            .clone();
+        if let Some(then) = then
+            && !self.told.swap(true, Ordering::SeqCst)
+        {
             then();
         }
     }

@@ -123,6 +123,16 @@ impl Killer {
         }
     }
 
+    /// Freezes every process of the run (`frozen`), or thaws them, where
+    /// its cgroups offer a freezer; whether they did (false where the run
+    /// has no cgroup, or its host no freezer for it).
+    pub fn freeze(&self, frozen: bool) -> bool {
+        self.shared
+            .cgroup
+            .as_ref()
+            .is_some_and(|cg| cg.freeze(frozen))
+    }
+
     /// Ends every process of the run; its [`Ended`] then says `stopped`.
     pub fn kill(&self) {
         self.shared.stopped.store(true, Ordering::SeqCst);

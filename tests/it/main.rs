@@ -18,6 +18,7 @@ mod attack_terminal;
 mod attack_upstream;
 mod attack_waits;
 mod attack_web;
+mod budget_asks;
 mod cgi;
 mod cli;
 mod crash;

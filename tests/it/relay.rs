@@ -254,11 +254,18 @@ pub(crate) fn search_site(tls: &Tls) -> (Site, PathBuf) {
 
 /// [`search_site`], the page given the fields of `more` too.
 fn search_site_with(tls: &Tls, more: Value) -> (Site, PathBuf) {
+    site_running(tls, SEARCH, more)
+}
+
+/// A node with the runner `search` running the Python `script`, its page
+/// naming the scripted service behind `tls` and given the fields of
+/// `more`; the directory the runner writes to.
+pub(crate) fn site_running(tls: &Tls, script: &str, more: Value) -> (Site, PathBuf) {
     let site = Site {
         node: node(tls),
         agent: Agent::Claude,
     };
-    let (runner, out) = crate::support::runner_script(&site.node.repo, SEARCH);
+    let (runner, out) = crate::support::runner_script(&site.node.repo, script);
     let mut page = json!({"command": [runner], "input": "lines",
         "env": {"OCX_TEST_OUT": out, "OCX_TEST_BESIDE": crate::support::ocx_bin().parent()},
         "model": service("anthropic-messages", tls)});
@@ -711,6 +718,7 @@ fn budgeted(tls: &Tls, budget: u64) -> (Relay, tempfile::NamedTempFile) {
         budget: Some(budget),
         prices: None,
         cost: None,
+        ask: false,
         dir: dir.clone(),
         socket: dir.join("model.sock"),
         authorities: Some(ca.path().to_path_buf()),
@@ -875,6 +883,7 @@ fn relay(upstream: &str, authorities: Option<PathBuf>) -> (Relay, Arc<Mutex<Vec<
         budget: None,
         prices: None,
         cost: None,
+        ask: false,
         dir: dir.clone(),
         socket: dir.join("model.sock"),
         authorities,

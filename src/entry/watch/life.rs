@@ -9,6 +9,7 @@
 //! run as lost.
 
 use super::home::{FreshHome, agents_md, fresh_home, repository_word};
+use super::pause::{Gate, Pause};
 use super::spend;
 use super::ways::Ways;
 use super::{
@@ -91,6 +92,8 @@ struct Watch<'a> {
     transcript: Option<Arc<Transcript>>,
     /// Its reports to its server, on an agent machine.
     reporter: Option<Arc<super::report::Reporter>>,
+    /// Whether its deliveries go on to it, or wait while it is paused.
+    gate: Gate,
 }
 
 /// Watches the run of `r` in its directory `dir` through its life, holding
@@ -110,7 +113,14 @@ pub(super) fn session(
     watching(dir)?;
     let (tx, deliveries) = std::sync::mpsc::channel::<String>();
     let inbox = dir.to_path_buf();
-    std::thread::spawn(move || node::read_deliveries(&inbox, |line| tx.send(line).is_ok()));
+    let gate = Gate::default();
+    let held = gate.clone();
+    std::thread::spawn(move || {
+        node::read_deliveries(&inbox, |line| {
+            held.pass();
+            tx.send(line).is_ok()
+        })
+    });
     let started = Instant::now();
     let transcript = Transcript::open(dir, known_secrets(root, dir))
         .ok()
@@ -126,6 +136,7 @@ pub(super) fn session(
         refused: Refused::default(),
         transcript,
         reporter: super::report::Reporter::of(cfg, &r.hash, dir).map(Arc::new),
+        gate,
     };
     match w.life(deliveries, started) {
         Ok(o) | Err(Halt::Answer(o)) => w.answer(o),
@@ -517,7 +528,19 @@ impl Watch<'_> {
         ));
         if let Some(relay) = &p.relay {
             let killer = running.killer();
-            relay.on_reached(move || killer.kill());
+            if self.r.record.budget.ask == Some(true) {
+                let pause = Arc::new(Pause {
+                    root: self.root.to_path_buf(),
+                    dir: self.dir.to_path_buf(),
+                    r: self.r.clone(),
+                    killer,
+                    meter: relay.meter(),
+                    gate: self.gate.clone(),
+                });
+                relay.on_reached(move || pause.begin());
+            } else {
+                relay.on_reached(move || killer.kill());
+            }
         }
         let measuring = spend::measure(spend::Gauges {
             dir: self.dir.to_path_buf(),
@@ -700,6 +723,12 @@ impl Watch<'_> {
                 .as_ref()
                 .and_then(|r| r.prices().map(|p| (r.cost(), p.currency.clone()))),
             budget_reached: relay.as_ref().and_then(Relay::reached_by),
+            raised: relay.as_ref().filter(|r| !r.given().is_empty()).map(|r| {
+                (
+                    r.budget_said(ModelBudget::Tokens),
+                    r.prices().map(|_| r.budget_said(ModelBudget::Cost)),
+                )
+            }),
             disk_bytes,
         };
         drop(relay);
@@ -716,10 +745,22 @@ impl Watch<'_> {
                 .map(|(c, currency)| cost_words(*c, budget, currency))
                 .unwrap_or_default()
         };
+        let (tokens_of, cost_of) = match &how.raised {
+            Some((t, c)) => (Some(t.clone()), c.clone()),
+            None => (None, None),
+        };
+        let of = tokens_of
+            .as_ref()
+            .map(|t| format!(" of {t}"))
+            .unwrap_or_default();
         let tokens = match (spent, &cost) {
-            (Some(n), Some(_)) => format!(", {} tokens, {}", thousands(n), cost_said(None)),
-            (Some(n), None) => format!(", {} tokens", thousands(n)),
+            (Some(n), Some(_)) => format!(", {}{of} tokens, {}", thousands(n), cost_said(None)),
+            (Some(n), None) => format!(", {}{of} tokens", thousands(n)),
             (None, _) => String::new(),
+        };
+        let cost_budget_said = || match (&cost_of, &cost) {
+            (Some(c), Some((spent, _))) => format!("{spent} of {c}"),
+            _ => cost_said(self.r.record.budget.cost),
         };
         let o = |outcome, note: String| Outcome { outcome, note };
         match how.killed {
@@ -739,7 +780,7 @@ impl Watch<'_> {
                 "budget",
                 format!(
                     "cost limit reached after {secs} seconds: {}, {} tokens",
-                    cost_said(self.r.record.budget.cost),
+                    cost_budget_said(),
                     thousands(spent.unwrap_or(0)),
                 ),
             ),
@@ -748,7 +789,9 @@ impl Watch<'_> {
                 format!(
                     "tokens limit reached after {secs} seconds: {} of {} tokens{}",
                     thousands(spent.unwrap_or(0)),
-                    thousands(self.r.record.budget.tokens.unwrap_or(0)),
+                    tokens_of
+                        .clone()
+                        .unwrap_or_else(|| thousands(self.r.record.budget.tokens.unwrap_or(0))),
                     cost.as_ref()
                         .map(|_| format!(", {}", cost_said(None)))
                         .unwrap_or_default()
@@ -844,6 +887,10 @@ struct How {
     cost: Option<(Money, String)>,
     /// The budget its relay ended it at, if it did.
     budget_reached: Option<ModelBudget>,
+    /// Its token budget and its cost budget as its note says them, when
+    /// its record's sender gave it more (`budget.ask`): `2,000 + 2,000
+    /// given by stone`.
+    raised: Option<(String, Option<String>)>,
     /// Its disk budget.
     disk_bytes: u64,
 }

@@ -515,11 +515,37 @@ impl Cgroup {
         pids
     }
 
-    /// Kills every process in the run's cgroups until none is left (or a second has passed).
+    /// Freezes every process of the run (`frozen`), or thaws them, where
+    /// one of its cgroups offers a freezer: v2's `cgroup.freeze`, or v1's
+    /// `freezer.state` where the freezer shares a controller's hierarchy.
+    /// Whether one did.
+    pub(crate) fn freeze(&self, frozen: bool) -> bool {
+        if self.removed.load(Ordering::SeqCst) {
+            return false;
+        }
+        let mut done = false;
+        for d in &self.dirs {
+            let v2 = d.join("cgroup.freeze");
+            let v1 = d.join("freezer.state");
+            done |= if v2.exists() {
+                fs::write(&v2, if frozen { "1" } else { "0" }).is_ok()
+            } else if v1.exists() {
+                fs::write(&v1, if frozen { "FROZEN" } else { "THAWED" }).is_ok()
+            } else {
+                false
+            };
+        }
+        done
+    }
+
+    /// Kills every process in the run's cgroups until none is left (or a
+    /// second has passed), thawed first: a frozen v1 process dies only
+    /// once thawed.
     pub(crate) fn kill_all(&self) {
         if self.removed.load(Ordering::SeqCst) {
             return;
         }
+        self.freeze(false);
         for d in &self.dirs {
             let k = d.join("cgroup.kill");
             if k.exists() {

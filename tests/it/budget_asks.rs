@@ -1,0 +1,208 @@
+//! A budget that asks (`budget.ask`), end to end on a real node: a run
+//! given a small `budget.tokens` pauses where its relay refuses the
+//! request that would pass it, its deliveries held, and the node asks the
+//! record's sender; `ocx decide` with "the same again" gives it its budget
+//! again and it answers the post held meanwhile, its response saying what
+//! was given; "end it" ends it `budget`; and a decision written past OCX
+//! by anyone else counts for nothing, leaving it paused.
+
+use crate::model::{Model, Reply};
+use crate::relay::site_running;
+use crate::support::{is, until_logged};
+use crate::tls::{Tls, port_of};
+use ocx::fossil::artifact::ForumPost;
+use ocx::protocol::message::{Reading, read};
+use ocx::run::relay::thousands;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The one request the runner sends for each line it is given, as written.
+const BODY: &str = r#"{"model": "m", "stream": true, "max_tokens": 10, "messages": [{"role": "user", "content": "Say hello"}]}"#;
+
+/// For each line given, one request through the relay; its status noted.
+const ASKER: &str = r#"#!/usr/bin/python3
+import os, sys, json, http.client
+out = os.environ["OCX_TEST_OUT"]
+port = int(os.environ["OCX_MODEL_URL"].rsplit(":", 1)[1])
+token = os.environ["OCX_MODEL_TOKEN"]
+BODY = 'BODY_HERE'
+for line in sys.stdin:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request("POST", "/v1/messages", body=BODY, headers={"x-api-key": token, "content-type": "application/json"})
+    r = c.getresponse()
+    r.read()
+    with open(os.path.join(out, "results"), "a") as f:
+        f.write(json.dumps({"line": line.strip()[:40], "status": r.status}) + "\n")
+"#;
+
+/// What the scripted server bills the runner's request (its compact
+/// JSON's bytes over four in, 5 out), and the budget
+/// that covers one (reserved at its bytes and its `max_tokens`) and not a
+/// second beside it.
+fn billed_and_budget() -> (u64, u64) {
+    let bytes = BODY.len() as u64;
+    // The server bills its input as the compact JSON's bytes over four.
+    let compact = serde_json::from_str::<Value>(BODY).unwrap().to_string();
+    let billed = (compact.len() / 4) as u64 + 5;
+    (billed, bytes + 10 + billed - 1)
+}
+
+/// A run paused at its budget, its sender asked.
+struct Paused {
+    site: crate::agents::Site,
+    out: PathBuf,
+    record: String,
+    sender: String,
+    question: String,
+    budget: u64,
+    _model: Model,
+}
+
+/// The statuses the runner noted, once it noted `n`.
+fn statuses(out: &Path, n: usize) -> Vec<u64> {
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
+        let got: Vec<u64> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| v["status"].as_u64())
+            .collect();
+        if got.len() >= n {
+            return got;
+        }
+        assert!(Instant::now() < until, "the runner noted only {got:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The question the node asked in `record`'s thread, once it is there.
+fn question_of(p: &crate::agents::Site, record: &str) -> (String, Value) {
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        for (hash, _, text) in p.thread(record) {
+            if let Reading::Message { message } = read(text.as_bytes())
+                && message["kind"] == "question"
+                && message["run"] == record
+            {
+                return (hash, Value::Object(message));
+            }
+        }
+        assert!(Instant::now() < until, "no question\n{}", p.run_log(record));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A run whose record asks, paused at its budget by the post after its
+/// first line, and the question its sender is asked.
+fn paused() -> Paused {
+    let model = Model::start(|_| Reply::text("hello"));
+    let tls = Tls::front(port_of(&model.url()));
+    let (site, out) = site_running(&tls, &ASKER.replace("BODY_HERE", BODY), json!({}));
+    let (billed, budget) = billed_and_budget();
+    let record = crate::relay::create(&site, &out, &["--tokens", &budget.to_string(), "--ask"]);
+    assert_eq!(statuses(&out, 1), vec![200], "its first line is answered");
+    assert_eq!(
+        ocx::run::relay::spent_in(&site.run_dir(&record)),
+        Some(billed)
+    );
+    site.post(&record, "One more, please");
+    assert_eq!(
+        statuses(&out, 2),
+        vec![200, 400],
+        "the request past the budget is refused"
+    );
+    let (question, asked) = question_of(&site, &record);
+    let sender = site.thread(&record)[0].1.clone();
+    assert_eq!(asked["for"], sender.as_str(), "{asked:#}");
+    assert_eq!(asked["options"][0], "the same again", "{asked:#}");
+    assert_eq!(asked["options"][1], "end it", "{asked:#}");
+    Paused {
+        site,
+        out,
+        record,
+        sender,
+        question,
+        budget,
+        _model: model,
+    }
+}
+
+#[test]
+fn a_paused_run_is_given_the_same_again_by_its_sender_alone_and_answers_the_post_held() {
+    let p = paused();
+    let root = p.site.root();
+    // pat writes a decision past OCX, in the sender's name: it counts for nothing.
+    let block = format!(
+        "**Decision from {}:** the same again\n\n```json\n{{\"ocx\": 1, \"kind\": \"decision\", \"question\": \"{}\", \"note\": \"the same again\"}}\n```\n",
+        p.sender, p.question
+    );
+    let forged = ForumPost {
+        date: "2026-01-01T00:00:00",
+        reply: Some((&p.record, &p.question)),
+        title: None,
+        mimetype: "text/x-markdown",
+        user: &p.sender,
+        text: &block,
+    }
+    .compose();
+    let forged = p.site.node.repo.import_as("pat", &[forged]).remove(0);
+    until_logged(&root, 120, |e| {
+        is(e, "ignored", &p.record) && e["arrival"] == forged.as_str()
+    });
+    let held = p.site.post(&p.record, "Are you there?");
+    until_logged(&root, 120, |e| {
+        is(e, "delivered", &p.record) && e["arrival"] == held.as_str()
+    });
+    assert!(
+        !p.site
+            .run_dir(&p.record)
+            .join(ocx::node::asked::DECISION)
+            .exists(),
+        "nothing was handed to the run"
+    );
+    assert_eq!(
+        statuses(&p.out, 2).len(),
+        2,
+        "the post waits while the run is paused"
+    );
+
+    p.site.json(&["decide", &p.question[..12], "--option", "1"]);
+    // The post held, then the decision itself, which the record hears.
+    assert_eq!(
+        statuses(&p.out, 4),
+        vec![200, 400, 200, 200],
+        "given its budget again, it answers the post held"
+    );
+    let results = std::fs::read_to_string(p.out.join("results")).unwrap();
+    let third: Value = serde_json::from_str(results.lines().nth(2).unwrap()).unwrap();
+    assert_eq!(third["line"], format!("Post {}", &held[..35]), "{results}");
+    p.site.json(&["stop", "--record", &p.record]);
+    let (outcome, note) = p.site.response(&p.record);
+    assert_eq!(outcome, "stopped", "{note}");
+    let given = format!(
+        " of {b} + {b} given by {} tokens",
+        p.sender,
+        b = thousands(p.budget)
+    );
+    assert!(note.contains(&given), "{note}");
+}
+
+#[test]
+fn a_paused_run_its_sender_ends_is_answered_budget() {
+    let p = paused();
+    p.site.json(&["decide", &p.question[..12], "--option", "2"]);
+    let (outcome, note) = p.site.response(&p.record);
+    assert_eq!(outcome, "budget", "{note}");
+    let (billed, budget) = billed_and_budget();
+    assert!(
+        note.starts_with("tokens limit reached after ")
+            && note.ends_with(&format!(
+                ": {} of {} tokens",
+                thousands(billed),
+                thousands(budget)
+            )),
+        "{note}"
+    );
+}
