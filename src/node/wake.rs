@@ -885,6 +885,7 @@ impl Node<'_> {
                     &enforce::machine_restrictions_enforced(),
                     &self.cfg.ceiling,
                 )
+                .and_then(|()| enforce::no_ask_on_machine(&r.record))
             }
         };
         if let Err(p) = enforceable {
