@@ -59,16 +59,20 @@ struct Paused {
     _model: Model,
 }
 
+/// The statuses the runner noted so far.
+fn noted(out: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["status"].as_u64())
+        .collect()
+}
+
 /// The statuses the runner noted, once it noted `n`.
 fn statuses(out: &Path, n: usize) -> Vec<u64> {
     let until = Instant::now() + Duration::from_secs(120);
     loop {
-        let text = std::fs::read_to_string(out.join("results")).unwrap_or_default();
-        let got: Vec<u64> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|v| v["status"].as_u64())
-            .collect();
+        let got = noted(out);
         if got.len() >= n {
             return got;
         }
@@ -108,12 +112,15 @@ fn paused() -> Paused {
         Some(billed)
     );
     site.post(&record, "One more, please");
-    assert_eq!(
-        statuses(&out, 2),
-        vec![200, 400],
-        "the request past the budget is refused"
-    );
+    // The request past the budget is refused, and the run paused at once:
+    // frozen, its runner may note the refusal only once thawed.
     let (question, asked) = question_of(&site, &record);
+    assert!(
+        site.run_log(&record)
+            .contains("cannot cover a request that may cost"),
+        "the relay refused the request past the budget\n{}",
+        site.run_log(&record)
+    );
     let sender = site.thread(&record)[0].1.clone();
     assert_eq!(asked["for"], sender.as_str(), "{asked:#}");
     assert_eq!(asked["options"][0], "the same again", "{asked:#}");
@@ -162,11 +169,24 @@ fn a_paused_run_is_given_the_same_again_by_its_sender_alone_and_answers_the_post
             .exists(),
         "nothing was handed to the run"
     );
-    assert_eq!(
-        statuses(&p.out, 2).len(),
-        2,
-        "the post waits while the run is paused"
+    assert!(
+        noted(&p.out).len() <= 2,
+        "the post waits while the run is paused: {:?}",
+        noted(&p.out)
     );
+    let question = p.site.thread(&p.record);
+    let said = &question
+        .iter()
+        .find(|(hash, ..)| *hash == p.question)
+        .unwrap()
+        .2;
+    match frozen(&p.record) {
+        Some(frozen) => assert!(frozen, "the paused run's processes are frozen"),
+        None => assert!(
+            said.contains("cannot freeze"),
+            "a host with no freezer says so: {said}"
+        ),
+    }
 
     p.site.json(&["decide", &p.question[..12], "--option", "1"]);
     // The post held, then the decision itself, which the record hears.
@@ -175,6 +195,7 @@ fn a_paused_run_is_given_the_same_again_by_its_sender_alone_and_answers_the_post
         vec![200, 400, 200, 200],
         "given its budget again, it answers the post held"
     );
+    assert_ne!(frozen(&p.record), Some(true), "given more, it is thawed");
     let results = std::fs::read_to_string(p.out.join("results")).unwrap();
     let third: Value = serde_json::from_str(results.lines().nth(2).unwrap()).unwrap();
     assert_eq!(third["line"], format!("Post {}", &held[..35]), "{results}");
@@ -205,4 +226,42 @@ fn a_paused_run_its_sender_ends_is_answered_budget() {
             )),
         "{note}"
     );
+}
+
+/// Whether every process of `record`'s run (each process whose
+/// environment names it) is frozen, as the cgroup freezer it stands in
+/// says (v1's `freezer.state`, v2's `cgroup.freeze`); `None` where none
+/// of them stands in one, or none was found.
+fn frozen(record: &str) -> Option<bool> {
+    let mark = format!("OCX_RECORD={record}");
+    let states: Vec<bool> = std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter(|p| {
+            std::fs::read(p.path().join("environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == mark.as_bytes()))
+        })
+        .filter_map(|p| freezer_state(&p.path()))
+        .collect();
+    (!states.is_empty()).then(|| states.iter().all(|f| *f))
+}
+
+/// Whether the process at `proc` (its `/proc` directory) is frozen, by
+/// the freezer of the cgroup it stands in, when it stands in one.
+fn freezer_state(proc: &Path) -> Option<bool> {
+    let groups = std::fs::read_to_string(proc.join("cgroup")).ok()?;
+    let lines: Vec<(&str, &str)> = groups
+        .lines()
+        .filter_map(|l| l.split(':').nth(1).zip(l.splitn(3, ':').nth(2)))
+        .collect();
+    let read = |path: String| std::fs::read_to_string(path).ok();
+    if let Some((_, path)) = lines
+        .iter()
+        .find(|(c, _)| c.split(',').any(|c| c == "freezer"))
+    {
+        return read(format!("/sys/fs/cgroup/freezer{path}/freezer.state"))
+            .map(|s| s.trim() == "FROZEN");
+    }
+    let (_, path) = lines.iter().find(|(c, _)| c.is_empty())?;
+    read(format!("/sys/fs/cgroup{path}/cgroup.freeze")).map(|s| s.trim() == "1")
 }

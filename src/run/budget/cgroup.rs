@@ -64,6 +64,12 @@ pub struct CgroupPlan {
     pub memory: Option<CgroupSlot>,
     /// Where the process limit is set, when `processes` is set.
     pub pids: Option<CgroupSlot>,
+    /// Where the run's processes are frozen when it pauses, where the
+    /// host's v1 freezer stands in a hierarchy of its own (elsewhere a
+    /// slot's own directory freezes them, or nothing can). Not part of
+    /// the plan as it is shown: it limits nothing.
+    #[serde(skip)]
+    pub freezer: Option<PathBuf>,
 }
 
 /// A controller a budget field needs.
@@ -224,15 +230,34 @@ impl CgroupPlan {
                 dir: root.join(PARENT).join(run_name),
             }))
         };
-        Ok(Some(CgroupPlan {
+        let mut plan = CgroupPlan {
             cpu_seconds: budget.cpu_seconds,
             memory_bytes: budget.memory_bytes,
             processes: budget.processes,
             cpu: slot(budget.cpu_seconds.is_some(), Controller::Cpu)?,
             memory: slot(budget.memory_bytes.is_some(), Controller::Memory)?,
             pids: slot(budget.processes.is_some(), Controller::Pids)?,
-        }))
+            freezer: None,
+        };
+        plan.freezer = freezer_apart(&plan).map(|root| root.join(PARENT).join(run_name));
+        Ok(Some(plan))
     }
+}
+
+/// The root of the host's v1 freezer hierarchy when it stands apart from
+/// every hierarchy `plan` already places the run in (a v2 directory, or
+/// a v1 one the freezer shares, freezes the run itself).
+fn freezer_apart(plan: &CgroupPlan) -> Option<PathBuf> {
+    let slots = [&plan.cpu, &plan.memory, &plan.pids];
+    let slots: Vec<&CgroupSlot> = slots.into_iter().flatten().collect();
+    if slots.iter().any(|s| s.version == CgroupVersion::V2) {
+        return None;
+    }
+    let (root, _) = mounts()
+        .v1
+        .into_iter()
+        .find(|(_, opts)| opts.iter().any(|o| o == "freezer"))?;
+    (!slots.iter().any(|s| s.dir.starts_with(&root))).then_some(root)
 }
 
 fn cg_err(path: &Path, source: io::Error) -> SandboxError {
@@ -362,6 +387,14 @@ impl Cgroup {
                 return Err(e);
             }
             cg.dirs.push(slot.dir.clone());
+        }
+        // A freezer apart only pauses the run: where it cannot be made,
+        // the run goes on unable to be frozen, as on a host without one.
+        if let Some(dir) = &plan.freezer
+            && !cg.dirs.contains(dir)
+            && make_dir(CgroupVersion::V1, dir, &[]).is_ok()
+        {
+            cg.dirs.push(dir.clone());
         }
         if let Err(e) = cg.set_limits() {
             cg.remove();
@@ -766,6 +799,7 @@ mod tests {
             cpu: Some(slot.clone()),
             memory: Some(slot.clone()),
             pids: Some(slot),
+            freezer: None,
         };
         (root, plan)
     }
@@ -825,6 +859,7 @@ mod tests {
                 dir: dir.clone(),
             }),
             pids: None,
+            freezer: None,
         };
         let cg = Cgroup::create(&plan).unwrap();
         assert_eq!(
