@@ -8,7 +8,7 @@
 //! [`LOOK`] besides, for what inotify cannot see (a directory above them
 //! moved). At its start, and at `ocx node start`, it answers `lost` for each
 //! open session whose watcher is gone, and clears each run's filesystem
-//! that a watcher gone without unmounting it left. It claims its runs' host uids for as
+//! and cgroups that a watcher gone without removing them left. It claims its runs' host uids for as
 //! long as it lives, and its socket is its own account's alone (0600): the
 //! hook, run by `fossil server`, reaches it when the server runs as the
 //! node's account; otherwise the change of the repository file wakes it.
@@ -105,15 +105,27 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<Event>, NodeE
 }
 
 /// Unmounts and removes the filesystem a run's watcher left in `dir` when
-/// it ended without doing so itself (killed, or the host went down), while
-/// no watcher holds the run.
+/// it ended without doing so itself (killed, or the host went down), and
+/// ends and removes the cgroups it left, while no watcher holds the run.
 fn clear_left_disk(dir: &Path) {
-    use crate::run::budget::disk;
-    if !dir.join(disk::IMAGE).exists() && !dir.join(disk::MOUNT).exists() {
+    use crate::run::budget::{cgroups_left, clear_left_cgroups, disk};
+    let run_name = dir
+        .file_name()
+        .map(|n| format!("run-{}", n.to_string_lossy()));
+    let disk_left = dir.join(disk::IMAGE).exists() || dir.join(disk::MOUNT).exists();
+    let cgroups = run_name
+        .as_deref()
+        .is_some_and(|n| !cgroups_left(n).is_empty());
+    if !disk_left && !cgroups {
         return;
     }
     if let Ok(Some(_free)) = super::spool::lock_when_gone(dir) {
-        disk::clear(dir);
+        if disk_left {
+            disk::clear(dir);
+        }
+        if let Some(n) = run_name.as_deref() {
+            clear_left_cgroups(n);
+        }
     }
 }
 

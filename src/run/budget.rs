@@ -11,7 +11,9 @@ use super::preflight::Unenforceable;
 mod cgroup;
 pub mod disk;
 
-pub(crate) use cgroup::{Cgroup, Controller, Notice, probe};
+pub(crate) use cgroup::{
+    Cgroup, Controller, Notice, clear_left as clear_left_cgroups, left as cgroups_left, probe,
+};
 pub use cgroup::{CgroupPlan, CgroupSlot, CgroupVersion};
 pub use disk::{Disk, DiskUse};
 

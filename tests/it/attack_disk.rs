@@ -167,6 +167,10 @@ fn a_watchers_filesystem_left_mounted_when_it_was_killed_is_cleared_at_node_star
         mounted_under(&dir),
         "the killed watcher left the run's filesystem mounted"
     );
+    assert!(
+        !cgroups_of(&record).is_empty(),
+        "the killed watcher left the run's cgroups"
+    );
     let started = h.served.repo.json(&["node", "start"]).ok();
     assert_eq!(
         started["lost"].as_array().map(Vec::len),
@@ -174,7 +178,29 @@ fn a_watchers_filesystem_left_mounted_when_it_was_killed_is_cleared_at_node_star
         "{started:#}"
     );
     assert_disk_gone(&dir, "at the node's start");
+    assert_eq!(
+        cgroups_of(&record),
+        Vec::<std::path::PathBuf>::new(),
+        "its cgroups removed at the node's start"
+    );
     assert_eq!(h.response(&record).0, "lost");
+}
+
+/// The cgroup directories `record`'s run has in this host's hierarchies
+/// (v2's, or each v1 controller's).
+fn cgroups_of(record: &str) -> Vec<std::path::PathBuf> {
+    let name = format!("run-{}", &record[..16]);
+    let parent = ocx::run::budget::PARENT;
+    let hierarchies = std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|h| h.path());
+    hierarchies
+        .chain([std::path::PathBuf::from("/sys/fs/cgroup")])
+        .map(|h| h.join(parent).join(&name))
+        .filter(|d| d.is_dir())
+        .collect()
 }
 
 #[test]

@@ -244,6 +244,43 @@ impl CgroupPlan {
     }
 }
 
+/// The cgroup directories a run named `run_name` has in this host's
+/// hierarchies now: what its watcher left when it ended without removing
+/// them (killed, or the host went down).
+pub(crate) fn left(run_name: &str) -> Vec<PathBuf> {
+    let m = mounts();
+    m.v2.into_iter()
+        .chain(m.v1.into_iter().map(|(root, _)| root))
+        .map(|root| root.join(PARENT).join(run_name))
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
+/// Ends what stands in the cgroups a run named `run_name` left (thawed
+/// first) and removes them; whether none is left. Only for a run no
+/// watcher holds.
+pub(crate) fn clear_left(run_name: &str) -> bool {
+    let dirs = left(run_name);
+    if dirs.is_empty() {
+        return true;
+    }
+    let cg = Cgroup {
+        plan: CgroupPlan {
+            cpu_seconds: None,
+            memory_bytes: None,
+            processes: None,
+            cpu: None,
+            memory: None,
+            pids: None,
+            freezer: None,
+        },
+        dirs,
+        removed: AtomicBool::new(false),
+    };
+    cg.kill_all();
+    cg.remove()
+}
+
 /// The root of the host's v1 freezer hierarchy when it stands apart from
 /// every hierarchy `plan` already places the run in (a v2 directory, or
 /// a v1 one the freezer shares, freezes the run itself).
