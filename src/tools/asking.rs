@@ -135,6 +135,7 @@ fn question(
         stakes: input.stakes.clone(),
         references: links,
         run,
+        also: Vec::new(),
     };
     let text = ask::question_text(&q, &linked);
     if !ask::reads_back(&text, &Ask::Question(q)) {
@@ -215,7 +216,7 @@ pub fn not_theirs(field: &str, subject: &str, asked: &Asked, caller: &Caller) ->
 pub fn standing_of(asked: &Asked, caller: &Caller) -> Standing {
     ask::standing(
         Some(&caller.login),
-        &asked.question.for_login,
+        &asked.question,
         caller.capabilities.is_admin(),
     )
 }
@@ -259,11 +260,10 @@ fn as_served(call: &mut Call, all: &mut [Asked]) -> Result<(), Stop> {
     let sender = |hash: &str| got.get(hash).and_then(|r| r.sender()).map(str::to_string);
     for a in all {
         a.said.from = sender(&a.said.hash);
-        let for_login = &a.question.for_login;
         for (s, _, standing) in &mut a.decisions {
             s.from = sender(&s.hash);
             let admin = got.get(&s.hash).is_some_and(|r| r.from_admin());
-            *standing = ask::standing(s.from.as_deref(), for_login, admin);
+            *standing = ask::standing(s.from.as_deref(), &a.question, admin);
         }
         a.decisions.sort_by_key(|(s, _, _)| {
             got.get(&s.hash)
@@ -508,7 +508,7 @@ pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, u
                 unsent(s, in_clone)
             })
         };
-        if a.question.for_login == user {
+        if a.question.decides(user) {
             waiting.push(show(a)?);
         } else if caller.capabilities.is_admin() {
             to_confirm.push(show(a)?);

@@ -142,6 +142,7 @@ fn store_sent(sent: &[Sent], call: &mut Call) -> Result<Vec<String>, Stop> {
         .filter(|r| r.restrict.no_password == Some(true))
         .cloned()
         .ok_or_else(not_a_run)?;
+    super::writing::refused_under_review(call, "a check-in")?;
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut items = Vec::with_capacity(sent.len());
     for (i, s) in sent.iter().enumerate() {

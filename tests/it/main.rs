@@ -25,6 +25,7 @@ mod egress;
 mod enrol;
 mod function_length;
 mod git_export;
+mod held_writes;
 mod hostile;
 mod house;
 mod layers;
