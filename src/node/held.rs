@@ -89,6 +89,20 @@ pub struct HeldWrite {
     pub published: bool,
     /// What is written, in order.
     pub artifacts: Vec<Kept>,
+    /// For a push: the check-ins it holds (its artifacts are check-ins and
+    /// their files, checked again and stored as `push` stores them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkins: Vec<String>,
+}
+
+/// What became of an approved held write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// What the node wrote: a push's check-ins, else every artifact.
+    pub written: Vec<String>,
+    /// Why the node wrote nothing of an approved push after all: its
+    /// checks, made again, refused it.
+    pub refused: Option<String>,
 }
 
 impl HeldWrite {
@@ -106,6 +120,27 @@ impl HeldWrite {
         }
         Ok(batch)
     }
+
+    /// The artifacts as `push` stores them: each hash and its bytes.
+    fn items(&self) -> Result<Vec<(String, Vec<u8>)>, HeldError> {
+        Ok(self
+            .batch()?
+            .artifacts
+            .into_iter()
+            .map(|(_, hash, bytes)| (hash, bytes))
+            .collect())
+    }
+}
+
+/// What is held and how it is shown, before it is kept.
+struct Holding {
+    artifacts: Vec<(String, String, Vec<u8>)>,
+    published: bool,
+    checkins: Vec<String>,
+    /// What the question says follows (`what follows (2 artifacts)`).
+    summary: String,
+    /// The Markdown showing it exactly, after the question's block.
+    shown: String,
 }
 
 /// The file a run's held write waiting on `question` is kept in.
@@ -129,12 +164,12 @@ pub fn approves(note: &str) -> bool {
     note == APPROVE || note.starts_with(&format!("{APPROVE}: "))
 }
 
-/// `text` in a fence no line of it closes.
-fn fenced(text: &str) -> String {
+/// `text` in a fence no line of it closes, marked as `lang`.
+fn fenced(text: &str, lang: &str) -> String {
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest.max(2) + 1);
     let end = if text.ends_with('\n') { "" } else { "\n" };
-    format!("{fence}text\n{text}{end}{fence}\n")
+    format!("{fence}{lang}\n{text}{end}{fence}\n")
 }
 
 /// What a held batch would write, shown exactly: each artifact whole.
@@ -142,21 +177,81 @@ fn shown(batch: &Batch) -> String {
     let mut out = String::new();
     for (what, hash, bytes) in &batch.artifacts {
         out.push_str(&format!("\n{} `{hash}`, exactly:\n\n", ask::escape(what)));
-        out.push_str(&fenced(&String::from_utf8_lossy(bytes)));
+        out.push_str(&fenced(&String::from_utf8_lossy(bytes), "text"));
     }
     out
 }
 
-/// Holds `batch`, which the run `scope` would write as its login: keeps
-/// it in the run's directory, then asks its reviewers in the record's
-/// place, as the node's login, whether to write it. Answers the
-/// question's hash. Nothing of it reaches the repository.
+/// Holds `batch`, which the run `scope` would write as its login
+/// ([`keep_and_ask`]), showing each artifact whole. Answers the
+/// question's hash.
 pub fn hold(
     fossil: &Fossil,
     repo: &Repository,
     scope: &RunScope,
     batch: &Batch,
     published: bool,
+) -> Result<String, HeldError> {
+    let n = batch.artifacts.len();
+    let holding = Holding {
+        artifacts: batch.artifacts.clone(),
+        published,
+        checkins: Vec::new(),
+        summary: format!(
+            "what follows ({n} artifact{})",
+            if n == 1 { "" } else { "s" }
+        ),
+        shown: shown(batch),
+    };
+    keep_and_ask(fossil, repo, scope, holding)
+}
+
+/// Holds a push of the run `scope` ([`keep_and_ask`]): `items`, checked
+/// by `push`, holding the new `checkins`, each shown by its comment,
+/// branch and diff against its parent. Answers the question's hash.
+pub fn hold_push(
+    fossil: &Fossil,
+    repo: &Repository,
+    scope: &RunScope,
+    items: &[(String, Vec<u8>)],
+    checkins: &[String],
+) -> Result<String, HeldError> {
+    let mut shown = String::new();
+    for c in crate::fossil::diff::checkins(repo, items, checkins)? {
+        shown.push_str(&format!(
+            "\nCheck-in `{}` on {}: {}\n\n",
+            c.hash,
+            ask::escape(c.branch.as_deref().unwrap_or("its parent's branch")),
+            ask::escape(&c.comment)
+        ));
+        shown.push_str(&fenced(&c.diff, "diff"));
+    }
+    let n = checkins.len();
+    let holding = Holding {
+        artifacts: items
+            .iter()
+            .map(|(h, b)| ("pushed".to_string(), h.clone(), b.clone()))
+            .collect(),
+        published: true,
+        checkins: checkins.to_vec(),
+        summary: format!(
+            "the check-in{} that follow{}",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" }
+        ),
+        shown,
+    };
+    keep_and_ask(fossil, repo, scope, holding)
+}
+
+/// Keeps `holding` in the run's directory, then asks the run's reviewers
+/// in the record's place, as the node's login, whether to write it.
+/// Nothing of it reaches the repository.
+fn keep_and_ask(
+    fossil: &Fossil,
+    repo: &Repository,
+    scope: &RunScope,
+    holding: Holding,
 ) -> Result<String, HeldError> {
     let cfg = NodeConfig::load(&scope.root).ok_or(HeldError::NotANode)?;
     let record = match repo.resolve(&scope.record)? {
@@ -167,16 +262,13 @@ pub fn hold(
     let Some((first, also)) = reviewers.split_first() else {
         return Err(HeldError::NoReviewer(scope.record.clone()));
     };
-    let n = batch.artifacts.len();
     let q = Question {
         ocx: 1,
         kind: "question".into(),
         for_login: first.clone(),
         question: format!(
-            "The run {} would write what follows ({n} artifact{}). Approve, and the node writes it as {}; decline, and the run is told.",
-            scope.user,
-            if n == 1 { "" } else { "s" },
-            scope.user
+            "The run {} would write {}. Approve, and the node writes it as {}; decline, and the run is told.",
+            scope.user, holding.summary, scope.user
         ),
         options: vec![APPROVE.into(), DECLINE.into()],
         stakes: Some("what the repository receives from this run".into()),
@@ -185,7 +277,7 @@ pub fn hold(
         also: also.to_vec(),
     };
     let mut text = ask::question_text(&q, &[]);
-    text.push_str(&shown(batch));
+    text.push_str(&holding.shown);
     if !ask::reads_back(&text, &Ask::Question(q)) {
         return Err(HeldError::Unreadable);
     }
@@ -203,8 +295,8 @@ pub fn hold(
         question: question.clone(),
         record: scope.record.clone(),
         user: scope.user.clone(),
-        published,
-        artifacts: batch
+        published: holding.published,
+        artifacts: holding
             .artifacts
             .iter()
             .map(|(what, hash, bytes)| Kept {
@@ -213,6 +305,7 @@ pub fn hold(
                 content: b64.encode(bytes),
             })
             .collect(),
+        checkins: holding.checkins,
     };
     let path = file(&scope.root, &scope.record, &question);
     if let Some(dir) = path.parent() {
@@ -240,23 +333,37 @@ pub fn waiting(root: &Path, record: &str, question: &str) -> Result<Option<HeldW
 }
 
 /// Settles `held`: approved, stores it as the run's login (all of it or
-/// none) and answers what was written; declined, writes nothing. Either
-/// way its file goes, so it is settled once.
+/// none; a push checked again as `push` checks it, `only` the record's
+/// branch); declined, writes nothing. Either way its file goes, so it is
+/// settled once.
 pub fn settle(
     fossil: &Fossil,
     repo: &Repository,
     root: &Path,
     held: &HeldWrite,
-    approved: bool,
-) -> Result<Vec<String>, HeldError> {
-    let mut written = Vec::new();
-    if approved {
-        let batch = held.batch()?;
-        store::store(fossil, repo, &held.user, &batch, held.published)?;
-        written = batch.hashes();
+    approved: Option<Option<&str>>,
+) -> Result<Settled, HeldError> {
+    let mut settled = Settled::default();
+    match approved {
+        None => {}
+        Some(only) if !held.checkins.is_empty() => {
+            match crate::fossil::incoming::check(repo, &held.items()?, &held.user, only) {
+                Ok(checked) => {
+                    store::store_checked(fossil, repo, &held.user, &checked.artifacts, true)?;
+                    settled.written = checked.checkins;
+                }
+                Err(crate::fossil::incoming::Refused::Fossil(f)) => return Err(f.into()),
+                Err(refused) => settled.refused = Some(refused.to_string()),
+            }
+        }
+        Some(_) => {
+            let batch = held.batch()?;
+            store::store(fossil, repo, &held.user, &batch, held.published)?;
+            settled.written = batch.hashes();
+        }
     }
     std::fs::remove_file(file(root, &held.record, &held.question))?;
-    Ok(written)
+    Ok(settled)
 }
 
 #[cfg(test)]
@@ -265,13 +372,10 @@ mod tests {
 
     #[test]
     fn a_fence_is_longer_than_any_run_of_backticks_inside() {
-        assert_eq!(fenced("a"), "```text\na\n```\n");
+        assert_eq!(fenced("a", "text"), "```text\na\n```\n");
         let inner = "x\n````json\n{}\n````\n";
-        assert!(
-            fenced(inner).starts_with("`````text\n"),
-            "{}",
-            fenced(inner)
-        );
+        let fence = fenced(inner, "diff");
+        assert!(fence.starts_with("`````diff\n"), "{fence}");
     }
 
     #[test]

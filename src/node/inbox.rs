@@ -69,13 +69,15 @@ pub enum Delivery {
     Schedule { at: String, missed: Option<u64> },
     /// A held write of the run decided (`restrict.review`): the question
     /// it waited on, whether it was approved, who decided (by receipt) and
-    /// their note, and what the node wrote (nothing when declined).
+    /// their note, what the node wrote (nothing when declined), and why it
+    /// wrote nothing of an approved push its checks, made again, refused.
     Decided {
         question: String,
         approved: bool,
         by: String,
         note: String,
         written: Vec<String>,
+        refused: Option<String>,
     },
 }
 
@@ -109,11 +111,15 @@ impl Delivery {
                 by,
                 note,
                 written,
+                refused,
             } => {
                 let key = if *approved { "approved" } else { "declined" };
                 let mut line = serde_json::json!({ key: question, "by": by, "note": note });
                 if *approved {
                     line["written"] = written.clone().into();
+                }
+                if let Some(why) = refused {
+                    line["refused"] = why.clone().into();
                 }
                 line.to_string()
             }
@@ -214,6 +220,8 @@ fn json_line(line: &str) -> Result<Delivery, NodeError> {
         note: String,
         #[serde(default)]
         written: Vec<String>,
+        #[serde(default)]
+        refused: Option<String>,
     }
     let d: Decided = serde_json::from_str(line).map_err(|_| {
         NodeError::Line("a JSON line is neither a schedule's nor a held write's decision")
@@ -233,6 +241,7 @@ fn json_line(line: &str) -> Result<Delivery, NodeError> {
         by: d.by,
         note: d.note,
         written: d.written,
+        refused: d.refused,
     })
 }
 
@@ -336,6 +345,15 @@ mod tests {
                 by: "stone".into(),
                 note: "Approve: \"fine\" \\ here".into(),
                 written: vec![H.into()],
+                refused: None,
+            },
+            Delivery::Decided {
+                question: H.into(),
+                approved: true,
+                by: "stone".into(),
+                note: "Approve".into(),
+                written: vec![],
+                refused: Some("abc is on trunk".into()),
             },
             Delivery::Decided {
                 question: H.into(),
@@ -343,6 +361,7 @@ mod tests {
                 by: "stone".into(),
                 note: "Decline".into(),
                 written: vec![],
+                refused: None,
             },
         ];
         for d in all {

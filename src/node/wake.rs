@@ -724,10 +724,13 @@ impl Node<'_> {
             return Ok(());
         }
         let approved = reviews && held::approves(&d.note);
-        let written = held::settle(self.fossil, self.repo, self.root, &write, approved)?;
-        let what = match approved {
-            true => format!("wrote {} artifacts as {}", written.len(), write.user),
-            false => "declined: nothing written".to_string(),
+        let only = r.record.restrict.branch.as_deref();
+        let settled = approved.then_some(only);
+        let settled = held::settle(self.fossil, self.repo, self.root, &write, settled)?;
+        let what = match (approved, &settled.refused) {
+            (true, None) => format!("wrote {} as {}", settled.written.len(), write.user),
+            (true, Some(why)) => format!("approved, but refused: {why}"),
+            (false, _) => "declined: nothing written".to_string(),
         };
         let event = Event::new(Done::Decided, format!("by {by}: {what}")).arrival(&a.hash);
         self.report.push(event.record(&write.record));
@@ -736,7 +739,8 @@ impl Node<'_> {
             approved,
             by,
             note: d.note.clone(),
-            written,
+            written: settled.written,
+            refused: settled.refused,
         };
         self.give(&write.record, &a.hash, &line.line());
         Ok(())

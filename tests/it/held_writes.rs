@@ -48,19 +48,29 @@ fn noted_step(out: &std::path::Path, name: &str) -> Vec<Value> {
     }
 }
 
-/// The question the post of step `name` is held under, asserting it was held.
+/// The question the write of step `name` is held under, asserting it was
+/// held and written nothing yet.
 fn held_under(steps: &[Value], name: &str) -> String {
     let step = steps.iter().find(|s| s["step"] == name).unwrap();
     let result = &step["result"]["structuredContent"]["result"];
     assert_eq!(
         result["hash"],
         Value::Null,
-        "a held post has no hash yet: {step:#}"
+        "a held write has no hash yet: {step:#}"
     );
     result["held"]
         .as_str()
         .unwrap_or_else(|| panic!("not held: {step:#}"))
         .to_string()
+}
+
+/// The lines of decisions the runner noted.
+fn decided(steps: &[Value]) -> Vec<&Value> {
+    steps
+        .iter()
+        .filter(|s| s["step"] == "line")
+        .map(|s| &s["said"])
+        .collect()
 }
 
 /// The texts the run's login sent in the record's thread.
@@ -136,11 +146,7 @@ fn a_held_post_is_written_once_its_reviewer_approves_and_the_run_is_told_when_de
         ])
         .ok();
     let steps = noted_until_done(&out, "the reviewed runner");
-    let lines: Vec<&Value> = steps
-        .iter()
-        .filter(|s| s["step"] == "line")
-        .map(|s| &s["said"])
-        .collect();
+    let lines = decided(&steps);
     assert_eq!(lines[0]["approved"], kept.as_str(), "{lines:#?}");
     assert_eq!(lines[0]["by"], "stone");
     let written = lines[0]["written"][0].as_str().unwrap();
@@ -153,6 +159,114 @@ fn a_held_post_is_written_once_its_reviewer_approves_and_the_run_is_told_when_de
         "the approved post written as the run's login, the declined one never"
     );
     assert!(!file.exists(), "settled once");
+}
+
+/// A runner committing on `fixes` and pushing through its own `ocx`
+/// (which hands the artifacts to the node's socket): once at the start
+/// (making the branch), again once its first push is decided, done at
+/// the second decision.
+const COMMITTER: &str = r#"
+import re
+def unescape(line):
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), line)
+
+def commit_and_push(name, text, comment, *branch):
+    with open(name, "w") as f:
+        f.write(text)
+    fossil("add", name)
+    note({"step": "commit-" + name, "said": fossil("commit", "-m", comment, *branch, "--no-warnings")})
+    note({"step": "push-" + name, "result": local("ocx_push", {})})
+
+decided = 0
+for line in sys.stdin:
+    line = line.rstrip("\n")
+    if line.startswith("Record "):
+        rpc = mcp("ocx")
+        local = lambda tool, args: rpc("tools/call", {"name": tool, "arguments": args})["result"]
+        commit_and_push("fix.txt", "fixed\n", "the fix", "--branch", "fixes")
+        continue
+    if line.startswith("{"):
+        note({"step": "line", "said": json.loads(unescape(line))})
+        decided += 1
+        if decided == 1:
+            commit_and_push("more.txt", "and more\n", "more of it")
+        else:
+            note({"step": "done"})
+"#;
+
+/// Whether the repository holds a check-in whose comment is `comment`.
+fn has_checkin(repo: &Repo, comment: &str) -> bool {
+    let db = rusqlite::Connection::open(&repo.file).unwrap();
+    let n: i64 = db
+        .query_row(
+            "SELECT count(*) FROM event WHERE type='ci' AND comment=?1",
+            [comment],
+            |r| r.get(0),
+        )
+        .unwrap();
+    n > 0
+}
+
+#[test]
+fn a_held_push_shows_its_diff_and_is_written_once_approved_and_never_when_declined() {
+    let repo = Repo::new();
+    repo.user("stone", "o24jkr");
+    let (runner, out) = crate::support::runner_script(
+        &repo,
+        &format!("{}{COMMITTER}", crate::support::PY_RUNNER_PRELUDE),
+    );
+    let block = json!({"command": [runner], "input": "lines",
+        "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil()}});
+    crate::support::runner_page(&repo, "fixer", &block);
+    repo.commit_as("admin", "README", "start\n", None);
+    let s = Served::on(repo).start();
+    let record = held_record(
+        &s.repo,
+        "fixer",
+        "Fix it on fixes",
+        "stone",
+        &out,
+        &["--branch", "fixes", "--new-branch", "--review"],
+    );
+    let steps = noted_step(&out, "push-fix.txt");
+    let first = held_under(&steps, "push-fix.txt");
+    assert!(
+        !has_checkin(&s.repo, "the fix"),
+        "nothing pushed before the decision"
+    );
+    let asked = s.repo.json(&["questions", "--for", "admin"]).ok();
+    let text = s.repo.json(&["thread", "--of", &record]).ok()["posts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["hash"] == first.as_str())
+        .map(|p| p["text"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no question {first}: {asked:#}"));
+    assert!(
+        text.contains("+++ b/fix.txt")
+            && text.contains("+fixed")
+            && text.contains("on fixes: the fix"),
+        "the question shows the diff: {text}"
+    );
+
+    s.repo.json(&["decide", &first, "--option", "1"]).ok();
+    let steps = noted_step(&out, "push-more.txt");
+    let second = held_under(&steps, "push-more.txt");
+    assert!(
+        has_checkin(&s.repo, "the fix"),
+        "approved, the check-in is written"
+    );
+    s.repo.json(&["decide", &second, "--option", "2"]).ok();
+    let steps = noted_until_done(&out, "the reviewed committer");
+    let lines = decided(&steps);
+    assert_eq!(lines[0]["approved"], first.as_str(), "{lines:#?}");
+    let written = lines[0]["written"][0].as_str().unwrap();
+    assert_eq!(s.repo.sender(written).as_deref(), Some("fixer"));
+    assert_eq!(lines[1]["declined"], second.as_str(), "{lines:#?}");
+    assert!(
+        !has_checkin(&s.repo, "more of it"),
+        "declined, never written"
+    );
 }
 
 #[test]
