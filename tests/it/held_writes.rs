@@ -8,32 +8,69 @@
 use crate::restricted::held_record;
 use crate::support::{Repo, Served, fossil, handled_all, noted, noted_until_done};
 use serde_json::{Value, json};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// The runner's own part, after the shared prelude: two posts in its own
-/// thread through the node socket, then each JSON line it reads noted,
-/// done after two decisions.
-const RUNNER: &str = r#"
+/// What every reviewed runner here does, after the shared prelude and
+/// its own `first()` and `second()`: `first()` at its record's line, each
+/// JSON line (a decision) noted, `second()` after the first decision,
+/// done after the second.
+const REVIEWED: &str = r#"
 import re
 def unescape(line):
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), line)
+
+servers = {}
+def call(server, tool, args):
+    if server not in servers:
+        servers[server] = mcp(server)
+    return servers[server]("tools/call", {"name": tool, "arguments": args})["result"]
 
 decided = 0
 for line in sys.stdin:
     line = line.rstrip("\n")
     if line.startswith("Record "):
-        rpc = mcp("ocx-node")
-        call = lambda tool, args: rpc("tools/call", {"name": tool, "arguments": args})["result"]
-        for name, text in [("kept", "kept: the fix is on fixes"), ("dropped", "dropped: merge it all now")]:
-            note({"step": "post-" + name, "result": call("ocx_post", {"to": os.environ["OCX_RECORD"], "text": text})})
+        first()
         continue
     if line.startswith("{"):
-        said = json.loads(unescape(line))
-        note({"step": "line", "said": said})
+        note({"step": "line", "said": json.loads(unescape(line))})
         decided += 1
-        if decided == 2:
+        if decided == 1:
+            second()
+        else:
             note({"step": "done"})
 "#;
+
+/// Two posts in its own thread through the node socket.
+const POSTER: &str = r#"
+def first():
+    for name, text in [("kept", "kept: the fix is on fixes"), ("dropped", "dropped: merge it all now")]:
+        note({"step": "post-" + name, "result": call("ocx-node", "ocx_post", {"to": os.environ["OCX_RECORD"], "text": text})})
+
+def second():
+    pass
+"#;
+
+/// A reviewed run of `runner` (its `first()` and `second()`) as the
+/// login `fixer`, hearing stone, its record given `more`: the served
+/// repository `repo`, the record and the runner's `out`.
+fn reviewed(
+    repo: Repo,
+    runner: &str,
+    more: &[&str],
+) -> (crate::support::ServedNode, String, PathBuf) {
+    let (script, out) = crate::support::runner_script(
+        &repo,
+        &format!("{}{runner}{REVIEWED}", crate::support::PY_RUNNER_PRELUDE),
+    );
+    let block = json!({"command": [script], "input": "lines",
+        "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil(),
+                "OCX_TEST_CHECKIN": repo.commit_as("admin", "README", "start\n", None)}});
+    crate::support::runner_page(&repo, "fixer", &block);
+    let s = Served::on(repo).start();
+    let record = held_record(&s.repo, "fixer", "Work under review", "stone", &out, more);
+    (s, record, out)
+}
 
 /// The steps the runner noted once one is `name`.
 fn noted_step(out: &std::path::Path, name: &str) -> Vec<Value> {
@@ -86,25 +123,10 @@ fn said_by(repo: &Repo, record: &str, login: &str) -> Vec<String> {
 }
 
 #[test]
-fn a_held_post_is_written_once_its_reviewer_approves_and_the_run_is_told_when_declined() {
+fn a_held_post_is_written_once_its_reviewer_approves_and_the_run_is_told_when_it_is_closed() {
     let repo = Repo::new();
     repo.user("stone", "o24jkr").user("mallory", "o24");
-    let (runner, out) = crate::support::runner_script(
-        &repo,
-        &format!("{}{RUNNER}", crate::support::PY_RUNNER_PRELUDE),
-    );
-    let block = json!({"command": [runner], "input": "lines",
-        "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil()}});
-    crate::support::runner_page(&repo, "fixer", &block);
-    let s = Served::on(repo).start();
-    let record = held_record(
-        &s.repo,
-        "fixer",
-        "Say what you fixed",
-        "stone",
-        &out,
-        &["--review", "--review-by", "stone"],
-    );
+    let (s, record, out) = reviewed(repo, POSTER, &["--review", "--review-by", "stone"]);
     let steps = noted_step(&out, "post-dropped");
     let (kept, dropped) = (
         held_under(&steps, "post-kept"),
@@ -140,11 +162,14 @@ fn a_held_post_is_written_once_its_reviewer_approves_and_the_run_is_told_when_de
     s.repo
         .json(&["decide", &kept, "--option", "1", "--user", "stone"])
         .ok();
-    s.repo
-        .json(&[
-            "decide", &dropped, "--option", "2", "--note", "not now", "--user", "stone",
-        ])
-        .ok();
+    let closed = s
+        .repo
+        .json(&["decide", &dropped, "--option", "2", "--note", "not now"]);
+    assert_eq!(
+        closed.ok()["counts"],
+        "closed",
+        "admin sent the record, stone reviews it"
+    );
     let steps = noted_until_done(&out, "the reviewed runner");
     let lines = decided(&steps);
     assert_eq!(lines[0]["approved"], kept.as_str(), "{lines:#?}");
@@ -152,6 +177,7 @@ fn a_held_post_is_written_once_its_reviewer_approves_and_the_run_is_told_when_de
     let written = lines[0]["written"][0].as_str().unwrap();
     assert_eq!(s.repo.sender(written).as_deref(), Some("fixer"));
     assert_eq!(lines[1]["declined"], dropped.as_str(), "{lines:#?}");
+    assert_eq!(lines[1]["by"], "admin", "an administrator's close declines");
     assert_eq!(lines[1]["note"], "Decline: not now");
     assert_eq!(
         said_by(&s.repo, &record, "fixer"),
@@ -162,36 +188,21 @@ fn a_held_post_is_written_once_its_reviewer_approves_and_the_run_is_told_when_de
 }
 
 /// A runner committing on `fixes` and pushing through its own `ocx`
-/// (which hands the artifacts to the node's socket): once at the start
-/// (making the branch), again once its first push is decided, done at
-/// the second decision.
+/// (which hands the artifacts to the node's socket): first making the
+/// branch, then on it.
 const COMMITTER: &str = r#"
-import re
-def unescape(line):
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), line)
-
 def commit_and_push(name, text, comment, *branch):
     with open(name, "w") as f:
         f.write(text)
     fossil("add", name)
     note({"step": "commit-" + name, "said": fossil("commit", "-m", comment, *branch, "--no-warnings")})
-    note({"step": "push-" + name, "result": local("ocx_push", {})})
+    note({"step": "push-" + name, "result": call("ocx", "ocx_push", {})})
 
-decided = 0
-for line in sys.stdin:
-    line = line.rstrip("\n")
-    if line.startswith("Record "):
-        rpc = mcp("ocx")
-        local = lambda tool, args: rpc("tools/call", {"name": tool, "arguments": args})["result"]
-        commit_and_push("fix.txt", "fixed\n", "the fix", "--branch", "fixes")
-        continue
-    if line.startswith("{"):
-        note({"step": "line", "said": json.loads(unescape(line))})
-        decided += 1
-        if decided == 1:
-            commit_and_push("more.txt", "and more\n", "more of it")
-        else:
-            note({"step": "done"})
+def first():
+    commit_and_push("fix.txt", "fixed\n", "the fix", "--branch", "fixes")
+
+def second():
+    commit_and_push("more.txt", "and more\n", "more of it")
 "#;
 
 /// Whether the repository holds a check-in whose comment is `comment`.
@@ -211,21 +222,9 @@ fn has_checkin(repo: &Repo, comment: &str) -> bool {
 fn a_held_push_shows_its_diff_and_is_written_once_approved_and_never_when_declined() {
     let repo = Repo::new();
     repo.user("stone", "o24jkr");
-    let (runner, out) = crate::support::runner_script(
-        &repo,
-        &format!("{}{COMMITTER}", crate::support::PY_RUNNER_PRELUDE),
-    );
-    let block = json!({"command": [runner], "input": "lines",
-        "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": fossil()}});
-    crate::support::runner_page(&repo, "fixer", &block);
-    repo.commit_as("admin", "README", "start\n", None);
-    let s = Served::on(repo).start();
-    let record = held_record(
-        &s.repo,
-        "fixer",
-        "Fix it on fixes",
-        "stone",
-        &out,
+    let (s, record, out) = reviewed(
+        repo,
+        COMMITTER,
         &["--branch", "fixes", "--new-branch", "--review"],
     );
     let steps = noted_step(&out, "push-fix.txt");
@@ -267,6 +266,56 @@ fn a_held_push_shows_its_diff_and_is_written_once_approved_and_never_when_declin
         !has_checkin(&s.repo, "more of it"),
         "declined, never written"
     );
+}
+
+/// A verdict on admin's check-in through the node socket, first
+/// `audited`, then `ci`.
+const JUDGE: &str = r#"
+def audit(tag, verdict, reason):
+    args = {"checkin": os.environ["OCX_TEST_CHECKIN"], "verdict": verdict, "reason": reason,
+            "against": os.environ["OCX_RECORD"], "tag": tag}
+    note({"step": "audit-" + tag, "result": call("ocx-node", "ocx_audit", args)})
+
+def first():
+    audit("audited", "pass", "reads right")
+
+def second():
+    audit("ci", "fail", "never ran")
+"#;
+
+#[test]
+fn a_held_verdict_counts_once_approved_and_never_when_declined() {
+    let repo = Repo::new();
+    repo.user("stone", "o24jkr");
+    let (s, _record, out) = reviewed(repo, JUDGE, &["--review", "--checkins", "trunk"]);
+    let steps = noted_step(&out, "audit-audited");
+    let first = held_under(&steps, "audit-audited");
+    let checkin =
+        steps.iter().find(|s| s["step"] == "audit-audited").unwrap()["result"]["structuredContent"]
+            ["result"]["checkin"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    let judged = |what: &str| s.repo.json(&["verdicts", "--checkin", &checkin]).ok()[what].clone();
+    assert_eq!(
+        judged("counting"),
+        json!([]),
+        "nothing written before the decision"
+    );
+    s.repo.json(&["decide", &first, "--option", "1"]).ok();
+    let steps = noted_step(&out, "audit-ci");
+    let second = held_under(&steps, "audit-ci");
+    s.repo.json(&["decide", &second, "--option", "2"]).ok();
+    let steps = noted_until_done(&out, "the reviewed judge");
+    let lines = decided(&steps);
+    assert_eq!(lines[0]["approved"], first.as_str(), "{lines:#?}");
+    assert_eq!(lines[1]["declined"], second.as_str(), "{lines:#?}");
+    let counting = judged("counting");
+    let counting = counting.as_array().unwrap();
+    assert_eq!(counting.len(), 1, "{counting:#?}");
+    assert_eq!(counting[0]["from"], "fixer");
+    assert_eq!(counting[0]["tag"], "audited");
+    assert_eq!(counting[0]["verdict"], "pass");
 }
 
 #[test]
