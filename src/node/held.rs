@@ -24,6 +24,16 @@ pub const APPROVE: &str = "Approve";
 /// The option that declines it.
 pub const DECLINE: &str = "Decline";
 
+/// What opens the part of a held write's question that shows what would
+/// be written, after the question's own block.
+pub const SHOWN_MARK: &str = "\n**What would be written, exactly:**\n";
+
+/// The part of a held write's question (its post's text) that shows
+/// what would be written, if it has one.
+pub fn shown_in(text: &str) -> Option<&str> {
+    text.split_once(SHOWN_MARK).map(|(_, shown)| shown)
+}
+
 /// Why a write could not be held, or a held one settled.
 #[derive(Debug, thiserror::Error)]
 pub enum HeldError {
@@ -277,6 +287,7 @@ fn keep_and_ask(
         also: also.to_vec(),
     };
     let mut text = ask::question_text(&q, &[]);
+    text.push_str(SHOWN_MARK);
     text.push_str(&holding.shown);
     if !ask::reads_back(&text, &Ask::Question(q)) {
         return Err(HeldError::Unreadable);

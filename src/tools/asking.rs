@@ -316,6 +316,9 @@ pub struct Shown {
     pub confirmers: Vec<String>,
     /// open, decided or closed.
     pub state: String,
+    /// For a run's held write (a question its node asked): what would be written, as Markdown: each artifact whole, or each check-in's diff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 /// A decision as a reader is shown it.
@@ -389,7 +392,28 @@ pub fn shown(
             .collect(),
         state: state.into(),
         confirmers: Vec::new(),
+        held: held_shown(repo, asked)?,
     })
+}
+
+/// What a held write's question shows would be written: only for a
+/// question of a run asked (by receipt) by the login of the node its
+/// record names, which asks nothing else.
+fn held_shown(repo: &crate::fossil::Repository, asked: &Asked) -> Result<Option<String>, Stop> {
+    let (Some(from), Some(run)) = (asked.said.from.as_deref(), &asked.question.run) else {
+        return Ok(None);
+    };
+    let record = match repo.resolve(run)? {
+        crate::fossil::repo::Lookup::One(rid, hash) => {
+            crate::protocol::found::record(repo, rid, &hash)?
+        }
+        _ => None,
+    };
+    if record.is_none_or(|r| crate::protocol::found::node_login(&r.record.node) != from) {
+        return Ok(None);
+    }
+    let text = crate::protocol::found::text(repo, &asked.said)?;
+    Ok(crate::node::held::shown_in(&String::from_utf8_lossy(&text)).map(str::to_string))
 }
 
 /// The logins holding admin or setup of their own on the served

@@ -218,14 +218,103 @@ fn has_checkin(repo: &Repo, comment: &str) -> bool {
     n > 0
 }
 
-#[test]
-fn a_held_push_shows_its_diff_and_is_written_once_approved_and_never_when_declined() {
+/// How a test's reviewer decides a held write: the repository, the
+/// question, the option pressed (1 approves, 2 declines) and words the
+/// question must show of what would be written.
+type Decide = fn(&Repo, &str, u8, &str);
+
+/// Stone decides at the command line, after reading the question there.
+fn at_the_command_line(repo: &Repo, question: &str, option: u8, shows: &str) {
+    let console = repo.ocx(&["console", "--user", "stone"]);
+    assert!(
+        console.stdout.contains("What would be written, exactly:")
+            && console.stdout.contains(shows),
+        "{}",
+        console.stdout
+    );
+    let option = option.to_string();
+    let decided = repo.json(&["decide", question, "--option", &option, "--user", "stone"]);
+    assert_eq!(decided.ok()["counts"], "decided");
+}
+
+/// Stone decides on the console's page over HTTP, as its form posts,
+/// after reading the question on it.
+fn on_the_page(repo: &Repo, question: &str, option: u8, shows: &str) {
+    let ext = crate::support::Ext::new();
+    let server = crate::cgi::served(repo, &ext);
+    let stone = server.login("stone");
+    let (status, _, page) =
+        server.request("GET", "/ext/ocx-cgi/console", &[("Cookie", &stone)], "");
+    assert_eq!(status, 200);
+    let card = format!("id=\"question-{}\"", &question[..10]);
+    let at = page
+        .find(&card)
+        .unwrap_or_else(|| panic!("no card {card}: {page}"));
+    let held = &page[at..];
+    assert!(
+        held.contains("class=\"ocx-held\"") && held.contains(shows),
+        "{held}"
+    );
+    let own = format!("{}/ext/ocx-cgi/console", server.base());
+    let body = format!("question={}&option={option}", &question[..10]);
+    let headers = [("Cookie", stone.as_str()), ("Referer", own.as_str())];
+    let (_, _, page) = server.request("POST", "/ext/ocx-cgi/console", &headers, &body);
+    assert!(page.contains("Written: your decision"), "{page}");
+}
+
+/// Stone decides on the console's page in headless Chromium
+/// (tests/browser/held-write.mjs), signed in on Fossil's login form.
+fn in_chromium(repo: &Repo, question: &str, option: u8, shows: &str) {
+    let browser = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").is_file()
+            && browser.join("node_modules/playwright-core").is_dir(),
+        "chromium or playwright-core is missing: run scripts/setup.sh"
+    );
+    let ext = crate::support::Ext::new();
+    let server = crate::cgi::served(repo, &ext);
+    let profile = tempfile::Builder::new()
+        .prefix("ocx-chromium-")
+        .tempdir()
+        .unwrap();
+    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ocx-held-{}.png", &question[..10]));
+    let run = std::process::Command::new("node")
+        .arg(browser.join("held-write.mjs"))
+        .env("OCX_BASE", server.base())
+        .env("OCX_LOGIN", "stone")
+        .env("OCX_PASSWORD", "stone-pw")
+        .env("OCX_QUESTION", question)
+        .env("OCX_OPTION", option.to_string())
+        .env("OCX_SHOWS", shows)
+        .env("OCX_PROFILE", profile.path().join("profile"))
+        .env("OCX_SHOT", &shot)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success() && shot.is_file(),
+        "the browser test failed: {}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+/// A held push shown by its diff, written once `decide` approves it, and
+/// the next never once `decide` declines it.
+fn held_pushes_decided(decide: Decide) {
     let repo = Repo::new();
     repo.user("stone", "o24jkr");
-    let (s, record, out) = reviewed(
+    let (s, _record, out) = reviewed(
         repo,
         COMMITTER,
-        &["--branch", "fixes", "--new-branch", "--review"],
+        &[
+            "--branch",
+            "fixes",
+            "--new-branch",
+            "--review",
+            "--review-by",
+            "stone",
+        ],
     );
     let steps = noted_step(&out, "push-fix.txt");
     let first = held_under(&steps, "push-fix.txt");
@@ -233,29 +322,14 @@ fn a_held_push_shows_its_diff_and_is_written_once_approved_and_never_when_declin
         !has_checkin(&s.repo, "the fix"),
         "nothing pushed before the decision"
     );
-    let asked = s.repo.json(&["questions", "--for", "admin"]).ok();
-    let text = s.repo.json(&["thread", "--of", &record]).ok()["posts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["hash"] == first.as_str())
-        .map(|p| p["text"].as_str().unwrap().to_string())
-        .unwrap_or_else(|| panic!("no question {first}: {asked:#}"));
-    assert!(
-        text.contains("+++ b/fix.txt")
-            && text.contains("+fixed")
-            && text.contains("on fixes: the fix"),
-        "the question shows the diff: {text}"
-    );
-
-    s.repo.json(&["decide", &first, "--option", "1"]).ok();
+    decide(&s.repo, &first, 1, "+fixed");
     let steps = noted_step(&out, "push-more.txt");
     let second = held_under(&steps, "push-more.txt");
     assert!(
         has_checkin(&s.repo, "the fix"),
         "approved, the check-in is written"
     );
-    s.repo.json(&["decide", &second, "--option", "2"]).ok();
+    decide(&s.repo, &second, 2, "+and more");
     let steps = noted_until_done(&out, "the reviewed committer");
     let lines = decided(&steps);
     assert_eq!(lines[0]["approved"], first.as_str(), "{lines:#?}");
@@ -266,6 +340,54 @@ fn a_held_push_shows_its_diff_and_is_written_once_approved_and_never_when_declin
         !has_checkin(&s.repo, "more of it"),
         "declined, never written"
     );
+}
+
+/// Two held posts: the first written once `decide` approves it, the
+/// second never once `decide` declines it.
+fn held_posts_decided(decide: Decide) {
+    let repo = Repo::new();
+    repo.user("stone", "o24jkr");
+    let (s, record, out) = reviewed(repo, POSTER, &["--review", "--review-by", "stone"]);
+    let steps = noted_step(&out, "post-dropped");
+    let (kept, dropped) = (
+        held_under(&steps, "post-kept"),
+        held_under(&steps, "post-dropped"),
+    );
+    decide(&s.repo, &kept, 1, "kept: the fix is on fixes");
+    decide(&s.repo, &dropped, 2, "dropped: merge it all now");
+    let steps = noted_until_done(&out, "the reviewed poster");
+    let lines = decided(&steps);
+    assert_eq!(lines[0]["approved"], kept.as_str(), "{lines:#?}");
+    assert_eq!(lines[1]["declined"], dropped.as_str(), "{lines:#?}");
+    assert_eq!(
+        said_by(&s.repo, &record, "fixer"),
+        ["kept: the fix is on fixes"]
+    );
+}
+
+#[test]
+fn a_held_push_shows_its_diff_and_is_written_once_approved_and_never_when_declined() {
+    held_pushes_decided(at_the_command_line);
+}
+
+#[test]
+fn a_held_push_is_approved_and_the_next_declined_on_the_console_page() {
+    held_pushes_decided(on_the_page);
+}
+
+#[test]
+fn a_held_post_is_approved_and_another_declined_on_the_console_page() {
+    held_posts_decided(on_the_page);
+}
+
+#[test]
+fn in_chromium_a_held_push_is_approved_and_the_next_declined_from_the_console() {
+    held_pushes_decided(in_chromium);
+}
+
+#[test]
+fn in_chromium_a_held_post_is_approved_and_another_declined_from_the_console() {
+    held_posts_decided(in_chromium);
 }
 
 /// A verdict on admin's check-in through the node socket, first
