@@ -459,3 +459,32 @@ fn review_needs_no_password() {
     ]);
     assert_eq!(refused.refused(), "restrict.review");
 }
+
+#[test]
+fn the_pattern_agents_md_shows_writes_a_record_under_review() {
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/agents.md")).unwrap();
+    let section = docs
+        .split("## A run whose writes wait for a person")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let page_text = section.split("````").nth(1).unwrap();
+    let block = &ocx::protocol::message::json_blocks(page_text)[0];
+    let pattern: Value = serde_json::from_str(block).unwrap();
+    let repo = Repo::new();
+    repo.user("stone", "o24jkr");
+    let node = Served::on(repo).start();
+    let page = json!({"command": ["/bin/true"], "input": "lines"});
+    crate::support::runner_page(&node.repo, "claude", &page);
+    crate::patterns::pattern_page(&node.repo, "careful", &pattern);
+    let written = node
+        .repo
+        .json(&["create", "--pattern", "careful", "--dry-run"])
+        .ok();
+    let restrict = &written["fields"]["restrict"];
+    assert_eq!(restrict["review"], true, "{written:#}");
+    assert_eq!(restrict["review_by"], json!(["stone"]));
+}
