@@ -117,12 +117,28 @@ pub fn check_enforceable(
         .and_then(|root| NodeConfig::load(&root))
         .map(|c| c.ceiling)
         .unwrap_or_default();
-    Ok(enforceable(
-        record,
-        offered.as_ref(),
-        &restrictions_enforced(),
-        &ceiling,
-    ))
+    let found = enforceable(record, offered.as_ref(), &restrictions_enforced(), &ceiling);
+    if found.is_err() {
+        return Ok(found);
+    }
+    reviewers_are_logins(repo, record)
+}
+
+/// Refuses, naming `restrict.review_by[i]`, a reviewer that is no login
+/// of this repository: its held writes would wait on no one.
+fn reviewers_are_logins(
+    repo: &Repository,
+    record: &Record,
+) -> Result<Result<(), Problem>, NodeError> {
+    for (i, login) in record.restrict.review_by.iter().flatten().enumerate() {
+        if repo.capabilities(login)?.is_none() {
+            return Ok(Err(Problem::new(
+                format!("restrict.review_by[{i}]"),
+                format!("{} is no login of this repository", kinds::shown(login)),
+            )));
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// [`check_enforceable`] once the runner is looked for: how this node

@@ -622,6 +622,18 @@ pub fn check_record(r: &Record) -> Result<(), Problem> {
         ));
     }
     check_restrict(&r.restrict)?;
+    if let Some(i) = r
+        .restrict
+        .review_by
+        .iter()
+        .flatten()
+        .position(|l| *l == r.user)
+    {
+        return Err(Problem::new(
+            format!("restrict.review_by[{i}]"),
+            "is the run's own login: a run never decides its own held writes",
+        ));
+    }
     check_sandbox(&r.sandbox)?;
     check_budget(&r.budget)?;
     check_wake(&r.wake, &r.runner)?;
@@ -812,6 +824,14 @@ mod tests {
             held(true, Some(true), None).asked(),
             ["no_password", "review"]
         );
+        let v = serde_json::json!({"ocx": 1, "kind": "record",
+            "node": "0123456789abcdef0123456789abcdef01234567", "user": "fixer",
+            "runner": "claude", "objective": "x", "budget": {"wall": "1h"},
+            "restrict": {"no_password": true, "review": true, "review_by": ["stone", "fixer"]}});
+        match read(v.as_object().unwrap()) {
+            Kind::Refused(_, p) => assert_eq!(p.field, "restrict.review_by[1]"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -441,23 +441,40 @@ fn a_held_verdict_counts_once_approved_and_never_when_declined() {
 }
 
 #[test]
-fn review_needs_no_password() {
-    let repo = Repo::new();
-    let refused = repo.json(&[
-        "create",
-        "--runner",
-        "command",
-        "--command",
-        "[\"true\"]",
-        "--objective",
-        "x",
-        "--hears",
-        "[]",
-        "--review",
-        "--wall",
-        "1m",
-    ]);
-    assert_eq!(refused.refused(), "restrict.review");
+fn review_needs_no_password_and_reviewers_who_are_logins_other_than_the_runs() {
+    let node = Served::on(Repo::new()).start();
+    let create = |more: &[&str]| {
+        let mut args = vec![
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            "[\"true\"]",
+            "--run-user",
+            "checker",
+            "--objective",
+            "x",
+            "--hears",
+            "[]",
+            "--review",
+            "--wall",
+            "1m",
+            "--dry-run",
+        ];
+        args.extend_from_slice(more);
+        node.repo.json(&args).refused()
+    };
+    assert_eq!(create(&[]), "restrict.review");
+    assert_eq!(
+        create(&["--no-password", "--review-by", "ghost"]),
+        "restrict.review_by[0]",
+        "no login of this repository"
+    );
+    assert_eq!(
+        create(&["--no-password", "--review-by", "admin checker"]),
+        "restrict.review_by[1]",
+        "the run's own login"
+    );
 }
 
 #[test]
