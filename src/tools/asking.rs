@@ -293,7 +293,7 @@ pub struct Shown {
     pub for_login: String,
     pub question: String,
     /// The choices, the first recommended.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stakes: Option<String>,
@@ -304,15 +304,15 @@ pub struct Shown {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replies_to: Option<Described>,
     /// What to read first, described as far as you may read it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<Described>,
     /// Every decision naming it, each with how it counts.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<ShownDecision>,
     /// Who may close it in its login's stead (a decision of theirs counts
     /// as closed): the logins holding admin or setup on the served
     /// repository, as its server says in a clone.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub confirmers: Vec<String>,
     /// open, decided or closed.
     pub state: String,
@@ -399,7 +399,7 @@ pub fn shown(
 /// What a held write's question shows would be written: only for a
 /// question of a run asked (by receipt) by the login of the node its
 /// record names, which asks nothing else.
-fn held_shown(repo: &crate::fossil::Repository, asked: &Asked) -> Result<Option<String>, Stop> {
+pub fn held_shown(repo: &crate::fossil::Repository, asked: &Asked) -> Result<Option<String>, Stop> {
     let (Some(from), Some(run)) = (asked.said.from.as_deref(), &asked.question.run) else {
         return Ok(None);
     };

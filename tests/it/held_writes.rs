@@ -262,6 +262,58 @@ fn on_the_page(repo: &Repo, question: &str, option: u8, shows: &str) {
     assert!(page.contains("Written: your decision"), "{page}");
 }
 
+/// An MCP client of stone's: reads the questions waiting on it, then
+/// calls `ocx_decide` with the question alone and accepts the form the
+/// server elicits with the option asked for.
+const MCP_REVIEWER: &str = r#"
+import asyncio, json, sys
+from mcp import ClientSession, types
+from mcp.client.stdio import stdio_client, StdioServerParameters
+
+exe, repo, question, option = sys.argv[1:5]
+seen = []
+async def elicit(context, params):
+    seen.append(params.message)
+    return types.ElicitResult(action="accept", content={"option": option})
+
+async def main():
+    params = StdioServerParameters(command=exe, args=["--mcp", "--repository", repo, "--user", "stone"])
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w, elicitation_callback=elicit) as s:
+            await s.initialize()
+            waiting = await s.call_tool("ocx_questions", {})
+            decided = await s.call_tool("ocx_decide", {"question": question})
+    print(json.dumps({"waiting": waiting.structured_content, "decided": decided.structured_content, "seen": seen}), flush=True)
+
+asyncio.run(main())
+"#;
+
+/// Stone decides over MCP ([`MCP_REVIEWER`]), shown what would be written
+/// both by `ocx_questions` and in the form the server elicits.
+fn over_mcp(repo: &Repo, question: &str, option: u8, shows: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("reviewer.py");
+    std::fs::write(&script, MCP_REVIEWER).unwrap();
+    let lines = crate::support::client_lines(
+        std::process::Command::new("python3")
+            .arg(&script)
+            .arg(env!("CARGO_BIN_EXE_ocx"))
+            .arg(&repo.file)
+            .arg(question)
+            .arg(option.to_string())
+            .env_remove("FOSSIL_USER"),
+    );
+    let said = &lines[0];
+    let waiting = said["waiting"]["result"]["waiting"].as_array().unwrap();
+    let card = waiting.iter().find(|q| q["asked"] == question).unwrap();
+    assert!(card["held"].as_str().unwrap().contains(shows), "{card:#}");
+    assert!(
+        said["seen"][0].as_str().unwrap().contains(shows),
+        "{said:#}"
+    );
+    assert_eq!(said["decided"]["result"]["counts"], "decided", "{said:#}");
+}
+
 /// Stone decides on the console's page in headless Chromium
 /// (tests/browser/held-write.mjs), signed in on Fossil's login form.
 fn in_chromium(repo: &Repo, question: &str, option: u8, shows: &str) {
@@ -378,6 +430,11 @@ fn a_held_push_is_approved_and_the_next_declined_on_the_console_page() {
 #[test]
 fn a_held_post_is_approved_and_another_declined_on_the_console_page() {
     held_posts_decided(on_the_page);
+}
+
+#[test]
+fn a_held_post_is_approved_and_another_declined_over_mcp() {
+    held_posts_decided(over_mcp);
 }
 
 #[test]
