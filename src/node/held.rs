@@ -345,8 +345,9 @@ pub fn waiting(root: &Path, record: &str, question: &str) -> Result<Option<HeldW
 
 /// Settles `held`: approved, stores it as the run's login (all of it or
 /// none; a push checked again as `push` checks it, `only` the record's
-/// branch); declined, writes nothing. Either way its file goes, so it is
-/// settled once.
+/// branch, and not stored again when the repository has it all, as after
+/// a crash between storing and settling); declined, writes nothing.
+/// Either way its file goes, so it is settled once.
 pub fn settle(
     fossil: &Fossil,
     repo: &Repository,
@@ -359,6 +360,9 @@ pub fn settle(
         None => {}
         Some(only) if !held.checkins.is_empty() => {
             match crate::fossil::incoming::check(repo, &held.items()?, &held.user, only) {
+                Ok(checked) if checked.artifacts.is_empty() => {
+                    settled.written = held.checkins.clone();
+                }
                 Ok(checked) => {
                     store::store_checked(fossil, repo, &held.user, &checked.artifacts, true)?;
                     settled.written = checked.checkins;
