@@ -59,6 +59,12 @@ pub enum Op {
     },
     /// Another Fossil operation.
     Fossil { operation: String, done: bool },
+    /// Held artifacts for review (`restrict.review`): nothing stored,
+    /// until the question's reviewer approves.
+    Held {
+        artifacts: Vec<String>,
+        question: String,
+    },
 }
 
 impl std::fmt::Display for Op {
@@ -86,6 +92,15 @@ impl std::fmt::Display for Op {
             Op::Fossil { operation, done } => {
                 write!(f, "{}{operation}", if *done { "" } else { "would " })
             }
+            Op::Held {
+                artifacts,
+                question,
+            } => write!(
+                f,
+                "held {} artifact{} for review, under the question {question}",
+                artifacts.len(),
+                if artifacts.len() == 1 { "" } else { "s" }
+            ),
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod caps;
 pub mod checkout;
 pub mod csp;
 pub mod delta;
+pub mod diff;
 pub mod export;
 pub mod incoming;
 pub mod kept;

@@ -16,18 +16,19 @@ use std::time::Duration;
 /// The restrictions (C6) this node holds runs to: a no-password run's
 /// tools run in its watcher, outside its sandbox, as its user; `push` and
 /// `save` hold it to its branch, `post` to its place; `stage` lets it
-/// stage a release.
+/// stage a release; `review` holds each of its writes for a decision.
 pub fn restrictions_enforced() -> Vec<String> {
-    ["no_password", "branch", "own_thread", "stage"]
+    ["no_password", "branch", "own_thread", "stage", "review"]
         .map(String::from)
         .to_vec()
 }
 
 /// The restrictions an agent machine holds its runs to: all but `stage`,
-/// since the release root is on the serving host.
+/// since the release root is on the serving host, and `review`, whose
+/// held writes the serving host's node would have to keep and decide.
 pub fn machine_restrictions_enforced() -> Vec<String> {
     let mut all = restrictions_enforced();
-    all.retain(|r| r != "stage");
+    all.retain(|r| r != "stage" && r != "review");
     all
 }
 
@@ -130,12 +131,28 @@ pub fn check_enforceable(
         .and_then(|root| NodeConfig::load(&root))
         .map(|c| c.ceiling)
         .unwrap_or_default();
-    Ok(enforceable(
-        record,
-        offered.as_ref(),
-        &restrictions_enforced(),
-        &ceiling,
-    ))
+    let found = enforceable(record, offered.as_ref(), &restrictions_enforced(), &ceiling);
+    if found.is_err() {
+        return Ok(found);
+    }
+    reviewers_are_logins(repo, record)
+}
+
+/// Refuses, naming `restrict.review_by[i]`, a reviewer that is no login
+/// of this repository: its held writes would wait on no one.
+fn reviewers_are_logins(
+    repo: &Repository,
+    record: &Record,
+) -> Result<Result<(), Problem>, NodeError> {
+    for (i, login) in record.restrict.review_by.iter().flatten().enumerate() {
+        if repo.capabilities(login)?.is_none() {
+            return Ok(Err(Problem::new(
+                format!("restrict.review_by[{i}]"),
+                format!("{} is no login of this repository", kinds::shown(login)),
+            )));
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// [`check_enforceable`] once the runner is looked for: how this node

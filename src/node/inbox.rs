@@ -4,7 +4,9 @@
 //! line is `Record HASH: OBJECTIVE`, then each delivery: `Post HASH from
 //! LOGIN: TEXT`, `Change HASH to TICKET from LOGIN: TEXT`, `Check-in
 //! HASH on BRANCH by LOGIN` or, at a slot of the record's schedule, the
-//! JSON object `{"schedule": TIME}`. A line's newlines are written `\n`,
+//! JSON object `{"schedule": TIME}`; a run under review is told how each
+//! held write was decided, `{"approved": QUESTION, ...}` or
+//! `{"declined": QUESTION, ...}`. A line's newlines are written `\n`,
 //! its carriage returns `\r` and its backslashes `\\` ([`escape`]).
 
 use super::NodeError;
@@ -65,6 +67,18 @@ pub enum Delivery {
     /// (`missed`: the node was down over their time, and gives the latest
     /// once).
     Schedule { at: String, missed: Option<u64> },
+    /// A held write of the run decided (`restrict.review`): the question
+    /// it waited on, whether it was approved, who decided (by receipt) and
+    /// their note, what the node wrote (nothing when declined), and why it
+    /// wrote nothing of an approved push its checks, made again, refused.
+    Decided {
+        question: String,
+        approved: bool,
+        by: String,
+        note: String,
+        written: Vec<String>,
+        refused: Option<String>,
+    },
 }
 
 impl Delivery {
@@ -88,6 +102,24 @@ impl Delivery {
                 let mut line = serde_json::json!({ "schedule": at });
                 if let Some(n) = missed {
                     line["missed"] = (*n).into();
+                }
+                line.to_string()
+            }
+            Delivery::Decided {
+                question,
+                approved,
+                by,
+                note,
+                written,
+                refused,
+            } => {
+                let key = if *approved { "approved" } else { "declined" };
+                let mut line = serde_json::json!({ key: question, "by": by, "note": note });
+                if *approved {
+                    line["written"] = written.clone().into();
+                }
+                if let Some(why) = refused {
+                    line["refused"] = why.clone().into();
                 }
                 line.to_string()
             }
@@ -161,12 +193,56 @@ impl Delivery {
             });
         }
         if line.starts_with('{') {
-            return schedule(line);
+            return json_line(&unescape(line));
         }
         Err(NodeError::Line(
             "the line is no delivery (`Record`, `Post`, `Change`, `Check-in` or a schedule's)",
         ))
     }
+}
+
+/// A JSON line: a schedule's or a held write's decision.
+fn json_line(line: &str) -> Result<Delivery, NodeError> {
+    let keys: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(line).map_err(|_| NodeError::Line("a JSON line is not an object"))?;
+    if keys.contains_key("schedule") {
+        return schedule(line);
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Decided {
+        #[serde(default)]
+        approved: Option<String>,
+        #[serde(default)]
+        declined: Option<String>,
+        by: String,
+        #[serde(default)]
+        note: String,
+        #[serde(default)]
+        written: Vec<String>,
+        #[serde(default)]
+        refused: Option<String>,
+    }
+    let d: Decided = serde_json::from_str(line).map_err(|_| {
+        NodeError::Line("a JSON line is neither a schedule's nor a held write's decision")
+    })?;
+    let (question, approved) = match (d.approved, d.declined) {
+        (Some(q), None) => (q, true),
+        (None, Some(q)) => (q, false),
+        _ => {
+            return Err(NodeError::Line(
+                "a decision's line names its question as approved or declined, once",
+            ));
+        }
+    };
+    Ok(Delivery::Decided {
+        question,
+        approved,
+        by: d.by,
+        note: d.note,
+        written: d.written,
+        refused: d.refused,
+    })
 }
 
 /// A schedule's line, `{"schedule": TIME}` with perhaps `"missed": N`;
@@ -217,9 +293,10 @@ pub fn read(line: &str, record: Option<&str>) -> Result<Line, NodeError> {
         }
         (Some(_), Ok(Delivery::Post { post, .. })) => post,
         (Some(_), Ok(Delivery::Change { change, .. })) => change,
-        (Some(record), Ok(Delivery::CheckIn { .. } | Delivery::Schedule { .. })) => {
-            record.to_string()
-        }
+        (
+            Some(record),
+            Ok(Delivery::CheckIn { .. } | Delivery::Schedule { .. } | Delivery::Decided { .. }),
+        ) => record.to_string(),
     };
     Ok(Line { text, reply_to })
 }
@@ -262,6 +339,30 @@ mod tests {
                 at: "2026-12-05T00:00:00Z".into(),
                 missed: Some(3),
             },
+            Delivery::Decided {
+                question: H.into(),
+                approved: true,
+                by: "stone".into(),
+                note: "Approve: \"fine\" \\ here".into(),
+                written: vec![H.into()],
+                refused: None,
+            },
+            Delivery::Decided {
+                question: H.into(),
+                approved: true,
+                by: "stone".into(),
+                note: "Approve".into(),
+                written: vec![],
+                refused: Some("abc is on trunk".into()),
+            },
+            Delivery::Decided {
+                question: H.into(),
+                approved: false,
+                by: "stone".into(),
+                note: "Decline".into(),
+                written: vec![],
+                refused: None,
+            },
         ];
         for d in all {
             assert_eq!(
@@ -284,6 +385,8 @@ mod tests {
             &format!("Record {H}"),
             "{\"schedule\": 5}",
             "{\"schedules\": \"2026-12-05T00:00:00Z\"}",
+            "{\"approved\": \"a\", \"declined\": \"b\", \"by\": \"c\"}",
+            "{\"declined\": \"b\"}",
             "{",
         ] {
             assert!(Delivery::read(line).is_err(), "{line:?}");

@@ -74,6 +74,9 @@ pub enum Done {
     Upstream,
     /// Transcripts of runs ended past the node's keeping removed.
     Swept,
+    /// A held write of a run under review decided by its reviewer:
+    /// written as the run's login, or dropped.
+    Decided,
 }
 
 impl Done {
@@ -107,6 +110,7 @@ impl Done {
             Done::Attachments => "attachments posted",
             Done::Upstream => "upstream brought",
             Done::Swept => "transcripts swept",
+            Done::Decided => "decided",
         }
     }
 }

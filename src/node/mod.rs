@@ -13,6 +13,7 @@ pub mod config;
 pub mod credentials;
 pub mod daemon;
 pub mod enforce;
+pub mod held;
 pub mod hook;
 pub mod inbox;
 pub mod log;

@@ -13,12 +13,13 @@ use super::receipts::{Asks, Receipts};
 use super::spool::{
     await_reader, claim_checkin_run, deliver, prepare_run_dir, signal_watcher, watcher_alive,
 };
-use super::{NodeError, enforce, machine, run_user, runner};
+use super::{NodeError, enforce, held, machine, run_user, runner};
 use crate::fossil::kept::Kept;
 use crate::fossil::repo::{Arrival, ArrivalKind, Arrivals};
 use crate::fossil::{Fossil, Repository};
 use crate::git::{LastRun, export::Wait};
 use crate::place::Place;
+use crate::protocol::ask::{Ask, Decision};
 use crate::protocol::found::{self, StandingRecord};
 use crate::protocol::kinds::{Kind, Message};
 use serde::{Deserialize, Serialize};
@@ -621,6 +622,9 @@ impl Node<'_> {
                     kind: Some(Kind::Other),
                 },
             ) if crate::protocol::ask::read_text(&text).is_some() => {
+                if let Some(Ok(Ask::Decision(d))) = crate::protocol::ask::read_text(&text) {
+                    self.held_decision(a, &d)?;
+                }
                 self.post(a, &String::from_utf8_lossy(&text))
             }
             (
@@ -743,6 +747,61 @@ impl Node<'_> {
             ),
         };
         self.report.push(event.arrival(&a.hash).record(&run));
+        Ok(())
+    }
+
+    /// A decision on a held write of an open run (`restrict.review`): from
+    /// one of the run's reviewers by receipt, in the record's place, the
+    /// write is stored as the run's login (approved) or dropped, and the
+    /// run told in its next line; an administrator's, closing it, drops
+    /// it; anyone else's counts for nothing.
+    fn held_decision(&mut self, a: &Arrival, d: &Decision) -> Result<(), NodeError> {
+        let mut waiting = None;
+        for record in self.state.open.keys() {
+            if let Some(w) = held::waiting(self.root, record, &d.question)? {
+                waiting = Some(w);
+                break;
+            }
+        }
+        let Some(write) = waiting else {
+            return Ok(());
+        };
+        let Some(r) = self.standing(&write.record)? else {
+            return Ok(());
+        };
+        let here = found::place_of(self.repo, a.rid)?.map(|p| PlaceKey::of(&p));
+        let by = a.sender.clone().unwrap_or_default();
+        let reviews = held::reviewers(&r).contains(&by);
+        let closes = !reviews && !by.is_empty() && self.caps(&by)?.is_some_and(|c| c.is_admin());
+        if here != Some(PlaceKey::of(&r.place)) || !(reviews || closes) {
+            let why = format!(
+                "a decision on the held write {} from {by:?}, who does not review it there, counts for nothing",
+                &d.question[..d.question.len().min(10)]
+            );
+            let event = Event::new(Done::Ignored, why).arrival(&a.hash);
+            self.report.push(event.record(&write.record));
+            return Ok(());
+        }
+        let approved = reviews && held::approves(&d.note);
+        let only = r.record.restrict.branch.as_deref();
+        let settled = approved.then_some(only);
+        let settled = held::settle(self.fossil, self.repo, self.root, &write, settled)?;
+        let what = match (approved, &settled.refused) {
+            (true, None) => format!("wrote {} as {}", settled.written.len(), write.user),
+            (true, Some(why)) => format!("approved, but refused: {why}"),
+            (false, _) => "declined: nothing written".to_string(),
+        };
+        let event = Event::new(Done::Decided, format!("by {by}: {what}")).arrival(&a.hash);
+        self.report.push(event.record(&write.record));
+        let line = Delivery::Decided {
+            question: write.question.clone(),
+            approved,
+            by,
+            note: d.note.clone(),
+            written: settled.written,
+            refused: settled.refused,
+        };
+        self.give(&write.record, &a.hash, &line.line());
         Ok(())
     }
 

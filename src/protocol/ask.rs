@@ -34,6 +34,17 @@ pub struct Question {
     /// The record of the run that asked, by full hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
+    /// Other logins whose decision counts as `for`'s does (a held write's
+    /// reviewers besides the first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
+}
+
+impl Question {
+    /// Whether a decision by `login` decides it: it is `for`, or one of `also`.
+    pub fn decides(&self, login: &str) -> bool {
+        self.for_login == login || self.also.iter().any(|a| a == login)
+    }
 }
 
 /// A decision (`kind: "decision"`) on the question it names by full hash.
@@ -100,12 +111,12 @@ pub enum Standing {
     Nothing,
 }
 
-/// How a decision sent by `sender` (its receipt's login) stands on a
-/// question for `for_login`; `sender_is_admin` is whether the sender holds
-/// admin or setup now.
-pub fn standing(sender: Option<&str>, for_login: &str, sender_is_admin: bool) -> Standing {
+/// How a decision sent by `sender` (its receipt's login) stands on
+/// `question`; `sender_is_admin` is whether the sender holds admin or
+/// setup now.
+pub fn standing(sender: Option<&str>, question: &Question, sender_is_admin: bool) -> Standing {
     match sender {
-        Some(s) if s == for_login => Standing::Decided,
+        Some(s) if question.decides(s) => Standing::Decided,
         Some(_) if sender_is_admin => Standing::Closed,
         _ => Standing::Nothing,
     }
@@ -274,7 +285,7 @@ pub fn asked_at(repo: &Repository, rid: i64) -> Result<Option<Asked>, FossilErro
                 Some(login) => repo.capabilities(login)?.is_some_and(|c| c.is_admin()),
                 None => false,
             };
-            let st = standing(s.from.as_deref(), &question.for_login, admin);
+            let st = standing(s.from.as_deref(), &question, admin);
             decisions.push((s, d, st));
         }
     }
@@ -301,6 +312,7 @@ mod tests {
             stakes: Some("the release date".into()),
             references: vec![],
             run: None,
+            also: vec![],
         }
     }
 
@@ -330,12 +342,15 @@ mod tests {
     }
 
     #[test]
-    fn a_decision_counts_only_from_for_or_an_administrator() {
-        assert_eq!(standing(Some("stone"), "stone", false), Standing::Decided);
-        assert_eq!(standing(Some("stone"), "stone", true), Standing::Decided);
-        assert_eq!(standing(Some("admin"), "stone", true), Standing::Closed);
-        assert_eq!(standing(Some("mallory"), "stone", false), Standing::Nothing);
-        assert_eq!(standing(None, "stone", false), Standing::Nothing);
+    fn a_decision_counts_only_from_for_also_or_an_administrator() {
+        let mut q = q("Go?", &[]);
+        assert_eq!(standing(Some("stone"), &q, false), Standing::Decided);
+        assert_eq!(standing(Some("stone"), &q, true), Standing::Decided);
+        assert_eq!(standing(Some("admin"), &q, true), Standing::Closed);
+        assert_eq!(standing(Some("mallory"), &q, false), Standing::Nothing);
+        assert_eq!(standing(None, &q, false), Standing::Nothing);
+        q.also = vec!["pat".into()];
+        assert_eq!(standing(Some("pat"), &q, false), Standing::Decided);
     }
 
     proptest! {

@@ -43,6 +43,16 @@ pub struct Restrict {
     /// configuration names (needs no_password, and a sender holding setup).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<bool>,
+    /// Each post, ticket change, check-in, tag and verdict it makes is held
+    /// as a question for the record's sender (or the logins `review_by`
+    /// names), and written only once one of them approves it (needs
+    /// no_password).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<bool>,
+    /// With review: the logins who decide its held writes, in the
+    /// sender's stead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_by: Option<Vec<String>>,
 }
 
 impl Restrict {
@@ -60,6 +70,9 @@ impl Restrict {
         }
         if self.stage == Some(true) {
             out.push("stage");
+        }
+        if self.review == Some(true) {
+            out.push("review");
         }
         out
     }
@@ -544,6 +557,7 @@ pub fn check_restrict(r: &Restrict) -> Result<(), Problem> {
             "needs no_password: only a run whose tools the node serves can be let stage a release",
         ));
     }
+    check_review(r)?;
     if let Some(b) = &r.branch
         && (b.trim().is_empty() || b.contains(['\n', '\r']))
     {
@@ -554,6 +568,43 @@ pub fn check_restrict(r: &Restrict) -> Result<(), Problem> {
             "restrict.branch",
             "begins with '-', which fossil would read as an option",
         ));
+    }
+    Ok(())
+}
+
+/// Checks `review` and `review_by`: review needs no_password (a run that
+/// holds its password writes past any hold), review_by needs review, and
+/// each of its logins is one.
+fn check_review(r: &Restrict) -> Result<(), Problem> {
+    if r.review == Some(true) && r.no_password != Some(true) {
+        return Err(Problem::new(
+            "restrict.review",
+            "needs no_password: a run that holds its password can write past any tool",
+        ));
+    }
+    let Some(by) = &r.review_by else {
+        return Ok(());
+    };
+    if r.review != Some(true) {
+        return Err(Problem::new(
+            "restrict.review_by",
+            "needs review: it names who decides held writes",
+        ));
+    }
+    if by.is_empty() {
+        return Err(Problem::new(
+            "restrict.review_by",
+            "names no login: leave it out for the record's sender",
+        ));
+    }
+    for (i, login) in by.iter().enumerate() {
+        if login.trim().is_empty() || login.contains(char::is_whitespace) || login.starts_with('-')
+        {
+            return Err(Problem::new(
+                format!("restrict.review_by[{i}]"),
+                format!("{} is not a login", shown(login)),
+            ));
+        }
     }
     Ok(())
 }
@@ -580,6 +631,18 @@ pub fn check_record(r: &Record) -> Result<(), Problem> {
         ));
     }
     check_restrict(&r.restrict)?;
+    if let Some(i) = r
+        .restrict
+        .review_by
+        .iter()
+        .flatten()
+        .position(|l| *l == r.user)
+    {
+        return Err(Problem::new(
+            format!("restrict.review_by[{i}]"),
+            "is the run's own login: a run never decides its own held writes",
+        ));
+    }
     check_sandbox(&r.sandbox)?;
     check_budget(&r.budget)?;
     check_wake(&r.wake, &r.runner)?;
@@ -739,6 +802,44 @@ mod tests {
                 }
                 other => panic!("{wake}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn review_needs_no_password_and_review_by_needs_review() {
+        let held = |no_password: bool, review: Option<bool>, by: Option<Vec<&str>>| Restrict {
+            no_password: Some(no_password),
+            review,
+            review_by: by.map(|b| b.into_iter().map(String::from).collect()),
+            ..Restrict::default()
+        };
+        assert_eq!(check_restrict(&held(true, Some(true), None)), Ok(()));
+        assert_eq!(
+            check_restrict(&held(true, Some(true), Some(vec!["stone", "pat"]))),
+            Ok(())
+        );
+        for (r, field) in [
+            (held(false, Some(true), None), "restrict.review"),
+            (held(true, None, Some(vec!["stone"])), "restrict.review_by"),
+            (held(true, Some(true), Some(vec![])), "restrict.review_by"),
+            (
+                held(true, Some(true), Some(vec!["stone", "a b"])),
+                "restrict.review_by[1]",
+            ),
+        ] {
+            assert_eq!(check_restrict(&r).unwrap_err().field, field, "{r:?}");
+        }
+        assert_eq!(
+            held(true, Some(true), None).asked(),
+            ["no_password", "review"]
+        );
+        let v = serde_json::json!({"ocx": 1, "kind": "record",
+            "node": "0123456789abcdef0123456789abcdef01234567", "user": "fixer",
+            "runner": "claude", "objective": "x", "budget": {"wall": "1h"},
+            "restrict": {"no_password": true, "review": true, "review_by": ["stone", "fixer"]}});
+        match read(v.as_object().unwrap()) {
+            Kind::Refused(_, p) => assert_eq!(p.field, "restrict.review_by[1]"),
+            other => panic!("{other:?}"),
         }
     }
 

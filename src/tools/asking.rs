@@ -135,6 +135,7 @@ fn question(
         stakes: input.stakes.clone(),
         references: links,
         run,
+        also: Vec::new(),
     };
     let text = ask::question_text(&q, &linked);
     if !ask::reads_back(&text, &Ask::Question(q)) {
@@ -215,7 +216,7 @@ pub fn not_theirs(field: &str, subject: &str, asked: &Asked, caller: &Caller) ->
 pub fn standing_of(asked: &Asked, caller: &Caller) -> Standing {
     ask::standing(
         Some(&caller.login),
-        &asked.question.for_login,
+        &asked.question,
         caller.capabilities.is_admin(),
     )
 }
@@ -259,11 +260,10 @@ fn as_served(call: &mut Call, all: &mut [Asked]) -> Result<(), Stop> {
     let sender = |hash: &str| got.get(hash).and_then(|r| r.sender()).map(str::to_string);
     for a in all {
         a.said.from = sender(&a.said.hash);
-        let for_login = &a.question.for_login;
         for (s, _, standing) in &mut a.decisions {
             s.from = sender(&s.hash);
             let admin = got.get(&s.hash).is_some_and(|r| r.from_admin());
-            *standing = ask::standing(s.from.as_deref(), for_login, admin);
+            *standing = ask::standing(s.from.as_deref(), &a.question, admin);
         }
         a.decisions.sort_by_key(|(s, _, _)| {
             got.get(&s.hash)
@@ -293,7 +293,7 @@ pub struct Shown {
     pub for_login: String,
     pub question: String,
     /// The choices, the first recommended.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stakes: Option<String>,
@@ -304,18 +304,21 @@ pub struct Shown {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replies_to: Option<Described>,
     /// What to read first, described as far as you may read it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<Described>,
     /// Every decision naming it, each with how it counts.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<ShownDecision>,
     /// Who may close it in its login's stead (a decision of theirs counts
     /// as closed): the logins holding admin or setup on the served
     /// repository, as its server says in a clone.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub confirmers: Vec<String>,
     /// open, decided or closed.
     pub state: String,
+    /// For a run's held write (a question its node asked): what would be written, as Markdown: each artifact whole, or each check-in's diff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 /// A decision as a reader is shown it.
@@ -389,7 +392,28 @@ pub fn shown(
             .collect(),
         state: state.into(),
         confirmers: Vec::new(),
+        held: held_shown(repo, asked)?,
     })
+}
+
+/// What a held write's question shows would be written: only for a
+/// question of a run asked (by receipt) by the login of the node its
+/// record names, which asks nothing else.
+pub fn held_shown(repo: &crate::fossil::Repository, asked: &Asked) -> Result<Option<String>, Stop> {
+    let (Some(from), Some(run)) = (asked.said.from.as_deref(), &asked.question.run) else {
+        return Ok(None);
+    };
+    let record = match repo.resolve(run)? {
+        crate::fossil::repo::Lookup::One(rid, hash) => {
+            crate::protocol::found::record(repo, rid, &hash)?
+        }
+        _ => None,
+    };
+    if record.is_none_or(|r| crate::protocol::found::node_login(&r.record.node) != from) {
+        return Ok(None);
+    }
+    let text = crate::protocol::found::text(repo, &asked.said)?;
+    Ok(crate::node::held::shown_in(&String::from_utf8_lossy(&text)).map(str::to_string))
 }
 
 /// The logins holding admin or setup of their own on the served
@@ -508,7 +532,7 @@ pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, u
                 unsent(s, in_clone)
             })
         };
-        if a.question.for_login == user {
+        if a.question.decides(user) {
             waiting.push(show(a)?);
         } else if caller.capabilities.is_admin() {
             to_confirm.push(show(a)?);

@@ -49,7 +49,7 @@ pub struct Input {
 /// What `audit` wrote.
 #[derive(Serialize, JsonSchema)]
 pub struct Output {
-    /// The tag artifact's full hash (null on a dry run).
+    /// The tag artifact's full hash (null on a dry run, and while held).
     pub hash: Option<String>,
     /// The check-in, in full.
     pub checkin: String,
@@ -57,6 +57,9 @@ pub struct Output {
     pub tag: String,
     /// The value written.
     pub value: String,
+    /// For a run under review: the question the verdict is held under; it is written only once approved, and the run's next line says how it was decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 /// The `audit` tool.
@@ -150,11 +153,13 @@ impl Tool for Audit {
         let mut batch = Batch::default();
         let written = batch.add("verdict", bytes, policy);
         super::writing::write(call, &batch, true)?;
+        let held = super::writing::held(call);
         Ok(Output {
-            hash: (!call.dry_run).then_some(written),
+            hash: (!call.dry_run && held.is_none()).then_some(written),
             checkin: checkin.hash,
             tag: tag.into(),
             value,
+            held,
         })
     }
 }

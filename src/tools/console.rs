@@ -435,6 +435,12 @@ fn question_text(t: &mut String, w: &Waiting) {
     if let Some(s) = &q.stakes {
         t.push_str(&format!("  What it changes: {}\n", clean(s)));
     }
+    if let Some(held) = &q.held {
+        t.push_str("  What would be written, exactly:\n");
+        for line in held.lines() {
+            t.push_str(&format!("    {}\n", clean(line)));
+        }
+    }
     for (i, o) in q.options.iter().enumerate() {
         t.push_str(&format!(
             "  {}. {}\n",

@@ -120,8 +120,9 @@ impl Tool for Decide {
 }
 
 /// The question `question` names, when it waits on the caller of `cx` (or
-/// the caller may close it): its words and its options. What an entry
-/// point asks before it asks the person to choose.
+/// the caller may close it): its words (a held write's with what would be
+/// written) and its options. What an entry point asks before it asks the
+/// person to choose.
 pub fn waiting_on(
     cx: &crate::context::Context,
     question: &str,
@@ -139,5 +140,12 @@ pub fn waiting_on(
     {
         return Err(Stop::field("question", "it does not wait on you"));
     }
-    Ok((asked.question.question, asked.question.options))
+    let words = match asking::held_shown(call.repo()?, &asked)? {
+        Some(held) => format!(
+            "{}\n\nWhat would be written, exactly:\n{held}",
+            asked.question.question
+        ),
+        None => asked.question.question,
+    };
+    Ok((words, asked.question.options))
 }

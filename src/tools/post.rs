@@ -41,7 +41,7 @@ pub struct Input {
 /// What `post` wrote.
 #[derive(Serialize, JsonSchema)]
 pub struct Output {
-    /// The full hash of the post or ticket change (null on a dry run).
+    /// The full hash of the post or ticket change (null on a dry run, and while held).
     pub hash: Option<String>,
     /// The thread's first post, for a post.
     pub thread: Option<String>,
@@ -49,6 +49,9 @@ pub struct Output {
     pub ticket: Option<String>,
     /// Whether the post awaits a moderator (the caller holds `3` but not `4`).
     pub moderated: bool,
+    /// For a run under review: the question it is held under; it is written only once approved, and the run's next line says how it was decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 /// The `post` tool.
@@ -107,24 +110,7 @@ impl Tool for Post {
             }
             (Some(to), None) => Some(call.place("to", to)?),
         };
-        if let Some(run) = call.cx.run()
-            && run.restrict.own_thread == Some(true)
-        {
-            let same = match (&place, &run.place) {
-                (Some(Place::Thread { root_rid: a, .. }), Place::Thread { root_rid: b, .. }) => {
-                    a == b
-                }
-                (Some(Place::Ticket { tkt_id: a, .. }), Place::Ticket { tkt_id: b, .. }) => a == b,
-                _ => false,
-            };
-            if !same {
-                return Err(Stop::field(
-                    "to",
-                    "this run posts only in its record's place (own_thread)",
-                )
-                .next("reply to a post of the record's own thread"));
-            }
-        }
+        own_place(call, place.as_ref())?;
         let _repo = call.repo()?;
         let caller = call.caller()?.clone();
         let mut out = Output {
@@ -132,6 +118,7 @@ impl Tool for Post {
             thread: None,
             ticket: None,
             moderated: false,
+            held: None,
         };
         let at = match place {
             Some(Place::Ticket { ticket, tkt_id }) => {
@@ -178,7 +165,8 @@ impl Tool for Post {
             out.thread = Some(hash.clone());
         }
         out.hash = Some(hash);
-        if call.dry_run {
+        out.held = writing::held(call);
+        if call.dry_run || out.held.is_some() {
             out.hash = None;
             if out.ticket.is_none() && input.to.is_none() {
                 out.thread = None;
@@ -186,4 +174,29 @@ impl Tool for Post {
         }
         Ok(out)
     }
+}
+
+/// For a run held to its own thread (`own_thread`): refuses a post
+/// anywhere but its record's place (`place`, none for a new thread).
+fn own_place(call: &Call, place: Option<&Place>) -> Result<(), Stop> {
+    let Some(run) = call
+        .cx
+        .run()
+        .filter(|r| r.restrict.own_thread == Some(true))
+    else {
+        return Ok(());
+    };
+    let same = match (place, &run.place) {
+        (Some(Place::Thread { root_rid: a, .. }), Place::Thread { root_rid: b, .. }) => a == b,
+        (Some(Place::Ticket { tkt_id: a, .. }), Place::Ticket { tkt_id: b, .. }) => a == b,
+        _ => false,
+    };
+    if !same {
+        return Err(Stop::field(
+            "to",
+            "this run posts only in its record's place (own_thread)",
+        )
+        .next("reply to a post of the record's own thread"));
+    }
+    Ok(())
 }

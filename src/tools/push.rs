@@ -4,7 +4,8 @@
 //! the run's socket. On the node, `push` takes those bytes and checks each
 //! itself (`fossil::incoming`) before storing them in one bundle of its
 //! own, so Fossil records the run's user as their sender; with `branch`,
-//! one check-in on another branch refuses the whole push.
+//! one check-in on another branch refuses the whole push. A run under
+//! review has its checked push held, its diff shown in the question.
 
 use crate::answer::Op;
 use crate::fossil::incoming::{self, Refused};
@@ -39,8 +40,11 @@ pub struct Sent {
 /// What `push` copied.
 #[derive(Serialize, JsonSchema)]
 pub struct Output {
-    /// The check-ins copied (those the node's repository already had are left out).
+    /// The check-ins copied (those the node's repository already had are left out); with held, those held instead.
     pub checkins: Vec<String>,
+    /// For a run under review: the question its check-ins are held under; they are written only once approved, and the run's next line says how it was decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 /// The `push` tool.
@@ -56,19 +60,20 @@ impl Tool for Push {
     const WRITES: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        let checkins = if call.cx.run().is_some() {
+            store_sent(&input.artifacts, call)?
+        } else {
+            if !input.artifacts.is_empty() {
+                return Err(
+                    Stop::field("artifacts", "are taken only by the node serving a run")
+                        .next("call push with no artifacts inside the run"),
+                );
+            }
+            publish(call)?
+        };
         Ok(Output {
-            checkins: if call.cx.run().is_some() {
-                store_sent(&input.artifacts, call)?
-            } else {
-                if !input.artifacts.is_empty() {
-                    return Err(Stop::field(
-                        "artifacts",
-                        "are taken only by the node serving a run",
-                    )
-                    .next("call push with no artifacts inside the run"));
-                }
-                publish(call)?
-            },
+            checkins,
+            held: super::writing::held(call),
         })
     }
 }
@@ -80,7 +85,8 @@ fn not_a_run() -> Stop {
 
 /// Inside a no-password run: sends what the clone made and never sent to
 /// the node's `push` over the run's socket (nothing on a dry run but the
-/// log); answers the check-ins the node stored.
+/// log); answers the check-ins the node stored (or, for a run under
+/// review, held: the log then names the question).
 pub fn publish(call: &mut Call) -> Result<Vec<String>, Stop> {
     let socket = call.cx.node_socket().ok_or_else(not_a_run)?;
     let unsent = call.repo()?.unsent()?;
@@ -120,6 +126,12 @@ pub fn publish(call: &mut Call) -> Result<Vec<String>, Stop> {
             stop = stop.next(next);
         }
         return Err(stop);
+    }
+    if let Some(question) = answer["result"]["held"].as_str() {
+        call.log(Op::Held {
+            artifacts: unsent.into_iter().map(|(hash, _)| hash).collect(),
+            question: question.to_string(),
+        });
     }
     Ok(answer["result"]["checkins"]
         .as_array()
@@ -174,6 +186,22 @@ fn store_sent(sent: &[Sent], call: &mut Call) -> Result<Vec<String>, Stop> {
         checked.checkins.len()
     ));
     let hashes: Vec<String> = checked.artifacts.iter().map(|a| a.0.clone()).collect();
+    if super::writing::under_review(call) && !call.dry_run && !hashes.is_empty() {
+        let fossil = call.fossil()?.clone();
+        let question = crate::node::held::hold_push(
+            &fossil,
+            call.repo()?,
+            &run,
+            &checked.artifacts,
+            &checked.checkins,
+        )?;
+        let _ = crate::node::poke(&run.root);
+        call.log(Op::Held {
+            artifacts: hashes,
+            question,
+        });
+        return Ok(checked.checkins);
+    }
     if !call.dry_run && !hashes.is_empty() {
         let fossil = call.fossil()?.clone();
         store::store_checked(&fossil, call.repo()?, &run.user, &checked.artifacts, true)?;

@@ -35,10 +35,13 @@ pub struct Output {
     pub branch: String,
     /// Its page on the server, when the checkout has one.
     pub link: Option<String>,
-    /// Whether it was pushed.
+    /// Whether it was pushed (false while held for review).
     pub pushed: bool,
     /// The login the push was made as, which the server's receipt names.
     pub sent_as: Option<String>,
+    /// For a run under review: the question its check-in is held under; it is written only once approved, and the run's next line says how it was decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 /// The `save` tool.
@@ -85,6 +88,7 @@ impl Tool for Save {
             link: None,
             pushed: false,
             sent_as: remote.as_deref().and_then(crate::fossil::remote::login_of),
+            held: None,
         };
         if !changes.is_empty() {
             let current = fossil.current_branch(&root)?;
@@ -107,7 +111,8 @@ impl Tool for Save {
         }
         if node.is_some() {
             let pushed = super::push::publish(call)?;
-            out.pushed = !call.dry_run;
+            out.held = super::writing::held(call);
+            out.pushed = !call.dry_run && out.held.is_none();
             out.sent_as = Some(login.clone());
             if out.checkin.is_none() {
                 out.checkin = pushed.last().cloned();

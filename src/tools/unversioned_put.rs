@@ -48,6 +48,7 @@ impl Tool for UnversionedPut {
     const IDEMPOTENT: bool = true;
 
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
+        super::writing::refused_under_review(call, "an unversioned file")?;
         super::not_an_option("name", &input.name)?;
         let bad_name = input.name.is_empty()
             || input.name.chars().any(char::is_whitespace)

@@ -49,7 +49,9 @@ pub fn message_text<T: Serialize>(msg: &T) -> Result<(serde_json::Value, String)
 }
 
 /// Stores `batch` as the caller (or logs what it would store on a dry
-/// run); a batch not `published` goes to the moderators' queue. On a node
+/// run); a batch not `published` goes to the moderators' queue. A run
+/// under review stores nothing: the node holds the batch for a decision
+/// ([`crate::node::held::hold`]), and [`held`] names its question. On a node
 /// the node is woken after (a write there starts no backoffice); in a
 /// clone's checkout the write is pushed to the clone's server, so that
 /// server records the caller as its sender, and counts as done only once
@@ -62,6 +64,19 @@ pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop
             artifact: what.clone(),
             hash: hash.clone(),
         });
+    }
+    if let Some(run) = call.cx.run().filter(|_| under_review(call))
+        && !call.dry_run
+    {
+        let run = run.clone();
+        let question =
+            crate::node::held::hold(call.fossil()?, call.repo()?, &run, batch, published)?;
+        call.log(Op::Held {
+            artifacts: batch.hashes(),
+            question,
+        });
+        let _ = crate::node::poke(&run.root);
+        return Ok(());
     }
     let sender = call.caller()?.login.clone();
     if !call.dry_run {
@@ -110,6 +125,35 @@ pub fn write(call: &mut Call, batch: &Batch, published: bool) -> Result<(), Stop
         }
     }
     Ok(())
+}
+
+/// Whether this call is a run's under review (`restrict.review`), whose
+/// writes the node holds for a decision.
+pub fn under_review(call: &Call) -> bool {
+    call.cx
+        .run()
+        .is_some_and(|r| r.restrict.review == Some(true))
+}
+
+/// Refuses, for a run under review, a write the node cannot hold as it
+/// would be written (`what`, said as the refusal names it).
+pub fn refused_under_review(call: &Call, what: &str) -> Result<(), Stop> {
+    if under_review(call) {
+        return Err(Stop::new(format!(
+            "this run's writes are held for review (restrict.review), and {what} cannot be held"
+        ))
+        .next("say in a post what you would write, which is held for review"));
+    }
+    Ok(())
+}
+
+/// The question a write of this call is held under (`restrict.review`),
+/// if it was held rather than stored.
+pub fn held(call: &Call) -> Option<String> {
+    call.log.iter().rev().find_map(|op| match op {
+        Op::Held { question, .. } => Some(question.clone()),
+        _ => None,
+    })
 }
 
 /// Refuses text in `field` that is not one line.

@@ -26,6 +26,7 @@ mod egress;
 mod enrol;
 mod function_length;
 mod git_export;
+mod held_writes;
 mod hostile;
 mod house;
 mod layers;

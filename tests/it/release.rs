@@ -408,7 +408,7 @@ fn a_run_whose_record_allows_it_stages_and_no_other_sender_may_allow_it() {
     let status = s.repo.json(&["status"]).ok();
     assert_eq!(
         status["restrictions_enforced"],
-        json!(["no_password", "branch", "own_thread", "stage"])
+        json!(["no_password", "branch", "own_thread", "stage", "review"])
     );
     // An administrator's first stage names the root in the repository's
     // configuration, the only root a run may stage into.

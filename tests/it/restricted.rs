@@ -162,7 +162,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
     let status = s.repo.json(&["status"]).ok();
     assert_eq!(
         status["restrictions_enforced"],
-        json!(["no_password", "branch", "own_thread", "stage"])
+        json!(["no_password", "branch", "own_thread", "stage", "review"])
     );
     let record = held_record(
         &s.repo,
@@ -224,7 +224,7 @@ fn a_fixer_holds_no_password_checks_in_only_on_its_branch_and_posts_only_in_its_
     assert_eq!(status["login"], "fixer");
     assert_eq!(
         status["restrictions_enforced"],
-        json!(["no_password", "branch", "own_thread", "stage"])
+        json!(["no_password", "branch", "own_thread", "stage", "review"])
     );
     let relayed = step(&all, "relay")["tools"].as_array().unwrap();
     assert!(

@@ -392,6 +392,9 @@ fn console_question(request: &Request, q: &Value) -> Markup {
             p { "Asked by " b { (text_of(q, "from")) } " at " (text_of(q, "at")) ", "
                 a href=(format!("{}{}", request.uri, text_of(q, "link"))) { "where it was asked" } }
             @if let Some(s) = q.get("stakes").and_then(Value::as_str) { p { "What it changes: " (s) } }
+            @if let Some(held) = q.get("held").and_then(Value::as_str) {
+                details.ocx-held open { summary { "What would be written, exactly" } pre { (held) } }
+            }
             @if !refs.is_empty() {
                 p { "Read first:" }
                 ul { @for r in &refs {

@@ -167,6 +167,7 @@ impl Pause {
             )),
             references: Vec::new(),
             run: Some(self.r.hash.clone()),
+            also: Vec::new(),
         };
         let (cfg, fossil, repo) = respond::open(&self.root).ok_or(Unasked::NoNode)?;
         let mut batch = Batch::default();
