@@ -182,10 +182,22 @@ fn fenced(text: &str, lang: &str) -> String {
     format!("{fence}{lang}\n{text}{end}{fence}\n")
 }
 
-/// What a held batch would write, shown exactly: each artifact whole.
+/// What a held batch would write, shown exactly: each artifact whole,
+/// after the text it carries (a post's, a wiki page's) as a person reads
+/// it, its title when it has one.
 fn shown(batch: &Batch) -> String {
     let mut out = String::new();
     for (what, hash, bytes) in &batch.artifacts {
+        if let Some(p) = crate::fossil::artifact::parse(bytes)
+            && let Some(text) = &p.text
+        {
+            let title = p
+                .arg(b'H')
+                .map(|t| format!(" titled \"{}\"", ask::escape(&t)))
+                .unwrap_or_default();
+            out.push_str(&format!("\n{}{title}, its text:\n\n", ask::escape(what)));
+            out.push_str(&fenced(&String::from_utf8_lossy(text), "text"));
+        }
         out.push_str(&format!("\n{} `{hash}`, exactly:\n\n", ask::escape(what)));
         out.push_str(&fenced(&String::from_utf8_lossy(bytes), "text"));
     }
@@ -391,6 +403,31 @@ mod tests {
         let inner = "x\n````json\n{}\n````\n";
         let fence = fenced(inner, "diff");
         assert!(fence.starts_with("`````diff\n"), "{fence}");
+    }
+
+    #[test]
+    fn a_held_post_shows_its_text_as_it_reads_then_the_artifact_whole() {
+        use crate::fossil::artifact::{ForumPost, HashPolicy};
+        let post = ForumPost {
+            date: "2026-12-05T00:00:00",
+            reply: None,
+            title: Some("A new thread"),
+            mimetype: "text/x-markdown",
+            user: "fixer",
+            text: "The fix is on `fixes`.",
+        }
+        .compose();
+        let mut batch = Batch::default();
+        let hash = batch.add("forum post", post, HashPolicy::Sha3);
+        let shown = shown(&batch);
+        let text_at = shown
+            .find("forum post titled \"A new thread\", its text:\n\n```text\nThe fix is on `fixes`.\n```")
+            .expect(&shown);
+        let whole_at = shown
+            .find(&format!("forum post `{hash}`, exactly:"))
+            .expect(&shown);
+        assert!(text_at < whole_at, "{shown}");
+        assert!(shown.contains("\nU fixer\n"), "{shown}");
     }
 
     #[test]
