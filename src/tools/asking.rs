@@ -504,6 +504,31 @@ pub fn may_read(asked: &Asked, caps: &Capabilities) -> bool {
     }
 }
 
+/// Whether `a` is a question a record's node asked to steer its run (a
+/// held write, a budget reached) once that run has ended: deciding it
+/// would steer nothing, so it waits on no one.
+fn moot(call: &Call, a: &Asked) -> Result<bool, Stop> {
+    let Some(run) = &a.question.run else {
+        return Ok(false);
+    };
+    let repo = call.repo()?;
+    let Some(receipt) = repo.receipt(run)? else {
+        return Ok(false);
+    };
+    let Some(r) = crate::protocol::found::record(repo, receipt.rid, run)? else {
+        return Ok(false);
+    };
+    let node = crate::protocol::found::node_login(&r.record.node);
+    if a.said.from.as_deref() != Some(node.as_str()) {
+        return Ok(false);
+    }
+    let receipts = super::served::receipts(call)?;
+    let response = receipts
+        .response(repo, &r.place, &r.hash, &r.record.node)
+        .map_err(super::served::stop)?;
+    Ok(response.is_some())
+}
+
 /// What waits on `user`: the open questions for them, those `caller` may
 /// close (an administrator: every other open one), and how many are open.
 pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, usize), Stop> {
@@ -519,7 +544,7 @@ pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, u
     let repo = call.repo()?;
     let (mut waiting, mut to_confirm, mut open) = (Vec::new(), Vec::new(), 0);
     for a in all.iter().filter(|a| may_read(a, &caller.capabilities)) {
-        if a.settled().is_some() {
+        if a.settled().is_some() || moot(call, a)? {
             continue;
         }
         open += 1;

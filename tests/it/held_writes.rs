@@ -418,6 +418,42 @@ fn held_posts_decided(decide: Decide) {
 }
 
 #[test]
+fn a_held_write_left_undecided_when_its_run_ends_waits_on_no_one() {
+    let repo = Repo::new();
+    repo.user("stone", "o24jkr");
+    let (s, record, out) = reviewed(repo, POSTER, &["--review", "--review-by", "stone"]);
+    let steps = noted_step(&out, "post-dropped");
+    let held = [
+        held_under(&steps, "post-kept"),
+        held_under(&steps, "post-dropped"),
+    ];
+    let waiting = || -> Vec<String> {
+        s.repo.json(&["questions", "--user", "stone"]).ok()["waiting"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|q| q["asked"].as_str().map(str::to_string))
+            .collect()
+    };
+    let before = waiting();
+    assert!(
+        held.iter().all(|h| before.contains(h)),
+        "both wait on stone while the run goes: {before:?}"
+    );
+    s.repo.json(&["stop", "--record", &record]).ok();
+    assert_eq!(crate::support::response_to(&s.repo, &record).0, "stopped");
+    let after = waiting();
+    assert!(
+        !held.iter().any(|h| after.contains(h)),
+        "a held write of an ended run waits on no one: {after:?}"
+    );
+    assert!(
+        said_by(&s.repo, &record, "fixer").is_empty(),
+        "nothing written"
+    );
+}
+
+#[test]
 fn a_held_push_shows_its_diff_and_is_written_once_approved_and_never_when_declined() {
     held_pushes_decided(at_the_command_line);
 }
