@@ -1483,7 +1483,9 @@ pub fn leftovers(since: u64, within: Duration) -> Vec<OcxProcess> {
 /// the harness ran and in which order, which no test of its own could
 /// be sure of. A test ends every process it starts; a node or watcher
 /// of this run still alive 15 s after the last test is named on standard
-/// error, ended, and the binary exits 1, failing the suite.
+/// error, ended, and the binary exits 1, failing the suite. The page
+/// servers this run started are ended then too, without failing it: each
+/// lives past its last request by design, for the next.
 #[used]
 #[unsafe(link_section = ".init_array")]
 static CHECK_AT_EXIT: extern "C" fn() = check_at_exit;
@@ -1507,6 +1509,17 @@ extern "C" fn no_leftovers() {
     let checked = std::panic::catch_unwind(|| {
         let since = STARTED.load(std::sync::atomic::Ordering::SeqCst);
         let left = leftovers(since, Duration::from_secs(15));
+        // The page servers this run's requests started serve no site once
+        // every test's server is gone: ended here, not left to their idle
+        // end in a directory a test removed.
+        for p in ocx_processes(since) {
+            if p.command() == "page-server" {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(p.pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+        }
         if left.is_empty() {
             return true;
         }
