@@ -46,8 +46,9 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<Event>, NodeE
         .map_err(|_| NodeError::NotANode)?;
     let receipts = super::Receipts::of_node(&cfg, &repo)?;
     if let Ok(dirs) = std::fs::read_dir(root.join("runs")) {
+        let cgroup_roots = crate::run::budget::cgroup_roots();
         for dir in dirs.filter_map(Result::ok) {
-            clear_left_disk(&dir.path());
+            clear_left_disk(&dir.path(), &cgroup_roots);
         }
     }
     let mut state = State::load(root);
@@ -106,8 +107,9 @@ fn sweep_lost_keeping(root: &Path, kept: &Arc<Kept>) -> Result<Vec<Event>, NodeE
 
 /// Unmounts and removes the filesystem a run's watcher left in `dir` when
 /// it ended without doing so itself (killed, or the host went down), and
-/// ends and removes the cgroups it left, while no watcher holds the run.
-fn clear_left_disk(dir: &Path) {
+/// ends and removes the cgroups it left under `cgroup_roots`, while no
+/// watcher holds the run.
+fn clear_left_disk(dir: &Path, cgroup_roots: &[std::path::PathBuf]) {
     use crate::run::budget::{cgroups_left, clear_left_cgroups, disk};
     let run_name = dir
         .file_name()
@@ -115,17 +117,16 @@ fn clear_left_disk(dir: &Path) {
     let disk_left = dir.join(disk::IMAGE).exists() || dir.join(disk::MOUNT).exists();
     let cgroups = run_name
         .as_deref()
-        .is_some_and(|n| !cgroups_left(n).is_empty());
-    if !disk_left && !cgroups {
+        .map(|n| cgroups_left(cgroup_roots, n))
+        .unwrap_or_default();
+    if !disk_left && cgroups.is_empty() {
         return;
     }
     if let Ok(Some(_free)) = super::spool::lock_when_gone(dir) {
         if disk_left {
             disk::clear(dir);
         }
-        if let Some(n) = run_name.as_deref() {
-            clear_left_cgroups(n);
-        }
+        clear_left_cgroups(cgroups);
     }
 }
 

@@ -327,9 +327,7 @@ impl Transcript {
             .mode(0o600)
             .custom_flags(nix::libc::O_NOFOLLOW)
             .open(&path)?;
-        let seq = read_after(dir, 0, usize::MAX)
-            .map(|e| e.last().map_or(0, |e| e.seq))
-            .unwrap_or(0);
+        let seq = last_seq(dir).unwrap_or(0);
         let t = Transcript {
             file: Mutex::new((file, seq)),
             secrets: Mutex::new(Vec::new()),
@@ -388,22 +386,27 @@ impl Transcript {
     }
 }
 
-/// Adds `entries`, as an agent machine reported them, to the transcript
-/// in the run's directory `dir` (the node's alone), each its own line.
-pub fn keep_reported(dir: &Path, entries: &[Entry]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
+/// `entries` as the transcript's lines, each its own, as they are kept.
+pub fn lines(entries: &[Entry]) -> std::io::Result<Vec<u8>> {
     let mut lines = Vec::new();
     for e in entries {
         serde_json::to_writer(&mut lines, e).map_err(std::io::Error::other)?;
         lines.push(b'\n');
     }
+    Ok(lines)
+}
+
+/// Adds `lines` ([`lines`] of what an agent machine reported) to the
+/// transcript in the run's directory `dir` (the node's alone).
+pub fn keep_reported(dir: &Path, lines: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .custom_flags(nix::libc::O_NOFOLLOW)
         .open(dir.join(FILE))?
-        .write_all(&lines)
+        .write_all(lines)
 }
 
 /// The spend file in a run's directory: what the run has spent so far,
@@ -543,12 +546,11 @@ impl Line {
     }
 }
 
-/// The entries of the transcript in run directory `dir` numbered above
-/// `after`, at most `most`; a line that does not read as an entry is
-/// passed over.
-pub fn read_after(dir: &Path, after: u64, most: usize) -> Result<Vec<Entry>, TranscriptError> {
+/// The transcript in run directory `dir`, opened to read (never through
+/// a link).
+fn opened(dir: &Path) -> Result<std::fs::File, TranscriptError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW)
         .open(dir.join(FILE))
@@ -556,9 +558,52 @@ pub fn read_after(dir: &Path, after: u64, most: usize) -> Result<Vec<Entry>, Tra
             std::io::ErrorKind::NotFound => TranscriptError::Missing,
             std::io::ErrorKind::PermissionDenied => TranscriptError::NotYours,
             _ => TranscriptError::Unreadable(e),
-        })?;
+        })
+}
+
+/// The number of the last entry of the transcript in run directory
+/// `dir` (0 when none reads as one), read from the file's end: a tail
+/// four times longer each time no whole line of it reads as an entry.
+pub fn last_seq(dir: &Path) -> Result<u64, TranscriptError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = opened(dir)?;
+    let length = file.metadata().map_err(TranscriptError::Unreadable)?.len();
+    let mut tail: u64 = 4096;
+    loop {
+        let start = length.saturating_sub(tail);
+        let mut bytes = Vec::new();
+        file.seek(SeekFrom::Start(start))
+            .and_then(|_| {
+                Read::by_ref(&mut file)
+                    .take(length - start)
+                    .read_to_end(&mut bytes)
+            })
+            .map_err(TranscriptError::Unreadable)?;
+        // The first line of a tail that begins inside the file may be cut.
+        let whole = match start {
+            0 => &bytes[..],
+            _ => bytes
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(&[][..], |i| &bytes[i + 1..]),
+        };
+        if let Some(e) = whole.split(|b| *b == b'\n').rev().find_map(Line::read) {
+            return Ok(e.seq);
+        }
+        if start == 0 {
+            return Ok(0);
+        }
+        tail = tail.saturating_mul(4);
+    }
+}
+
+/// The entries of the transcript in run directory `dir` numbered above
+/// `after`, at most `most`; a line that does not read as an entry is
+/// passed over.
+pub fn read_after(dir: &Path, after: u64, most: usize) -> Result<Vec<Entry>, TranscriptError> {
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut { file }, &mut bytes).map_err(TranscriptError::Unreadable)?;
+    std::io::Read::read_to_end(&mut opened(dir)?, &mut bytes)
+        .map_err(TranscriptError::Unreadable)?;
     let mut entries = Vec::new();
     for line in bytes.split(|b| *b == b'\n') {
         match Line::read(line) {
@@ -835,6 +880,29 @@ mod tests {
             for mode in [InputMode::ClaudeStreamJson, InputMode::CodexAppServer, InputMode::Lines] {
                 let _ = said_in(mode, &line);
             }
+        }
+
+        #[test]
+        fn the_last_number_read_from_the_end_is_the_last_a_whole_read_gives(
+            lines in proptest::collection::vec((proptest::bool::ANY, 0usize..12000, "[a-zé\\n]{0,3}"), 0..12),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut text = String::new();
+            for (i, (entry, long, tail)) in lines.iter().enumerate() {
+                let words = format!("{}{tail}", "w".repeat(*long));
+                match entry {
+                    true => text.push_str(&serde_json::to_string(&Entry {
+                        seq: i as u64 + 1,
+                        at: "t".into(),
+                        said: Said::Words { text: words },
+                    }).unwrap()),
+                    false => text.push_str(&words.replace('\n', " ")),
+                }
+                text.push('\n');
+            }
+            std::fs::write(dir.path().join(FILE), &text).unwrap();
+            let whole = read_after(dir.path(), 0, usize::MAX).unwrap().last().map_or(0, |e| e.seq);
+            prop_assert_eq!(last_seq(dir.path()).unwrap(), whole);
         }
 
         #[test]

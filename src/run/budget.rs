@@ -13,6 +13,7 @@ pub mod disk;
 
 pub(crate) use cgroup::{
     Cgroup, Controller, Notice, clear_left as clear_left_cgroups, left as cgroups_left, probe,
+    roots as cgroup_roots,
 };
 pub use cgroup::{CgroupPlan, CgroupSlot, CgroupVersion};
 pub use disk::{Disk, DiskUse};

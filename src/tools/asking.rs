@@ -507,7 +507,7 @@ pub fn may_read(asked: &Asked, caps: &Capabilities) -> bool {
 /// Whether `a` is a question a record's node asked to steer its run (a
 /// held write, a budget reached) once that run has ended: deciding it
 /// would steer nothing, so it waits on no one.
-fn moot(call: &Call, a: &Asked) -> Result<bool, Stop> {
+fn moot(call: &Call, receipts: &crate::node::Receipts, a: &Asked) -> Result<bool, Stop> {
     let Some(run) = &a.question.run else {
         return Ok(false);
     };
@@ -522,7 +522,6 @@ fn moot(call: &Call, a: &Asked) -> Result<bool, Stop> {
     if a.said.from.as_deref() != Some(node.as_str()) {
         return Ok(false);
     }
-    let receipts = super::served::receipts(call)?;
     let response = receipts
         .response(repo, &r.place, &r.hash, &r.record.node)
         .map_err(super::served::stop)?;
@@ -536,7 +535,8 @@ pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, u
     let caller = call.caller()?.clone();
     let mut all = ask::asked(call.repo()?)?;
     as_served(call, &mut all)?;
-    let in_clone = super::served::receipts(call)?.asked().is_some();
+    let receipts = super::served::receipts(call)?;
+    let in_clone = receipts.asked().is_some();
     let (served_confirmers, of_server) = match in_clone {
         false => (confirmers(call.repo()?)?, Default::default()),
         true => (Vec::new(), confirmers_of_server(call, user)?),
@@ -544,7 +544,7 @@ pub fn waiting(call: &mut Call, user: &str) -> Result<(Vec<Shown>, Vec<Shown>, u
     let repo = call.repo()?;
     let (mut waiting, mut to_confirm, mut open) = (Vec::new(), Vec::new(), 0);
     for a in all.iter().filter(|a| may_read(a, &caller.capabilities)) {
-        if a.settled().is_some() || moot(call, a)? {
+        if a.settled().is_some() || moot(call, &receipts, a)? {
             continue;
         }
         open += 1;

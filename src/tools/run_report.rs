@@ -86,19 +86,23 @@ impl Tool for RunReport {
         }
         let dir = run_dir_for_caller(call, &input.record)?;
         call.read(format!("the transcript kept for {}", &input.record[..16]));
-        let kept = transcript::read_after(&dir, 0, usize::MAX)
-            .map(|e| e.last().map_or(0, |e| e.seq))
-            .or_else(|e| match e {
-                transcript::TranscriptError::Missing => Ok(0),
-                e => Err(Stop::failed(e.to_string())),
-            })?;
+        // Held from reading what is kept to writing what follows, so two
+        // reports at once never both number on from the same entry.
+        let _held = match call.dry_run {
+            true => None,
+            false => crate::node::lock(&dir.join(REPORT_LOCK), true)
+                .map_err(|e| Stop::failed(format!("the run's transcript cannot be held: {e}")))?,
+        };
+        let kept = match transcript::last_seq(&dir) {
+            Ok(n) => n,
+            Err(transcript::TranscriptError::Missing) => 0,
+            Err(e) => return Err(Stop::failed(e.to_string())),
+        };
         let new = new_entries(&input.entries, kept)?;
-        let bytes: u64 = new
-            .iter()
-            .map(|e| serde_json::to_vec(e).map_or(0, |b| b.len() as u64 + 1))
-            .sum();
+        let lines = transcript::lines(new)
+            .map_err(|e| Stop::failed(format!("the entries cannot be written out: {e}")))?;
         let size = std::fs::symlink_metadata(dir.join(transcript::FILE)).map_or(0, |m| m.len());
-        if size + bytes > KEPT_MAX {
+        if size + lines.len() as u64 > KEPT_MAX {
             return Err(Stop::field(
                 "entries",
                 format!(
@@ -123,9 +127,7 @@ impl Tool for RunReport {
                 added: 0,
             });
         }
-        let _held = crate::node::lock(&dir.join(REPORT_LOCK), true)
-            .map_err(|e| Stop::failed(format!("the run's transcript cannot be held: {e}")))?;
-        transcript::keep_reported(&dir, new)
+        transcript::keep_reported(&dir, &lines)
             .map_err(|e| Stop::failed(format!("the run's transcript cannot be written: {e}")))?;
         if let Some(spend) = &input.spend {
             transcript::write_spend(&dir, spend)

@@ -244,23 +244,30 @@ impl CgroupPlan {
     }
 }
 
-/// The cgroup directories a run named `run_name` has in this host's
-/// hierarchies now: what its watcher left when it ended without removing
-/// them (killed, or the host went down).
-pub(crate) fn left(run_name: &str) -> Vec<PathBuf> {
+/// The roots of this host's cgroup hierarchies (v2's, and each v1
+/// one's), read once for many runs' [`left`].
+pub(crate) fn roots() -> Vec<PathBuf> {
     let m = mounts();
     m.v2.into_iter()
         .chain(m.v1.into_iter().map(|(root, _)| root))
+        .collect()
+}
+
+/// The cgroup directories a run named `run_name` has under `roots` now:
+/// what its watcher left when it ended without removing them (killed, or
+/// the host went down).
+pub(crate) fn left(roots: &[PathBuf], run_name: &str) -> Vec<PathBuf> {
+    roots
+        .iter()
         .map(|root| root.join(PARENT).join(run_name))
         .filter(|d| d.is_dir())
         .collect()
 }
 
-/// Ends what stands in the cgroups a run named `run_name` left (thawed
-/// first) and removes them; whether none is left. Only for a run no
-/// watcher holds.
-pub(crate) fn clear_left(run_name: &str) -> bool {
-    let dirs = left(run_name);
+/// Ends what stands in `dirs`, the cgroups a run left ([`left`]),
+/// thawed first, and removes them; whether none is left. Only for a run
+/// no watcher holds.
+pub(crate) fn clear_left(dirs: Vec<PathBuf>) -> bool {
     if dirs.is_empty() {
         return true;
     }
