@@ -59,6 +59,47 @@ pub fn read_note(note: &str) -> Option<Raise> {
     }
 }
 
+/// Reads the last duration in a decision's note, in seconds: a figure
+/// (commas between thousands) with a unit after it, `s`, `m`, `h` or `d`
+/// or a word starting so (`30m`, `2 hours`), or seconds where none
+/// follows; `None` when it holds no figure.
+pub fn read_seconds(note: &str) -> Option<u64> {
+    let n = note.to_ascii_lowercase();
+    let b = n.as_bytes();
+    let mut last = None;
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let mut figure: u64 = 0;
+        while i < b.len()
+            && (b[i].is_ascii_digit()
+                || (b[i] == b',' && b.get(i + 1).is_some_and(u8::is_ascii_digit)))
+        {
+            if b[i] != b',' {
+                figure = figure
+                    .checked_mul(10)?
+                    .checked_add(u64::from(b[i] - b'0'))?;
+            }
+            i += 1;
+        }
+        let mut j = i;
+        while j < b.len() && b[j] == b' ' {
+            j += 1;
+        }
+        let unit = match b.get(j) {
+            Some(b'm') => 60,
+            Some(b'h') => 3600,
+            Some(b'd') => 86400,
+            _ => 1,
+        };
+        last = Some(figure.checked_mul(unit)?);
+    }
+    last
+}
+
 /// Hands `d` to the run whose directory is `dir`, whole.
 pub fn hand(dir: &Path, d: &Decided) -> std::io::Result<()> {
     let bytes = serde_json::to_vec(d).map_err(std::io::Error::other)?;
@@ -94,5 +135,17 @@ mod tests {
         assert_eq!(read_note("give it 3000."), Some(Raise::More("3000".into())));
         assert_eq!(read_note("no idea"), None);
         assert_eq!(read_note(""), None);
+    }
+
+    #[test]
+    fn a_note_reads_as_its_last_duration() {
+        assert_eq!(read_seconds("more, the figure in the note: 90"), Some(90));
+        assert_eq!(read_seconds("more: 30m"), Some(1800));
+        assert_eq!(read_seconds("give it 2 hours"), Some(7200));
+        assert_eq!(read_seconds("1d"), Some(86400));
+        assert_eq!(read_seconds("1,200 seconds"), Some(1200));
+        assert_eq!(read_seconds("5m, then 45s"), Some(45));
+        assert_eq!(read_seconds("the same again"), None);
+        assert_eq!(read_seconds("99999999999999999999d"), None);
     }
 }

@@ -133,7 +133,7 @@ pub struct Budget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<f64>")]
     pub cost: Option<super::money::Money>,
-    /// Whether reaching budget.tokens or budget.cost pauses the run and asks the record's sender for more, in place of ending it; needs tokens or cost.
+    /// Whether reaching budget.wall, budget.cpu, budget.tokens or budget.cost pauses the run (frozen) and asks the record's sender for more, in place of ending it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask: Option<bool>,
 }
@@ -436,12 +436,6 @@ pub fn check_budget(b: &Budget) -> Result<(), Problem> {
     if b.cost.is_some_and(super::money::Money::is_zero) {
         return Err(Problem::new("budget.cost", "is not a positive amount"));
     }
-    if b.ask == Some(true) && b.tokens.is_none() && b.cost.is_none() {
-        return Err(Problem::new(
-            "budget.ask",
-            "needs budget.tokens or budget.cost: it is at those that a run pauses to ask",
-        ));
-    }
     Ok(())
 }
 
@@ -660,6 +654,12 @@ pub fn check_record(r: &Record) -> Result<(), Problem> {
             return Err(Problem::new(
                 "hears",
                 "a command record hears no one: give []",
+            ));
+        }
+        ("command", Some(_)) if r.budget.ask == Some(true) => {
+            return Err(Problem::new(
+                "budget.ask",
+                "a command's run on a check-in ends at its budget: only a session pauses to ask",
             ));
         }
         (_, Some(_)) if r.runner != "command" => {

@@ -60,9 +60,43 @@ struct Shared {
     stopped: AtomicBool,
     cgroup: Option<Arc<Cgroup>>,
     waker: waking::Waker,
+    asks: Mutex<Asks>,
+}
+
+/// Who is asked, in place of ending the run, when it reaches its wall or
+/// its CPU budget; what they gave; and the pause at one while they decide.
+#[derive(Default)]
+struct Asks {
+    /// Called at the wall or CPU limit reached: whether the run pauses
+    /// there (its caller has frozen it and asks) rather than ending.
+    asker: Option<Box<dyn Fn(Limit) -> bool + Send>>,
+    /// Wall time given on top of the plan's.
+    wall_more: Duration,
+    /// CPU time given on top of the plan's.
+    cpu_more: Duration,
+    /// The limit the run is paused at, and since when.
+    paused: Option<(Limit, Instant)>,
+    /// Whether the paused run is to end at its limit now.
+    end: bool,
+}
+
+impl std::fmt::Debug for Asks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Asks")
+            .field("asker", &self.asker.is_some())
+            .field("wall_more", &self.wall_more)
+            .field("cpu_more", &self.cpu_more)
+            .field("paused", &self.paused)
+            .field("end", &self.end)
+            .finish()
+    }
 }
 
 impl Shared {
+    fn asks(&self) -> std::sync::MutexGuard<'_, Asks> {
+        self.asks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn kill_all(&self) {
         {
             let reaped = self.reaped.lock().unwrap_or_else(|e| e.into_inner());
@@ -131,6 +165,34 @@ impl Killer {
             .cgroup
             .as_ref()
             .is_some_and(|cg| cg.freeze(frozen))
+    }
+
+    /// Has `asker` called, in place of ending the run, when it reaches its
+    /// wall or its CPU budget: when it answers true (it froze the run and
+    /// asks whether to give it more), the run waits paused at that limit
+    /// until [`Killer::resume`] or [`Killer::end_paused`], or until its
+    /// plan's wall passes again unanswered, when it ends at the limit.
+    pub fn on_limit(&self, asker: impl Fn(Limit) -> bool + Send + 'static) {
+        self.shared.asks().asker = Some(Box::new(asker));
+    }
+
+    /// Goes on from a pause at the wall or CPU limit with `more` of it: at
+    /// the wall, `more` from now (the pause is not counted against it).
+    pub fn resume(&self, more: Duration) {
+        let mut asks = self.shared.asks();
+        match asks.paused.take() {
+            Some((Limit::Wall, since)) => asks.wall_more += more + since.elapsed(),
+            Some((_, _)) => asks.cpu_more += more,
+            None => {}
+        }
+        drop(asks);
+        self.shared.waker.wake();
+    }
+
+    /// Ends a run paused at its wall or CPU limit, at that limit.
+    pub fn end_paused(&self) {
+        self.shared.asks().end = true;
+        self.shared.waker.wake();
     }
 
     /// Ends every process of the run; its [`Ended`] then says `stopped`.
@@ -283,6 +345,7 @@ fn supervise(
         stopped: AtomicBool::new(false),
         cgroup: cgroup.clone(),
         waker,
+        asks: Mutex::default(),
     });
     let sources = waking::Sources::of(shared.pid, woken, cgroup.as_deref(), plan.disk.as_deref());
     let _ = started.send(Ok(Started {
@@ -430,11 +493,27 @@ fn watch(
             }
         }
         let stopped = shared.stopped.load(Ordering::SeqCst);
-        if limit.is_none() && !stopped {
-            if start.elapsed() >= plan.wall {
+        let (wall, cpu_more, paused) = {
+            let asks = shared.asks();
+            let over = asks
+                .paused
+                .filter(|(_, since)| asks.end || since.elapsed() >= plan.wall);
+            if let Some((at, _)) = over {
+                limit.get_or_insert(at);
+            }
+            (plan.wall + asks.wall_more, asks.cpu_more, asks.paused)
+        };
+        if limit.is_none() && !stopped && paused.is_none() {
+            if start.elapsed() >= wall {
                 limit = Some(Limit::Wall);
             } else if let Some(cg) = &shared.cgroup {
-                limit = cg.limit_hit();
+                limit = cg.limit_hit(cpu_more);
+            }
+            if let Some(at @ (Limit::Wall | Limit::Cpu)) = limit
+                && asked(shared, at)
+            {
+                limit = None;
+                continue;
             }
             if limit.is_none() && disk_full(plan) {
                 limit = Some(Limit::Disk);
@@ -447,8 +526,17 @@ fn watch(
         if again.is_some_and(|at| at <= now) {
             again = None;
         }
-        let mut next = plan.wall.saturating_sub(start.elapsed());
-        if let Some(left) = shared.cgroup.as_deref().and_then(Cgroup::cpu_left) {
+        let mut next = match paused {
+            Some((_, since)) => plan.wall.saturating_sub(since.elapsed()),
+            None => wall.saturating_sub(start.elapsed()),
+        };
+        if let (None, Some(left)) = (
+            paused,
+            shared
+                .cgroup
+                .as_deref()
+                .and_then(|cg| cg.cpu_left(cpu_more)),
+        ) {
             next = next.min((left / cores).max(CPU_LEAST) + Duration::from_millis(1));
         }
         if sources.tick || limit.is_some() || stopped {
@@ -474,6 +562,18 @@ fn watch(
         }
     };
     Ok((status, limit))
+}
+
+/// Whether the run, at its wall or CPU limit `at`, pauses there: its
+/// asker (if it has one) froze it and asks.
+fn asked(shared: &Shared, at: Limit) -> bool {
+    let mut asks = shared.asks();
+    let pauses = asks.asker.as_ref().is_some_and(|ask| ask(at));
+    if pauses {
+        asks.paused = Some((at, Instant::now()));
+        asks.end = false;
+    }
+    pauses
 }
 
 /// Whether the run has written its own filesystem full.

@@ -265,3 +265,184 @@ fn freezer_state(proc: &Path) -> Option<bool> {
     let (_, path) = lines.iter().find(|(c, _)| c.is_empty())?;
     read(format!("/sys/fs/cgroup{path}/cgroup.freeze")).map(|s| s.trim() == "1")
 }
+
+/// Notes each line it reads; with `OCX_TEST_BURN` set, burns a core the
+/// while on a thread of its own.
+const NOTING: &str = r#"#!/usr/bin/python3
+import sys, os, json, threading
+log = os.environ["OCX_TEST_LOG"]
+def burn():
+    n = 0
+    while True:
+        n += 1
+if os.environ.get("OCX_TEST_BURN"):
+    threading.Thread(target=burn, daemon=True).start()
+for line in sys.stdin:
+    with open(log, "a") as f:
+        f.write(line)
+"#;
+
+/// The questions waiting on the record's sender about `record`'s run, once
+/// there are `n`.
+fn run_questions(repo: &crate::support::Repo, record: &str, n: usize) -> Vec<Value> {
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let waiting: Vec<Value> = repo.json(&["questions"]).ok()["waiting"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|q| q["run"] == record)
+            .cloned()
+            .collect();
+        if waiting.len() >= n {
+            return waiting;
+        }
+        assert!(Instant::now() < until, "no question came: {waiting:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The lines the run noted so far.
+fn lines_noted(out: &Path) -> Vec<String> {
+    std::fs::read_to_string(out.join("log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_run_paused_at_its_wall_is_given_more_by_a_duration_and_ended_by_its_sender() {
+    let s = crate::support::Served::new()
+        .echo(NOTING, json!({}))
+        .start();
+    let out = s.out.to_str().unwrap().to_string();
+    let args = crate::support::echo_args("Wait for posts", "6s", &["--read-write", &out, "--ask"]);
+    let record = s.repo.json(&args).ok_str("record");
+    let command = crate::support::command_record_args("Check", &["--wall", "1m", "--ask"]);
+    assert_eq!(
+        s.repo.json(&command).refused(),
+        "budget.ask",
+        "a command's run does not pause to ask"
+    );
+    let first = run_questions(&s.repo, &record, 1).remove(0);
+    assert!(
+        first["question"]
+            .as_str()
+            .is_some_and(|q| q.starts_with("This run's budget of 6 s of wall is reached")),
+        "{first:#}"
+    );
+    assert_eq!(
+        frozen(&record),
+        Some(true),
+        "paused at its wall, it is frozen"
+    );
+    let held = s
+        .repo
+        .json(&["post", "--to", &record, "--text", "Still there?"]);
+    let held = held.ok_str("hash");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        !lines_noted(&s.out).iter().any(|l| l.contains(&held[..20])),
+        "a post waits while the run is paused: {:?}",
+        lines_noted(&s.out)
+    );
+    // Waiting longer than its wall's end is not taken from what is given.
+    let q = first["asked"].as_str().unwrap().to_string();
+    s.repo
+        .json(&["decide", &q[..12], "--option", "3", "--note", "give it 8s"])
+        .ok();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !lines_noted(&s.out).iter().any(|l| l.contains(&held[..20])) {
+        assert!(
+            Instant::now() < until,
+            "the post held is given once it goes on"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_ne!(frozen(&record), Some(true), "given more, it is thawed");
+    let second = run_questions(&s.repo, &record, 1).remove(0);
+    assert_ne!(
+        second["asked"], first["asked"],
+        "asked again at its new wall"
+    );
+    assert!(
+        second["question"]
+            .as_str()
+            .is_some_and(|q| q.starts_with("This run's budget of 14 s of wall is reached")),
+        "{second:#}"
+    );
+    let q = second["asked"].as_str().unwrap().to_string();
+    s.repo.json(&["decide", &q[..12], "--option", "2"]).ok();
+    let (outcome, note) = response_of(&s.repo, &record);
+    assert_eq!(outcome, "budget", "{note}");
+    assert!(
+        note.starts_with("wall limit reached after ")
+            && note.contains(", its wall 6 s + 8 s given by "),
+        "{note}"
+    );
+}
+
+#[test]
+fn a_run_paused_at_its_cpu_budget_goes_on_with_the_same_again_and_unanswered_ends_at_it() {
+    let s = crate::support::Served::new()
+        .echo(NOTING, json!({"OCX_TEST_BURN": "1"}))
+        .start();
+    let out = s.out.to_str().unwrap().to_string();
+    let args = crate::support::echo_args(
+        "Burn",
+        "12s",
+        &["--read-write", &out, "--cpu", "2", "--ask"],
+    );
+    let record = s.repo.json(&args).ok_str("record");
+    let first = run_questions(&s.repo, &record, 1).remove(0);
+    assert!(
+        first["question"]
+            .as_str()
+            .is_some_and(|q| q.starts_with("This run's budget of 2 s of CPU is reached")),
+        "{first:#}"
+    );
+    assert_eq!(
+        frozen(&record),
+        Some(true),
+        "paused at its CPU, it is frozen"
+    );
+    let q = first["asked"].as_str().unwrap().to_string();
+    s.repo.json(&["decide", &q[..12], "--option", "1"]).ok();
+    let until = Instant::now() + Duration::from_secs(60);
+    let second = loop {
+        let waiting = run_questions(&s.repo, &record, 1);
+        if let Some(q) = waiting.into_iter().find(|q| q["asked"] != first["asked"]) {
+            break q;
+        }
+        assert!(Instant::now() < until, "it is not asked again");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        second["question"]
+            .as_str()
+            .is_some_and(|q| q.starts_with("This run's budget of 4 s of CPU is reached")),
+        "given the same again, it burned it: {second:#}"
+    );
+    // Unanswered within its wall, it ends at its CPU budget.
+    let (outcome, note) = response_of(&s.repo, &record);
+    assert_eq!(outcome, "budget", "{note}");
+    assert!(
+        note.starts_with("cpu limit reached after ")
+            && note.contains(", its CPU 2 s + 2 s given by "),
+        "{note}"
+    );
+}
+
+/// The response to `record` once there is one: its outcome and note.
+fn response_of(repo: &crate::support::Repo, record: &str) -> (String, String) {
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        let run = repo.json(&["run", "--record", record]).ok();
+        if let (Some(o), Some(n)) = (run["outcome"].as_str(), run["note"].as_str()) {
+            return (o.to_string(), n.to_string());
+        }
+        assert!(Instant::now() < until, "no response: {run:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

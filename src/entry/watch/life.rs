@@ -9,7 +9,7 @@
 //! run as lost.
 
 use super::home::{FreshHome, agents_md, fresh_home, repository_word};
-use super::pause::{Gate, Pause};
+use super::pause::{Gate, LimitsGiven, Pause};
 use super::spend;
 use super::ways::Ways;
 use super::{
@@ -25,6 +25,7 @@ use crate::node::runner::{InputMode, RunnerPage};
 use crate::node::transcript::{Said, Transcript};
 use crate::node::{self};
 use crate::protocol::found::StandingRecord;
+use crate::protocol::kinds;
 use crate::protocol::money::{Money, cost_words};
 use crate::run::egress::Refused;
 use crate::run::relay::{ModelBudget, Relay, thousands};
@@ -94,6 +95,8 @@ struct Watch<'a> {
     reporter: Option<Arc<super::report::Reporter>>,
     /// Whether its deliveries go on to it, or wait while it is paused.
     gate: Gate,
+    /// The wall and CPU time its record's sender gave it, paused there.
+    given: LimitsGiven,
 }
 
 /// Watches the run of `r` in its directory `dir` through its life, holding
@@ -137,6 +140,7 @@ pub(super) fn session(
         transcript,
         reporter: super::report::Reporter::of(cfg, &r.hash, dir).map(Arc::new),
         gate,
+        given: LimitsGiven::default(),
     };
     match w.life(deliveries, started) {
         Ok(o) | Err(Halt::Answer(o)) => w.answer(o),
@@ -526,21 +530,25 @@ impl Watch<'_> {
             &self.r.hash[..16],
             self.r.record.user
         ));
-        if let Some(relay) = &p.relay {
-            let killer = running.killer();
-            if self.r.record.budget.ask == Some(true) {
-                let pause = Arc::new(Pause {
-                    root: self.root.to_path_buf(),
-                    dir: self.dir.to_path_buf(),
-                    r: self.r.clone(),
-                    killer,
-                    meter: relay.meter(),
-                    gate: self.gate.clone(),
-                });
+        let killer = running.killer();
+        if self.r.record.budget.ask == Some(true) {
+            let pause = Arc::new(Pause {
+                root: self.root.to_path_buf(),
+                dir: self.dir.to_path_buf(),
+                r: self.r.clone(),
+                killer: killer.clone(),
+                meter: p.relay.as_ref().map(Relay::meter),
+                gate: self.gate.clone(),
+                given: self.given.clone(),
+                asking: Default::default(),
+            });
+            let at_limit = pause.clone();
+            killer.on_limit(move |limit| at_limit.at_limit(limit));
+            if let Some(relay) = &p.relay {
                 relay.on_reached(move || pause.begin());
-            } else {
-                relay.on_reached(move || killer.kill());
             }
+        } else if let Some(relay) = &p.relay {
+            relay.on_reached(move || killer.kill());
         }
         let measuring = spend::measure(spend::Gauges {
             dir: self.dir.to_path_buf(),
@@ -732,7 +740,36 @@ impl Watch<'_> {
             disk_bytes,
         };
         drop(relay);
-        Ok(self.outcome(&ended, how))
+        let mut outcome = self.outcome(&ended, how);
+        outcome.note.push_str(&self.limits_given_said());
+        Ok(outcome)
+    }
+
+    /// What its record's sender gave the run at its wall and CPU limits,
+    /// as its note says it: `, its wall 60 s + 60 s given by stone`.
+    fn limits_given_said(&self) -> String {
+        let given = self.given.lock().unwrap_or_else(|e| e.into_inner());
+        let b = &self.r.record.budget;
+        let mut said = String::new();
+        for (limit, name, base) in [
+            (
+                Limit::Wall,
+                "wall",
+                kinds::wall_seconds(&b.wall).unwrap_or(0),
+            ),
+            (Limit::Cpu, "CPU", b.cpu.unwrap_or(0)),
+        ] {
+            let mut of: Vec<String> = given
+                .iter()
+                .filter(|g| g.limit == limit)
+                .map(|g| format!("{} s given by {}", g.secs, g.by))
+                .collect();
+            if !of.is_empty() {
+                of.insert(0, format!("{base} s"));
+                said.push_str(&format!(", its {name} {}", of.join(" + ")));
+            }
+        }
+        said
     }
 
     /// How the run ended, as its answer says it.

@@ -488,17 +488,18 @@ impl Cgroup {
         }
     }
 
-    /// Whether the CPU time in total is over the budget.
-    pub(crate) fn cpu_over(&self) -> bool {
+    /// Whether the CPU time in total is over the budget, with `more` given on top.
+    pub(crate) fn cpu_over(&self, more: Duration) -> bool {
         match (self.plan.cpu_seconds, self.cpu_used()) {
-            (Some(max), Some(used)) => used > Duration::from_secs(max),
+            (Some(max), Some(used)) => used > Duration::from_secs(max) + more,
             _ => false,
         }
     }
 
-    /// CPU time the run may still use before its budget is over, when it holds one.
-    pub(crate) fn cpu_left(&self) -> Option<Duration> {
-        let max = Duration::from_secs(self.plan.cpu_seconds?);
+    /// CPU time the run may still use before its budget (with `more` given
+    /// on top) is over, when it holds one.
+    pub(crate) fn cpu_left(&self, more: Duration) -> Option<Duration> {
+        let max = Duration::from_secs(self.plan.cpu_seconds?) + more;
         Some(max.saturating_sub(self.cpu_used()?))
     }
 
@@ -532,13 +533,14 @@ impl Cgroup {
             .is_some_and(|n| n > 0)
     }
 
-    /// The limit the run has run into, if any, checked in the order memory, processes, cpu.
-    pub(crate) fn limit_hit(&self) -> Option<Limit> {
+    /// The limit the run has run into, if any, checked in the order memory,
+    /// processes, cpu (with `cpu_more` given on top of its budget).
+    pub(crate) fn limit_hit(&self, cpu_more: Duration) -> Option<Limit> {
         if self.memory_hit() {
             Some(Limit::Memory)
         } else if self.processes_hit() {
             Some(Limit::Processes)
-        } else if self.cpu_over() {
+        } else if self.cpu_over(cpu_more) {
             Some(Limit::Cpu)
         } else {
             None
@@ -862,19 +864,19 @@ mod tests {
             "1048576"
         );
         assert_eq!(fs::read_to_string(dir.join("pids.max")).unwrap(), "7");
-        assert_eq!(cg.limit_hit(), None);
+        assert_eq!(cg.limit_hit(Duration::ZERO), None);
 
         fs::write(dir.join("cpu.stat"), "usage_usec 2500000\nuser_usec 1\n").unwrap();
         assert_eq!(cg.cpu_used(), Some(Duration::from_micros(2_500_000)));
-        assert_eq!(cg.limit_hit(), Some(Limit::Cpu));
+        assert_eq!(cg.limit_hit(Duration::ZERO), Some(Limit::Cpu));
         fs::write(dir.join("pids.events"), "max 3\n").unwrap();
-        assert_eq!(cg.limit_hit(), Some(Limit::Processes));
+        assert_eq!(cg.limit_hit(Duration::ZERO), Some(Limit::Processes));
         fs::write(
             dir.join("memory.events"),
             "low 0\nhigh 0\nmax 9\noom 1\noom_kill 1\n",
         )
         .unwrap();
-        assert_eq!(cg.limit_hit(), Some(Limit::Memory));
+        assert_eq!(cg.limit_hit(Duration::ZERO), Some(Limit::Memory));
 
         for f in [
             "memory.max",
