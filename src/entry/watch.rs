@@ -139,13 +139,18 @@ fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), WatchErro
     let receipt = repo
         .receipt(hash)?
         .ok_or(WatchError::Cannot("the record is not in the repository"))?;
-    let standing = found::record(&repo, receipt.rid, hash)?
+    let mut standing = found::record(&repo, receipt.rid, hash)?
         .ok_or(WatchError::Cannot("the artifact holds no record"))?;
     let dir = NodeConfig::run_dir(root, hash);
     match checkin {
         Some(c) => command::run(&cfg, &fossil, &repo, &standing, &dir, c),
         None => {
             let receipts = node::Receipts::of_node(&cfg, &repo)?;
+            if receipts.asked().is_some() {
+                // A clone's own receipts name whoever pulled: the record's
+                // sender is whom its server's receipt names.
+                standing.said.from = receipts.sender(hash)?;
+            }
             life::session(root, &cfg, &fossil, &repo, &receipts, &standing, &dir)
         }
     }

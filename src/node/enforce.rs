@@ -102,20 +102,6 @@ pub fn check_bindable(
     Ok(())
 }
 
-/// An agent machine does not pause a run to ask for more: the question
-/// and its decision are the served repository's, whose receipts name
-/// logins the machine's node does not hand a decision from; a record
-/// whose budget asks is refused there, naming `budget.ask`.
-pub fn no_ask_on_machine(record: &Record) -> Result<(), Problem> {
-    match record.budget.ask {
-        Some(true) => Err(Problem {
-            field: "budget.ask".into(),
-            reason: "an agent machine does not pause a run to ask for more; leave ask out, and its budget ends it".into(),
-        }),
-        _ => Ok(()),
-    }
-}
-
 /// Whether this node can hold everything `record` asks, naming the first
 /// field it cannot (C3, C6, C7): the runner, each restriction, each
 /// sandbox field and budget limit, each limit within the node's ceiling.
@@ -211,28 +197,4 @@ pub fn enforceable(
         });
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_record_whose_budget_asks_is_refused_on_an_agent_machine_naming_it() {
-        let record = |budget: serde_json::Value| -> Record {
-            serde_json::from_value(serde_json::json!({
-                "ocx": 1, "kind": "record", "node": "c0de", "user": "u", "runner": "claude",
-                "objective": "o", "budget": budget,
-            }))
-            .unwrap()
-        };
-        let asks = record(serde_json::json!({"wall": "1h", "tokens": 1000, "ask": true}));
-        assert_eq!(no_ask_on_machine(&asks).unwrap_err().field, "budget.ask");
-        for budget in [
-            serde_json::json!({"wall": "1h", "tokens": 1000}),
-            serde_json::json!({"wall": "1h", "tokens": 1000, "ask": false}),
-        ] {
-            assert!(no_ask_on_machine(&record(budget)).is_ok());
-        }
-    }
 }

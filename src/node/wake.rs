@@ -710,14 +710,18 @@ impl Node<'_> {
         let Some(run) = asked.question.run.clone() else {
             return Ok(());
         };
-        let ours = asked.said.from.as_deref() == Some(self.cfg.login.as_str());
-        if !ours || !self.state.open.contains_key(&run) {
+        if !self.state.open.contains_key(&run) {
             return Ok(());
         }
-        let counts = asked
-            .decisions
-            .iter()
-            .any(|(s, _, st)| s.hash == a.hash && *st == Standing::Decided);
+        // By the receipts the node believes (an agent machine's server's),
+        // never the clone's: the question is the node's own, and the
+        // decision's sender one it waits on.
+        let asker = self.receipts.sender(&d.question)?;
+        if asker.as_deref() != Some(self.cfg.login.as_str()) {
+            return Ok(());
+        }
+        let counts =
+            ask::standing(a.sender.as_deref(), &asked.question, false) == Standing::Decided;
         let (Some(from), true) = (a.sender.clone(), counts) else {
             self.report.push(
                 Event::new(
@@ -944,7 +948,6 @@ impl Node<'_> {
                     &enforce::machine_restrictions_enforced(),
                     &self.cfg.ceiling,
                 )
-                .and_then(|()| enforce::no_ask_on_machine(&r.record))
             }
         };
         if let Err(p) = enforceable {

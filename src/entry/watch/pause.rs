@@ -5,7 +5,8 @@
 //! (a run that cannot be frozen is not paused at its wall or CPU: it ends
 //! there as any run), its deliveries held in its spool, and its record's
 //! sender asked, by a question the node's login posts in the record's
-//! place, whether to give it more. The node hands their decision over
+//! place (an agent machine's login, pushed to its server), whether to
+//! give it more. The node hands their decision over
 //! (`node::asked`): the budget is raised, the run thawed and its
 //! deliveries given on; or it is ended at its budget. Unanswered, the run
 //! ends at its wall (a run paused at its wall: once its wall has passed
@@ -342,6 +343,19 @@ impl Pause {
             "question",
         );
         store::store(&fossil, &repo, &cfg.login, &batch, true)?;
+        if cfg.machine.is_some() {
+            // On an agent machine the question is asked on its server, where
+            // the sender decides it; pushed until the server takes it.
+            let mut told = false;
+            while fossil.push_server(&cfg.repository).is_err() {
+                if !std::mem::replace(&mut told, true) {
+                    say(
+                        "the question could not be pushed to the server yet; pushed again every 5 s",
+                    );
+                }
+                std::thread::sleep(Duration::from_secs(5));
+            }
+        }
         let _ = crate::node::poke(&self.root);
         Ok(hash)
     }
