@@ -246,6 +246,15 @@ pub fn call_shown(
             o.remove("dry_run");
         }
         let writes = find(name).is_some_and(|t| t.writes());
+        if writes && run.restrict.review == Some(true) {
+            return crate::tools::on_server::hold(
+                name,
+                forwarded,
+                (cx, run),
+                checked,
+                shown.text(),
+            );
+        }
         return crate::tools::on_server::answer(
             name,
             writes,

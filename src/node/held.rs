@@ -103,6 +103,20 @@ pub struct HeldWrite {
     /// their files, checked again and stored as `push` stores them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checkins: Vec<String>,
+    /// On an agent machine: the call held in place of artifacts, made on
+    /// the server as the run's login once approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<HeldCall>,
+}
+
+/// A call of a run on an agent machine held for review: the tool and
+/// its input as the run gave them, checked on the machine as a dry run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeldCall {
+    /// The tool's name.
+    pub tool: String,
+    /// Its input.
+    pub input: serde_json::Value,
 }
 
 /// What became of an approved held write.
@@ -147,6 +161,7 @@ struct Holding {
     artifacts: Vec<(String, String, Vec<u8>)>,
     published: bool,
     checkins: Vec<String>,
+    call: Option<HeldCall>,
     /// What the question says follows (`what follows (2 artifacts)`).
     summary: String,
     /// The Markdown showing it exactly, after the question's block.
@@ -219,6 +234,7 @@ pub fn hold(
         artifacts: batch.artifacts.clone(),
         published,
         checkins: Vec::new(),
+        call: None,
         summary: format!(
             "what follows ({n} artifact{})",
             if n == 1 { "" } else { "s" }
@@ -256,11 +272,80 @@ pub fn hold_push(
             .collect(),
         published: true,
         checkins: checkins.to_vec(),
+        call: None,
         summary: format!(
             "the check-in{} that follow{}",
             if n == 1 { "" } else { "s" },
             if n == 1 { "s" } else { "" }
         ),
+        shown,
+    };
+    keep_and_ask(fossil, repo, scope, holding)
+}
+
+/// Holds the call of `tool` with `input` that the run `scope`, on an
+/// agent machine, would make on its server as its login ([`keep_and_ask`]):
+/// shown as its input, and for a push by the diff of each of its new
+/// `checkins` against its parent in the machine's clone. Answers the
+/// question's hash.
+pub fn hold_call(
+    fossil: &Fossil,
+    repo: &Repository,
+    scope: &RunScope,
+    tool: &str,
+    input: &serde_json::Value,
+    checkins: &[String],
+) -> Result<String, HeldError> {
+    let mut shown = String::new();
+    if !checkins.is_empty() {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let items: Vec<(String, Vec<u8>)> = input["artifacts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| {
+                let hash = a["hash"].as_str()?.to_string();
+                let bytes = b64.decode(a["content"].as_str()?.as_bytes()).ok()?;
+                Some((hash, bytes))
+            })
+            .collect();
+        for c in crate::fossil::diff::checkins(repo, &items, checkins)? {
+            shown.push_str(&format!(
+                "\nCheck-in `{}` on {}: {}\n\n",
+                c.hash,
+                ask::escape(c.branch.as_deref().unwrap_or("its parent's branch")),
+                ask::escape(&c.comment)
+            ));
+            shown.push_str(&fenced(&c.diff, "diff"));
+        }
+    } else {
+        let mut words = input.clone();
+        if let Some(o) = words.as_object_mut() {
+            o.remove("artifacts");
+        }
+        if let Some(text) = words["text"].as_str() {
+            shown.push_str("\nIts text:\n\n");
+            shown.push_str(&fenced(text, "text"));
+        }
+        shown.push_str(&format!("\nThe call `{}`, exactly:\n\n", ask::escape(tool)));
+        shown.push_str(&fenced(
+            &serde_json::to_string_pretty(&words).unwrap_or_default(),
+            "json",
+        ));
+    }
+    let holding = Holding {
+        artifacts: Vec::new(),
+        published: true,
+        checkins: checkins.to_vec(),
+        call: Some(HeldCall {
+            tool: tool.to_string(),
+            input: input.clone(),
+        }),
+        summary: match checkins.len() {
+            0 => format!("by the call `{tool}` that follows, on its server"),
+            1 => "the check-in that follows, on its server".to_string(),
+            _ => "the check-ins that follow, on its server".to_string(),
+        },
         shown,
     };
     keep_and_ask(fossil, repo, scope, holding)
@@ -329,6 +414,7 @@ fn keep_and_ask(
             })
             .collect(),
         checkins: holding.checkins,
+        call: holding.call,
     };
     let path = file(&scope.root, &scope.record, &question);
     if let Some(dir) = path.parent() {
@@ -339,7 +425,14 @@ fn keep_and_ask(
         &path.with_extension("new"),
         &serde_json::to_vec(&held)?,
     )?;
-    if let Err(e) = store::store(fossil, repo, &cfg.login, &asked, true) {
+    let stored = store::store(fossil, repo, &cfg.login, &asked, true).and_then(|()| {
+        // On an agent machine the question is asked on its server.
+        match cfg.machine {
+            Some(_) => fossil.push_server(&cfg.repository),
+            None => Ok(()),
+        }
+    });
+    if let Err(e) = stored {
         let _ = std::fs::remove_file(&path);
         return Err(e.into());
     }
@@ -370,6 +463,11 @@ pub fn settle(
     let mut settled = Settled::default();
     match approved {
         None => {}
+        Some(_) if held.call.is_some() => {
+            return Err(HeldError::Io(std::io::Error::other(
+                "a held call is settled on its server (settle_call)",
+            )));
+        }
         Some(only) if !held.checkins.is_empty() => {
             match crate::fossil::incoming::check(repo, &held.items()?, &held.user, only) {
                 Ok(checked) if checked.artifacts.is_empty() => {
@@ -387,6 +485,49 @@ pub fn settle(
             let batch = held.batch()?;
             store::store(fossil, repo, &held.user, &batch, held.published)?;
             settled.written = batch.hashes();
+        }
+    }
+    std::fs::remove_file(file(root, &held.record, &held.question))?;
+    Ok(settled)
+}
+
+/// Settles a held call of a run on an agent machine ([`HeldWrite::call`]):
+/// approved, made on the server `url` signed in as the run's login with
+/// its `password`, and counted written only once the server's receipts
+/// name that login; declined, nothing is made. Either way its file goes,
+/// so it is settled once.
+pub fn settle_call(
+    root: &Path,
+    url: &str,
+    password: &str,
+    held: &HeldWrite,
+    approved: bool,
+) -> Result<Settled, HeldError> {
+    use super::machine::written::{confirm, written};
+    let mut settled = Settled::default();
+    if let (true, Some(call)) = (approved, &held.call) {
+        let server = super::receipts::Server::new(super::page::Page::signed_in(
+            url,
+            &held.user,
+            password,
+            std::time::Duration::from_secs(120),
+        ));
+        match server.page().answer(&call.tool, &call.input) {
+            Ok(a) if a.ok => {
+                let hashes = written(a.result.as_ref());
+                match confirm(&server, &hashes, &held.user) {
+                    Ok(()) => settled.written = hashes,
+                    Err(why) => settled.refused = Some(why.to_string()),
+                }
+            }
+            Ok(a) => {
+                settled.refused = Some(
+                    a.stopped
+                        .map(|s| s.reason)
+                        .unwrap_or_else(|| "the server refused it".into()),
+                )
+            }
+            Err(e) => settled.refused = Some(format!("the server gave no answer: {e}")),
         }
     }
     std::fs::remove_file(file(root, &held.record, &held.question))?;

@@ -789,7 +789,14 @@ impl Node<'_> {
         let approved = reviews && held::approves(&d.note);
         let only = r.record.restrict.branch.as_deref();
         let settled = approved.then_some(only);
-        let settled = held::settle(self.fossil, self.repo, self.root, &write, settled)?;
+        let settled = match write.call {
+            Some(_) => {
+                let dir = NodeConfig::run_dir(self.root, &write.record);
+                let password = std::fs::read_to_string(dir.join("password")).unwrap_or_default();
+                held::settle_call(self.root, &self.cfg.url, password.trim(), &write, approved)?
+            }
+            None => held::settle(self.fossil, self.repo, self.root, &write, settled)?,
+        };
         let what = match (approved, &settled.refused) {
             (true, None) => format!("wrote {} as {}", settled.written.len(), write.user),
             (true, Some(why)) => format!("approved, but refused: {why}"),

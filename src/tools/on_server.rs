@@ -13,6 +13,7 @@ use crate::answer::{Answer, Op, Stopped, value_text};
 use crate::context::{RunScope, ServedAs};
 use crate::node::config::NodeConfig;
 use crate::node::machine::checkins;
+use crate::node::machine::written::{confirm, written};
 use crate::node::page::{Page, PageError};
 use crate::node::receipts::Server;
 use crate::stop::StopKind;
@@ -108,6 +109,65 @@ pub fn answer(
     (answer, shown)
 }
 
+/// `name` (a tool that writes) called with `input` by `run`, a run under
+/// review on an agent machine, once `checked` (the same call made here as
+/// a dry run) found nothing to refuse: held in the run's directory, made
+/// on the server as the run's login only once a reviewer approves
+/// ([`crate::node::held::hold_call`]); the answer is the dry run's, its
+/// result's `held` naming the question.
+pub fn hold(
+    name: &str,
+    input: Value,
+    (cx, run): (&crate::context::Context, &RunScope),
+    checked: Answer,
+    text: bool,
+) -> (Answer, Option<String>) {
+    let checkins: Vec<String> = checked
+        .result
+        .as_ref()
+        .and_then(|r| r["checkins"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(String::from)
+        .collect();
+    let held = cx.fossil().and_then(|fossil| {
+        let repo = cx.repo()?;
+        crate::node::held::hold_call(fossil, repo, run, name, &input, &checkins)
+            .map_err(crate::stop::Stop::from)
+    });
+    let mut answer = checked;
+    match held {
+        Ok(question) => {
+            answer.dry_run = false;
+            answer.log.push(Op::Held {
+                artifacts: Vec::new(),
+                question: question.clone(),
+            });
+            if let Some(Value::Object(result)) = answer.result.as_mut() {
+                result.insert("held".into(), Value::String(question));
+                result.insert("hash".into(), Value::Null);
+            }
+            let _ = crate::node::poke(&run.root);
+        }
+        Err(stop) => {
+            return (
+                stopped(
+                    name,
+                    answer.log,
+                    stop.kind,
+                    stop.field,
+                    stop.reason,
+                    stop.next_step,
+                ),
+                None,
+            );
+        }
+    }
+    let shown = text.then(|| answer.result.as_ref().map(value_text).unwrap_or_default());
+    (answer, shown)
+}
+
 /// The hashes of the artifacts `push`'s `input` carries.
 fn sent(input: &Value) -> Vec<String> {
     input["artifacts"]
@@ -150,53 +210,6 @@ fn keep_push(
         ),
         format!("go on with the run; push again to send {them} sooner"),
     ))
-}
-
-/// The hashes a write's result names as written: `hash`, and `checkins`.
-fn written(result: Option<&Value>) -> Vec<String> {
-    let Some(r) = result else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = r["hash"].as_str().map(String::from).into_iter().collect();
-    out.extend(
-        r["checkins"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(String::from),
-    );
-    out.retain(|h| crate::stop::full_hash("hash", h).is_ok());
-    out
-}
-
-/// Why a write the server's page answered is not counted as the run's.
-#[derive(Debug, thiserror::Error)]
-enum Unconfirmed {
-    /// The server's receipts could not be asked for.
-    #[error(transparent)]
-    Asked(#[from] PageError),
-    /// The server holds the artifact, but as another sender's.
-    #[error("{hash} is written but the server's receipt names {}, not {login}", sender.as_deref().unwrap_or("no one"))]
-    Sender {
-        hash: String,
-        sender: Option<String>,
-        login: String,
-    },
-}
-
-/// Whether the server received each of `hashes` from `login`; why not.
-fn confirm(server: &Server, hashes: &[String], login: &str) -> Result<(), Unconfirmed> {
-    for r in server.received(hashes)? {
-        if r.sender() != Some(login) {
-            return Err(Unconfirmed::Sender {
-                hash: r.hash.clone(),
-                sender: r.sender().map(String::from),
-                login: login.to_string(),
-            });
-        }
-    }
-    Ok(())
 }
 
 fn stopped(

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// its own `first()` and `second()`: `first()` at its record's line, each
 /// JSON line (a decision) noted, `second()` after the first decision,
 /// done after the second.
-const REVIEWED: &str = r#"
+pub(crate) const REVIEWED: &str = r#"
 import re
 def unescape(line):
     return re.sub(r"\\(.)", lambda m: {"n": "\n", "r": "\r"}.get(m.group(1), m.group(1)), line)
@@ -42,7 +42,7 @@ for line in sys.stdin:
 "#;
 
 /// Two posts in its own thread through the node socket.
-const POSTER: &str = r#"
+pub(crate) const POSTER: &str = r#"
 def first():
     for name, text in [("kept", "kept: the fix is on fixes"), ("dropped", "dropped: merge it all now")]:
         note({"step": "post-" + name, "result": call("ocx-node", "ocx_post", {"to": os.environ["OCX_RECORD"], "text": text})})
@@ -73,7 +73,7 @@ fn reviewed(
 }
 
 /// The steps the runner noted once one is `name`.
-fn noted_step(out: &std::path::Path, name: &str) -> Vec<Value> {
+pub(crate) fn noted_step(out: &std::path::Path, name: &str) -> Vec<Value> {
     let until = Instant::now() + Duration::from_secs(90);
     loop {
         let steps = noted(out);
@@ -87,7 +87,7 @@ fn noted_step(out: &std::path::Path, name: &str) -> Vec<Value> {
 
 /// The question the write of step `name` is held under, asserting it was
 /// held and written nothing yet.
-fn held_under(steps: &[Value], name: &str) -> String {
+pub(crate) fn held_under(steps: &[Value], name: &str) -> String {
     let step = steps.iter().find(|s| s["step"] == name).unwrap();
     let result = &step["result"]["structuredContent"]["result"];
     assert_eq!(
@@ -102,7 +102,7 @@ fn held_under(steps: &[Value], name: &str) -> String {
 }
 
 /// The lines of decisions the runner noted.
-fn decided(steps: &[Value]) -> Vec<&Value> {
+pub(crate) fn decided(steps: &[Value]) -> Vec<&Value> {
     steps
         .iter()
         .filter(|s| s["step"] == "line")
@@ -111,7 +111,7 @@ fn decided(steps: &[Value]) -> Vec<&Value> {
 }
 
 /// The texts the run's login sent in the record's thread.
-fn said_by(repo: &Repo, record: &str, login: &str) -> Vec<String> {
+pub(crate) fn said_by(repo: &Repo, record: &str, login: &str) -> Vec<String> {
     let thread = repo.json(&["thread", "--of", record]).ok();
     thread["posts"]
         .as_array()

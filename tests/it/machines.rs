@@ -816,7 +816,7 @@ fn a_restricted_fixer_on_an_agent_machine_is_held_to_its_branch_and_thread_and_h
     let status = m.ocx(&["status"]).ok();
     assert_eq!(
         status["restrictions_enforced"],
-        json!(["no_password", "branch", "own_thread"]),
+        json!(["no_password", "branch", "own_thread", "review"]),
         "{status:#}"
     );
     let record = site.fixes_record(
@@ -1025,5 +1025,80 @@ fn a_run_on_an_agent_machine_paused_at_its_wall_is_given_more_by_its_sender_on_t
         note.starts_with("wall limit reached after ")
             && note.contains(", its wall 8 s + 10 s given by admin"),
         "{note}"
+    );
+}
+
+/// A run under review on an agent machine: its two posts are held by the
+/// machine as questions asked on the server of its reviewer, nothing
+/// reaches the server before the decisions, and the one approved is made
+/// there as the run's login, the one declined never; the run is told of
+/// each in its next line.
+#[test]
+fn a_reviewed_run_on_an_agent_machine_has_its_posts_held_until_its_reviewer_decides_on_the_server()
+{
+    use crate::held_writes::{POSTER, REVIEWED, decided, held_under, noted_step, said_by};
+    let site = Site::new();
+    site.repo.user("stone", "o24jkr");
+    let (runner, out) = support::runner_script(
+        &site.repo,
+        &format!("{}{POSTER}{REVIEWED}", support::PY_RUNNER_PRELUDE),
+    );
+    support::runner_page(
+        &site.repo,
+        "fixer",
+        &json!({"command": [runner], "input": "lines", "env": {"OCX_TEST_OUT": out,
+            "OCX_TEST_FOSSIL": support::fossil(),
+            "OCX_TEST_CHECKIN": site.repo.commit_as("admin", "README", "start\n", None)}}),
+    );
+    let m = Machine::enrol(&site);
+    let record = crate::restricted::held_record(
+        &site.repo,
+        "fixer",
+        "Work under review",
+        "stone",
+        &out,
+        &["--review", "--review-by", "stone", "--node", &m.code],
+    );
+    let steps = noted_step(&out, "post-dropped");
+    let (kept, dropped) = (
+        held_under(&steps, "post-kept"),
+        held_under(&steps, "post-dropped"),
+    );
+    assert!(
+        said_by(&site.repo, &record, "fixer").is_empty(),
+        "nothing reaches the server before a decision"
+    );
+    let waiting = site.repo.json(&["questions", "--user", "stone"]).ok();
+    let asked: Vec<&Value> = waiting["waiting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| q["run"] == record.as_str())
+        .collect();
+    assert_eq!(asked.len(), 2, "{waiting:#}");
+    for q in &asked {
+        assert_eq!(q["from"], m.login.as_str(), "asked by the machine: {q:#}");
+    }
+    let shown = asked
+        .iter()
+        .find(|q| q["asked"] == kept.as_str())
+        .and_then(|q| q["held"].as_str())
+        .unwrap_or_default();
+    assert!(shown.contains("kept: the fix is on fixes"), "{waiting:#}");
+
+    site.repo
+        .json(&["decide", &kept, "--option", "1", "--user", "stone"])
+        .ok();
+    site.repo
+        .json(&["decide", &dropped, "--option", "2", "--user", "stone"])
+        .ok();
+    let steps = support::noted_until_done(&out, "the reviewed poster");
+    let lines = decided(&steps);
+    assert_eq!(lines[0]["approved"], kept.as_str(), "{lines:#?}");
+    assert_eq!(lines[1]["declined"], dropped.as_str(), "{lines:#?}");
+    assert_eq!(
+        said_by(&site.repo, &record, "fixer"),
+        ["kept: the fix is on fixes"],
+        "the approved post is on the server, received from the run's login: {lines:#?}"
     );
 }

@@ -17,6 +17,7 @@ pub mod listen;
 pub mod login;
 pub mod reach;
 pub mod unconfirmed;
+pub mod written;
 
 pub use listen::{Heard, listen};
 pub use login::read_credentials;
