@@ -190,7 +190,7 @@ fn a_held_post_is_written_once_its_reviewer_approves_and_the_run_is_told_when_it
 /// A runner committing on `fixes` and pushing through its own `ocx`
 /// (which hands the artifacts to the node's socket): first making the
 /// branch, then on it.
-const COMMITTER: &str = r#"
+pub(crate) const COMMITTER: &str = r#"
 def commit_and_push(name, text, comment, *branch):
     with open(name, "w") as f:
         f.write(text)
@@ -206,7 +206,7 @@ def second():
 "#;
 
 /// Whether the repository holds a check-in whose comment is `comment`.
-fn has_checkin(repo: &Repo, comment: &str) -> bool {
+pub(crate) fn has_checkin(repo: &Repo, comment: &str) -> bool {
     let db = rusqlite::Connection::open(&repo.file).unwrap();
     let n: i64 = db
         .query_row(

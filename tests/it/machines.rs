@@ -1036,29 +1036,9 @@ fn a_run_on_an_agent_machine_paused_at_its_wall_is_given_more_by_its_sender_on_t
 #[test]
 fn a_reviewed_run_on_an_agent_machine_has_its_posts_held_until_its_reviewer_decides_on_the_server()
 {
-    use crate::held_writes::{POSTER, REVIEWED, decided, held_under, noted_step, said_by};
+    use crate::held_writes::{POSTER, decided, held_under, noted_step, said_by};
     let site = Site::new();
-    site.repo.user("stone", "o24jkr");
-    let (runner, out) = support::runner_script(
-        &site.repo,
-        &format!("{}{POSTER}{REVIEWED}", support::PY_RUNNER_PRELUDE),
-    );
-    support::runner_page(
-        &site.repo,
-        "fixer",
-        &json!({"command": [runner], "input": "lines", "env": {"OCX_TEST_OUT": out,
-            "OCX_TEST_FOSSIL": support::fossil(),
-            "OCX_TEST_CHECKIN": site.repo.commit_as("admin", "README", "start\n", None)}}),
-    );
-    let m = Machine::enrol(&site);
-    let record = crate::restricted::held_record(
-        &site.repo,
-        "fixer",
-        "Work under review",
-        "stone",
-        &out,
-        &["--review", "--review-by", "stone", "--node", &m.code],
-    );
+    let (m, record, out) = reviewed_on_machine(&site, POSTER, &[]);
     let steps = noted_step(&out, "post-dropped");
     let (kept, dropped) = (
         held_under(&steps, "post-kept"),
@@ -1100,5 +1080,86 @@ fn a_reviewed_run_on_an_agent_machine_has_its_posts_held_until_its_reviewer_deci
         said_by(&site.repo, &record, "fixer"),
         ["kept: the fix is on fixes"],
         "the approved post is on the server, received from the run's login: {lines:#?}"
+    );
+}
+
+/// A run of `runner` (a reviewed runner's `first()` and `second()`) under
+/// review by stone on a new agent machine of `site`, its record given
+/// `more`: the machine, the record and the runner's `out`.
+fn reviewed_on_machine(site: &Site, runner: &str, more: &[&str]) -> (Machine, String, PathBuf) {
+    use crate::held_writes::REVIEWED;
+    site.repo.user("stone", "o24jkr");
+    let (script, out) = support::runner_script(
+        &site.repo,
+        &format!("{}{runner}{REVIEWED}", support::PY_RUNNER_PRELUDE),
+    );
+    support::runner_page(
+        &site.repo,
+        "fixer",
+        &json!({"command": [script], "input": "lines", "env": {"OCX_TEST_OUT": out,
+            "OCX_TEST_FOSSIL": support::fossil(),
+            "OCX_TEST_CHECKIN": site.repo.commit_as("admin", "README", "start\n", None)}}),
+    );
+    let m = Machine::enrol(site);
+    let mut args = vec!["--review", "--review-by", "stone", "--node", &m.code];
+    args.extend_from_slice(more);
+    let record = crate::restricted::held_record(
+        &site.repo,
+        "fixer",
+        "Work under review",
+        "stone",
+        &out,
+        &args,
+    );
+    (m, record, out)
+}
+
+/// A reviewed run's push on an agent machine: held by the machine and
+/// shown on the server by its diff, made there as the run's login once
+/// stone approves; the next, declined, never.
+#[test]
+fn a_reviewed_runs_push_on_an_agent_machine_is_made_on_the_server_once_approved_and_never_declined()
+{
+    use crate::held_writes::{COMMITTER, decided, has_checkin, held_under, noted_step};
+    let site = Site::new();
+    let (_m, _record, out) =
+        reviewed_on_machine(&site, COMMITTER, &["--branch", "fixes", "--new-branch"]);
+    let steps = noted_step(&out, "push-fix.txt");
+    let first = held_under(&steps, "push-fix.txt");
+    assert!(
+        !has_checkin(&site.repo, "the fix"),
+        "nothing pushed before the decision"
+    );
+    let waiting = site.repo.json(&["questions", "--user", "stone"]).ok();
+    let shown = waiting["waiting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["asked"] == first.as_str())
+        .and_then(|q| q["held"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(shown.contains("+fixed"), "shown by its diff: {waiting:#}");
+    site.repo
+        .json(&["decide", &first, "--option", "1", "--user", "stone"])
+        .ok();
+    let steps = noted_step(&out, "push-more.txt");
+    let second = held_under(&steps, "push-more.txt");
+    assert!(
+        has_checkin(&site.repo, "the fix"),
+        "approved, the check-in is on the server"
+    );
+    site.repo
+        .json(&["decide", &second, "--option", "2", "--user", "stone"])
+        .ok();
+    let steps = support::noted_until_done(&out, "the reviewed committer");
+    let lines = decided(&steps);
+    assert_eq!(lines[0]["approved"], first.as_str(), "{lines:#?}");
+    let written = lines[0]["written"][0].as_str().unwrap();
+    assert_eq!(site.repo.sender(written).as_deref(), Some("fixer"));
+    assert_eq!(lines[1]["declined"], second.as_str(), "{lines:#?}");
+    assert!(
+        !has_checkin(&site.repo, "more of it"),
+        "declined, never written"
     );
 }
