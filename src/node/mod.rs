@@ -18,6 +18,7 @@ pub mod hook;
 pub mod inbox;
 pub mod log;
 pub mod machine;
+pub mod metrics;
 pub mod page;
 pub mod receipts;
 pub mod remote;

@@ -444,6 +444,10 @@ pub struct Spend {
     /// Connections its proxy refused (runs held to `sandbox.hosts`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connections_refused: Option<u64>,
+    /// The model service's errors its relay saw, by status (`unreached`
+    /// where it gave no answer).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub model_errors: std::collections::BTreeMap<String, u64>,
 }
 
 /// Writes `spend` as the run's spend in its directory `dir`, whole.

@@ -34,6 +34,7 @@ mod machine_faults;
 mod machines;
 mod mcp;
 mod messages;
+mod metrics;
 mod model;
 mod node;
 mod ollama;

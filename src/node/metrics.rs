@@ -1,0 +1,399 @@
+//! The node's metrics, in Prometheus's text format, served on the loopback
+//! address its configuration names (`metrics`): read at each scrape from
+//! what is already on disk for each run (the `run.json` the node writes as
+//! it opens the run and as its response arrives, the watcher's
+//! `spend.json` and `delays`), beside the few counts the node's process
+//! keeps itself. Nothing is sent from a run to the node for them, so the
+//! delivery's path is unchanged but for the delay its watcher appends.
+//! A label holds a runner's name, a sender's login, an outcome, a status
+//! or a field's name: never an objective, a post's text or a secret.
+
+use super::config::NodeConfig;
+use super::transcript::{Spend, read_spend};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{LazyLock, Mutex};
+use std::time::SystemTime;
+
+/// The file in a run's directory saying what the metrics label it by.
+pub const RUN_FILE: &str = "run.json";
+
+/// What the node knows of a run for its metrics, `run.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunFacts {
+    /// The record's runner.
+    pub runner: String,
+    /// The record's sender, by login.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<String>,
+    /// When the run was opened (seconds since 1970).
+    pub opened: f64,
+    /// How it ended, once the node's response arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// When its response arrived (seconds since 1970).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<f64>,
+}
+
+/// Seconds since 1970 now.
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+/// Writes that the run in `dir` was opened now, of `runner`, sent by
+/// `sender`.
+pub fn opened(dir: &Path, runner: &str, sender: Option<&str>) -> std::io::Result<()> {
+    write_facts(
+        dir,
+        &RunFacts {
+            runner: runner.into(),
+            sender: sender.map(Into::into),
+            opened: now(),
+            outcome: None,
+            ended: None,
+        },
+    )
+}
+
+/// Writes that the run of `record` under `root` ended as `outcome`, where
+/// the node opened it; a response arriving twice keeps the first.
+pub fn ended(root: &Path, record: &str, outcome: &str) {
+    let dir = NodeConfig::run_dir(root, record);
+    if let Some(mut facts) = read_facts(&dir)
+        && facts.outcome.is_none()
+    {
+        facts.outcome = Some(outcome.into());
+        facts.ended = Some(now());
+        let _ = write_facts(&dir, &facts);
+    }
+}
+
+fn write_facts(dir: &Path, facts: &RunFacts) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec(facts).map_err(std::io::Error::other)?;
+    crate::file::write_whole_unsynced(
+        &dir.join(RUN_FILE),
+        &dir.join(".run.json.new"),
+        &bytes,
+        0o600,
+    )
+}
+
+/// The run's facts in `dir`, when the node wrote them.
+pub fn read_facts(dir: &Path) -> Option<RunFacts> {
+    serde_json::from_slice(&std::fs::read(dir.join(RUN_FILE)).ok()?).ok()
+}
+
+/// A label's value as kept: at most 64 characters.
+fn label(value: &str) -> String {
+    value.chars().take(64).collect()
+}
+
+/// The outcomes a response may give; any other is counted as `other`.
+const OUTCOMES: &[&str] = &[
+    "exited",
+    "refused",
+    "lost",
+    "stopped",
+    "budget",
+    "unenforced",
+];
+
+/// The counts the node's process keeps itself, since it started: what
+/// no run's directory holds.
+pub struct Kept {
+    /// Records addressed to this node that its wakes read.
+    pub records_seen: Counter,
+    /// Records the node refused, by the field it named.
+    pub records_refused: Family<Vec<(&'static str, String)>, Counter>,
+    /// Deliveries the node could not give.
+    pub deliveries_failed: Counter,
+    /// Wakes that failed.
+    pub wakes_failed: Counter,
+}
+
+/// The node process's own counts.
+pub static KEPT: LazyLock<Kept> = LazyLock::new(|| Kept {
+    records_seen: Counter::default(),
+    records_refused: Family::default(),
+    deliveries_failed: Counter::default(),
+    wakes_failed: Counter::default(),
+});
+
+/// Counts a record the node refused, naming `field`.
+pub fn refused(field: &str) {
+    let field = field.split(['.', '[']).next().unwrap_or("");
+    KEPT.records_refused
+        .get_or_create(&vec![("field", label(field))])
+        .inc();
+}
+
+/// The buckets of the delivery delay, in seconds.
+const DELAY_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// What one run's directory said, as last read.
+struct Seen {
+    facts: RunFacts,
+    spend: Option<Spend>,
+    /// How far its `delays` has been read.
+    delays_read: u64,
+    /// Whether it had ended when read: nothing more is read of it.
+    done: bool,
+}
+
+/// The metrics of the node at a root, read again at each scrape but for
+/// what an ended run's directory said once.
+pub struct Metrics {
+    root: PathBuf,
+    runs: Mutex<HashMap<OsString, Seen>>,
+    delays: Histogram,
+}
+
+/// Labels: a list of names and values.
+type Labels = Vec<(&'static str, String)>;
+
+impl Metrics {
+    /// The metrics of the node at `root`.
+    pub fn new(root: &Path) -> Metrics {
+        Metrics {
+            root: root.to_path_buf(),
+            runs: Mutex::default(),
+            delays: Histogram::new(DELAY_BUCKETS),
+        }
+    }
+
+    /// Reads what changed in the runs' directories: each run not yet seen
+    /// ended, read whole; its delays from where they were last read.
+    fn refresh(&self) -> std::sync::MutexGuard<'_, HashMap<OsString, Seen>> {
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok(dirs) = std::fs::read_dir(self.root.join("runs")) else {
+            runs.clear();
+            return runs;
+        };
+        let mut present = std::collections::HashSet::new();
+        for entry in dirs.filter_map(Result::ok) {
+            let name = entry.file_name();
+            present.insert(name.clone());
+            if runs.get(&name).is_some_and(|s| s.done) {
+                continue;
+            }
+            let dir = entry.path();
+            let Some(facts) = read_facts(&dir) else {
+                continue;
+            };
+            let seen = runs.entry(name).or_insert_with(|| Seen {
+                facts: facts.clone(),
+                spend: None,
+                delays_read: 0,
+                done: false,
+            });
+            seen.done = facts.outcome.is_some();
+            seen.facts = facts;
+            seen.spend = read_spend(&dir);
+            seen.delays_read = read_delays(&dir, seen.delays_read, &self.delays);
+        }
+        runs.retain(|name, _| present.contains(name));
+        runs
+    }
+
+    /// The metrics now, in Prometheus's text format.
+    pub fn render(&self) -> String {
+        let runs = self.refresh();
+        let opened = Family::<Labels, Counter>::default();
+        let open = Family::<Labels, Gauge>::default();
+        let ended = Family::<Labels, Counter>::default();
+        let budgets = Family::<Labels, Counter>::default();
+        let tokens = Family::<Labels, Counter>::default();
+        let cost = Family::<Labels, Counter<f64, AtomicU64>>::default();
+        let errors = Family::<Labels, Counter>::default();
+        let refused = Family::<Labels, Counter>::default();
+        for seen in runs.values() {
+            let runner = label(&seen.facts.runner);
+            let by_runner = vec![("runner", runner.clone())];
+            opened.get_or_create(&by_runner).inc();
+            match &seen.facts.outcome {
+                None => {
+                    open.get_or_create(&by_runner).inc();
+                }
+                Some(o) => {
+                    let outcome = match OUTCOMES.contains(&o.as_str()) {
+                        true => o.clone(),
+                        false => "other".into(),
+                    };
+                    if outcome == "budget" {
+                        budgets.get_or_create(&by_runner).inc();
+                    }
+                    ended
+                        .get_or_create(&vec![("runner", runner.clone()), ("outcome", outcome)])
+                        .inc();
+                }
+            }
+            let Some(spend) = &seen.spend else { continue };
+            let sender = label(seen.facts.sender.as_deref().unwrap_or(""));
+            for (direction, n) in [("in", spend.tokens_in), ("out", spend.tokens_out)] {
+                if let Some(n) = n {
+                    tokens
+                        .get_or_create(&vec![
+                            ("runner", runner.clone()),
+                            ("sender", sender.clone()),
+                            ("direction", direction.into()),
+                        ])
+                        .inc_by(n);
+                }
+            }
+            if let (Some(c), Some(currency)) = (spend.cost, &spend.currency) {
+                cost.get_or_create(&vec![
+                    ("runner", runner.clone()),
+                    ("sender", sender.clone()),
+                    ("currency", label(currency)),
+                ])
+                .inc_by(c.to_string().parse::<f64>().unwrap_or(0.0));
+            }
+            for (status, n) in &spend.model_errors {
+                errors
+                    .get_or_create(&vec![("runner", runner.clone()), ("status", label(status))])
+                    .inc_by(*n);
+            }
+            if let Some(n) = spend.connections_refused.filter(|n| *n > 0) {
+                refused.get_or_create(&by_runner).inc_by(n);
+            }
+        }
+        drop(runs);
+        let mut r = Registry::default();
+        let kept = &*KEPT;
+        r.register(
+            "ocx_records_seen",
+            "Records addressed to this node that it read, since the node started",
+            kept.records_seen.clone(),
+        );
+        r.register(
+            "ocx_records_refused",
+            "Records the node refused, by the field its refusal named, since the node started",
+            kept.records_refused.clone(),
+        );
+        r.register(
+            "ocx_runs_opened",
+            "Runs the node opened, by runner (runs whose directory the node keeps)",
+            opened,
+        );
+        r.register("ocx_runs_open", "Runs open now, by runner", open);
+        r.register("ocx_runs_ended", "Runs ended, by runner and outcome", ended);
+        r.register(
+            "ocx_budgets_reached",
+            "Runs ended by reaching a budget, by runner",
+            budgets,
+        );
+        r.register(
+            "ocx_deliveries_failed",
+            "Deliveries the node could not give, since the node started",
+            kept.deliveries_failed.clone(),
+        );
+        r.register(
+            "ocx_delivery_delay_seconds",
+            "Seconds from the receipt of an artifact to its run reading the delivery's line",
+            self.delays.clone(),
+        );
+        r.register(
+            "ocx_model_tokens",
+            "Model tokens spent, by runner, sender and direction (in or out)",
+            tokens,
+        );
+        r.register(
+            "ocx_model_cost",
+            "What model tokens cost at the runner page's prices, by runner, sender and currency",
+            cost,
+        );
+        r.register("ocx_model_errors", "The model service's errors its relays saw, by runner and status (unreached: no answer)", errors);
+        r.register(
+            "ocx_connections_refused",
+            "Connections runs' ways out refused, by runner",
+            refused,
+        );
+        r.register(
+            "ocx_wakes_failed",
+            "Wakes of the node that failed, since the node started",
+            kept.wakes_failed.clone(),
+        );
+        let mut text = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut text, &r);
+        text
+    }
+}
+
+/// Observes into `histogram` each delay of the run in `dir` after byte
+/// `from` of its `delays`; answers how far it was read (whole lines only).
+fn read_delays(dir: &Path, from: u64, histogram: &Histogram) -> u64 {
+    let Ok(mut file) = std::fs::File::open(dir.join(super::spool::DELAYS)) else {
+        return from;
+    };
+    if file.seek(SeekFrom::Start(from)).is_err() {
+        return from;
+    }
+    let mut text = String::new();
+    if file.take(1 << 20).read_to_string(&mut text).is_err() {
+        return from;
+    }
+    let whole = text.rfind('\n').map_or(0, |i| i + 1);
+    for line in text[..whole].lines() {
+        if let Ok(secs) = line.trim().parse::<f64>()
+            && secs.is_finite()
+            && secs >= 0.0
+        {
+            histogram.observe(secs);
+        }
+    }
+    from + whole as u64
+}
+
+/// Serves the metrics of the node at `root` at `http://ADDR/metrics` from
+/// a thread of their own, for as long as the process lives; bound before
+/// it answers, so an address taken is said at once.
+pub fn serve(root: &Path, addr: std::net::SocketAddr) -> std::io::Result<()> {
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    let metrics = std::sync::Arc::new(Metrics::new(root));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    std::thread::spawn(move || {
+        runtime.block_on(async move {
+            let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                return;
+            };
+            let app = axum::Router::new().route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let metrics = metrics.clone();
+                    async move {
+                        let text = tokio::task::spawn_blocking(move || metrics.render())
+                            .await
+                            .unwrap_or_default();
+                        (
+                            [(
+                                axum::http::header::CONTENT_TYPE,
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            )],
+                            text,
+                        )
+                    }
+                }),
+            );
+            let _ = axum::serve(listener, app).await;
+        });
+    });
+    Ok(())
+}
