@@ -29,6 +29,7 @@ pub mod schedule;
 pub mod site;
 pub mod spawn;
 pub mod spool;
+pub mod trace;
 pub mod transcript;
 pub mod wake;
 

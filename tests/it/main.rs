@@ -54,5 +54,6 @@ mod served;
 mod support;
 mod terminal;
 mod tls;
+mod traces;
 mod tunnel;
 mod writes;

@@ -239,7 +239,7 @@ impl Repository {
 }
 
 /// The time a Julian day number (as Fossil stores a receipt's) names.
-fn julian_time(day: f64) -> Option<std::time::SystemTime> {
+pub(crate) fn julian_time(day: f64) -> Option<std::time::SystemTime> {
     let secs = (day - 2_440_587.5) * 86_400.0;
     (secs.is_finite() && secs >= 0.0)
         .then(|| std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(secs))
