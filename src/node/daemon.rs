@@ -296,17 +296,7 @@ fn serve(root: &Path) -> Result<(), NodeError> {
     let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
     let _claim = claim_uids(root, &cfg)?;
     std::fs::write(root.join("node.pid"), std::process::id().to_string())?;
-    if let Some(addr) = cfg.metrics
-        && let Err(e) = super::metrics::serve(root, addr)
-    {
-        log::write(
-            root,
-            &[Event::new(
-                Done::Failed,
-                format!("the metrics cannot be served at {addr}: {e}"),
-            )],
-        );
-    }
+    serve_metrics(root, &cfg);
     let (tx, rx) = mpsc::channel::<Woken>();
     listen_on_socket(root, tx.clone())?;
     let heard = tx.clone();
@@ -405,6 +395,22 @@ fn serve(root: &Path) -> Result<(), NodeError> {
                 break;
             }
         }
+    }
+}
+
+/// Serves the node's metrics where its configuration names an address;
+/// an address that cannot be bound is logged, and the node goes on.
+fn serve_metrics(root: &Path, cfg: &NodeConfig) {
+    if let Some(addr) = cfg.metrics
+        && let Err(e) = super::metrics::serve(root, addr)
+    {
+        log::write(
+            root,
+            &[Event::new(
+                Done::Failed,
+                format!("the metrics cannot be served at {addr}: {e}"),
+            )],
+        );
     }
 }
 

@@ -213,67 +213,85 @@ impl Metrics {
     /// The metrics now, in Prometheus's text format.
     pub fn render(&self) -> String {
         let runs = self.refresh();
-        let opened = Family::<Labels, Counter>::default();
-        let open = Family::<Labels, Gauge>::default();
-        let ended = Family::<Labels, Counter>::default();
-        let budgets = Family::<Labels, Counter>::default();
-        let tokens = Family::<Labels, Counter>::default();
-        let cost = Family::<Labels, Counter<f64, AtomicU64>>::default();
-        let errors = Family::<Labels, Counter>::default();
-        let refused = Family::<Labels, Counter>::default();
+        let tally = Tally::default();
         for seen in runs.values() {
-            let runner = label(&seen.facts.runner);
-            let by_runner = vec![("runner", runner.clone())];
-            opened.get_or_create(&by_runner).inc();
-            match &seen.facts.outcome {
-                None => {
-                    open.get_or_create(&by_runner).inc();
-                }
-                Some(o) => {
-                    let outcome = match OUTCOMES.contains(&o.as_str()) {
-                        true => o.clone(),
-                        false => "other".into(),
-                    };
-                    if outcome == "budget" {
-                        budgets.get_or_create(&by_runner).inc();
-                    }
-                    ended
-                        .get_or_create(&vec![("runner", runner.clone()), ("outcome", outcome)])
-                        .inc();
-                }
-            }
-            let Some(spend) = &seen.spend else { continue };
-            let sender = label(seen.facts.sender.as_deref().unwrap_or(""));
-            for (direction, n) in [("in", spend.tokens_in), ("out", spend.tokens_out)] {
-                if let Some(n) = n {
-                    tokens
-                        .get_or_create(&vec![
-                            ("runner", runner.clone()),
-                            ("sender", sender.clone()),
-                            ("direction", direction.into()),
-                        ])
-                        .inc_by(n);
-                }
-            }
-            if let (Some(c), Some(currency)) = (spend.cost, &spend.currency) {
-                cost.get_or_create(&vec![
-                    ("runner", runner.clone()),
-                    ("sender", sender.clone()),
-                    ("currency", label(currency)),
-                ])
-                .inc_by(c.to_string().parse::<f64>().unwrap_or(0.0));
-            }
-            for (status, n) in &spend.model_errors {
-                errors
-                    .get_or_create(&vec![("runner", runner.clone()), ("status", label(status))])
-                    .inc_by(*n);
-            }
-            if let Some(n) = spend.connections_refused.filter(|n| *n > 0) {
-                refused.get_or_create(&by_runner).inc_by(n);
-            }
+            tally.count(seen);
         }
         drop(runs);
         let mut r = Registry::default();
+        tally.register(&mut r, &self.delays);
+        let mut text = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut text, &r);
+        text
+    }
+}
+
+/// The runs' metrics, as counted over their directories at one scrape.
+#[derive(Default)]
+struct Tally {
+    opened: Family<Labels, Counter>,
+    open: Family<Labels, Gauge>,
+    ended: Family<Labels, Counter>,
+    budgets: Family<Labels, Counter>,
+    tokens: Family<Labels, Counter>,
+    cost: Family<Labels, Counter<f64, AtomicU64>>,
+    errors: Family<Labels, Counter>,
+    refused: Family<Labels, Counter>,
+}
+
+impl Tally {
+    /// Counts what one run's directory said.
+    fn count(&self, seen: &Seen) {
+        let runner = label(&seen.facts.runner);
+        let by_runner = vec![("runner", runner.clone())];
+        self.opened.get_or_create(&by_runner).inc();
+        match &seen.facts.outcome {
+            None => {
+                self.open.get_or_create(&by_runner).inc();
+            }
+            Some(o) => {
+                let outcome = match OUTCOMES.contains(&o.as_str()) {
+                    true => o.clone(),
+                    false => "other".into(),
+                };
+                if outcome == "budget" {
+                    self.budgets.get_or_create(&by_runner).inc();
+                }
+                self.ended
+                    .get_or_create(&vec![("runner", runner.clone()), ("outcome", outcome)])
+                    .inc();
+            }
+        }
+        let Some(spend) = &seen.spend else { return };
+        let sender = label(seen.facts.sender.as_deref().unwrap_or(""));
+        let by_sender = |more: (&'static str, String)| {
+            vec![("runner", runner.clone()), ("sender", sender.clone()), more]
+        };
+        for (direction, n) in [("in", spend.tokens_in), ("out", spend.tokens_out)] {
+            if let Some(n) = n {
+                self.tokens
+                    .get_or_create(&by_sender(("direction", direction.into())))
+                    .inc_by(n);
+            }
+        }
+        if let (Some(c), Some(currency)) = (spend.cost, &spend.currency) {
+            self.cost
+                .get_or_create(&by_sender(("currency", label(currency))))
+                .inc_by(c.to_string().parse::<f64>().unwrap_or(0.0));
+        }
+        for (status, n) in &spend.model_errors {
+            self.errors
+                .get_or_create(&vec![("runner", runner.clone()), ("status", label(status))])
+                .inc_by(*n);
+        }
+        if let Some(n) = spend.connections_refused.filter(|n| *n > 0) {
+            self.refused.get_or_create(&by_runner).inc_by(n);
+        }
+    }
+
+    /// Registers every metric in `r`: these, the node process's own, and
+    /// the deliveries' `delays`.
+    fn register(self, r: &mut Registry, delays: &Histogram) {
         let kept = &*KEPT;
         r.register(
             "ocx_records_seen",
@@ -288,14 +306,18 @@ impl Metrics {
         r.register(
             "ocx_runs_opened",
             "Runs the node opened, by runner (runs whose directory the node keeps)",
-            opened,
+            self.opened,
         );
-        r.register("ocx_runs_open", "Runs open now, by runner", open);
-        r.register("ocx_runs_ended", "Runs ended, by runner and outcome", ended);
+        r.register("ocx_runs_open", "Runs open now, by runner", self.open);
+        r.register(
+            "ocx_runs_ended",
+            "Runs ended, by runner and outcome",
+            self.ended,
+        );
         r.register(
             "ocx_budgets_reached",
             "Runs ended by reaching a budget, by runner",
-            budgets,
+            self.budgets,
         );
         r.register(
             "ocx_deliveries_failed",
@@ -305,32 +327,29 @@ impl Metrics {
         r.register(
             "ocx_delivery_delay_seconds",
             "Seconds from the receipt of an artifact to its run reading the delivery's line",
-            self.delays.clone(),
+            delays.clone(),
         );
         r.register(
             "ocx_model_tokens",
             "Model tokens spent, by runner, sender and direction (in or out)",
-            tokens,
+            self.tokens,
         );
         r.register(
             "ocx_model_cost",
             "What model tokens cost at the runner page's prices, by runner, sender and currency",
-            cost,
+            self.cost,
         );
-        r.register("ocx_model_errors", "The model service's errors its relays saw, by runner and status (unreached: no answer)", errors);
+        r.register("ocx_model_errors", "The model service's errors its relays saw, by runner and status (unreached: no answer)", self.errors);
         r.register(
             "ocx_connections_refused",
             "Connections runs' ways out refused, by runner",
-            refused,
+            self.refused,
         );
         r.register(
             "ocx_wakes_failed",
             "Wakes of the node that failed, since the node started",
             kept.wakes_failed.clone(),
         );
-        let mut text = String::new();
-        let _ = prometheus_client::encoding::text::encode(&mut text, &r);
-        text
     }
 }
 
@@ -396,4 +415,122 @@ pub fn serve(root: &Path, addr: std::net::SocketAddr) -> std::io::Result<()> {
         });
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's directory under `root` as the node and its watcher leave it.
+    fn run(root: &Path, name: &str, facts: &RunFacts, spend: Option<&Spend>, delays: &str) {
+        let dir = root.join("runs").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        write_facts(&dir, facts).unwrap();
+        if let Some(s) = spend {
+            crate::node::transcript::write_spend(&dir, s).unwrap();
+        }
+        std::fs::write(dir.join(super::super::spool::DELAYS), delays).unwrap();
+    }
+
+    /// The value of the sample `line` starts, in `text`.
+    fn sample(text: &str, line: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+    }
+
+    #[test]
+    fn runs_are_counted_by_runner_outcome_and_sender_and_delays_once_each() {
+        let root = tempfile::tempdir().unwrap();
+        let ended = RunFacts {
+            runner: "claude".into(),
+            sender: Some("pat \"the\" reviewer".into()),
+            opened: 1.0,
+            outcome: Some("budget".into()),
+            ended: Some(2.0),
+        };
+        let spend = Spend {
+            tokens_in: Some(100),
+            tokens_out: Some(20),
+            model_errors: [("429".to_string(), 2)].into_iter().collect(),
+            ..Spend::default()
+        };
+        run(root.path(), "a", &ended, Some(&spend), "0.002\n0.5\n");
+        let odd = RunFacts {
+            outcome: Some("made up".into()),
+            ..ended.clone()
+        };
+        run(root.path(), "b", &odd, None, "");
+        let open = RunFacts {
+            runner: "echo".into(),
+            ..RunFacts::default()
+        };
+        run(root.path(), "c", &open, None, "0.01\n1.");
+        let m = Metrics::new(root.path());
+        let text = m.render();
+        assert_eq!(
+            sample(&text, "ocx_runs_opened_total{runner=\"claude\"}"),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(&text, "ocx_runs_open{runner=\"echo\"}"),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "ocx_runs_ended_total{runner=\"claude\",outcome=\"other\"}"
+            ),
+            Some(1.0),
+            "an outcome of no known word is other: {text}"
+        );
+        assert_eq!(
+            sample(&text, "ocx_budgets_reached_total{runner=\"claude\"}"),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "ocx_model_tokens_total{runner=\"claude\",sender=\"pat \\\"the\\\" reviewer\",direction=\"in\"}"
+            ),
+            Some(100.0),
+            "a login is escaped in its label: {text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "ocx_model_errors_total{runner=\"claude\",status=\"429\"}"
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            sample(&text, "ocx_delivery_delay_seconds_count"),
+            Some(3.0),
+            "whole lines alone: {text}"
+        );
+        // The open run's half line is finished and one more added; the
+        // ended runs are not read again.
+        let c = root.path().join("runs/c").join(super::super::spool::DELAYS);
+        std::fs::write(&c, "0.01\n1.5\n0.2\n").unwrap();
+        let text = m.render();
+        assert_eq!(
+            sample(&text, "ocx_delivery_delay_seconds_count"),
+            Some(5.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(&text, "ocx_delivery_delay_seconds_bucket{le=\"1.0\"}"),
+            Some(4.0),
+            "{text}"
+        );
+        std::fs::remove_dir_all(root.path().join("runs/b")).unwrap();
+        let text = m.render();
+        assert_eq!(
+            sample(&text, "ocx_runs_opened_total{runner=\"claude\"}"),
+            Some(1.0),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
 }

@@ -417,3 +417,145 @@ pub fn send_run(
     send(endpoint, &cfg.login, spans)?;
     Ok(Some((id, n)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(seq: u64, at: &str, said: Said) -> Entry {
+        Entry {
+            seq,
+            at: at.into(),
+            said,
+        }
+    }
+
+    #[test]
+    fn a_trace_id_is_the_records_first_32_digits_and_none_of_no_hash() {
+        let record = "0123456789abcdefABCDEF0123456789abcdef01";
+        assert_eq!(
+            trace_id(record).as_deref(),
+            Some("0123456789abcdefabcdef0123456789")
+        );
+        assert_eq!(trace_id("0123"), None);
+        assert_eq!(trace_id(&"0".repeat(40)), None);
+        assert_eq!(trace_id(&"g".repeat(40)), None);
+    }
+
+    #[test]
+    fn a_runs_spans_follow_its_transcript_each_turn_with_its_tokens() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let told = Told {
+            record: "ab".repeat(20),
+            runner: "claude".into(),
+            sender: Some("pat".into()),
+            outcome: "exited".into(),
+            received: Some(t0),
+            opened: Some(t0 + Duration::from_millis(5)),
+            answered: t0 + Duration::from_secs(10),
+            entries: vec![
+                entry(
+                    1,
+                    "2027-01-15T08:00:01.000",
+                    Said::Delivery {
+                        text: "Record".into(),
+                    },
+                ),
+                entry(2, "2027-01-15T08:00:02.000", Said::TurnEnded { ok: true }),
+                entry(
+                    3,
+                    "2027-01-15T08:00:04.000",
+                    Said::Delivery {
+                        text: "Post".into(),
+                    },
+                ),
+                entry(
+                    4,
+                    "2027-01-15T08:00:05.000",
+                    Said::ToolCall {
+                        id: "c".into(),
+                        name: "mcp__ocx__ocx_post".into(),
+                        arguments: json!({}),
+                    },
+                ),
+                entry(
+                    5,
+                    "2027-01-15T08:00:06.000",
+                    Said::ToolResult {
+                        id: "c".into(),
+                        output: "ok".into(),
+                        error: true,
+                    },
+                ),
+                entry(6, "2027-01-15T08:00:07.000", Said::TurnEnded { ok: true }),
+                entry(
+                    7,
+                    "2027-01-15T08:00:08.000",
+                    Said::Ended {
+                        outcome: "exited".into(),
+                        note: "".into(),
+                    },
+                ),
+            ],
+            delays: vec![0.25],
+            turns: vec![(2, 100, 10), (6, 250, 30)],
+            spent: Some((250, 30)),
+        };
+        let spans = spans(&told);
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
+        assert_eq!(
+            names,
+            [
+                "run",
+                "record arrived",
+                "run started",
+                "delivery",
+                "agent turn",
+                "delivery",
+                "tool call",
+                "agent turn",
+                "response"
+            ]
+        );
+        let root = spans[0].span_context.span_id();
+        assert!(
+            spans
+                .iter()
+                .all(|s| s.span_context.trace_id() == spans[0].span_context.trace_id())
+        );
+        let attr = |s: &SpanData, k: &str| {
+            s.attributes
+                .iter()
+                .find(|a| a.key.as_str() == k)
+                .map(|a| a.value.to_string())
+        };
+        let turns: Vec<&SpanData> = spans.iter().filter(|s| s.name == "agent turn").collect();
+        assert_eq!(
+            attr(turns[0], "gen_ai.usage.input_tokens").as_deref(),
+            Some("100")
+        );
+        assert_eq!(
+            attr(turns[1], "gen_ai.usage.input_tokens").as_deref(),
+            Some("150")
+        );
+        assert_eq!(
+            attr(turns[1], "gen_ai.usage.output_tokens").as_deref(),
+            Some("20")
+        );
+        let call = spans.iter().find(|s| s.name == "tool call").unwrap();
+        assert_eq!(
+            call.parent_span_id,
+            turns[1].span_context.span_id(),
+            "within its turn"
+        );
+        assert_eq!(call.status, Status::error(""), "a failed call is an error");
+        assert!(turns.iter().all(|t| t.parent_span_id == root));
+        let post = &spans[5];
+        assert_eq!(
+            post.end_time.duration_since(post.start_time).unwrap(),
+            Duration::from_millis(250),
+            "a delivery spans its delay from the receipt: {post:?}"
+        );
+    }
+}
