@@ -533,4 +533,62 @@ mod tests {
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
+
+    #[test]
+    fn every_metric_the_dashboard_and_the_operators_page_name_is_served() {
+        let root = tempfile::tempdir().unwrap();
+        let open = RunFacts {
+            runner: "claude".into(),
+            ..RunFacts::default()
+        };
+        let ended = RunFacts {
+            outcome: Some("budget".into()),
+            sender: Some("pat".into()),
+            ..open.clone()
+        };
+        let spend = Spend {
+            tokens_in: Some(1),
+            cost: Some(crate::protocol::money::Money::parse("0.5").unwrap()),
+            currency: Some("USD".into()),
+            model_errors: [("401".to_string(), 1)].into_iter().collect(),
+            connections_refused: Some(1),
+            ..Spend::default()
+        };
+        run(root.path(), "a", &open, None, "");
+        run(root.path(), "b", &ended, Some(&spend), "");
+        refused("user");
+        let text = Metrics::new(root.path()).render();
+        let served: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+        for file in ["grafana-dashboard.json", "operating.md"] {
+            let whole = std::fs::read_to_string(docs.join(file)).unwrap();
+            // The operators' page: its section on metrics alone.
+            let written = match whole.split_once("### Metrics for Prometheus") {
+                Some((_, section)) => section.split("\n### ").next().unwrap_or(""),
+                None => whole.as_str(),
+            };
+            let mut named = 0;
+            for (i, _) in written.match_indices("ocx_") {
+                let name: String = written[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                let family = ["_total", "_bucket", "_count", "_sum"]
+                    .iter()
+                    .fold(name.as_str(), |n, s| n.strip_suffix(s).unwrap_or(n));
+                if family.len() > 4 {
+                    named += 1;
+                    assert!(
+                        served.contains(&family),
+                        "{file} names {name}, which is not served: {served:?}"
+                    );
+                }
+            }
+            assert!(named > 10, "{file} names the metrics");
+        }
+    }
 }

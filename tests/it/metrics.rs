@@ -200,6 +200,30 @@ fn prometheus_scraping_a_node_reads_its_runs_deliveries_and_tokens() {
     assert_eq!(opened, 3.0);
     let seen = prometheus.until("sum(ocx_records_seen_total)", |v| v >= 3.0);
     assert_eq!(seen, 3.0, "the three records were seen");
+    // Each query of the dashboard in docs/ is one Prometheus takes.
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/grafana-dashboard.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$__rate_interval", "1m");
+            let answer: Value = ureq::get(&format!("{}/api/v1/query", prometheus.url))
+                .query("query", &expr)
+                .call()
+                .ok()
+                .and_then(|mut r| r.body_mut().read_to_string().ok())
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default();
+            assert_eq!(answer["status"], "success", "{expr}: {answer:#}");
+        }
+    }
     drop(prometheus);
     repo.json(&["node", "stop"]).ok();
 }
