@@ -280,8 +280,15 @@ impl Tally {
                 .inc_by(c.to_string().parse::<f64>().unwrap_or(0.0));
         }
         for (status, n) in &spend.model_errors {
+            // An agent machine reports its runs' spend: a status of no
+            // HTTP form is counted as other, so no report adds series.
+            let status = match status.len() == 3 && status.bytes().all(|b| b.is_ascii_digit()) {
+                true => status.clone(),
+                false if status == "unreached" => status.clone(),
+                false => "other".into(),
+            };
             self.errors
-                .get_or_create(&vec![("runner", runner.clone()), ("status", label(status))])
+                .get_or_create(&vec![("runner", runner.clone()), ("status", status)])
                 .inc_by(*n);
         }
         if let Some(n) = spend.connections_refused.filter(|n| *n > 0) {
