@@ -140,6 +140,148 @@ pub fn refused(field: &str) {
         .inc();
 }
 
+/// The file under a node's root counting its page's requests, a line
+/// each: when (seconds since 1970), the page or tool, the status, and the
+/// login that waited (for a `wait`, which agent machines hold open) or `-`.
+pub const PAGES_FILE: &str = "pages";
+
+/// How large [`PAGES_FILE`] grows before the node, having read it, starts
+/// it afresh.
+const PAGES_MAX: u64 = 1 << 20;
+
+/// The node root each repository's page counts its requests in, as first
+/// found by a page server (none: the repository is no node here).
+static ROOTS: LazyLock<Mutex<HashMap<PathBuf, Option<PathBuf>>>> = LazyLock::new(Mutex::default);
+
+/// Counts a request of the page of `repo` for its node's metrics: `page`
+/// (a tool's name, or the page's own: landing, tools, console, run,
+/// wait, other) answered `status`, waited by `waiter`. Nothing where the
+/// repository is no node, or its root is not this account's to write.
+pub fn page_request(
+    repo: &crate::fossil::Repository,
+    page: &str,
+    status: u16,
+    waiter: Option<&str>,
+) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let root = {
+        let mut roots = ROOTS.lock().unwrap_or_else(|e| e.into_inner());
+        roots
+            .entry(repo.path().to_path_buf())
+            .or_insert_with(|| super::hook::root_of(repo).ok().flatten())
+            .clone()
+    };
+    let Some(root) = root else { return };
+    let waiter: String = waiter
+        .unwrap_or("-")
+        .chars()
+        .filter(|c| !c.is_control() && !c.is_whitespace())
+        .take(64)
+        .collect();
+    let line = format!("{:.3} {page} {status} {waiter}\n", now());
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(root.join(PAGES_FILE))
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+}
+
+/// The page's requests as read so far from [`PAGES_FILE`].
+#[derive(Default)]
+struct Pages {
+    read: u64,
+    requests: Family<Labels, Counter>,
+    /// Each login's last wait, seconds since 1970.
+    waits: HashMap<String, f64>,
+}
+
+impl Pages {
+    /// Reads what was added to the root's [`PAGES_FILE`] since; starts it
+    /// afresh once it is large.
+    fn refresh(&mut self, root: &Path) {
+        let path = root.join(PAGES_FILE);
+        let Ok(mut file) = std::fs::File::open(&path) else {
+            self.read = 0;
+            return;
+        };
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if size < self.read {
+            self.read = 0;
+        }
+        let mut text = String::new();
+        if file.seek(SeekFrom::Start(self.read)).is_err()
+            || file.take(4 << 20).read_to_string(&mut text).is_err()
+        {
+            return;
+        }
+        let whole = text.rfind('\n').map_or(0, |i| i + 1);
+        for line in text[..whole].lines() {
+            self.count(line);
+        }
+        self.read += whole as u64;
+        if self.read >= PAGES_MAX && self.read == size {
+            let _ = std::fs::rename(&path, root.join(".pages.old"));
+            self.read = 0;
+        }
+    }
+
+    /// Registers the page's requests and each login's last wait in `r`.
+    fn register(&self, r: &mut Registry) {
+        let waits = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        for (login, at) in &self.waits {
+            waits
+                .get_or_create(&vec![("machine", login.clone())])
+                .set(*at);
+        }
+        r.register(
+            "ocx_page_requests",
+            "Requests of the node's page, by tool (or page) and status",
+            self.requests.clone(),
+        );
+        r.register(
+            "ocx_machine_last_contact_seconds",
+            "When each login last waited on the page (the long-poll agent machines hold open), seconds since 1970",
+            waits,
+        );
+        let machines = Gauge::<i64, std::sync::atomic::AtomicI64>::default();
+        machines.set(self.waits.len() as i64);
+        r.register(
+            "ocx_machines",
+            "Logins that have waited on the page (agent machines) since the node started",
+            machines,
+        );
+    }
+
+    /// Counts one line of [`PAGES_FILE`], when it reads as one.
+    fn count(&mut self, line: &str) {
+        let mut words = line.split(' ');
+        let (Some(at), Some(page), Some(status), Some(waiter)) =
+            (words.next(), words.next(), words.next(), words.next())
+        else {
+            return;
+        };
+        let (Ok(at), Ok(status)) = (at.parse::<f64>(), status.parse::<u16>()) else {
+            return;
+        };
+        // The page writes a tool's name as its registry has it.
+        let named = page.len() <= 32 && page.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+        let page = if named { page } else { "other" };
+        self.requests
+            .get_or_create(&vec![
+                ("tool", page.to_string()),
+                ("status", status.to_string()),
+            ])
+            .inc();
+        if page == "wait" && waiter != "-" {
+            let last = self.waits.entry(label(waiter)).or_default();
+            *last = last.max(at);
+        }
+    }
+}
+
 /// The buckets of the delivery delay, in seconds.
 const DELAY_BUCKETS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -161,6 +303,7 @@ pub struct Metrics {
     root: PathBuf,
     runs: Mutex<HashMap<OsString, Seen>>,
     delays: Histogram,
+    pages: Mutex<Pages>,
 }
 
 /// Labels: a list of names and values.
@@ -173,6 +316,7 @@ impl Metrics {
             root: root.to_path_buf(),
             runs: Mutex::default(),
             delays: Histogram::new(DELAY_BUCKETS),
+            pages: Mutex::default(),
         }
     }
 
@@ -220,6 +364,10 @@ impl Metrics {
         drop(runs);
         let mut r = Registry::default();
         tally.register(&mut r, &self.delays);
+        let mut pages = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+        pages.refresh(&self.root);
+        pages.register(&mut r);
+        drop(pages);
         let mut text = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut text, &r);
         text
@@ -564,7 +712,24 @@ mod tests {
         run(root.path(), "a", &open, None, "");
         run(root.path(), "b", &ended, Some(&spend), "");
         refused("user");
+        std::fs::write(
+            root.path().join(PAGES_FILE),
+            "1.5 wait 200 pat\n2.5 run 403 -\n",
+        )
+        .unwrap();
         let text = Metrics::new(root.path()).render();
+        assert_eq!(
+            sample(&text, "ocx_machine_last_contact_seconds{machine=\"pat\"}"),
+            Some(1.5),
+            "{text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "ocx_page_requests_total{tool=\"run\",status=\"403\"}"
+            ),
+            Some(1.0)
+        );
         let served: Vec<&str> = text
             .lines()
             .filter_map(|l| l.strip_prefix("# TYPE "))

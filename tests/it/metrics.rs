@@ -200,6 +200,34 @@ fn prometheus_scraping_a_node_reads_its_runs_deliveries_and_tokens() {
     assert_eq!(opened, 3.0);
     let seen = prometheus.until("sum(ocx_records_seen_total)", |v| v >= 3.0);
     assert_eq!(seen, 3.0, "the three records were seen");
+    // The page's requests, by tool and status, and a login's wait as an
+    // agent machine's contact.
+    let cookie = site.node.login("pat");
+    let get = |path: &str| site.node.request("GET", path, &[("Cookie", &cookie)], "").0;
+    assert_eq!(get(&format!("/ext/ocx-cgi/run/{}?json=1", records[0])), 200);
+    assert_eq!(get("/ext/ocx-cgi/no-such-tool"), 404);
+    assert_eq!(get("/ext/ocx-cgi/wait?after=0&within=1"), 200);
+    let runs = prometheus.until(
+        "sum(ocx_page_requests_total{tool=\"run\",status=\"200\"})",
+        |v| v >= 1.0,
+    );
+    assert_eq!(runs, 1.0, "the run's page, asked once");
+    prometheus.until(
+        "sum(ocx_page_requests_total{tool=\"other\",status=\"404\"})",
+        |v| v >= 1.0,
+    );
+    let waited = prometheus.until("ocx_machine_last_contact_seconds{machine=\"pat\"}", |v| {
+        v > 0.0
+    });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        (now - waited).abs() < 120.0,
+        "pat's wait, just now: {waited}"
+    );
+
     // Each query of the dashboard in docs/ is one Prometheus takes.
     let dashboard: Value = serde_json::from_str(
         &std::fs::read_to_string(
