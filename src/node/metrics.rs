@@ -534,8 +534,9 @@ fn read_delays(dir: &Path, from: u64, histogram: &Histogram) -> u64 {
 }
 
 /// Serves the metrics of the node at `root` at `http://ADDR/metrics` from
-/// a thread of their own, for as long as the process lives; bound before
-/// it answers, so an address taken is said at once.
+/// a thread of their own, for as long as the process lives, having read
+/// every run's directory once; bound before it answers, so an address
+/// taken is said at once.
 pub fn serve(root: &Path, addr: std::net::SocketAddr) -> std::io::Result<()> {
     let listener = std::net::TcpListener::bind(addr)?;
     listener.set_nonblocking(true)?;
@@ -544,6 +545,8 @@ pub fn serve(root: &Path, addr: std::net::SocketAddr) -> std::io::Result<()> {
         .enable_io()
         .build()?;
     std::thread::spawn(move || {
+        // Every run's directory read once now, so no scrape waits on them.
+        drop(metrics.refresh());
         runtime.block_on(async move {
             let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
                 return;
