@@ -188,16 +188,37 @@ pub fn spans(t: &Told) -> Vec<SpanData> {
     s.made
 }
 
-/// The spans of the transcript's entries under `root`: deliveries, turns
-/// (from a delivery to the turn's end), tool calls and the response.
+/// The spans of the transcript's entries under `root`: deliveries, turns,
+/// tool calls and the response. Each turn answers one delivery, in the
+/// order given (an agent takes a line given during a turn at the next):
+/// it starts when its delivery was read or the turn before ended,
+/// whichever is later, and ends at its end, or at the answer when the run
+/// ended within it. A tool call lies within the turn open when it was made.
 fn entries(s: &mut Spans, root: SpanId, t: &Told) {
-    let mut delays = t.delays.iter();
-    let mut turn_start: Option<SystemTime> = None;
-    let mut turn_id: Option<SpanId> = None;
+    let timed: Vec<(&Entry, SystemTime)> =
+        t.entries.iter().filter_map(|e| Some((e, at(e)?))).collect();
+    let given: Vec<SystemTime> = timed
+        .iter()
+        .filter(|(e, _)| matches!(e.said, Said::Delivery { .. }))
+        .map(|(_, w)| *w)
+        .collect();
+    let agent = timed.iter().any(|(e, _)| {
+        matches!(
+            e.said,
+            Said::Words { .. }
+                | Said::ToolCall { .. }
+                | Said::TurnEnded { .. }
+                | Said::Error { .. }
+        )
+    });
+    let ids: Vec<SpanId> = (0..=given.len()).map(|k| s.id(usize::MAX - k)).collect();
+    let mut turn = 0usize;
+    let mut last_end: Option<SystemTime> = None;
     let mut spent = (0u64, 0u64);
+    let mut delays = t.delays.iter();
     let mut deliveries = 0usize;
-    for (i, e) in t.entries.iter().enumerate() {
-        let Some(when) = at(e) else { continue };
+    for (e, when) in &timed {
+        let when = *when;
         match &e.said {
             Said::Delivery { .. } => {
                 deliveries += 1;
@@ -214,49 +235,43 @@ fn entries(s: &mut Spans, root: SpanId, t: &Told) {
                     attrs.push(KeyValue::new("ocx.delay_seconds", d));
                 }
                 s.add("delivery", Some(root), (from, when), attrs, false);
-                if turn_start.is_none() {
-                    turn_start = Some(when);
-                    turn_id = Some(s.id(usize::MAX - i));
-                }
             }
             Said::ToolCall { id, name, .. } => {
-                let result = t.entries[i + 1..].iter().find_map(|r| match &r.said {
-                    Said::ToolResult { id: of, error, .. } if of == id => Some((at(r), *error)),
+                let result = timed.iter().find_map(|(r, a)| match &r.said {
+                    Said::ToolResult { id: of, error, .. } if of == id && r.seq > e.seq => {
+                        Some((*a, *error))
+                    }
                     _ => None,
                 });
-                let (end, error) = result.map_or((when, false), |(a, e)| (a.unwrap_or(when), e));
-                let parent = turn_id.unwrap_or(root);
-                s.add(
-                    "tool call",
-                    Some(parent),
-                    (when, end),
-                    vec![KeyValue::new("ocx.tool", name.clone())],
-                    error,
-                );
+                let (end, error) = result.unwrap_or((when, false));
+                let parent = match agent && turn < given.len() {
+                    true => ids[turn],
+                    false => root,
+                };
+                let attrs = vec![KeyValue::new("ocx.tool", name.clone())];
+                s.add("tool call", Some(parent), (when, end), attrs, error);
             }
             Said::TurnEnded { ok } => {
-                let (Some(from), Some(id)) = (turn_start.take(), turn_id.take()) else {
-                    continue;
-                };
-                let by_end = t.turns.iter().find(|(seq, ..)| *seq == e.seq);
-                let attrs = tokens(&mut spent, by_end.map(|(_, i, o)| (*i, *o)));
-                turn(s, id, root, (from, when), attrs, !ok);
+                if let Some(read) = given.get(turn) {
+                    let from = last_end.map_or(*read, |l| l.max(*read));
+                    let by_end = t.turns.iter().find(|(seq, ..)| *seq == e.seq);
+                    let attrs = tokens(&mut spent, by_end.map(|(_, i, o)| (*i, *o)));
+                    add_turn(s, ids[turn], root, (from, when), attrs, !ok);
+                }
+                turn += 1;
+                last_end = Some(when);
             }
             Said::Ended { outcome, .. } => {
-                s.add(
-                    "response",
-                    Some(root),
-                    (when, t.answered),
-                    vec![KeyValue::new("ocx.outcome", outcome.clone())],
-                    false,
-                );
+                let attrs = vec![KeyValue::new("ocx.outcome", outcome.clone())];
+                s.add("response", Some(root), (when, t.answered), attrs, false);
             }
             _ => {}
         }
     }
-    if let (Some(from), Some(id)) = (turn_start, turn_id) {
+    if let (true, Some(read)) = (agent, given.get(turn)) {
+        let from = last_end.map_or(*read, |l| l.max(*read));
         let attrs = tokens(&mut spent, t.spent);
-        turn(s, id, root, (from, t.answered), attrs, true);
+        add_turn(s, ids[turn], root, (from, t.answered), attrs, true);
     }
 }
 
@@ -280,8 +295,8 @@ fn tokens(spent: &mut (u64, u64), by_end: Option<(u64, u64)>) -> Vec<KeyValue> {
     attrs
 }
 
-/// Adds the turn whose id `id` its tool calls were given already.
-fn turn(
+/// Adds a turn, its id `id`, which its tool calls were given already.
+fn add_turn(
     s: &mut Spans,
     id: SpanId,
     root: SpanId,
@@ -557,5 +572,54 @@ mod tests {
             Duration::from_millis(250),
             "a delivery spans its delay from the receipt: {post:?}"
         );
+    }
+
+    #[test]
+    fn a_line_read_during_a_turn_starts_the_next_turn_at_that_turns_end() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let e = |seq, at: &str, said| entry(seq, &format!("2027-01-15T08:00:0{at}"), said);
+        let call = Said::ToolCall {
+            id: "c".into(),
+            name: "ocx_post".into(),
+            arguments: json!({}),
+        };
+        let told = Told {
+            record: "cd".repeat(20),
+            runner: "claude".into(),
+            sender: None,
+            outcome: "stopped".into(),
+            received: None,
+            opened: None,
+            answered: t0,
+            entries: vec![
+                e(
+                    1,
+                    "1.000",
+                    Said::Delivery {
+                        text: "Record".into(),
+                    },
+                ),
+                e(
+                    2,
+                    "1.500",
+                    Said::Delivery {
+                        text: "Post".into(),
+                    },
+                ),
+                e(3, "2.000", Said::TurnEnded { ok: true }),
+                e(4, "3.000", call),
+                e(5, "4.000", Said::TurnEnded { ok: true }),
+            ],
+            delays: vec![0.1],
+            turns: Vec::new(),
+            spent: None,
+        };
+        let spans = spans(&told);
+        let turns: Vec<&SpanData> = spans.iter().filter(|s| s.name == "agent turn").collect();
+        assert_eq!(turns.len(), 2, "{spans:#?}");
+        assert_eq!(turns[0].end_time, turns[1].start_time, "{spans:#?}");
+        assert!(turns.iter().all(|t| t.status == Status::Unset));
+        let call = spans.iter().find(|s| s.name == "tool call").unwrap();
+        assert_eq!(call.parent_span_id, turns[1].span_context.span_id());
     }
 }

@@ -205,6 +205,21 @@ fn a_runs_trace_reaches_the_collector_with_its_arrival_deliveries_turns_tool_cal
     site.said(&record, &user, "Ready to review.");
     site.post(&record, "Please say hi yourself.");
     site.said(&record, &user, "hi, from my own tool call");
+    // The turn that posted it ends once the model has its tool's result.
+    let transcript = site.run_dir(&record).join("transcript.jsonl");
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&transcript)
+        .unwrap_or_default()
+        .matches("\"kind\":\"turn_ended\"")
+        .count()
+        < 2
+    {
+        assert!(
+            std::time::Instant::now() < until,
+            "the second turn never ended"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     site.json(&["stop", "--record", &record]);
     let root = site.root();
     let traced = until_logged(&root, 60, |e| is(e, "traced", &record));
