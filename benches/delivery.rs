@@ -1,7 +1,9 @@
 //! Benchmark of delivery latency: from a `fossil push` of a check-in
 //! returning, to the run's program reading its line. A repository is served
 //! on 127.0.0.1 and made a node; a session's runner program notes when it
-//! reads each line; a clone pushes 50 check-ins, one at a time.
+//! reads each line; a clone pushes 50 check-ins, one at a time. Measured
+//! twice: the node serving no metrics, then serving them (`--metrics`)
+//! and scraped ten times a second meanwhile, as a harsh Prometheus would.
 //!
 //! Run: `cargo bench --bench delivery` (as root, as the node runs).
 
@@ -17,6 +19,24 @@ use std::time::{Duration, Instant};
 const PUSHES: usize = 50;
 
 fn main() {
+    let without = measure(false);
+    let with = measure(true);
+    println!("{PUSHES} check-ins pushed one at a time to a served node:");
+    for (what, (push_ms, latency_ms)) in
+        [("no metrics", without), ("metrics scraped at 10/s", with)]
+    {
+        let (mut push_ms, mut latency_ms) = (push_ms, latency_ms);
+        let (pm, pp) = stat(&mut push_ms);
+        let (lm, lp) = stat(&mut latency_ms);
+        println!(" {what}:");
+        println!("  the push itself            median {pm:>7.1} ms   p95 {pp:>7.1} ms");
+        println!("  push returned -> line read median {lm:>7.1} ms   p95 {lp:>7.1} ms");
+    }
+}
+
+/// The pushes' times and their deliveries' latencies, in ms, of a node
+/// serving its metrics (scraped meanwhile) or not.
+fn measure(metrics: bool) -> (Vec<f64>, Vec<f64>) {
     let fossil = ocx::fossil::Fossil::locate()
         .expect("fossil: run scripts/setup.sh")
         .path()
@@ -45,7 +65,25 @@ fn main() {
     let o = |args: &[&str]| common::ocx_as_admin(&ocx, &repo, args);
     let url = format!("http://127.0.0.1:{port}/");
     o(&["hook", "install", "--url", &url]);
-    o(&["node", "start"]);
+    let address = format!("127.0.0.1:{}", common::free_port());
+    match metrics {
+        true => o(&["node", "start", "--metrics", &address]),
+        false => o(&["node", "start"]),
+    };
+    let scraping = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(metrics));
+    let scraper = {
+        let (scraping, url) = (scraping.clone(), format!("http://{address}/metrics"));
+        std::thread::spawn(move || {
+            let mut scrapes = 0u32;
+            while scraping.load(std::sync::atomic::Ordering::SeqCst) {
+                if ureq::get(&url).call().is_ok() {
+                    scrapes += 1;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            scrapes
+        })
+    };
     let created = o(&[
         "create",
         "--runner",
@@ -106,12 +144,14 @@ fn main() {
         push_ms.push(pushed.as_secs_f64() * 1000.0);
         latency_ms.push((read_at(&line) as f64 - returned as f64) / 1e6);
     }
+    scraping.store(false, std::sync::atomic::Ordering::SeqCst);
+    let scrapes = scraper.join().unwrap();
+    assert!(
+        !metrics || scrapes > 0,
+        "the node's metrics were never scraped"
+    );
     drop(guard);
-    let (pm, pp) = stat(&mut push_ms);
-    let (lm, lp) = stat(&mut latency_ms);
-    println!("{PUSHES} check-ins pushed one at a time to a served node:");
-    println!("  the push itself            median {pm:>7.1} ms   p95 {pp:>7.1} ms");
-    println!("  push returned -> line read median {lm:>7.1} ms   p95 {lp:>7.1} ms");
+    (push_ms, latency_ms)
 }
 
 /// Stops the run, the node and the server however the benchmark ends.

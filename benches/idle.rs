@@ -95,7 +95,7 @@ fn main() {
     for k in 0..TIMES {
         let text = format!("bench delivery {k}");
         let sent = now_ns();
-        ocx::node::spool::deliver(&idle[0].dir, &text).unwrap();
+        ocx::node::spool::deliver(&idle[0].dir, &text, None).unwrap();
         let line = wait_for(&log, &text);
         delivered.push((read_at(&line) as f64 - sent as f64) / 1e6);
     }

@@ -8,8 +8,9 @@
 # real agents the runner tests start: Claude Code and the Codex CLI from
 # the npm registry at pinned versions (their native programs ship in the
 # packages), tmux, which stands for a person's terminal in the tests that
-# attach to a run's, and curl, which the startup benchmark posts Fossil's
-# own forum form with. Safe to run again: each step is skipped when already done.
+# attach to a run's, curl, which the startup benchmark posts Fossil's
+# own forum form with, and Prometheus, which the metrics test scrapes a
+# node with. Safe to run again: each step is skipped when already done.
 set -euo pipefail
 
 FOSSIL_FLOOR="2.23"
@@ -85,7 +86,22 @@ ensure_agents() {
   npm install -g --no-audit --no-fund --silent "${want[@]}" >/dev/null
 }
 
+# Prometheus scrapes a node in the metrics test, which starts its own
+# binary with its own configuration; the package's service is kept from
+# starting (policy-rc.d) and, where systemd runs, disabled.
+ensure_prometheus() {
+  command -v prometheus >/dev/null && return 0
+  need_root
+  if [ $apt_updated -eq 0 ]; then apt-get update -qq; apt_updated=1; fi
+  local policy=/usr/sbin/policy-rc.d kept=0
+  if [ -e "$policy" ]; then kept=1; else printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod 755 "$policy"; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  [ $kept -eq 1 ] || rm -f "$policy"
+  if [ -d /run/systemd/system ]; then systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
+}
+
 apt_install bubblewrap ca-certificates python3 curl
+ensure_prometheus
 # tmux stands where a person's terminal would in the tests that attach to
 # a run's terminal.
 command -v tmux >/dev/null || apt_install tmux

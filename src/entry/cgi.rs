@@ -166,32 +166,57 @@ pub fn respond(
         Ok(viewed) => viewed,
         Err(refused) => return refused,
     };
-    let request = &request;
+    let response = respond_viewed(&request, body, &cx, json);
+    count(&request, &cx, &response);
+    response
+}
+
+/// Counts `request` in its node's metrics: the page or tool it asked, its
+/// status, and for a `wait` the login that waited (an agent machine
+/// keeps one open).
+fn count(request: &Request, cx: &Context, response: &Response) {
+    let path = request.path_info.trim_matches('/');
+    let page = match path {
+        "" => "landing",
+        TOOL_LIST => TOOL_LIST,
+        "wait" => "wait",
+        "console" => "console",
+        p if p.starts_with("run/") => "run",
+        p => registry::find(p).map_or("other", |t| t.name()),
+    };
+    let waiter = request.user.as_deref().filter(|_| page == "wait");
+    if let Ok(repo) = cx.repo() {
+        crate::node::metrics::page_request(repo, page, response.status, waiter);
+    }
+}
+
+/// The response to `request` from the viewer `cx` proved.
+fn respond_viewed(request: &Request, body: &mut dyn Read, cx: &Context, json: bool) -> Response {
     let path = request.path_info.trim_matches('/');
     if path.is_empty() {
-        return landing(request, body, &cx, json);
+        return landing(request, body, cx, json);
     }
     if path == TOOL_LIST && !json {
-        return index(request, &cx);
+        return index(request, cx);
     }
     if path == "wait" {
-        return wait::wait(request, &cx);
+        return wait::wait(request, cx);
     }
     if path == "console" && !json {
-        return console(request, body, &cx);
+        return console(request, body, cx);
     }
     if let Some(record) = path.strip_prefix("run/") {
-        return run_page(request, &cx, record, json);
+        return run_page(request, cx, record, json);
     }
     let Some(tool) = registry::find(path) else {
         let stop = Stop::field("tool", format!("there is no tool {path:?}"))
             .next("the OCX page lists every tool");
-        return refusal(request, json, 404, Some(&cx), stop);
+        return refusal(request, json, 404, Some(cx), stop);
     };
     if let Some((status, stop)) = not_here(tool, request) {
-        return refusal(request, json, status, Some(&cx), stop);
+        return refusal(request, json, status, Some(cx), stop);
     }
-    call_tool(tool, request, body, &cx, json)
+    call_tool(tool, request, body, cx, json)
 }
 
 /// The request with its viewer proven from the repository it names, and

@@ -291,6 +291,16 @@ impl Repository {
         }))
     }
 
+    /// When this repository received the artifact with full hash `hash`,
+    /// where its receipt says.
+    pub fn received_at(&self, hash: &str) -> Result<Option<std::time::SystemTime>, FossilError> {
+        let mut st = self.db.prepare_cached(
+            "SELECT r.mtime FROM blob b JOIN rcvfrom r ON r.rcvid=b.rcvid WHERE b.uuid=?1",
+        )?;
+        let day: Option<Option<f64>> = st.query_row([hash], |r| r.get(0)).optional()?;
+        Ok(day.flatten().and_then(arrivals::julian_time))
+    }
+
     /// Whether this repository has received the artifact with full hash
     /// `hash` (a phantom is not received): [`Repository::receipt`]'s
     /// question alone, a statement a fifth as dear to prepare.

@@ -1,8 +1,9 @@
 //! What `ocx hook install` records for the node under its root directory:
 //! the served repository, its URL, the `fossil` and `ocx` programs, the
 //! node's own login, the host uids its runs run as, the ceiling on each
-//! run's memory, processes and disk, and the authorities its model relays
-//! trust. Operational state only: it may be lost, and
+//! run's memory, processes and disk, the authorities its model relays
+//! trust, and where its metrics are served and its runs' traces sent.
+//! Operational state only: it may be lost, and
 //! `ocx hook install` makes it again (keeping the uids and the ceiling).
 
 use serde::{Deserialize, Serialize};
@@ -46,6 +47,14 @@ pub struct NodeConfig {
     /// How many days an ended run's transcript is kept (30 unless set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_days: Option<u64>,
+    /// The loopback address the node serves its metrics at, for
+    /// Prometheus (none unless set: `ocx node start --metrics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// The OTLP/HTTP endpoint each run's trace is sent to (none unless
+    /// set: `ocx node start --otlp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp: Option<String>,
 }
 
 /// What an agent machine's node keeps beside its configuration.

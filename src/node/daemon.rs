@@ -296,6 +296,7 @@ fn serve(root: &Path) -> Result<(), NodeError> {
     let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
     let _claim = claim_uids(root, &cfg)?;
     std::fs::write(root.join("node.pid"), std::process::id().to_string())?;
+    serve_metrics(root, &cfg);
     let (tx, rx) = mpsc::channel::<Woken>();
     listen_on_socket(root, tx.clone())?;
     let heard = tx.clone();
@@ -397,6 +398,22 @@ fn serve(root: &Path) -> Result<(), NodeError> {
     }
 }
 
+/// Serves the node's metrics where its configuration names an address;
+/// an address that cannot be bound is logged, and the node goes on.
+fn serve_metrics(root: &Path, cfg: &NodeConfig) {
+    if let Some(addr) = cfg.metrics
+        && let Err(e) = super::metrics::serve(root, addr)
+    {
+        log::write(
+            root,
+            &[Event::new(
+                Done::Failed,
+                format!("the metrics cannot be served at {addr}: {e}"),
+            )],
+        );
+    }
+}
+
 /// One wake of the node, its failure logged; a machine's server found
 /// away is marked so in `reach`. A wake that panics leaves the server's
 /// receipts half told; the next wake forgets them before it asks.
@@ -411,10 +428,13 @@ fn wake_once(
     match (std::panic::catch_unwind(waking), reach) {
         (Ok(Ok(_)), _) => {}
         (Ok(Err(e)), Some(reach)) if e.server_away() => reach.lost(&e.to_string()),
-        (Ok(Err(e)), _) => log::write(
-            root,
-            &[Event::new(Done::Failed, format!("the wake failed: {e}"))],
-        ),
+        (Ok(Err(e)), _) => {
+            super::metrics::KEPT.wakes_failed.inc();
+            log::write(
+                root,
+                &[Event::new(Done::Failed, format!("the wake failed: {e}"))],
+            );
+        }
         (Err(_), _) => log::write(
             root,
             &[Event::new(

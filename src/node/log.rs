@@ -77,6 +77,8 @@ pub enum Done {
     /// A held write of a run under review decided by its reviewer:
     /// written as the run's login, or dropped.
     Decided,
+    /// A run's trace sent to the node's OpenTelemetry collector.
+    Traced,
 }
 
 impl Done {
@@ -111,6 +113,7 @@ impl Done {
             Done::Upstream => "upstream brought",
             Done::Swept => "transcripts swept",
             Done::Decided => "decided",
+            Done::Traced => "traced",
         }
     }
 }
@@ -141,6 +144,9 @@ pub struct Event {
     /// How many: check-ins exported, passwords forgotten.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
+    /// The id of the run's trace (32 hex digits), where one was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 impl Event {
@@ -177,6 +183,12 @@ impl Event {
         self
     }
 
+    /// The event, of the trace `id`.
+    pub fn trace(mut self, id: &str) -> Event {
+        self.trace = Some(id.into());
+        self
+    }
+
     /// The event, counting `n`.
     pub fn count(mut self, n: u64) -> Event {
         self.count = Some(n);
@@ -194,6 +206,10 @@ impl Event {
         if let Some(login) = &self.login {
             line.push_str(" as ");
             line.push_str(login);
+        }
+        if let Some(trace) = &self.trace {
+            line.push_str(" trace ");
+            line.push_str(trace);
         }
         if !self.why.is_empty() {
             line.push_str(": ");

@@ -18,6 +18,7 @@ pub mod hook;
 pub mod inbox;
 pub mod log;
 pub mod machine;
+pub mod metrics;
 pub mod page;
 pub mod receipts;
 pub mod remote;
@@ -28,6 +29,7 @@ pub mod schedule;
 pub mod site;
 pub mod spawn;
 pub mod spool;
+pub mod trace;
 pub mod transcript;
 pub mod wake;
 

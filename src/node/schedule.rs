@@ -159,7 +159,7 @@ pub fn deliver_due(root: &Path, started: SystemTime) -> Result<Option<SystemTime
                 missed: late.then_some(count),
             }
             .line();
-            let event = match deliver(&dir, &line) {
+            let event = match deliver(&dir, &line, None) {
                 Ok(()) => {
                     slots.last[i] = slot;
                     slots.save(&dir)?;

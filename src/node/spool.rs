@@ -60,7 +60,13 @@ const SPOOL: &str = "deliveries";
 /// seen in part), then a one-byte wake-up goes into its inbox. Nothing is
 /// given when no watcher reads the inbox. Only the node's wake gives
 /// deliveries, one at a time (under its lock), so numbers never collide.
-pub fn deliver(dir: &Path, line: &str) -> std::io::Result<()> {
+/// The file's time is `received`, when the artifact it tells of was
+/// received, so the watcher that reads it counts the delivery's delay.
+pub fn deliver(
+    dir: &Path,
+    line: &str,
+    received: Option<std::time::SystemTime>,
+) -> std::io::Result<()> {
     let escaped = inbox::escape(line);
     let fifo = std::fs::OpenOptions::new()
         .write(true)
@@ -73,11 +79,14 @@ pub fn deliver(dir: &Path, line: &str) -> std::io::Result<()> {
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0);
     std::fs::write(&counter, (n + 1).to_string())?;
-    write_whole(
-        &spool.join(format!("{n:020}")),
-        &spool.join(format!(".{n:020}")),
-        escaped.as_bytes(),
-    )?;
+    let given = spool.join(format!("{n:020}"));
+    write_whole(&given, &spool.join(format!(".{n:020}")), escaped.as_bytes())?;
+    if let Some(at) = received {
+        let _ = std::fs::File::options()
+            .write(true)
+            .open(&given)
+            .and_then(|f| f.set_modified(at));
+    }
     match (&fifo).write(b"\n") {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
         r => r.map(|_| ()),
@@ -107,13 +116,36 @@ pub fn read_deliveries(dir: &Path, mut take: impl FnMut(String) -> bool) -> std:
         names.sort();
         for name in names {
             let path = spool.join(&name);
+            let given = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
             let line = std::fs::read(&path)?;
             std::fs::remove_file(&path)?;
-            if !take(String::from_utf8_lossy(&line).into_owned()) {
+            let taken = take(String::from_utf8_lossy(&line).into_owned());
+            if let Some(given) = given {
+                count_delay(dir, given);
+            }
+            if !taken {
                 return Ok(());
             }
         }
     }
+}
+
+/// The file in a run's directory counting its deliveries' delays: a line
+/// each, the seconds from the artifact's receipt to the run reading it.
+pub const DELAYS: &str = "delays";
+
+/// Adds to the run's [`DELAYS`] the delay of a delivery given at `given`
+/// and read now; a clock gone back counts none.
+fn count_delay(dir: &Path, given: std::time::SystemTime) {
+    let delay = std::time::SystemTime::now()
+        .duration_since(given)
+        .unwrap_or_default();
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(dir.join(DELAYS))
+        .and_then(|mut f| f.write_all(format!("{:.6}\n", delay.as_secs_f64()).as_bytes()));
 }
 
 /// Waits (a few seconds at most) until a run's watcher reads its inbox.

@@ -309,7 +309,14 @@ const SECRET_MIN: usize = 8;
 pub struct Transcript {
     file: Mutex<(std::fs::File, u64)>,
     secrets: Mutex<Vec<(String, String)>>,
+    /// The run's relay's count, and the run's directory: at each turn's
+    /// end the tokens spent so far are added to its [`TURNS`].
+    turns: Mutex<Option<(crate::run::relay::Meter, PathBuf)>>,
 }
+
+/// The file in a run's directory saying the tokens spent by each turn's
+/// end: a line each, the turn's end's entry number, tokens in and out.
+pub const TURNS: &str = "turns";
 
 impl Transcript {
     /// Opens (or goes on with) the transcript in the run's directory
@@ -331,6 +338,7 @@ impl Transcript {
         let t = Transcript {
             file: Mutex::new((file, seq)),
             secrets: Mutex::new(Vec::new()),
+            turns: Mutex::new(None),
         };
         for (name, value) in secrets {
             t.mask_also(&name, &value);
@@ -349,6 +357,12 @@ impl Transcript {
         secrets.push((name.to_string(), value.to_string()));
         // A longer secret first, so one holding another is masked whole.
         secrets.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    }
+
+    /// Counts each turn's tokens from now on as `meter` says, in the run's
+    /// directory `dir`.
+    pub fn count_turns(&self, meter: crate::run::relay::Meter, dir: &Path) {
+        *self.turns.lock().unwrap_or_else(|e| e.into_inner()) = Some((meter, dir.to_path_buf()));
     }
 
     /// Adds `said`, masked, as the next entry.
@@ -375,7 +389,40 @@ impl Transcript {
         line.push(b'\n');
         if held.0.write_all(&line).is_ok() {
             held.1 += 1;
+            if matches!(entry.said, Said::TurnEnded { .. }) {
+                self.turn_ended(held.1);
+            }
         }
+    }
+
+    /// Adds to the run's [`TURNS`] the tokens spent by the turn that
+    /// ended at entry `seq`, where they are counted.
+    fn turn_ended(&self, seq: u64) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((meter, dir)) = turns.as_ref() else {
+            return;
+        };
+        let (tokens_in, tokens_out) = meter.in_out();
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(dir.join(TURNS))
+            .and_then(|mut f| f.write_all(format!("{seq} {tokens_in} {tokens_out}\n").as_bytes()));
+    }
+
+    /// The tokens spent by each turn's end in the run's directory `dir`:
+    /// the entry number of the turn's end, tokens in and out so far.
+    pub fn turns(dir: &Path) -> Vec<(u64, u64, u64)> {
+        std::fs::read_to_string(dir.join(TURNS))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let mut n = l.split(' ').map(|w| w.parse::<u64>().ok());
+                Some((n.next()??, n.next()??, n.next()??))
+            })
+            .collect()
     }
 
     /// Adds each thing `line` of the agent's output of `mode` tells.
@@ -444,6 +491,10 @@ pub struct Spend {
     /// Connections its proxy refused (runs held to `sandbox.hosts`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connections_refused: Option<u64>,
+    /// The model service's errors its relay saw, by status (`unreached`
+    /// where it gave no answer).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub model_errors: std::collections::BTreeMap<String, u64>,
 }
 
 /// Writes `spend` as the run's spend in its directory `dir`, whole.

@@ -687,7 +687,7 @@ impl Node<'_> {
                     text: text.to_string(),
                 },
             };
-            self.give(&hash, &a.hash, &delivery.line());
+            self.give(&hash, a, &delivery.line());
         }
         Ok(())
     }
@@ -812,7 +812,7 @@ impl Node<'_> {
             written: settled.written,
             refused: settled.refused,
         };
-        self.give(&write.record, &a.hash, &line.line());
+        self.give(&write.record, a, &line.line());
         Ok(())
     }
 
@@ -829,7 +829,7 @@ impl Node<'_> {
                     branch: branch.to_string(),
                     by: sender.clone(),
                 };
-                self.give(&hash, &a.hash, &delivery.line());
+                self.give(&hash, a, &delivery.line());
             } else if claim_checkin_run(self.root, &hash, &a.hash)? {
                 super::spawn::spawn_watcher(self.root, self.cfg, &hash, Some(&a.hash))?;
                 self.report.push(
@@ -842,13 +842,17 @@ impl Node<'_> {
         Ok(())
     }
 
-    fn give(&mut self, record: &str, arrival: &str, line: &str) {
+    fn give(&mut self, record: &str, arrival: &Arrival, line: &str) {
         let dir = NodeConfig::run_dir(self.root, record);
-        let event = match deliver(&dir, line) {
+        let event = match deliver(&dir, line, arrival.received) {
             Ok(()) => Event::new(Done::Delivered, line.lines().next().unwrap_or("")),
-            Err(e) => Event::new(Done::Failed, format!("could not deliver it: {e}")),
+            Err(e) => {
+                super::metrics::KEPT.deliveries_failed.inc();
+                Event::new(Done::Failed, format!("could not deliver it: {e}"))
+            }
         };
-        self.report.push(event.arrival(arrival).record(record));
+        self.report
+            .push(event.arrival(&arrival.hash).record(record));
     }
 
     fn message(&mut self, a: &Arrival, kind: Kind) -> Result<(), NodeError> {
@@ -871,6 +875,7 @@ impl Node<'_> {
         }
         match message {
             Message::Record(_) => {
+                super::metrics::KEPT.records_seen.inc();
                 if !self.may_send_requests(a.sender.as_deref())? {
                     self.report.push(
                         Event::new(Done::Ignored, "its sender may not send a record")
@@ -904,6 +909,7 @@ impl Node<'_> {
             Message::Response(r) => {
                 if a.sender.as_deref() == Some(self.cfg.login.as_str()) {
                     self.state.open.remove(&r.answers);
+                    super::metrics::ended(self.root, &r.answers, &r.outcome);
                     self.report.push(
                         Event::new(Done::Answered, r.note.clone())
                             .arrival(&a.hash)
@@ -918,6 +924,7 @@ impl Node<'_> {
 
     fn refuse(&mut self, r: &StandingRecord, field: &str, reason: &str) -> Result<(), NodeError> {
         let note = format!("{field}: {reason}");
+        super::metrics::refused(field);
         self.answer(r, "refused", &note, false)?;
         self.report
             .push(Event::new(Done::Refused, note).record(&r.hash));
@@ -1074,6 +1081,7 @@ impl Node<'_> {
     ) -> Result<(), NodeError> {
         let dir = NodeConfig::run_dir(self.root, &r.hash);
         prepare_run_dir(&dir, password)?;
+        super::metrics::opened(&dir, &r.record.runner, r.said.from.as_deref())?;
         let session = r.record.runner != runner::COMMAND;
         if session {
             super::schedule::begin(&dir, &r.record.wake, std::time::SystemTime::now())?;

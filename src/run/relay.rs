@@ -210,6 +210,16 @@ impl Meter {
         self.0.reached_by()
     }
 
+    /// The model service's errors so far, by status (`unreached` where it
+    /// gave no answer).
+    pub fn errors(&self) -> std::collections::BTreeMap<String, u64> {
+        self.0
+            .errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The record's budget `by`, what it gives now and what was spent of
     /// it, as a person reads them: `1,000 tokens` and `1,000`, or `0.05
     /// USD` and `0.05`.
@@ -335,6 +345,8 @@ struct Shared {
     agent: ureq::Agent,
     connections: AtomicUsize,
     stop: AtomicBool,
+    /// The model service's errors so far: by status, or `unreached`.
+    errors: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 impl Relay {
@@ -371,6 +383,7 @@ impl Relay {
             log: s.log,
             agent,
             connections: AtomicUsize::new(0),
+            errors: Mutex::default(),
             stop: AtomicBool::new(false),
         });
         shared.write_spent();
@@ -1196,12 +1209,19 @@ impl Shared {
         }
     }
 
+    /// Counts an error of the model service, `status` its status or `unreached`.
+    fn count_error(&self, status: &str) {
+        let mut errors = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        *errors.entry(status.to_string()).or_default() += 1;
+    }
+
     /// Forwards `asked` upstream and its answer back on `out`, counting
     /// its usage; whether the connection may go on.
     fn forward(&self, asked: &Asked, out: &mut impl Write) -> std::io::Result<bool> {
         let response = match self.send(asked) {
             Ok(r) => r,
             Err(e) => {
+                self.count_error("unreached");
                 (self.log)(&format!(
                     "model relay: {} {} could not reach the model service at {}: {e}",
                     asked.method,
@@ -1217,6 +1237,9 @@ impl Shared {
             }
         };
         let status = response.status().as_u16();
+        if status >= 400 {
+            self.count_error(&status.to_string());
+        }
         let stream = response
             .headers()
             .get("content-type")

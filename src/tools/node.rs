@@ -43,6 +43,12 @@ pub struct Input {
     /// With log: how many of the last events to show (20 unless given).
     #[serde(default)]
     pub last: Option<usize>,
+    /// With start: the loopback address to serve the node's metrics at, for Prometheus (127.0.0.1:PORT), kept in its configuration; `off` serves none.
+    #[serde(default)]
+    pub metrics: Option<String>,
+    /// With start: the OTLP/HTTP endpoint to send each run's trace to (http://HOST:4318), kept in its configuration; `off` sends none.
+    #[serde(default)]
+    pub otlp: Option<String>,
 }
 
 /// How many events `node log` shows unless told.
@@ -92,6 +98,7 @@ impl Tool for NodeTool {
     fn run(input: Input, call: &mut Call) -> Result<Output, Stop> {
         let (root, cfg) = node_root(call)?;
         check_flags(&input)?;
+        let cfg = configure(&root, cfg, &input, call)?;
         match input.action {
             NodeAction::Log => log(&root, input.last.unwrap_or(LAST)),
             NodeAction::Stop => stop(&root, input.runs, call),
@@ -140,7 +147,109 @@ fn check_flags(input: &Input) -> Result<(), Stop> {
     if input.last.is_some() && input.action != NodeAction::Log {
         return Err(Stop::field("last", "is for log only").next("ocx node log --last 50"));
     }
+    if input.metrics.is_some() && input.action != NodeAction::Start {
+        return Err(Stop::field("metrics", "is for start only")
+            .next("ocx node start --metrics 127.0.0.1:9464"));
+    }
+    if input.otlp.is_some() && input.action != NodeAction::Start {
+        return Err(Stop::field("otlp", "is for start only")
+            .next("ocx node start --otlp http://127.0.0.1:4318"));
+    }
     Ok(())
+}
+
+/// The node's configuration with the metrics' address and the OTLP
+/// endpoint start was given, kept under `root` (a node already running
+/// takes a new address when it starts again); each refused naming its
+/// field when it is none.
+fn configure(
+    root: &Path,
+    cfg: NodeConfig,
+    input: &Input,
+    call: &mut Call,
+) -> Result<NodeConfig, Stop> {
+    let mut new = cfg.clone();
+    if let Some(m) = input.metrics.as_deref() {
+        new.metrics = match m {
+            "off" => None,
+            m => Some(metrics_address(m)?),
+        };
+    }
+    if let Some(o) = input.otlp.as_deref() {
+        new.otlp = match o {
+            "off" => None,
+            o => Some(otlp_endpoint(o)?),
+        };
+    }
+    if new == cfg {
+        return Ok(cfg);
+    }
+    if !call.dry_run {
+        new.save(root).map_err(|e| {
+            Stop::failed(format!(
+                "cannot write {}: {e}",
+                NodeConfig::file(root).display()
+            ))
+        })?;
+    }
+    call.log(Op::Fossil {
+        operation: format!(
+            "keep the metrics' address and the OTLP endpoint in {}",
+            NodeConfig::file(root).display()
+        ),
+        done: !call.dry_run,
+    });
+    Ok(new)
+}
+
+/// `metrics`' address: an IP address and port on the loopback, so only
+/// this host reads what the node's runs spend.
+fn metrics_address(text: &str) -> Result<std::net::SocketAddr, Stop> {
+    let next = "ocx node start --metrics 127.0.0.1:9464";
+    let addr: std::net::SocketAddr = text.parse().map_err(|_| {
+        Stop::field(
+            "metrics",
+            format!("{text:?} is no address and port (127.0.0.1:PORT)"),
+        )
+        .next(next)
+    })?;
+    if !addr.ip().is_loopback() {
+        return Err(Stop::field(
+            "metrics",
+            format!("{addr} is not on the loopback: the metrics are served to this host alone"),
+        )
+        .next(next));
+    }
+    Ok(addr)
+}
+
+/// `otlp`'s endpoint: an http or https URL, its traces path added where
+/// the URL names none.
+fn otlp_endpoint(text: &str) -> Result<String, Stop> {
+    let next = "ocx node start --otlp http://127.0.0.1:4318";
+    let url = url::Url::parse(text)
+        .map_err(|e| Stop::field("otlp", format!("{text:?} is no URL: {e}")).next(next))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(Stop::field(
+            "otlp",
+            format!("{text:?} is no http or https URL of a collector"),
+        )
+        .next(next));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Stop::field(
+            "otlp",
+            "holds a password: the node's configuration keeps no secret",
+        )
+        .next(next));
+    }
+    Ok(match url.path() {
+        "" | "/" => format!(
+            "{}v1/traces",
+            url.as_str().trim_end_matches('/').to_string() + "/"
+        ),
+        _ => url.to_string(),
+    })
 }
 
 /// Whether the node's process at `root` runs: its lock is held.

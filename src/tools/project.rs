@@ -377,6 +377,8 @@ fn serve(input: &Input, made: &Made, out: &mut Output, call: &mut Call) -> Resul
                 foreground: false,
                 runs: false,
                 last: None,
+                metrics: None,
+                otlp: None,
             },
             c,
         )

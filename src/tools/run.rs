@@ -86,6 +86,10 @@ pub struct Output {
     /// Why no transcript is shown, when none is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transcript_withheld: Option<String>,
+    /// The id of the run's trace, where its node sends runs' traces to an
+    /// OpenTelemetry collector (`ocx node start --otlp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// The `run` tool.
@@ -130,6 +134,7 @@ impl Tool for RunTool {
             transcript: Vec::new(),
             last: input.after,
             transcript_withheld: None,
+            trace: None,
         };
         match response.map(|f| f.kind) {
             Some(Kind::Known(Message::Response(resp))) => {
@@ -152,8 +157,13 @@ impl Tool for RunTool {
         let may_see = caller.capabilities.has('a')
             || caller.capabilities.has('s')
             || r.said.from.as_deref() == Some(caller.login.as_str());
-        let dir = crate::node::hook::root_of(call.repo()?)?
-            .map(|root| crate::node::config::NodeConfig::run_dir(&root, &r.hash));
+        let root = crate::node::hook::root_of(call.repo()?)?;
+        out.trace = root
+            .as_deref()
+            .and_then(crate::node::config::NodeConfig::load)
+            .and_then(|c| c.otlp)
+            .and_then(|_| crate::node::trace::trace_id(&r.hash));
+        let dir = root.map(|root| crate::node::config::NodeConfig::run_dir(&root, &r.hash));
         let Some(dir) = dir else {
             out.transcript_withheld = Some(
                 "this repository is no node here: the transcript is kept on the served repository's host (an agent machine reports its runs there)".into(),

@@ -27,7 +27,7 @@ pub(crate) const KEY: &str = "sk-the-nodes-own-key-7f3a9c";
 
 /// A served node whose model relays trust `tls`'s authority and whose
 /// credential `model-key` holds [`KEY`].
-fn node(tls: &Tls) -> ServedNode {
+pub(crate) fn node(tls: &Tls) -> ServedNode {
     let repo = Repo::new();
     repo.user("pat", "v234");
     use std::os::unix::fs::PermissionsExt;

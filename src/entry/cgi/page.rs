@@ -206,6 +206,7 @@ pub(super) fn run(request: &Request, cx: &Context, answer: Answer<run::Output>) 
                 tr { th { "restrictions" } td { code { (json(&f["restrict"])) } } }
                 tr { th { "pattern" } td { code { (json(&f["pattern"])) } } }
                 tr { th { "sent by" } td { (o.sent_by.as_deref().unwrap_or("")) " at " (o.since) } }
+                @if let Some(trace) = &o.trace { tr { th { "trace" } td { code.ocx-trace { (trace) } } } }
             }
             p.ocx-state id="ocx-state" {
                 @if let Some(outcome) = &o.outcome {

@@ -225,6 +225,7 @@ impl Watch<'_> {
         if let Some(t) = &self.transcript {
             if let Some(relay) = &relay {
                 t.mask_also("the relay's token", relay.token());
+                t.count_turns(relay.meter(), self.dir);
             }
             for (name, value) in &given {
                 t.mask_also(name, value);
@@ -904,7 +905,30 @@ impl Watch<'_> {
             )),
         }
         let _ = node::poke(root);
+        self.send_trace(outcome);
         Ok(())
+    }
+
+    /// Sends the run's trace, where the node's configuration names a
+    /// collector, saying its id in the run's log and the node's.
+    fn send_trace(&self, outcome: &str) {
+        use node::log::{Done, Event};
+        let r = self.r;
+        let told = (r.record.runner.as_str(), r.said.from.as_deref(), outcome);
+        let event = match node::trace::send_run(self.root, self.cfg, self.repo, &r.hash, told) {
+            Ok(None) => return,
+            Ok(Some((id, spans))) => {
+                say(&format!("trace {id} sent, {spans} spans"));
+                Event::new(Done::Traced, format!("{spans} spans")).trace(&id)
+            }
+            Err(e) => {
+                say(&format!("trace not sent: {e}"));
+                let mut event = Event::new(Done::Failed, format!("the run's trace: {e}"));
+                event.trace = node::trace::trace_id(&r.hash);
+                event
+            }
+        };
+        node::log::write(self.root, &[event.record(&r.hash)]);
     }
 }
 

@@ -54,6 +54,7 @@ impl Gauges {
             cost,
             currency,
             connections_refused: self.refused.as_ref().map(Refused::count),
+            model_errors: self.meter.as_ref().map(Meter::errors).unwrap_or_default(),
         }
     }
 }

@@ -3,15 +3,15 @@
 use super::{FossilError, Repository};
 
 /// An arrivals statement: each row's number, hash, receipt, sender, event
-/// type, thread (`$root`, as the forum's table is there or not), branch
-/// and privacy, of the rows `$filter` holds.
+/// type, thread (`$root`, as the forum's table is there or not), branch,
+/// privacy and when it was received, of the rows `$filter` holds.
 macro_rules! concat_arrivals {
     ($root:literal, $filter:literal) => {
         concat!(
             "SELECT b.rid, b.uuid, b.rcvid, u.login, e.type, ",
             $root,
             ", (SELECT value FROM tagxref x WHERE x.rid=b.rid AND x.tagid=8 AND x.tagtype>0),
-                EXISTS(SELECT 1 FROM private p WHERE p.rid=b.rid)
+                EXISTS(SELECT 1 FROM private p WHERE p.rid=b.rid), r.mtime
              FROM blob b LEFT JOIN event e ON e.objid=b.rid
              LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
              WHERE ",
@@ -43,6 +43,8 @@ pub struct Arrival {
     pub kind: ArrivalKind,
     /// Private (an unmoderated post): not yet published, so not acted on.
     pub private: bool,
+    /// When the repository received it, where its receipt says.
+    pub received: Option<std::time::SystemTime>,
 }
 
 /// The arrivals after a row, read a batch at a time ([`Arrivals::next`]):
@@ -221,6 +223,7 @@ impl Repository {
                     sender: r.get(3)?,
                     kind,
                     private: r.get(7)?,
+                    received: r.get::<_, Option<f64>>(8)?.and_then(julian_time),
                 },
             ))
         })?;
@@ -233,4 +236,11 @@ impl Repository {
             .db
             .query_row("SELECT coalesce(max(rid),0) FROM blob", [], |r| r.get(0))?)
     }
+}
+
+/// The time a Julian day number (as Fossil stores a receipt's) names.
+pub(crate) fn julian_time(day: f64) -> Option<std::time::SystemTime> {
+    let secs = (day - 2_440_587.5) * 86_400.0;
+    (secs.is_finite() && secs >= 0.0)
+        .then(|| std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(secs))
 }
