@@ -383,7 +383,7 @@ fn workspace(
         version,
         true,
     )?;
-    fossil.user_default(&clone, user)?;
+    crate::fossil::Fossil::clone_default_user(&clone, user)?;
     set_mode(&clone, 0o600)
 }
 
