@@ -510,13 +510,14 @@ fn held(cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, WatchEr
 }
 
 /// The run's own filesystem in its directory `dir`, of its disk budget's size, which
-/// everything it may write goes in; a note naming `budget.disk` when it cannot be made.
-fn on_disk(dir: &Path, budget: &BudgetLimits) -> Result<Disk, WatchError> {
+/// everything it may write goes in (one its node `root` made ahead, when one is ready); a note naming `budget.disk` when it cannot be made.
+fn on_disk(root: &Path, dir: &Path, budget: &BudgetLimits) -> Result<Disk, WatchError> {
     let bytes = budget
         .disk_bytes
         .ok_or_else(|| field("budget.disk", "the run was given no disk budget"))?;
     let started = Instant::now();
-    let disk = Disk::make(dir, bytes)?;
+    let pool = crate::run::DiskPool::at(&NodeConfig::disks(root));
+    let disk = Disk::make_from(dir, bytes, Some(&pool))?;
     say(&format!(
         "the run's filesystem of {} made in {} ms",
         size(bytes),

@@ -98,6 +98,11 @@ impl NodeConfig {
         root.join("node.sock")
     }
 
+    /// Where the node keeps its runs' filesystems made ahead.
+    pub fn disks(root: &Path) -> PathBuf {
+        root.join("disks")
+    }
+
     /// The directory of one record's run.
     pub fn run_dir(root: &Path, record: &str) -> PathBuf {
         root.join("runs").join(&record[..record.len().min(16)])

@@ -339,10 +339,12 @@ fn serve(root: &Path) -> Result<(), NodeError> {
             )],
         );
     }
+    let disks = disks_ahead(root, &cfg);
     let mut unconfirmed_tries = 0u32;
     let started = SystemTime::now();
     loop {
         wake_once(root, &kept, server.as_deref(), reach.as_deref());
+        let _ = disks.send(());
         // A response the server answered but did not take is pushed again
         // after 1, 2, 4... seconds, at most a minute apart, while the
         // server answers; while it is away, the listener wakes the node.
@@ -395,6 +397,33 @@ fn serve(root: &Path) -> Result<(), NodeError> {
             }
         }
     }
+}
+
+/// How many of its runs' filesystems a node keeps made ahead.
+pub const DISKS_AHEAD: usize = 2;
+
+/// How long after a wake the node waits before making filesystems ahead
+/// again, so that the runs the wake opened start first.
+const DISKS_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Keeps [`DISKS_AHEAD`] filesystems of the ceiling's size made ahead for
+/// the node's runs, at once and, once told (after each wake), again
+/// [`DISKS_AFTER`] later, on a thread of its own: a run's start takes one
+/// in place of running `mkfs.ext4`. A node that cannot make them (not
+/// root) makes none, and its runs make their own as before.
+fn disks_ahead(root: &Path, cfg: &NodeConfig) -> mpsc::Sender<()> {
+    let (tx, rx) = mpsc::channel::<()>();
+    let pool = crate::run::DiskPool::at(&NodeConfig::disks(root));
+    let bytes = cfg.ceiling.disk_bytes;
+    std::thread::spawn(move || {
+        let _ = pool.fill(bytes, DISKS_AHEAD);
+        while rx.recv().is_ok() {
+            std::thread::sleep(DISKS_AFTER);
+            while rx.try_recv().is_ok() {}
+            let _ = pool.fill(bytes, DISKS_AHEAD);
+        }
+    });
+    tx
 }
 
 /// One wake of the node, its failure logged; a machine's server found

@@ -16,7 +16,7 @@ pub(crate) use cgroup::{
     roots as cgroup_roots,
 };
 pub use cgroup::{CgroupPlan, CgroupSlot, CgroupVersion};
-pub use disk::{Disk, DiskUse};
+pub use disk::{Disk, DiskUse, Pool as DiskPool};
 
 /// The name of the cgroup, in each hierarchy, under which every run's cgroup lives.
 pub const PARENT: &str = "ocx";

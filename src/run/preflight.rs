@@ -231,7 +231,9 @@ fn try_bwrap_all(b: &PathBuf, account: Option<&RunAccount>) -> [Capability; 3] {
                     Capability::yes("bubblewrap with new namespaces, none nested"),
                     Capability::no(isolated),
                 ),
-                Err(Unavailable(reason)) => (Capability::no(reason.clone()), Capability::no(reason)),
+                Err(Unavailable(reason)) => {
+                    (Capability::no(reason.clone()), Capability::no(reason))
+                }
             }
         }
     };
@@ -246,7 +248,8 @@ pub fn preflight() -> Preflight {
         .is_root()
         .then(|| RunAccount::of_uid(super::uids::PROBE_UID));
     let bwrap = find_bwrap();
-    let [user_namespaces, sandbox, network_isolation] = bwrap_found(bwrap.as_ref(), account.as_ref());
+    let [user_namespaces, sandbox, network_isolation] =
+        bwrap_found(bwrap.as_ref(), account.as_ref());
     let probe = |c: Controller| {
         let n = PROBES.fetch_add(1, Ordering::Relaxed);
         Capability::from_result(budget::probe(
@@ -322,7 +325,10 @@ mod tests {
     fn noting_bwrap(at: &std::path::Path, log: &std::path::Path, version: u32) {
         std::fs::write(
             at,
-            format!("#!/bin/sh\n# {version}\necho started >> {}\n", log.display()),
+            format!(
+                "#!/bin/sh\n# {version}\necho started >> {}\n",
+                log.display()
+            ),
         )
         .unwrap();
         std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -342,7 +348,11 @@ mod tests {
         let starts = || std::fs::read_to_string(&log).unwrap().lines().count();
         let first = bwrap_found(Some(&bwrap), account.as_ref());
         assert!(first.iter().all(|c| c.available), "{first:?}");
-        assert_eq!(starts(), 2, "two probes: a user namespace, then all at once");
+        assert_eq!(
+            starts(),
+            2,
+            "two probes: a user namespace, then all at once"
+        );
         assert_eq!(bwrap_found(Some(&bwrap), account.as_ref()), first);
         assert_eq!(starts(), 2, "kept while bubblewrap is unchanged");
         std::thread::sleep(Duration::from_millis(20));

@@ -39,7 +39,7 @@ pub(super) fn run(
     let lease = lease(root, dir)?;
     let (sandbox, budget) = node::limits(&r.record);
     let (budget, disk) = match held(cfg, &budget)
-        .and_then(|budget| on_disk(dir, &budget).map(|disk| (budget, disk)))
+        .and_then(|budget| on_disk(root, dir, &budget).map(|disk| (budget, disk)))
     {
         Ok(held) => held,
         Err(e) => {

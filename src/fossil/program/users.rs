@@ -169,8 +169,15 @@ mod tests {
     use super::*;
 
     fn row(fossil: &Fossil, repo: &Path, login: &str) -> String {
-        let sql = format!("SELECT pw, cap FROM user WHERE login={};\n", literal("t", login).unwrap());
-        fossil.sql_on_stdin("t", repo, &sql).unwrap().trim().to_string()
+        let sql = format!(
+            "SELECT pw, cap FROM user WHERE login={};\n",
+            literal("t", login).unwrap()
+        );
+        fossil
+            .sql_on_stdin("t", repo, &sql)
+            .unwrap()
+            .trim()
+            .to_string()
     }
 
     #[test]
@@ -199,7 +206,11 @@ mod tests {
         );
         assert_eq!(mark.unwrap().trim(), "made by node-1");
         fossil.user_password(&repo, "run-1", "first pw").unwrap();
-        assert_eq!(row(&fossil, &repo, "run-1"), given, "Fossil hashes it alike");
+        assert_eq!(
+            row(&fossil, &repo, "run-1"),
+            given,
+            "Fossil hashes it alike"
+        );
 
         fossil
             .give_run_login(&repo, "run-1", "second pw", "gior", None)
