@@ -402,13 +402,14 @@ fn serve(root: &Path) -> Result<(), NodeError> {
 /// How many of its runs' filesystems a node keeps made ahead.
 pub const DISKS_AHEAD: usize = 2;
 
-/// How long after a wake the node waits before making filesystems ahead
-/// again, so that the runs the wake opened start first.
-const DISKS_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+/// How long the node waits with no wake before making filesystems ahead
+/// again, so that the runs its wakes opened start first.
+const DISKS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Keeps [`DISKS_AHEAD`] filesystems of the ceiling's size made ahead for
 /// the node's runs, at once and, once told (after each wake), again
-/// [`DISKS_AFTER`] later, on a thread of its own: a run's start takes one
+/// once [`DISKS_AFTER`] passed with no other wake, on a thread of its own
+/// and at the lowest priority: a run's start takes one
 /// in place of running `mkfs.ext4`. A node that cannot make them (not
 /// root) makes none, and its runs make their own as before.
 fn disks_ahead(root: &Path, cfg: &NodeConfig) -> mpsc::Sender<()> {
@@ -418,8 +419,13 @@ fn disks_ahead(root: &Path, cfg: &NodeConfig) -> mpsc::Sender<()> {
     std::thread::spawn(move || {
         let _ = pool.fill(bytes, DISKS_AHEAD);
         while rx.recv().is_ok() {
-            std::thread::sleep(DISKS_AFTER);
-            while rx.try_recv().is_ok() {}
+            loop {
+                match rx.recv_timeout(DISKS_AFTER) {
+                    Ok(()) => continue,
+                    Err(mpsc::RecvTimeoutError::Timeout) => break,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            }
             let _ = pool.fill(bytes, DISKS_AHEAD);
         }
     });
