@@ -48,14 +48,10 @@ fn main() {
     };
     common::wait_for_port(port);
     let o = |args: &[&str]| common::ocx_as_admin(&ocx, &repo, args);
-    o(&["runner", "--name", "demo"]);
-    o(&[
-        "hook",
-        "install",
-        "--url",
-        &format!("http://127.0.0.1:{port}/"),
-    ]);
+    let url = format!("http://127.0.0.1:{port}/");
+    o(&["hook", "install", "--url", &url]);
     o(&["node", "start"]);
+    o(&["runner", "--name", "demo"]);
     let root = PathBuf::from(format!("{r}.ocx-node"));
     let thread = hash_of(&o(&[
         "post",

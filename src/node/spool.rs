@@ -4,7 +4,7 @@
 //! ends one; and the claim that starts a check-in's command run once.
 
 use super::config::NodeConfig;
-use super::{inbox, lock, wake, write_whole};
+use super::{inbox, lock, wake};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -60,6 +60,9 @@ const SPOOL: &str = "deliveries";
 /// seen in part), then a one-byte wake-up goes into its inbox. Nothing is
 /// given when no watcher reads the inbox. Only the node's wake gives
 /// deliveries, one at a time (under its lock), so numbers never collide.
+/// The file is not synced to the disk: its reader, the run's watcher,
+/// does not outlive the host either, and a node giving one post to
+/// hundreds of runs would wait on the disk once for each.
 pub fn deliver(dir: &Path, line: &str) -> std::io::Result<()> {
     let escaped = inbox::escape(line);
     let fifo = std::fs::OpenOptions::new()
@@ -73,10 +76,11 @@ pub fn deliver(dir: &Path, line: &str) -> std::io::Result<()> {
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(0);
     std::fs::write(&counter, (n + 1).to_string())?;
-    write_whole(
+    crate::file::write_whole_unsynced(
         &spool.join(format!("{n:020}")),
         &spool.join(format!(".{n:020}")),
         escaped.as_bytes(),
+        0o600,
     )?;
     match (&fifo).write(b"\n") {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(()),
