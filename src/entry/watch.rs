@@ -502,15 +502,16 @@ fn served_as(
 
 /// `budget` held to the node's ceiling on memory and processes, where this
 /// host holds them, and on disk; a note naming the field when it asks for more.
-fn held(cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, WatchError> {
-    let (memory, processes) = crate::run::Ceiling::held_here();
+fn held(root: &Path, cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, WatchError> {
+    let (memory, processes) = crate::run::Ceiling::held_here_kept(&NodeConfig::cgroups_held(root));
     cfg.ceiling
         .hold(budget, memory, processes)
         .map_err(|u| field(u.field, u.reason))
 }
 
 /// The run's own filesystem in its directory `dir`, of its disk budget's size, which
-/// everything it may write goes in (one its node `root` made ahead, when one is ready); a note naming `budget.disk` when it cannot be made.
+/// everything it may write goes in (one its node `root` made ahead, when one is ready); a
+/// note naming `budget.disk` when it cannot be made.
 fn on_disk(root: &Path, dir: &Path, budget: &BudgetLimits) -> Result<Disk, WatchError> {
     let bytes = budget
         .disk_bytes

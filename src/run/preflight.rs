@@ -252,7 +252,7 @@ pub fn preflight() -> Preflight {
         bwrap_found(bwrap.as_ref(), account.as_ref());
     let probe = |c: Controller| {
         let n = PROBES.fetch_add(1, Ordering::Relaxed);
-        Capability::from_result(budget::probe(
+        Capability::from_result(budget::probe_kept(
             c,
             &format!("preflight-{}-{n}", std::process::id()),
         ))

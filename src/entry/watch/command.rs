@@ -38,7 +38,7 @@ pub(super) fn run(
         ))?;
     let lease = lease(root, dir)?;
     let (sandbox, budget) = node::limits(&r.record);
-    let (budget, disk) = match held(cfg, &budget)
+    let (budget, disk) = match held(root, cfg, &budget)
         .and_then(|budget| on_disk(root, dir, &budget).map(|disk| (budget, disk)))
     {
         Ok(held) => held,
