@@ -407,9 +407,9 @@ pub const DISKS_AHEAD: usize = 2;
 const DISKS_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Keeps [`DISKS_AHEAD`] filesystems of the ceiling's size made ahead for
-/// the node's runs, at once and, once told (after each wake), again
-/// once [`DISKS_AFTER`] passed with no other wake, on a thread of its own
-/// and at the lowest priority: a run's start takes one
+/// the node's runs, once [`DISKS_AFTER`] passed with no wake after its
+/// start and after each wake, on a thread of its own and at the lowest
+/// priority: a run's start takes one
 /// in place of running `mkfs.ext4`. A node that cannot make them (not
 /// root) makes none, and its runs make their own as before.
 fn disks_ahead(root: &Path, cfg: &NodeConfig) -> mpsc::Sender<()> {
@@ -417,8 +417,19 @@ fn disks_ahead(root: &Path, cfg: &NodeConfig) -> mpsc::Sender<()> {
     let pool = crate::run::DiskPool::at(&NodeConfig::disks(root));
     let bytes = cfg.ceiling.disk_bytes;
     std::thread::spawn(move || {
-        let _ = pool.fill(bytes, DISKS_AHEAD);
-        while rx.recv().is_ok() {
+        // Linux gives each thread its own priority, and the processes it
+        // starts inherit it: `mkfs.ext4` runs at the lowest.
+        // SAFETY: setpriority changes this thread's priority and nothing else.
+        unsafe {
+            nix::libc::setpriority(
+                nix::libc::PRIO_PROCESS,
+                nix::unistd::gettid().as_raw() as u32,
+                19,
+            );
+        }
+        let mut first = true;
+        while first || rx.recv().is_ok() {
+            first = false;
             loop {
                 match rx.recv_timeout(DISKS_AFTER) {
                     Ok(()) => continue,

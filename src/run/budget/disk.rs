@@ -84,7 +84,7 @@ impl Disk {
             SandboxError::Disk(format!("could not be made: {what}: {e}"))
         };
         if !pool.is_some_and(|p| p.take(bytes, &disk.image)) {
-            format(&mkfs, &disk.image, bytes, false)?;
+            format(&mkfs, &disk.image, bytes)?;
         }
         fs::DirBuilder::new()
             .mode(0o700)
@@ -120,9 +120,8 @@ impl Drop for Disk {
     }
 }
 
-/// Makes the file `image` (which must not be there yet) of `bytes`, sparse, and formats it;
-/// at the lowest priority when `gently` (made ahead, while runs may be starting).
-fn format(mkfs: &Path, image: &Path, bytes: u64, gently: bool) -> Result<(), SandboxError> {
+/// Makes the file `image` (which must not be there yet) of `bytes`, sparse, and formats it.
+fn format(mkfs: &Path, image: &Path, bytes: u64) -> Result<(), SandboxError> {
     fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -131,9 +130,8 @@ fn format(mkfs: &Path, image: &Path, bytes: u64, gently: bool) -> Result<(), San
         .open(image)
         .and_then(|f| f.set_len(bytes))
         .map_err(|e| SandboxError::Disk(format!("could not be made: {}: {e}", image.display())))?;
-    run_as(
+    run(
         mkfs,
-        gently,
         &[
             "-q",
             "-F",
@@ -228,7 +226,7 @@ impl Pool {
             let name = format!("{bytes}-{}-{n}", std::process::id());
             let part = self.dir.join(format!("{name}.part"));
             let _ = fs::remove_file(&part);
-            let formatted = format(&mkfs, &part, bytes, true);
+            let formatted = format(&mkfs, &part, bytes);
             if let Err(e) = formatted.and_then(|()| {
                 fs::rename(&part, self.dir.join(format!("{name}{READY}")))
                     .map_err(|e| SandboxError::Disk(format!("could not be made ahead: {e}")))
@@ -285,32 +283,11 @@ fn unmount(mount: &Path) {
 /// Runs `program` with `args`, then `paths`, with nothing of this process's environment;
 /// its words on failure.
 fn run(program: &Path, args: &[&str], paths: &[&Path]) -> Result<(), SandboxError> {
-    run_as(program, false, args, paths)
-}
-
-/// [`run`], at the lowest priority when `gently`.
-fn run_as(
-    program: &Path,
-    gently: bool,
-    args: &[&str],
-    paths: &[&Path],
-) -> Result<(), SandboxError> {
-    use std::os::unix::process::CommandExt;
     let name = program
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut command = Command::new(program);
-    if gently {
-        // SAFETY: setpriority is async-signal-safe and allocates nothing.
-        unsafe {
-            command.pre_exec(|| {
-                nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, 19);
-                Ok(())
-            });
-        }
-    }
-    let out = command
+    let out = Command::new(program)
         .args(args)
         .args(paths)
         .env_clear()
