@@ -351,3 +351,11 @@ pub fn exchange(port: u16, request: &str) -> String {
     s.read_to_end(&mut out).unwrap();
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Waits, at most 10 s, until something listens on `port` of 127.0.0.1.
+pub fn wait_for_port(port: u16) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -388,7 +388,7 @@ fn workspace(
         version,
         true,
     )?;
-    fossil.user_default(&clone, user)?;
+    crate::fossil::Fossil::clone_default_user(&clone, user)?;
     set_mode(&clone, 0o600)
 }
 
@@ -507,21 +507,23 @@ fn served_as(
 
 /// `budget` held to the node's ceiling on memory and processes, where this
 /// host holds them, and on disk; a note naming the field when it asks for more.
-fn held(cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, WatchError> {
-    let (memory, processes) = crate::run::Ceiling::held_here();
+fn held(root: &Path, cfg: &NodeConfig, budget: &BudgetLimits) -> Result<BudgetLimits, WatchError> {
+    let (memory, processes) = crate::run::Ceiling::held_here_kept(&NodeConfig::cgroups_held(root));
     cfg.ceiling
         .hold(budget, memory, processes)
         .map_err(|u| field(u.field, u.reason))
 }
 
 /// The run's own filesystem in its directory `dir`, of its disk budget's size, which
-/// everything it may write goes in; a note naming `budget.disk` when it cannot be made.
-fn on_disk(dir: &Path, budget: &BudgetLimits) -> Result<Disk, WatchError> {
+/// everything it may write goes in (one its node `root` made ahead, when one is ready); a
+/// note naming `budget.disk` when it cannot be made.
+fn on_disk(root: &Path, dir: &Path, budget: &BudgetLimits) -> Result<Disk, WatchError> {
     let bytes = budget
         .disk_bytes
         .ok_or_else(|| field("budget.disk", "the run was given no disk budget"))?;
     let started = Instant::now();
-    let disk = Disk::make(dir, bytes)?;
+    let pool = crate::run::DiskPool::at(&NodeConfig::disks(root));
+    let disk = Disk::make_from(dir, bytes, Some(&pool))?;
     say(&format!(
         "the run's filesystem of {} made in {} ms",
         size(bytes),

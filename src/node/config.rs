@@ -107,6 +107,17 @@ impl NodeConfig {
         root.join("node.sock")
     }
 
+    /// Where the node's runs keep that this host holds the memory and the
+    /// process controllers (`Ceiling::held_here_kept`).
+    pub fn cgroups_held(root: &Path) -> PathBuf {
+        root.join("cgroups-held.json")
+    }
+
+    /// Where the node keeps its runs' filesystems made ahead.
+    pub fn disks(root: &Path) -> PathBuf {
+        root.join("disks")
+    }
+
     /// The directory of one record's run.
     pub fn run_dir(root: &Path, record: &str) -> PathBuf {
         root.join("runs").join(&record[..record.len().min(16)])

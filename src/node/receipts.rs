@@ -478,17 +478,31 @@ impl<'a> Receipts<'a> {
         repo: &Repository,
         asked: &[(&Place, &str, &str)],
     ) -> Result<Vec<Option<Found>>, NodeError> {
+        // Each place is read once, however many of the records asked are
+        // in it: a thread holding hundreds of records is not read again
+        // for each.
+        let mut read: Vec<(&Place, Vec<Found>)> = Vec::new();
         let mut places = Vec::with_capacity(asked.len());
         let mut hashes = Vec::new();
         for (place, record, _) in asked {
-            let here = found::at(repo, place)?;
-            hashes.extend(
-                here.iter()
-                    .filter(|f| f.said.hash == *record || answers(f, record))
-                    .map(|f| f.said.hash.clone()),
-            );
+            let at = match read.iter().position(|(p, _)| p == place) {
+                Some(at) => at,
+                None => {
+                    read.push((place, found::at(repo, place)?));
+                    read.len() - 1
+                }
+            };
+            let here: Vec<Found> = read[at]
+                .1
+                .iter()
+                .filter(|f| f.said.hash == *record || answers(f, record))
+                .cloned()
+                .collect();
+            hashes.extend(here.iter().map(|f| f.said.hash.clone()));
             places.push(here);
         }
+        hashes.sort_unstable();
+        hashes.dedup();
         let got = self.by_hash(&hashes)?;
         Ok(asked
             .iter()

@@ -256,17 +256,15 @@ fn open(
         )));
     }
     let password = super::random_password();
-    if standing == run_user::Standing::New {
-        fossil.mark_run_user(
-            repo.path(),
-            &user,
-            &format!("made for {machine}{}", run_user::made_for(hash)),
-        )?;
-        fossil.user_new(repo.path(), &user, &password)?;
-    } else {
-        fossil.user_password(repo.path(), &user, &password)?;
-    }
-    fossil.user_capabilities(repo.path(), &user, RUN_CAPABILITIES)?;
+    let mark = (standing == run_user::Standing::New)
+        .then(|| format!("made for {machine}{}", run_user::made_for(hash)));
+    fossil.give_run_login(
+        repo.path(),
+        &user,
+        &password,
+        RUN_CAPABILITIES,
+        mark.as_deref(),
+    )?;
     let kept = RemoteRun {
         record: hash.to_string(),
         machine: machine.clone(),

@@ -4,7 +4,7 @@
 //! ends one; and the claim that starts a check-in's command run once.
 
 use super::config::NodeConfig;
-use super::{inbox, lock, wake, write_whole};
+use super::{inbox, lock, wake};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -62,6 +62,9 @@ const SPOOL: &str = "deliveries";
 /// deliveries, one at a time (under its lock), so numbers never collide.
 /// The file's time is `received`, when the artifact it tells of was
 /// received, so the watcher that reads it counts the delivery's delay.
+/// The file is not synced to the disk: its reader, the run's watcher,
+/// does not outlive the host either, and a node giving one post to
+/// hundreds of runs would wait on the disk once for each.
 pub fn deliver(
     dir: &Path,
     line: &str,
@@ -80,7 +83,12 @@ pub fn deliver(
         .unwrap_or(0);
     std::fs::write(&counter, (n + 1).to_string())?;
     let given = spool.join(format!("{n:020}"));
-    write_whole(&given, &spool.join(format!(".{n:020}")), escaped.as_bytes())?;
+    crate::file::write_whole_unsynced(
+        &given,
+        &spool.join(format!(".{n:020}")),
+        escaped.as_bytes(),
+        0o600,
+    )?;
     if let Some(at) = received {
         let _ = std::fs::File::options()
             .write(true)

@@ -1016,22 +1016,15 @@ impl Node<'_> {
             );
         }
         let password = super::random_password();
-        if standing == run_user::Standing::New {
-            // Marked before it is made: a node killed between the two leaves
-            // a mark for no login, which the next try makes, never a login
-            // it made and could not tell from one made by hand.
-            self.fossil.mark_run_user(
-                self.repo.path(),
-                &user,
-                &format!("made by {}{}", self.cfg.login, run_user::made_for(&r.hash)),
-            )?;
-            self.fossil.user_new(self.repo.path(), &user, &password)?;
-        } else {
-            self.fossil
-                .user_password(self.repo.path(), &user, &password)?;
-        }
-        self.fossil
-            .user_capabilities(self.repo.path(), &user, RUN_CAPABILITIES)?;
+        let mark = (standing == run_user::Standing::New)
+            .then(|| format!("made by {}{}", self.cfg.login, run_user::made_for(&r.hash)));
+        self.fossil.give_run_login(
+            self.repo.path(),
+            &user,
+            &password,
+            RUN_CAPABILITIES,
+            mark.as_deref(),
+        )?;
         self.start_run(&r, &user, &password)
     }
 

@@ -13,10 +13,10 @@ pub mod disk;
 
 pub(crate) use cgroup::{
     Cgroup, Controller, Notice, clear_left as clear_left_cgroups, left as cgroups_left, probe,
-    roots as cgroup_roots,
+    probe_kept, roots as cgroup_roots,
 };
 pub use cgroup::{CgroupPlan, CgroupSlot, CgroupVersion};
-pub use disk::{Disk, DiskUse};
+pub use disk::{Disk, DiskUse, Pool as DiskPool};
 
 /// The name of the cgroup, in each hierarchy, under which every run's cgroup lives.
 pub const PARENT: &str = "ocx";
@@ -138,6 +138,34 @@ impl Ceiling {
         Ok(held)
     }
 
+    /// [`Ceiling::held_here`], kept in the file `kept` while the host's cgroup mounts are
+    /// as they were when both controllers were found held: a run's watcher, a process of
+    /// its own, reads what the node's first run found rather than trying the cgroups
+    /// again (each try makes and removes a cgroup, some 15 ms each on cgroup v1). `kept`
+    /// must be in a directory of root's alone.
+    pub fn held_here_kept(kept: &std::path::Path) -> (bool, bool) {
+        let mounts = cgroup::cgroup_mounts();
+        let found: Option<serde_json::Value> = std::fs::read(kept)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if found.is_some_and(|f| f["mounts"] == mounts.as_str()) {
+            return (true, true);
+        }
+        let held = Ceiling::held_here();
+        if held == (true, true) {
+            let tmp = kept.with_extension("tmp");
+            let _ = crate::file::write_whole_unsynced(
+                kept,
+                &tmp,
+                serde_json::json!({ "mounts": mounts })
+                    .to_string()
+                    .as_bytes(),
+                0o600,
+            );
+        }
+        held
+    }
+
     /// Whether this host holds the memory and the process controllers now, tried in a
     /// throwaway cgroup each.
     pub fn held_here() -> (bool, bool) {
@@ -180,6 +208,29 @@ impl fmt::Display for Limit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_controllers_held_are_kept_while_the_cgroup_mounts_are_as_they_were() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = dir.path().join("held.json");
+        let here = Ceiling::held_here();
+        assert_eq!(Ceiling::held_here_kept(&kept), here);
+        if here != (true, true) {
+            assert!(!kept.exists(), "only both held is kept");
+            return;
+        }
+        let read = |f: &std::path::Path| -> serde_json::Value {
+            serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap()
+        };
+        assert_eq!(read(&kept)["mounts"], cgroup::cgroup_mounts());
+        std::fs::write(&kept, r#"{"mounts":"another host's"}"#).unwrap();
+        assert_eq!(Ceiling::held_here_kept(&kept), (true, true));
+        assert_eq!(
+            read(&kept)["mounts"],
+            cgroup::cgroup_mounts(),
+            "found anew once the mounts changed"
+        );
+    }
 
     #[test]
     fn every_budget_gets_the_ceilings_disk_and_one_asking_more_is_refused_naming_it() {

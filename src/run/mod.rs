@@ -18,7 +18,7 @@ use serde::Serializer;
 
 pub use account::RunAccount;
 pub use budget::{
-    BudgetLimits, Ceiling, CgroupPlan, CgroupSlot, CgroupVersion, Disk, DiskUse, Limit,
+    BudgetLimits, Ceiling, CgroupPlan, CgroupSlot, CgroupVersion, Disk, DiskPool, DiskUse, Limit,
 };
 pub use preflight::{Capability, Preflight, Unenforceable, preflight, preflight_recent};
 pub use sandbox::{

@@ -139,7 +139,8 @@ const ISOLATED: [&str; 3] = ["--unshare-all", "--unshare-user", "--disable-usern
 pub const PREFLIGHT_KEPT: Duration = Duration::from_secs(5);
 
 /// [`preflight`], found at most [`PREFLIGHT_KEPT`] ago in this process: what
-/// `status` says. The node's own judgement of a record always tries anew.
+/// `status` says. The node's own judgement of a record tries the cgroups
+/// and the disk anew, and bubblewrap as [`bwrap_found`] keeps it.
 pub fn preflight_recent() -> Preflight {
     static RECENT: Mutex<Option<(Instant, Preflight)>> = Mutex::new(None);
     let mut recent = RECENT.lock().unwrap_or_else(PoisonError::into_inner);
@@ -153,6 +154,92 @@ pub fn preflight_recent() -> Preflight {
     }
 }
 
+/// What bubblewrap's probes depend on: the program (its path, size,
+/// inode, modification and change times), the kernel (its release, and
+/// each setting that allows or bounds user namespaces) and the account
+/// it is tried as. Probes found under one fingerprint hold while it is
+/// unchanged.
+fn bwrap_fingerprint(bwrap: &std::path::Path, account: Option<&RunAccount>) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(bwrap).ok()?;
+    let mut print = format!(
+        "{}|{}|{}|{}.{}|{}.{}|{:?}",
+        bwrap.display(),
+        m.len(),
+        m.ino(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+        account.map(|a| (a.uid, a.gid))
+    );
+    for setting in [
+        "/proc/sys/kernel/osrelease",
+        "/proc/sys/user/max_user_namespaces",
+        "/proc/sys/kernel/unprivileged_userns_clone",
+        "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+    ] {
+        print.push('|');
+        print.push_str(std::fs::read_to_string(setting).unwrap_or_default().trim());
+    }
+    Some(print)
+}
+
+/// Bubblewrap's three probes (a user namespace; new namespaces, none
+/// nested; and a network namespace of its own), tried once for what they
+/// depend on ([`bwrap_fingerprint`]) in this process: a node tries them
+/// once when it starts, and again only when bubblewrap, the kernel's
+/// settings or the account change, never at each record. Only probes
+/// that all succeeded are kept.
+fn bwrap_found(bwrap: Option<&PathBuf>, account: Option<&RunAccount>) -> [Capability; 3] {
+    static FOUND: Mutex<Vec<(String, [Capability; 3])>> = Mutex::new(Vec::new());
+    let Some(b) = bwrap else {
+        let missing = Capability::no("bubblewrap (bwrap) is not installed");
+        return [missing.clone(), missing.clone(), missing];
+    };
+    let print = bwrap_fingerprint(b, account);
+    let mut found = FOUND.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, caps)) = found.iter().find(|(p, _)| Some(p) == print.as_ref()) {
+        return caps.clone();
+    }
+    let caps = try_bwrap_all(b, account);
+    // A probe that failed (perhaps for a moment, as a fork refused under
+    // load) is tried again next time, as before.
+    if let Some(p) = print.filter(|_| caps.iter().all(|c| c.available)) {
+        if found.len() >= 4 {
+            found.remove(0);
+        }
+        found.push((p, caps.clone()));
+    }
+    caps
+}
+
+/// Tries bubblewrap's three probes anew.
+fn try_bwrap_all(b: &PathBuf, account: Option<&RunAccount>) -> [Capability; 3] {
+    let user_namespaces = match try_bwrap(b, account, &["--unshare-user"]) {
+        Ok(()) => Capability::yes("a user namespace of its own"),
+        Err(Unavailable(reason)) => Capability::no(reason),
+    };
+    let (sandbox, network_isolation) = match try_bwrap(b, account, &ISOLATED) {
+        Ok(()) => (
+            Capability::yes("bubblewrap with new namespaces, none nested"),
+            Capability::yes("a network namespace of its own"),
+        ),
+        Err(Unavailable(isolated)) => {
+            match try_bwrap(b, account, &[&ISOLATED[..], &["--share-net"]].concat()) {
+                Ok(()) => (
+                    Capability::yes("bubblewrap with new namespaces, none nested"),
+                    Capability::no(isolated),
+                ),
+                Err(Unavailable(reason)) => {
+                    (Capability::no(reason.clone()), Capability::no(reason))
+                }
+            }
+        }
+    };
+    [user_namespaces, sandbox, network_isolation]
+}
+
 /// Tries what this host can enforce now: bubblewrap (as the run account, when the node runs as
 /// root), network isolation, each cgroup controller, and what a run's own filesystem needs.
 pub fn preflight() -> Preflight {
@@ -161,42 +248,11 @@ pub fn preflight() -> Preflight {
         .is_root()
         .then(|| RunAccount::of_uid(super::uids::PROBE_UID));
     let bwrap = find_bwrap();
-    let missing = || Capability::no("bubblewrap (bwrap) is not installed");
-    let bwrap_usable = bwrap.as_ref();
-    let user_namespaces = match bwrap_usable {
-        None => missing(),
-        Some(b) => match try_bwrap(b, account.as_ref(), &["--unshare-user"]) {
-            Ok(()) => Capability::yes("a user namespace of its own"),
-            Err(Unavailable(reason)) => Capability::no(reason),
-        },
-    };
-    let (sandbox, network_isolation) = match bwrap_usable {
-        None => (missing(), missing()),
-        Some(b) => match try_bwrap(b, account.as_ref(), &ISOLATED) {
-            Ok(()) => (
-                Capability::yes("bubblewrap with new namespaces, none nested"),
-                Capability::yes("a network namespace of its own"),
-            ),
-            Err(Unavailable(isolated)) => {
-                match try_bwrap(
-                    b,
-                    account.as_ref(),
-                    &[&ISOLATED[..], &["--share-net"]].concat(),
-                ) {
-                    Ok(()) => (
-                        Capability::yes("bubblewrap with new namespaces, none nested"),
-                        Capability::no(isolated),
-                    ),
-                    Err(Unavailable(reason)) => {
-                        (Capability::no(reason.clone()), Capability::no(reason))
-                    }
-                }
-            }
-        },
-    };
+    let [user_namespaces, sandbox, network_isolation] =
+        bwrap_found(bwrap.as_ref(), account.as_ref());
     let probe = |c: Controller| {
         let n = PROBES.fetch_add(1, Ordering::Relaxed);
-        Capability::from_result(budget::probe(
+        Capability::from_result(budget::probe_kept(
             c,
             &format!("preflight-{}-{n}", std::process::id()),
         ))
@@ -256,5 +312,52 @@ impl Preflight {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A stand-in for bubblewrap that notes each start in `log` and
+    /// succeeds, written anew (its times change) each call.
+    fn noting_bwrap(at: &std::path::Path, log: &std::path::Path, version: u32) {
+        std::fs::write(
+            at,
+            format!(
+                "#!/bin/sh\n# {version}\necho started >> {}\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(at, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn bubblewraps_probes_are_tried_once_until_what_they_probe_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (bwrap, log) = (dir.path().join("bwrap"), dir.path().join("log"));
+        std::fs::write(&log, "").unwrap();
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).unwrap();
+        noting_bwrap(&bwrap, &log, 1);
+        let account = Uid::effective()
+            .is_root()
+            .then(|| RunAccount::of_uid(crate::run::uids::PROBE_UID));
+        let starts = || std::fs::read_to_string(&log).unwrap().lines().count();
+        let first = bwrap_found(Some(&bwrap), account.as_ref());
+        assert!(first.iter().all(|c| c.available), "{first:?}");
+        assert_eq!(
+            starts(),
+            2,
+            "two probes: a user namespace, then all at once"
+        );
+        assert_eq!(bwrap_found(Some(&bwrap), account.as_ref()), first);
+        assert_eq!(starts(), 2, "kept while bubblewrap is unchanged");
+        std::thread::sleep(Duration::from_millis(20));
+        noting_bwrap(&bwrap, &log, 2);
+        bwrap_found(Some(&bwrap), account.as_ref());
+        assert_eq!(starts(), 4, "tried anew once bubblewrap changed");
     }
 }

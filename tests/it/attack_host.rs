@@ -576,3 +576,27 @@ fn a_node_whose_uid_range_overlaps_another_nodes_is_refused() {
     let uid = a.started(&record);
     assert!((first..first + 100).contains(&uid), "uid {uid}");
 }
+
+#[test]
+fn a_node_whose_every_uid_is_leased_refuses_the_next_run_naming_run_uids_and_starts_none_of_it() {
+    let first = 1_850_000_000 + (std::process::id() % 100_000) * 1000;
+    let host = Host::new(|cfg| cfg["run_uids"] = json!({"first": first, "count": 1}));
+    let one = host.record("attack", &[]);
+    assert_eq!(host.started(&one), first);
+    let two = host.record("attack", &[]);
+    let (outcome, note) = host.response(&two);
+    assert_eq!(outcome, "unenforced", "{note}");
+    assert!(
+        note.starts_with("run_uids") && note.contains("every uid is leased"),
+        "{note}"
+    );
+    assert!(host.log(&two).is_empty(), "its program never started");
+    let dir = host.run_dir(&two);
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(
+        !mounts.contains(dir.to_str().unwrap()),
+        "nothing of it left mounted"
+    );
+    host.post(&one, "still here?");
+    host.line(&one, "len=", 0);
+}

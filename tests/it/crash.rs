@@ -330,8 +330,9 @@ fn a_command_run_started_before_the_state_was_saved_never_runs_twice() {
 }
 
 /// Points the node's `fossil` at a program that, once, SIGKILLs the node
-/// when the node asks `fossil user` to make a login: before making it
-/// (`after` false) or just after (`after` true); otherwise it is `fossil`.
+/// when the node asks `fossil sql` to make a login (its statements mark
+/// the login, then make it): with the mark alone written (`after` false)
+/// or with all of them (`after` true); otherwise it is `fossil`.
 fn kill_node_on_user_new(s: &EchoNode, after: bool) {
     let file = s.root().join("node.json");
     let mut cfg: serde_json::Value =
@@ -345,15 +346,15 @@ fn kill_node_on_user_new(s: &EchoNode, after: bool) {
     let make = if after {
         format!("{real} \"$@\" < {}", input.display())
     } else {
-        "true".into()
+        format!("grep -v 'INTO user' {} | {real} \"$@\"", input.display())
     };
     std::fs::write(
         &wrapper,
         format!(
             "#!/bin/sh\n\
-             if [ \"$1\" = user ] && [ -e {armed} ]; then\n\
+             if [ \"$1\" = sql ] && [ -e {armed} ]; then\n\
                cat > {input}\n\
-               if [ \"$(head -n1 {input})\" = new ]; then\n\
+               if grep -q 'INSERT INTO user' {input}; then\n\
                  rm -f {armed}\n\
                  {make}\n\
                  kill -9 $(cat {root}/node.pid)\n\

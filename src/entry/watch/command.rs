@@ -38,8 +38,8 @@ pub(super) fn run(
         ))?;
     let lease = lease(root, dir)?;
     let (sandbox, budget) = node::limits(&r.record);
-    let (budget, disk) = match held(cfg, &budget)
-        .and_then(|budget| on_disk(dir, &budget).map(|disk| (budget, disk)))
+    let (budget, disk) = match held(root, cfg, &budget)
+        .and_then(|budget| on_disk(root, dir, &budget).map(|disk| (budget, disk)))
     {
         Ok(held) => held,
         Err(e) => {

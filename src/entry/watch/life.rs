@@ -215,8 +215,8 @@ impl Watch<'_> {
         let page = self.page()?;
         let lease = lease(self.root, self.dir).map_err(|e| unenforced(format!("run_uids: {e}")))?;
         let (mut sandbox, budget) = node::limits(&self.r.record);
-        let budget = held(self.cfg, &budget).map_err(unenforced)?;
-        let disk = on_disk(self.dir, &budget).map_err(unenforced)?;
+        let budget = held(self.root, self.cfg, &budget).map_err(unenforced)?;
+        let disk = on_disk(self.root, self.dir, &budget).map_err(unenforced)?;
         let ws = disk.path().join("ws");
         let socket = self.workspace(&ws)?;
         let relay = self.relay(&page, &ws)?;

@@ -222,7 +222,7 @@ impl Fossil {
         Ok(unobscured(stored.trim(), probe.trim()))
     }
 
-    fn sql_on_stdin(
+    pub(super) fn sql_on_stdin(
         &self,
         operation: &'static str,
         repository: &Path,
@@ -251,7 +251,7 @@ impl Fossil {
 /// OCX gives `fossil sql`. Its quotes are doubled; a line break is refused,
 /// since `fossil sql` reads a line beginning with `.` as a command of its
 /// own, not as SQL.
-fn literal(operation: &'static str, text: &str) -> Result<String, FossilError> {
+pub(super) fn literal(operation: &'static str, text: &str) -> Result<String, FossilError> {
     if text.contains(['\n', '\r']) {
         return Err(FossilError::Command {
             operation,

@@ -790,6 +790,41 @@ fn set_pids(dir: &Path, max: u64) -> Result<(), SandboxError> {
 }
 
 /// Tries, in a throwaway cgroup, what a run's cgroup for `controller` needs on this host.
+/// The host's cgroup mounts as `/proc/self/mountinfo` lists them, in order: what every
+/// controller's probe depends on.
+pub(crate) fn cgroup_mounts() -> String {
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(" - cgroup ") || l.contains(" - cgroup2 "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// [`probe`], its success kept in this process while the host's cgroup mounts are as they
+/// were ([`cgroup_mounts`]): a long-lived node tries each controller once, not at each
+/// record. A failure is tried again next time.
+pub(crate) fn probe_kept(controller: Controller, name: &str) -> Result<String, Unavailable> {
+    static KEPT: std::sync::Mutex<Vec<(String, Controller, String)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mounts = cgroup_mounts();
+    let mut kept = KEPT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, _, how)) = kept
+        .iter()
+        .find(|(m, c, _)| *c == controller && *m == mounts)
+    {
+        return Ok(how.clone());
+    }
+    let found = probe(controller, name)?;
+    if kept.len() >= 12 {
+        kept.remove(0);
+    }
+    kept.push((mounts, controller, found.clone()));
+    Ok(found)
+}
+
 pub(crate) fn probe(controller: Controller, name: &str) -> Result<String, Unavailable> {
     let (version, root) = locate(controller)?;
     let dir = root.join(PARENT).join(name);

@@ -60,6 +60,12 @@ impl Disk {
     /// `dir/disk`, first clearing what a watcher that ended without unmounting left there.
     /// Its top is root's (0711): the run writes only in the directories made in it for it.
     pub fn make(dir: &Path, bytes: u64) -> Result<Disk, SandboxError> {
+        Disk::make_from(dir, bytes, None)
+    }
+
+    /// [`Disk::make`], its filesystem taken from `pool` when one of `bytes` is ready there,
+    /// made anew otherwise; mounted alike either way.
+    pub fn make_from(dir: &Path, bytes: u64, pool: Option<&Pool>) -> Result<Disk, SandboxError> {
         if bytes < LEAST {
             return Err(SandboxError::Disk(format!(
                 "cannot be {bytes} bytes, less than the {} MiB it needs",
@@ -77,30 +83,9 @@ impl Disk {
         let failed = |what: &str, e: io::Error| {
             SandboxError::Disk(format!("could not be made: {what}: {e}"))
         };
-        fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(&disk.image)
-            .and_then(|f| f.set_len(bytes))
-            .map_err(|e| failed(&disk.image.display().to_string(), e))?;
-        run(
-            &mkfs,
-            &[
-                "-q",
-                "-F",
-                "-m",
-                "0",
-                "-O",
-                "^has_journal",
-                "-T",
-                "default",
-                "-E",
-                "lazy_itable_init=1,nodiscard",
-            ],
-            &[&disk.image],
-        )?;
+        if !pool.is_some_and(|p| p.take(bytes, &disk.image)) {
+            format(&mkfs, &disk.image, bytes)?;
+        }
         fs::DirBuilder::new()
             .mode(0o700)
             .create(&disk.mount)
@@ -132,6 +117,126 @@ impl Drop for Disk {
         unmount(&self.mount);
         let _ = fs::remove_dir(&self.mount);
         let _ = fs::remove_file(&self.image);
+    }
+}
+
+/// Makes the file `image` (which must not be there yet) of `bytes`, sparse, and formats it.
+fn format(mkfs: &Path, image: &Path, bytes: u64) -> Result<(), SandboxError> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(image)
+        .and_then(|f| f.set_len(bytes))
+        .map_err(|e| SandboxError::Disk(format!("could not be made: {}: {e}", image.display())))?;
+    run(
+        mkfs,
+        &[
+            "-q",
+            "-F",
+            "-m",
+            "0",
+            "-O",
+            "^has_journal",
+            "-T",
+            "default",
+            "-E",
+            "lazy_itable_init=1,nodiscard",
+        ],
+        &[image],
+    )
+}
+
+/// Run filesystems made ahead, formatted and never mounted, in a directory of root's alone
+/// (0700) on the same filesystem as the runs' directories: a run takes one by renaming it into
+/// its own directory, so a filesystem is never given twice, and its `mkfs.ext4` was run off the
+/// path of its start. Each is named by its size, and made under a name of its own first, so a
+/// half-made one is never taken.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    dir: PathBuf,
+}
+
+/// The suffix of a ready filesystem's file in a [`Pool`].
+const READY: &str = ".img";
+
+impl Pool {
+    /// The pool kept in `dir`.
+    pub fn at(dir: &Path) -> Pool {
+        Pool {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// The ready filesystems of `bytes`, by file.
+    fn ready(&self, bytes: u64) -> Vec<PathBuf> {
+        let prefix = format!("{bytes}-");
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.starts_with(&prefix) && name.ends_with(READY)
+            })
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| e.path())
+            .collect()
+    }
+
+    /// Moves a ready filesystem of `bytes` to `to`; false when none could be had.
+    fn take(&self, bytes: u64, to: &Path) -> bool {
+        self.ready(bytes)
+            .iter()
+            .any(|from| fs::rename(from, to).is_ok())
+    }
+
+    /// Makes filesystems of `bytes` until `count` are ready, removing those of any other size
+    /// (made before the ceiling changed); how many it made.
+    pub fn fill(&self, bytes: u64, count: usize) -> Result<usize, SandboxError> {
+        let (mkfs, _) =
+            programs().map_err(|e| SandboxError::Disk(format!("cannot be made: {e}")))?;
+        match fs::DirBuilder::new().mode(0o700).create(&self.dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(SandboxError::Disk(format!(
+                    "could not be made ahead: {}: {e}",
+                    self.dir.display()
+                )));
+            }
+        }
+        if let Ok(entries) = fs::read_dir(&self.dir) {
+            let prefix = format!("{bytes}-");
+            for e in entries.filter_map(Result::ok) {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.ends_with(READY) && !name.starts_with(&prefix) {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
+        let mut made = 0;
+        while self.ready(bytes).len() < count {
+            static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let name = format!("{bytes}-{}-{n}", std::process::id());
+            let part = self.dir.join(format!("{name}.part"));
+            let _ = fs::remove_file(&part);
+            let formatted = format(&mkfs, &part, bytes);
+            if let Err(e) = formatted.and_then(|()| {
+                fs::rename(&part, self.dir.join(format!("{name}{READY}")))
+                    .map_err(|e| SandboxError::Disk(format!("could not be made ahead: {e}")))
+            }) {
+                let _ = fs::remove_file(&part);
+                return Err(e);
+            }
+            made += 1;
+        }
+        Ok(made)
     }
 }
 
