@@ -1,8 +1,9 @@
 //! What `ocx hook install` records for the node under its root directory:
 //! the served repository, its URL, the `fossil` and `ocx` programs, the
 //! node's own login, the host uids its runs run as, the ceiling on each
-//! run's memory, processes and disk, and the authorities its model relays
-//! trust. Operational state only: it may be lost, and
+//! run's memory, processes and disk, the authorities its model relays
+//! trust, and how long the page's server waits for its next request.
+//! Operational state only: it may be lost, and
 //! `ocx hook install` makes it again (keeping the uids and the ceiling).
 
 use serde::{Deserialize, Serialize};
@@ -46,7 +47,20 @@ pub struct NodeConfig {
     /// How many days an ended run's transcript is kept (30 unless set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_days: Option<u64>,
+    /// How many seconds the page's server (`ocx page-server`) lives on
+    /// after its last request for this repository ([`PAGE_IDLE`] unless
+    /// set; at most [`PAGE_IDLE_MAX`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_idle_seconds: Option<u64>,
 }
+
+/// How long the page's server lives on after its last request unless the
+/// node's configuration says otherwise: a minute, so a page followed by
+/// another is fast while a server no one asks gives its memory back.
+pub const PAGE_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The longest `page_idle_seconds` is taken to be: a day.
+pub const PAGE_IDLE_MAX: std::time::Duration = std::time::Duration::from_secs(86_400);
 
 /// What an agent machine's node keeps beside its configuration.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -91,6 +105,14 @@ impl NodeConfig {
             &root.join("node.json.new"),
             &serde_json::to_vec_pretty(self).unwrap_or_default(),
         )
+    }
+
+    /// How long the page's server lives on after a request for this
+    /// node's repository.
+    pub fn page_idle(&self) -> std::time::Duration {
+        self.page_idle_seconds
+            .map_or(PAGE_IDLE, std::time::Duration::from_secs)
+            .min(PAGE_IDLE_MAX)
     }
 
     /// The socket the node listens on for pokes.

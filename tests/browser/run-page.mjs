@@ -2,7 +2,8 @@
 // opens the console, sees a record the test writes appear there by itself,
 // follows the run's link to its page, and waits there
 // (never reloading) for the turn the test's post starts to appear, the
-// spend moving with it; once the test stops the run, sees it ended. As a
+// spend moving with it; once the test stops the run, sees it ended, and
+// opens a tool's folded answer, fetched only then, to read it. As a
 // reader (OCX_MODE=reader) opens the run's page and finds no transcript; as
 // the record's sender (OCX_MODE=sender), finds its transcript.
 // Tells the test where it is by a line on stdout and waits for its word
@@ -88,6 +89,27 @@ try {
     await page.reload();
     const last = await page.locator('#ocx-transcript li').last().innerText();
     check(last.includes('The run ended stopped'), `the last entry says: ${last}`);
+    // A tool's answer comes folded, its output not sent until opened;
+    // opened, it shows the output the transcript holds.
+    const answered = page.locator('#ocx-transcript li.ocx-tool_result').first();
+    check(await answered.count(), 'no tool result in the transcript');
+    check(!(await answered.locator('pre').count()), 'a folded output was sent with the page');
+    await answered.locator('summary').click();
+    const shown = answered.locator('pre');
+    await page.waitForFunction(
+      (li) => { const p = li.querySelector('pre'); return p && !p.textContent.startsWith('Fetching'); },
+      await answered.elementHandle(),
+      { timeout: 30000 },
+    );
+    const seq = Number(await answered.getAttribute('data-seq'));
+    const held = await page.evaluate(async (n) => {
+      const a = await (await fetch(`${location.pathname}?json`)).json();
+      return a.result.transcript.find((e) => e.seq === n).output;
+    }, seq);
+    const text = await shown.innerText();
+    check(held.includes('2+2') && text.trim() === held.trim(), `the opened output shows "${text}", the transcript holds "${held}"`);
+    check(await shown.isVisible(), 'the opened output is not shown');
+    console.log('ok: a folded output opened shows its text');
     await page.screenshot({ path: need('OCX_SHOT_ENDED'), fullPage: true });
     const body = await page.content();
     check(!body.includes(need('OCX_SECRET')), 'a secret is on the page');

@@ -326,6 +326,9 @@ fn in_chromium_a_maintainer_follows_a_live_run_from_the_console_its_sender_sees_
  {
     let model = Model::start(move |r| match delivery(r) {
         Some((line, _)) if line.starts_with("Record ") => Reply::text("Ready to review."),
+        Some((line, hash)) if line.contains("2+2") && answered(r) == 0 => {
+            Reply::tool(&Agent::Claude.tool("ocx", "thread"), json!({"of": hash}))
+        }
         Some((line, _)) if line.contains("2+2") => Reply::text("It is 4."),
         _ => Reply::text("Noted."),
     });

@@ -165,9 +165,12 @@ pub(super) fn console(
 }
 
 /// A run's page: its record as a table, its state and spend, and its
-/// transcript, each tool's result and command's output folded; while it
-/// runs, a script (under Fossil's nonce) asks the page's own JSON for what
-/// comes next and adds it without a reload.
+/// transcript, each tool's result and command's output folded. On a page
+/// given Fossil's nonce, a folded output is not sent: a script asks the
+/// page's own JSON for its entry once a person opens it (most of a long
+/// transcript's bytes are outputs no one opens, and Fossil relays each
+/// byte the page writes); while the run runs, a script asks the same JSON
+/// for what comes next and adds it without a reload.
 pub(super) fn run(request: &Request, cx: &Context, answer: Answer<run::Output>) -> String {
     let Some(o) = answer.result.as_ref().filter(|_| answer.stopped.is_none()) else {
         let answer = answer.map_result(|_| Value::Null);
@@ -183,7 +186,8 @@ pub(super) fn run(request: &Request, cx: &Context, answer: Answer<run::Output>) 
         v => serde_json::to_string(v).unwrap_or_default(),
     };
     let running = o.state == "running";
-    let live = running && o.transcript_withheld.is_none() && request.nonce.is_some();
+    let nonce = request.nonce.as_deref().filter(|_| o.transcript_withheld.is_none());
+    let live = running && nonce.is_some();
     page(
         "OCX run",
         html! {
@@ -224,32 +228,34 @@ pub(super) fn run(request: &Request, cx: &Context, answer: Answer<run::Output>) 
                 p.ocx-notice id="ocx-withheld" { "No transcript: " (why) "." }
             }
             ol.ocx-transcript id="ocx-transcript" data-last=(o.last) {
-                @for e in &o.transcript { (transcript_entry(e)) }
+                @for e in &o.transcript { (transcript_entry(e, nonce.is_some())) }
             }
-            @if let (true, Some(nonce)) = (live, request.nonce.as_deref()) {
-                script nonce=(nonce) { (PreEscaped(LIVE_SCRIPT)) }
+            @if let Some(nonce) = nonce {
+                script nonce=(nonce) { (PreEscaped(FOLD_SCRIPT)) }
+                @if live { script nonce=(nonce) { (PreEscaped(LIVE_SCRIPT)) } }
             }
         },
     )
 }
 
 /// One transcript entry as a list item: words as a quotation, a call with
-/// its arguments, a result or a command's output folded.
-fn transcript_entry(e: &transcript::Entry) -> Markup {
+/// its arguments, a result or a command's output folded; the output left
+/// for [`FOLD_SCRIPT`] to fetch when `fetched`.
+fn transcript_entry(e: &transcript::Entry, fetched: bool) -> Markup {
     html! {
-        li class=(format!("ocx-entry ocx-{}", e.said.kind())) data-seq=(e.seq) {
-            span.ocx-at { (e.at) } " "
+        li class=(format!("ocx-{}", e.said.kind())) data-seq=(e.seq) {
+            time { (e.at) } " "
             @match &e.said {
                 Said::Delivery { text } => { b { "Delivered" } blockquote { (text) } },
                 Said::Words { text } => { b { "Said" } blockquote { (text) } },
                 Said::ToolCall { name, arguments, .. } => { b { "Called " } code { (name) } " " code { (arguments.to_string()) } },
-                Said::ToolResult { output, error, .. } => details {
+                Said::ToolResult { output, error, .. } => details data-fetch[fetched] {
                     summary { b { @if *error { "Failed" } @else { "Answered" } } }
-                    pre { (output) }
+                    @if !fetched { pre { (output) } }
                 },
-                Said::Command { command, output, exit } => details {
+                Said::Command { command, output, exit } => details data-fetch[fetched] {
                     summary { b { "Ran " } code { (command) } " (exit " (exit.map_or("unknown".to_string(), |x| x.to_string())) ")" }
-                    pre { (output) }
+                    @if !fetched { pre { (output) } }
                 },
                 Said::Output { text } => code { (text) },
                 Said::Refused { text } => { b { "Refused by its model service: " } (text) },
@@ -289,6 +295,21 @@ function redraw(){return fetch(location.href,{credentials:'same-origin'}).then(f
 function next(){fetch(url+'?after='+last+'&within=50',{credentials:'same-origin'}).then(function(r){if(r.status===429){setTimeout(next,30000);return null;}return r.json();}).then(function(a){if(a===null)return;if(a&&a.last>last){last=a.last;return redraw().then(next);}next();}).catch(function(){setTimeout(next,10000);});}
 next();})();"#;
 
+/// The run page's script for its folded outputs: when a person opens one
+/// whose output was not sent (marked `data-fetch`), asks the page's
+/// JSON for its entry and shows the output as text (never as HTML); a
+/// failure is said in its place, and asked again when opened again.
+const FOLD_SCRIPT: &str = r#"(function(){
+document.getElementById('ocx-transcript').addEventListener('toggle',function(ev){
+var d=ev.target;if(!d.open||!d.hasAttribute('data-fetch'))return;d.removeAttribute('data-fetch');
+var pre=d.querySelector('pre')||d.appendChild(document.createElement('pre'));pre.textContent='Fetching its output…';
+fetch(location.pathname+'?json&entry='+d.parentNode.getAttribute('data-seq'),{credentials:'same-origin'}).then(function(r){return r.json();}).then(function(a){
+var o=a.result||{},e=(o.transcript||[])[0];
+if(!a.ok||!e)throw new Error(a.stopped?a.stopped.reason:(o.transcript_withheld||'no such entry'));
+pre.textContent=e.output;}).catch(function(x){pre.textContent='Its output could not be fetched ('+x.message+'): close it and open it again.';d.setAttribute('data-fetch','');});
+},true);
+})();"#;
+
 /// The run page's script: asks the page's JSON for the entries after the
 /// last shown, waiting up to 20 s each time, and adds each as text (never
 /// as HTML), with the spend and the state, until the run has ended.
@@ -296,7 +317,7 @@ const LIVE_SCRIPT: &str = r#"(function(){
 var list=document.getElementById('ocx-transcript'),spend=document.getElementById('ocx-spend'),state=document.getElementById('ocx-state');
 function el(t,c,x){var e=document.createElement(t);if(c)e.className=c;if(x!==undefined)e.textContent=x;return e;}
 function fold(head,body){var d=el('details'),s=el('summary',null,head);d.appendChild(s);d.appendChild(el('pre',null,body));return d;}
-function add(e){var li=el('li','ocx-entry ocx-'+e.kind);li.setAttribute('data-seq',e.seq);li.appendChild(el('span','ocx-at',e.at+' '));
+function add(e){var li=el('li','ocx-'+e.kind);li.setAttribute('data-seq',e.seq);li.appendChild(el('time',null,e.at));li.appendChild(document.createTextNode(' '));
 switch(e.kind){case 'delivery':li.appendChild(el('b',null,'Delivered'));li.appendChild(el('blockquote',null,e.text));break;
 case 'words':li.appendChild(el('b',null,'Said'));li.appendChild(el('blockquote',null,e.text));break;
 case 'tool_call':li.appendChild(el('b',null,'Called '));li.appendChild(el('code',null,e.name));li.appendChild(document.createTextNode(' '));li.appendChild(el('code',null,JSON.stringify(e.arguments)));break;
