@@ -295,17 +295,22 @@ fn measure_repository(
             ms(floor),
         );
     }
-    memory(fossil, ocx, repo, &(ANCHOR.path)(&Given { post: &posts[0], record }), &cookie);
+    let threads = [record, posts[1].as_str()].map(|post| (ANCHOR.path)(&Given { post, record }));
+    memory(fossil, ocx, repo, &threads, &cookie);
     figures
 }
 
 /// Prints the page server's memory as it stands after the samples, and
 /// again after [`SETTLE`] with no request, beside the peak of one `fossil`
-/// request of `anchor` (the goal: the server at most [`GOAL_MEMORY`]
-/// times that).
-fn memory(fossil: &Fossil, ocx: &Path, repo: &Path, anchor: &str, cookie: &str) {
+/// request of a thread's `/forumthread`, the least of `threads` (the
+/// goal: the server at most [`GOAL_MEMORY`] times that).
+fn memory(fossil: &Fossil, ocx: &Path, repo: &Path, threads: &[String], cookie: &str) {
     let kib = |k: u64| k as f64 / 1024.0;
-    let fossil_peak = common::fossil_request_peak(fossil.path(), repo, anchor, cookie);
+    let fossil_peak = threads
+        .iter()
+        .map(|t| common::fossil_request_peak(fossil.path(), repo, t, cookie))
+        .min()
+        .unwrap();
     println!(
         "  one fossil request of /forumthread: {:.1} MiB at its peak; the page server (goal: resident at most {GOAL_MEMORY}x that, {:.1} MiB):",
         kib(fossil_peak),

@@ -471,27 +471,51 @@ pub fn page_server_of(ocx: &Path) -> Option<u32> {
     })
 }
 
-/// The peak resident memory, in KiB, of one `fossil http` of `repo`
-/// answering `GET path` with `cookie`, as the kernel counted it for that
-/// process alone (`wait4`'s usage): what one request of Fossil's own
+/// The peak resident memory, in KiB, of one `fossil` answering `GET
+/// path` of `repo` with `cookie` as a CGI program (a script naming the
+/// repository, as a web server runs Fossil), as the kernel counted it for
+/// that process alone (`wait4`'s usage): what one request of Fossil's own
 /// costs in memory.
 pub fn fossil_request_peak(fossil: &Path, repo: &Path, path: &str, cookie: &str) -> u64 {
-    let mut child = Command::new(fossil)
-        .args(["http", "--nojail"])
-        .arg(repo)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("repo.cgi");
+    std::fs::write(
+        &script,
+        format!("#!{}\nrepository: {}\n", fossil.display(), repo.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = Command::new(&script)
+        .env_clear()
+        .envs([
+            ("GATEWAY_INTERFACE", "CGI/1.0"),
+            ("REQUEST_METHOD", "GET"),
+            ("SCRIPT_NAME", "/repo.cgi"),
+            ("PATH_INFO", path),
+            ("HTTP_HOST", "127.0.0.1"),
+            ("SERVER_NAME", "127.0.0.1"),
+            ("SERVER_PORT", "80"),
+            ("REMOTE_ADDR", "127.0.0.1"),
+            ("HTTP_COOKIE", cookie),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin
-        .write_all(
-            format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n\r\n")
-                .as_bytes(),
-        )
+    let mut answer = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut answer)
         .unwrap();
-    drop(stdin);
+    assert!(
+        answer.starts_with("Status: 200"),
+        "fossil {path}: {}",
+        &answer[..answer.len().min(300)]
+    );
     let pid = child.id() as nix::libc::pid_t;
     let mut status = 0;
     // SAFETY: zeroed is a valid `rusage` (plain integers), and `wait4`
@@ -499,7 +523,7 @@ pub fn fossil_request_peak(fossil: &Path, repo: &Path, path: &str, cookie: &str)
     // that nothing else waits for.
     let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
     let waited = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(waited, pid, "fossil http was not waited for");
-    assert_eq!(status, 0, "fossil http {path} failed");
+    assert_eq!(waited, pid, "fossil was not waited for");
+    assert_eq!(status, 0, "fossil {path} failed");
     usage.ru_maxrss as u64
 }

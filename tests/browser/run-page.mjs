@@ -94,6 +94,8 @@ try {
     const answered = page.locator('#ocx-transcript li.ocx-tool_result').first();
     check(await answered.count(), 'no tool result in the transcript');
     check(!(await answered.locator('pre').count()), 'a folded output was sent with the page');
+    const seq = Number(await answered.locator('details').getAttribute('data-fetch'));
+    check(seq > 0, 'the fold does not say which entry to fetch');
     await answered.locator('summary').click();
     const shown = answered.locator('pre');
     await page.waitForFunction(
@@ -101,7 +103,6 @@ try {
       await answered.elementHandle(),
       { timeout: 30000 },
     );
-    const seq = Number(await answered.getAttribute('data-seq'));
     const held = await page.evaluate(async (n) => {
       const a = await (await fetch(`${location.pathname}?json`)).json();
       return a.result.transcript.find((e) => e.seq === n).output;

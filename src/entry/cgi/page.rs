@@ -186,7 +186,10 @@ pub(super) fn run(request: &Request, cx: &Context, answer: Answer<run::Output>) 
         v => serde_json::to_string(v).unwrap_or_default(),
     };
     let running = o.state == "running";
-    let nonce = request.nonce.as_deref().filter(|_| o.transcript_withheld.is_none());
+    let nonce = request
+        .nonce
+        .as_deref()
+        .filter(|_| o.transcript_withheld.is_none());
     let live = running && nonce.is_some();
     page(
         "OCX run",
@@ -240,20 +243,21 @@ pub(super) fn run(request: &Request, cx: &Context, answer: Answer<run::Output>) 
 
 /// One transcript entry as a list item: words as a quotation, a call with
 /// its arguments, a result or a command's output folded; the output left
-/// for [`FOLD_SCRIPT`] to fetch when `fetched`.
+/// for [`FOLD_SCRIPT`] to fetch when `fetched`, the fold marked with the
+/// entry's number.
 fn transcript_entry(e: &transcript::Entry, fetched: bool) -> Markup {
     html! {
-        li class=(format!("ocx-{}", e.said.kind())) data-seq=(e.seq) {
+        li class=(format!("ocx-{}", e.said.kind())) {
             time { (e.at) } " "
             @match &e.said {
                 Said::Delivery { text } => { b { "Delivered" } blockquote { (text) } },
                 Said::Words { text } => { b { "Said" } blockquote { (text) } },
                 Said::ToolCall { name, arguments, .. } => { b { "Called " } code { (name) } " " code { (arguments.to_string()) } },
-                Said::ToolResult { output, error, .. } => details data-fetch[fetched] {
+                Said::ToolResult { output, error, .. } => details data-fetch=[fetched.then_some(e.seq)] {
                     summary { b { @if *error { "Failed" } @else { "Answered" } } }
                     @if !fetched { pre { (output) } }
                 },
-                Said::Command { command, output, exit } => details data-fetch[fetched] {
+                Said::Command { command, output, exit } => details data-fetch=[fetched.then_some(e.seq)] {
                     summary { b { "Ran " } code { (command) } " (exit " (exit.map_or("unknown".to_string(), |x| x.to_string())) ")" }
                     @if !fetched { pre { (output) } }
                 },
@@ -296,17 +300,18 @@ function next(){fetch(url+'?after='+last+'&within=50',{credentials:'same-origin'
 next();})();"#;
 
 /// The run page's script for its folded outputs: when a person opens one
-/// whose output was not sent (marked `data-fetch`), asks the page's
+/// whose output was not sent (marked `data-fetch` with its entry's
+/// number), asks the page's
 /// JSON for its entry and shows the output as text (never as HTML); a
 /// failure is said in its place, and asked again when opened again.
 const FOLD_SCRIPT: &str = r#"(function(){
 document.getElementById('ocx-transcript').addEventListener('toggle',function(ev){
-var d=ev.target;if(!d.open||!d.hasAttribute('data-fetch'))return;d.removeAttribute('data-fetch');
+var d=ev.target,n=d.open&&d.getAttribute('data-fetch');if(!n)return;d.removeAttribute('data-fetch');
 var pre=d.querySelector('pre')||d.appendChild(document.createElement('pre'));pre.textContent='Fetching its output…';
-fetch(location.pathname+'?json&entry='+d.parentNode.getAttribute('data-seq'),{credentials:'same-origin'}).then(function(r){return r.json();}).then(function(a){
+fetch(location.pathname+'?json&entry='+n,{credentials:'same-origin'}).then(function(r){return r.json();}).then(function(a){
 var o=a.result||{},e=(o.transcript||[])[0];
 if(!a.ok||!e)throw new Error(a.stopped?a.stopped.reason:(o.transcript_withheld||'no such entry'));
-pre.textContent=e.output;}).catch(function(x){pre.textContent='Its output could not be fetched ('+x.message+'): close it and open it again.';d.setAttribute('data-fetch','');});
+pre.textContent=e.output;}).catch(function(x){pre.textContent='Its output could not be fetched ('+x.message+'): close it and open it again.';d.setAttribute('data-fetch',n);});
 },true);
 })();"#;
 
@@ -317,7 +322,7 @@ const LIVE_SCRIPT: &str = r#"(function(){
 var list=document.getElementById('ocx-transcript'),spend=document.getElementById('ocx-spend'),state=document.getElementById('ocx-state');
 function el(t,c,x){var e=document.createElement(t);if(c)e.className=c;if(x!==undefined)e.textContent=x;return e;}
 function fold(head,body){var d=el('details'),s=el('summary',null,head);d.appendChild(s);d.appendChild(el('pre',null,body));return d;}
-function add(e){var li=el('li','ocx-'+e.kind);li.setAttribute('data-seq',e.seq);li.appendChild(el('time',null,e.at));li.appendChild(document.createTextNode(' '));
+function add(e){var li=el('li','ocx-'+e.kind);li.appendChild(el('time',null,e.at));li.appendChild(document.createTextNode(' '));
 switch(e.kind){case 'delivery':li.appendChild(el('b',null,'Delivered'));li.appendChild(el('blockquote',null,e.text));break;
 case 'words':li.appendChild(el('b',null,'Said'));li.appendChild(el('blockquote',null,e.text));break;
 case 'tool_call':li.appendChild(el('b',null,'Called '));li.appendChild(el('code',null,e.name));li.appendChild(document.createTextNode(' '));li.appendChild(el('code',null,JSON.stringify(e.arguments)));break;
@@ -825,7 +830,7 @@ const STYLE: &str = "
   width: 100%; box-sizing: border-box; color: inherit; background: transparent;
   border: 1px solid currentColor; border-radius: 3px; padding: 0.2em; font: inherit; }
 .ocx-answer { border-left: 4px solid currentColor; padding: 0.1em 0.8em; margin: 1em 0; }
-.ocx-result { white-space: pre-wrap; }
+.ocx-result, .ocx-transcript pre { white-space: pre-wrap; }
 .ocx-notice, .ocx-noform, .ocx-dry { font-style: italic; }
 .ocx-button { display: inline-block; border: 1px solid currentColor; border-radius: 4px; padding: 0.1em 0.6em; text-decoration: none; color: inherit; }
 ";

@@ -54,24 +54,35 @@ const HANDOFF_WAIT: Duration = Duration::from_secs(5);
 /// The requests being answered now.
 static ANSWERING: AtomicUsize = AtomicUsize::new(0);
 
-/// When the server ends unless a request comes: the latest of each
-/// answered request's end and the idle its repository's node allows.
-struct Ends(std::sync::Mutex<Instant>);
+/// When the server ends unless a request comes: [`IDLE`] after it started
+/// until a request is answered, then the latest of each answered
+/// request's end and the idle its repository's node allows.
+struct Ends(std::sync::Mutex<(Instant, bool)>);
 
 impl Ends {
     fn new() -> Ends {
-        Ends(std::sync::Mutex::new(Instant::now() + IDLE))
+        Ends(std::sync::Mutex::new((Instant::now() + IDLE, false)))
     }
 
-    /// Lives on at least `idle` from now.
+    /// A request answered: lives on at least `idle` from now.
     fn at_least(&self, idle: Duration) {
-        let mut at = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        *at = (*at).max(Instant::now() + idle);
+        let mut at = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now() + idle;
+        *at = match *at {
+            (before, true) => (before.max(now), true),
+            (_, false) => (now, true),
+        };
     }
 
     /// The time left; none once it has passed.
     fn left(&self) -> Duration {
-        let at = *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (at, _) = *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         at.saturating_duration_since(Instant::now())
     }
 }
@@ -238,7 +249,10 @@ impl Workers {
                 let idle = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     answer(connection, &kept)
                 }));
-                ends.at_least(idle.ok().flatten().unwrap_or(IDLE));
+                // A connection that handed over no request moves nothing.
+                if let Ok(Some(idle)) = idle {
+                    ends.at_least(idle);
+                }
                 ANSWERING.fetch_sub(1, Ordering::SeqCst);
                 waiting.fetch_add(1, Ordering::SeqCst);
                 let take = take
