@@ -486,6 +486,7 @@ pub fn fossil_request_peak(fossil: &Path, repo: &Path, path: &str, cookie: &str)
     )
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    #[allow(clippy::zombie_processes)] // waited for below, by wait4, for its usage
     let mut child = Command::new(&script)
         .env_clear()
         .envs([

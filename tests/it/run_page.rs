@@ -213,12 +213,42 @@ fn a_runs_page_shows_its_record_and_its_transcript_as_it_goes_and_no_secret() {
     assert!(!page.body.contains("It is 4."), "{}", page.body);
     assert!(page.body.contains("id=\"ocx-withheld\""), "{}", page.body);
 
+    // A folded output, as the page fetches it once opened: that entry
+    // alone, its secrets masked, and to the administrator, not the reader.
+    let result = entries
+        .iter()
+        .find(|e| e["kind"] == "tool_result")
+        .unwrap();
+    let query = format!("json&entry={}", result["seq"]);
+    let fetched = |login: &str| {
+        let page = crate::cgi::cgi(
+            &ext,
+            &site.node.repo,
+            &[
+                ("FOSSIL_USER", login),
+                ("PATH_INFO", &page_path),
+                ("QUERY_STRING", &query),
+            ],
+            b"",
+        );
+        assert_eq!(page.status, 200, "{}", page.body);
+        page.answer()["result"].clone()
+    };
+    let admin = fetched("admin");
+    assert_eq!(admin["transcript"], json!([result]), "{admin:#}");
+    assert!(!admin.to_string().contains(&password), "{admin:#}");
+    let reader = fetched("pat");
+    assert_eq!(reader["transcript"], json!([]), "{reader:#}");
+    assert!(reader["transcript_withheld"].is_string(), "{reader:#}");
+
     // The page's long-poll refuses what is no whole number, or too long a
     // wait, naming the query's key.
     for (query, field) in [
         ("json&after=abc", "after"),
         ("json&after=-1", "after"),
         ("json&within=99", "within"),
+        ("json&entry=x", "entry"),
+        ("json&entry=99999", "entry"),
     ] {
         let asked = crate::cgi::cgi(
             &ext,
