@@ -215,10 +215,7 @@ fn a_runs_page_shows_its_record_and_its_transcript_as_it_goes_and_no_secret() {
 
     // A folded output, as the page fetches it once opened: that entry
     // alone, its secrets masked, and to the administrator, not the reader.
-    let result = entries
-        .iter()
-        .find(|e| e["kind"] == "tool_result")
-        .unwrap();
+    let result = entries.iter().find(|e| e["kind"] == "tool_result").unwrap();
     let query = format!("json&entry={}", result["seq"]);
     let fetched = |login: &str| {
         let page = crate::cgi::cgi(
