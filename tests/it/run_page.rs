@@ -423,6 +423,14 @@ fn in_chromium_a_maintainer_follows_a_live_run_from_the_console_its_sender_sees_
     ]);
     let own = own.ok_str("record");
     site.said(&own, &site.user_of(&own), "Ready to review.");
+    // Its transcript made longer than a page sends at once, as a long
+    // session's is, while the run waits for its next delivery.
+    let transcript = ocx::node::transcript::Transcript::open(&site.run_dir(&own), []).unwrap();
+    for i in 0..60 {
+        transcript.add(ocx::node::transcript::Said::Words {
+            text: format!("Step {i} of a long session."),
+        });
+    }
     in_chromium(&site, "pat", &own, "sender", &[], |_| {});
     site.json(&["stop", "--record", &own]);
 }
