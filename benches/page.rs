@@ -32,13 +32,32 @@ const GOAL_ANCHOR: f64 = 1.5;
 /// The most a page may take on the large repository, as a multiple of the
 /// small one's.
 const GOAL_LARGE: f64 = 1.2;
+/// The most OCX's part of a page may take (the page's median less the
+/// floor's), as a multiple of Fossil's `/forumthread`.
+const GOAL_PART: f64 = 0.15;
+/// The most the page server may hold, as a multiple of one `fossil`
+/// request's peak.
+const GOAL_MEMORY: f64 = 2.0;
+/// How long the page server is left with no request before its memory is
+/// read again.
+const SETTLE: Duration = Duration::from_secs(3);
+/// Entries in the transcript of the run whose page is measured.
+const ENTRIES: usize = 200;
 
-/// One thing measured: its name, and the path of sample `i` given the posts.
+/// One thing measured: its name, and the path of a sample given a post and
+/// the run's record.
 struct Measure {
     name: &'static str,
-    path: fn(&str) -> String,
+    path: fn(&Given) -> String,
     /// What its body must hold, so a refusal is not timed as a page.
     holds: &'static str,
+}
+
+/// What a sample's path is made from: a post, and the record of the run
+/// with a transcript.
+struct Given<'a> {
+    post: &'a str,
+    record: &'a str,
 }
 
 /// A page under `/ext` that does nothing, a shell script printing one
@@ -62,11 +81,11 @@ const DIRECT: Measure = Measure {
 
 const ANCHOR: Measure = Measure {
     name: "fossil /forumthread",
-    path: |h| format!("/forumthread/{h}"),
+    path: |g| format!("/forumthread/{}", g.post),
     holds: "forum",
 };
 
-const MEASURES: [Measure; 6] = [
+const MEASURES: [Measure; 7] = [
     Measure {
         name: "console",
         path: |_| "/ext/ocx-cgi".into(),
@@ -79,8 +98,13 @@ const MEASURES: [Measure; 6] = [
     },
     Measure {
         name: "thread",
-        path: |h| format!("/ext/ocx-cgi/thread?of={h}"),
+        path: |g| format!("/ext/ocx-cgi/thread?of={}", g.post),
         holds: "thread: the answer",
+    },
+    Measure {
+        name: "run page",
+        path: |g| format!("/ext/ocx-cgi/run/{}", g.record),
+        holds: "id=\"ocx-transcript\"",
     },
     Measure {
         name: "console ?json",
@@ -94,7 +118,7 @@ const MEASURES: [Measure; 6] = [
     },
     Measure {
         name: "thread ?json",
-        path: |h| format!("/ext/ocx-cgi/thread?of={h}&json"),
+        path: |g| format!("/ext/ocx-cgi/thread?of={}&json", g.post),
         holds: "\"ok\": true",
     },
 ];
@@ -106,7 +130,15 @@ fn main() {
 
     let small = dir.path().join("small.fossil");
     let small_posts = make_small(&fossil, &ocx, dir.path(), &small);
-    let small_figures = measure_repository("small repository", &fossil, &ocx, &small, &small_posts);
+    let (small_record, _) = common::run_with_transcript(&ocx, &small, "ann", ENTRIES);
+    let small_figures = measure_repository(
+        "small repository",
+        &fossil,
+        &ocx,
+        &small,
+        &small_posts,
+        &small_record,
+    );
 
     let large = dir.path().join("large.fossil");
     std::fs::copy(common::large_repository(&fossil), &large).unwrap();
@@ -114,7 +146,15 @@ fn main() {
     let large_posts: Vec<String> = (0..SAMPLES)
         .map(|i| hashes[(i * 7919 * 13) % hashes.len()].clone())
         .collect();
-    let large_figures = measure_repository("large repository", &fossil, &ocx, &large, &large_posts);
+    let (large_record, _) = common::run_with_transcript(&ocx, &large, "ann", ENTRIES);
+    let large_figures = measure_repository(
+        "large repository",
+        &fossil,
+        &ocx,
+        &large,
+        &large_posts,
+        &large_record,
+    );
 
     println!();
     println!("large repository beside the small one (goal: at most {GOAL_LARGE}x):");
@@ -180,16 +220,18 @@ fn post(ocx: &Path, repo: &Path, to: Option<&str>, text: &str) -> String {
 }
 
 /// Serves `repo` with the page, signs `ann` in, and prints each measure's
-/// median beside the anchor's; the medians, the anchor's first, then the
-/// floor's. The
-/// samples go round: the anchor, then each measure, [`SAMPLES`] times, so
-/// what else the machine does weighs on each alike.
+/// median beside the anchor's and OCX's part of it, above the floor; then
+/// the page server's memory beside one `fossil` request's. The medians,
+/// the anchor's first, then the floor's. The samples go round: the
+/// anchor, then each measure, [`SAMPLES`] times, so what else the machine
+/// does weighs on each alike.
 fn measure_repository(
     title: &str,
     fossil: &Fossil,
     ocx: &Path,
     repo: &Path,
     posts: &[String],
+    record: &str,
 ) -> Vec<(&'static str, Duration)> {
     let ext_dir = tempfile::tempdir().unwrap();
     let (server, port) = common::serve_with_page(fossil.path(), ocx, ext_dir.path(), repo);
@@ -203,15 +245,15 @@ fn measure_repository(
         .chain(&MEASURES)
         .collect();
     for m in &all {
-        for h in posts.iter().take(3) {
-            get(port, &cookie, &(m.path)(h), m.holds);
+        for post in posts.iter().take(3) {
+            get(port, &cookie, &(m.path)(&Given { post, record }), m.holds);
         }
     }
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); all.len()];
     for i in 0..SAMPLES {
         let post = &posts[i % posts.len()];
         for (m, t) in all.iter().zip(&mut times) {
-            let path = (m.path)(post);
+            let path = (m.path)(&Given { post, record });
             let started = Instant::now();
             let body = get(port, &cookie, &path, "");
             t.push(started.elapsed());
@@ -241,14 +283,58 @@ fn measure_repository(
         ms(direct),
         ratio(direct, anchor)
     );
+    println!(
+        "  each page: its median, as a multiple of /forumthread (goal: at most {GOAL_ANCHOR}x), and OCX's part, what it takes above the floor, likewise (goal: at most {GOAL_PART}x):"
+    );
     for (name, took) in &figures[3..] {
         println!(
-            "  {name:<20} {:>6.2} ms  {:.2}x /forumthread (goal: at most {GOAL_ANCHOR}x)",
+            "  {name:<20} {:>6.2} ms  {:.2}x /forumthread  OCX's part {:+.2}x above the floor's {:.2} ms",
             ms(*took),
-            ratio(*took, anchor)
+            ratio(*took, anchor),
+            (took.as_secs_f64() - floor.as_secs_f64()) / anchor.as_secs_f64(),
+            ms(floor),
         );
     }
+    let threads = [record, posts[1].as_str()].map(|post| (ANCHOR.path)(&Given { post, record }));
+    memory(fossil, ocx, repo, &threads, &cookie);
     figures
+}
+
+/// Prints the page server's memory as it stands after the samples, and
+/// again after [`SETTLE`] with no request, beside the peak of one `fossil`
+/// request of a thread's `/forumthread`, the least of `threads` (the
+/// goal: the server at most [`GOAL_MEMORY`] times that).
+fn memory(fossil: &Fossil, ocx: &Path, repo: &Path, threads: &[String], cookie: &str) {
+    let kib = |k: u64| k as f64 / 1024.0;
+    let fossil_peak = threads
+        .iter()
+        .map(|t| common::fossil_request_peak(fossil.path(), repo, t, cookie))
+        .min()
+        .unwrap();
+    println!(
+        "  one fossil request of /forumthread: {:.1} MiB at its peak; the page server (goal: resident at most {GOAL_MEMORY}x that, {:.1} MiB):",
+        kib(fossil_peak),
+        GOAL_MEMORY * kib(fossil_peak),
+    );
+    let Some(pid) = common::page_server_of(ocx) else {
+        println!("  no page server found");
+        return;
+    };
+    for (when, wait) in [("after the samples", Duration::ZERO), ("idle", SETTLE)] {
+        std::thread::sleep(wait);
+        let Some(m) = common::memory_of(pid) else {
+            println!("  {when}: the page server has ended");
+            continue;
+        };
+        println!(
+            "  {when:<18} resident {:>5.1} MiB ({:.2}x), proportional {:>5.1} MiB, its own {:>5.1} MiB, peak {:>5.1} MiB",
+            kib(m.rss),
+            m.rss as f64 / fossil_peak as f64,
+            kib(m.pss),
+            kib(m.anonymous),
+            kib(m.peak),
+        );
+    }
 }
 
 /// A server stopped when dropped, a failed sample's panic included.

@@ -21,7 +21,7 @@ mod common;
 
 use common::{exchange, get, ms, sign_in};
 use ocx::fossil::Fossil;
-use ocx::node::transcript::{Said, Transcript};
+use ocx::node::transcript::Said;
 use std::time::{Duration, Instant};
 
 const SAMPLES: usize = 41;
@@ -46,57 +46,7 @@ fn main() {
         dir.path(),
         &["user", "password", "admin", "pw", "-R", repo_s],
     );
-    common::ocx_as_admin(
-        &ocx,
-        &repo,
-        &["hook", "install", "--url", "http://127.0.0.1:9/"],
-    );
-    let created = common::ocx_as_admin(
-        &ocx,
-        &repo,
-        &[
-            "create",
-            "--runner",
-            "command",
-            "--command",
-            "true",
-            "--objective",
-            "Follow the run",
-            "--wall",
-            "1h",
-            "--json",
-        ],
-    );
-    let record = serde_json::from_str::<serde_json::Value>(&created).unwrap()["result"]["record"]
-        .as_str()
-        .expect("the record written")
-        .to_string();
-    let root = ocx::node::root_of(&ocx::fossil::Repository::open(&repo).unwrap())
-        .unwrap()
-        .expect("a node");
-    let run_dir = ocx::node::config::NodeConfig::run_dir(&root, &record);
-    std::fs::create_dir_all(&run_dir).unwrap();
-    let transcript = Transcript::open(&run_dir, []).unwrap();
-    for i in 0..ENTRIES / 4 {
-        transcript.add(Said::Words {
-            text: format!("Step {i}: reading what changed, then running the tests."),
-        });
-        transcript.add(Said::ToolCall {
-            id: format!("t{i}"),
-            name: "mcp__ocx__ocx_thread".into(),
-            arguments: serde_json::json!({"of": record}),
-        });
-        transcript.add(Said::ToolResult {
-            id: format!("t{i}"),
-            output: "posts: 3\n".repeat(20),
-            error: false,
-        });
-        transcript.add(Said::Command {
-            command: "cargo test".into(),
-            output: "test result: ok. 12 passed\n".repeat(10),
-            exit: Some(0),
-        });
-    }
+    let (record, transcript) = common::run_with_transcript(&ocx, &repo, "admin", ENTRIES);
 
     let ext_dir = tempfile::tempdir().unwrap();
     let (server, port) = common::serve_with_page(fossil.path(), &ocx, ext_dir.path(), &repo);
@@ -105,7 +55,8 @@ fn main() {
     let page = format!("/ext/ocx-cgi/run/{record}");
     let json = format!("{page}?json");
     let anchor = format!("/forumthread/{record}");
-    static_pages(ext_dir.path(), &get(port, &cookie, &page, "ocx-transcript"));
+    let served = get(port, &cookie, &page, "ocx-transcript");
+    static_pages(ext_dir.path(), &served);
     let all: [(&str, &str, &str); 5] = [
         ("fossil /forumthread", &anchor, "forum"),
         ("run page", &page, "ocx-transcript"),
@@ -134,7 +85,8 @@ fn main() {
         })
         .collect();
     println!(
-        "a run's page, {ENTRIES} transcript entries, median of {SAMPLES} requests, signed in:"
+        "a run's page, {ENTRIES} transcript entries ({} bytes as Fossil sends it), median of {SAMPLES} requests, signed in:",
+        served.len()
     );
     println!("  {:<20} {:>6.2} ms", all[0].0, ms(medians[0]));
     for ((name, _, _), took) in all.iter().zip(&medians).skip(1) {

@@ -359,3 +359,180 @@ pub fn wait_for_port(port: u16) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Makes `repo` a node (its hook pointing at a node that never answers)
+/// and writes a record sent by `sender` (admin, or a login given `R`)
+/// whose run has a transcript of `entries` entries, four kinds in turn as
+/// an agent's turn leaves them: its words, a tool call, the call's result
+/// and a command with its output. The record, and the transcript, to
+/// write more of.
+pub fn run_with_transcript(
+    ocx: &Path,
+    repo: &Path,
+    sender: &str,
+    entries: usize,
+) -> (String, ocx::node::transcript::Transcript) {
+    use ocx::node::transcript::{Said, Transcript};
+    ocx_as_admin(
+        ocx,
+        repo,
+        &["hook", "install", "--url", "http://127.0.0.1:9/"],
+    );
+    if sender != "admin" {
+        ocx_as_admin(ocx, repo, &["send_runs", "--login", sender]);
+    }
+    let created = ocx_as_admin(
+        ocx,
+        repo,
+        &[
+            "create",
+            "--runner",
+            "command",
+            "--command",
+            "true",
+            "--objective",
+            "Follow the run",
+            "--wall",
+            "1h",
+            "--user",
+            sender,
+            "--json",
+        ],
+    );
+    let record = serde_json::from_str::<serde_json::Value>(&created).unwrap()["result"]["record"]
+        .as_str()
+        .expect("the record written")
+        .to_string();
+    let root = ocx::node::root_of(&Repository::open(repo).unwrap())
+        .unwrap()
+        .expect("a node");
+    let run_dir = ocx::node::config::NodeConfig::run_dir(&root, &record);
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let transcript = Transcript::open(&run_dir, []).unwrap();
+    for i in 0..entries / 4 {
+        transcript.add(Said::Words {
+            text: format!("Step {i}: reading what changed, then running the tests."),
+        });
+        transcript.add(Said::ToolCall {
+            id: format!("t{i}"),
+            name: "mcp__ocx__ocx_thread".into(),
+            arguments: serde_json::json!({"of": record}),
+        });
+        transcript.add(Said::ToolResult {
+            id: format!("t{i}"),
+            output: "posts: 3\n".repeat(20),
+            error: false,
+        });
+        transcript.add(Said::Command {
+            command: "cargo test".into(),
+            output: "test result: ok. 12 passed\n".repeat(10),
+            exit: Some(0),
+        });
+    }
+    (record, transcript)
+}
+
+/// What a process holds of memory, from `/proc/PID/smaps_rollup` and
+/// `/proc/PID/status`, in KiB: resident (its share of shared pages whole),
+/// proportional (shared pages divided among their sharers), anonymous
+/// (its own heap and stacks), and its peak resident.
+#[derive(Debug, Clone, Copy)]
+pub struct Memory {
+    pub rss: u64,
+    pub pss: u64,
+    pub anonymous: u64,
+    pub peak: u64,
+}
+
+/// The memory of process `pid`, while it lives.
+pub fn memory_of(pid: u32) -> Option<Memory> {
+    let field = |text: &str, name: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+    };
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    Some(Memory {
+        rss: field(&rollup, "Rss:")?,
+        pss: field(&rollup, "Pss:")?,
+        anonymous: field(&rollup, "Anonymous:")?,
+        peak: field(&status, "VmHWM:")?,
+    })
+}
+
+/// The page server running `ocx` (the release binary), by its socket:
+/// its process id, once it listens.
+pub fn page_server_of(ocx: &Path) -> Option<u32> {
+    let dir = ocx::entry::cgi::handoff::private_directory()?;
+    let socket = ocx::entry::cgi::handoff::socket_for(&dir, ocx)?;
+    let wanted = [
+        ocx::entry::cgi::handoff::SERVER_COMMAND.as_bytes(),
+        socket.as_os_str().as_encoded_bytes(),
+    ];
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|p| {
+        let pid: u32 = p.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(p.path().join("cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        args.windows(2).any(|w| w == wanted).then_some(pid)
+    })
+}
+
+/// The peak resident memory, in KiB, of one `fossil` answering `GET
+/// path` of `repo` with `cookie` as a CGI program (a script naming the
+/// repository, as a web server runs Fossil), as the kernel counted it for
+/// that process alone (`wait4`'s usage): what one request of Fossil's own
+/// costs in memory.
+pub fn fossil_request_peak(fossil: &Path, repo: &Path, path: &str, cookie: &str) -> u64 {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("repo.cgi");
+    std::fs::write(
+        &script,
+        format!("#!{}\nrepository: {}\n", fossil.display(), repo.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    #[allow(clippy::zombie_processes)] // waited for below, by wait4, for its usage
+    let mut child = Command::new(&script)
+        .env_clear()
+        .envs([
+            ("GATEWAY_INTERFACE", "CGI/1.0"),
+            ("REQUEST_METHOD", "GET"),
+            ("SCRIPT_NAME", "/repo.cgi"),
+            ("PATH_INFO", path),
+            ("HTTP_HOST", "127.0.0.1"),
+            ("SERVER_NAME", "127.0.0.1"),
+            ("SERVER_PORT", "80"),
+            ("REMOTE_ADDR", "127.0.0.1"),
+            ("HTTP_COOKIE", cookie),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut answer = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut answer)
+        .unwrap();
+    assert!(
+        answer.starts_with("Status: 200"),
+        "fossil {path}: {}",
+        &answer[..answer.len().min(300)]
+    );
+    let pid = child.id() as nix::libc::pid_t;
+    let mut status = 0;
+    // SAFETY: zeroed is a valid `rusage` (plain integers), and `wait4`
+    // writes only into the two places given, for a child of this process
+    // that nothing else waits for.
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "fossil was not waited for");
+    assert_eq!(status, 0, "fossil {path} failed");
+    usage.ru_maxrss as u64
+}

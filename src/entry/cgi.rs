@@ -512,26 +512,29 @@ fn offered(tool: &dyn Entry) -> bool {
 
 /// A run's page (`run/RECORD`): the `run` tool's answer drawn, or as
 /// JSON with the query's `after` and `within` (the page's own long-poll
-/// for what the transcript says next); a value that is no whole number
-/// is given to the tool as it came, which refuses it naming its field.
+/// for what the transcript says next) or `entry` (a folded output the
+/// page fetches once opened); a value that is no whole number is given
+/// to the tool as it came, which refuses it naming its field.
 fn run_page(request: &Request, cx: &Context, record: &str, json: bool) -> Response {
-    let given = |key: &str| -> Value {
+    let given = |key: &str| -> Option<Value> {
         let v = request
             .query
             .split('&')
             .filter_map(|p| p.split_once('='))
             .find(|(k, _)| *k == key)
-            .map(|(_, v)| v);
-        match v {
-            None => Value::from(0u64),
-            Some(v) => v
-                .parse::<u64>()
+            .map(|(_, v)| v)?;
+        Some(
+            v.parse::<u64>()
                 .map_or_else(|_| Value::from(v), Value::from),
-        }
+        )
     };
-    let mut input = serde_json::json!({ "record": record, "after": given("after") });
+    let mut input = serde_json::json!({ "record": record, "after": given("after").unwrap_or(Value::from(0u64)) });
     if json {
-        input["within"] = given("within");
+        for key in ["within", "entry"] {
+            if let Some(v) = given(key) {
+                input[key] = v;
+            }
+        }
     }
     let answer = registry::call_typed::<crate::tools::run::RunTool>(Ok(input), cx);
     let lacks =

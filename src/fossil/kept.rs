@@ -101,6 +101,16 @@ impl Kept {
         })
     }
 
+    /// Gives back the memory each idle connection holds beyond what it
+    /// needs to go on (the pages SQLite cached of its repository), keeping
+    /// the connection and its schema: for a process that waits long
+    /// between calls.
+    pub fn release_memory(&self) {
+        for i in locked(&self.idle).iter() {
+            let _ = i.repo.db.release_memory();
+        }
+    }
+
     /// The `fossil` program as [`Fossil::locate`] finds it, learned once.
     pub fn fossil(&self) -> Result<Fossil, FossilError> {
         self.learn(None)

@@ -2,7 +2,8 @@
 //! the served repository, its URL, the `fossil` and `ocx` programs, the
 //! node's own login, the host uids its runs run as, the ceiling on each
 //! run's memory, processes and disk, the authorities its model relays
-//! trust, and where its metrics are served and its runs' traces sent.
+//! trust, where its metrics are served and its runs' traces sent, and
+//! how long the page's server waits for its next request.
 //! Operational state only: it may be lost, and
 //! `ocx hook install` makes it again (keeping the uids and the ceiling).
 
@@ -55,7 +56,20 @@ pub struct NodeConfig {
     /// set: `ocx node start --otlp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub otlp: Option<String>,
+    /// How many seconds the page's server (`ocx page-server`) lives on
+    /// after its last request for this repository ([`PAGE_IDLE`] unless
+    /// set; at most [`PAGE_IDLE_MAX`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_idle_seconds: Option<u64>,
 }
+
+/// How long the page's server lives on after its last request unless the
+/// node's configuration says otherwise: a minute, so a page followed by
+/// another is fast while a server no one asks gives its memory back.
+pub const PAGE_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The longest `page_idle_seconds` is taken to be: a day.
+pub const PAGE_IDLE_MAX: std::time::Duration = std::time::Duration::from_secs(86_400);
 
 /// What an agent machine's node keeps beside its configuration.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -100,6 +114,14 @@ impl NodeConfig {
             &root.join("node.json.new"),
             &serde_json::to_vec_pretty(self).unwrap_or_default(),
         )
+    }
+
+    /// How long the page's server lives on after a request for this
+    /// node's repository.
+    pub fn page_idle(&self) -> std::time::Duration {
+        self.page_idle_seconds
+            .map_or(PAGE_IDLE, std::time::Duration::from_secs)
+            .min(PAGE_IDLE_MAX)
     }
 
     /// The socket the node listens on for pokes.

@@ -6,7 +6,8 @@
 //! is shown to administrators and to the record's sender alone, and only
 //! where the node's run directories can be read (the node's own account);
 //! `after` and `within` let the page ask for what comes next and wait for
-//! it. Writes nothing.
+//! it, and `entry` for one entry whole (a folded output opened). Writes
+//! nothing.
 
 use crate::node::transcript::{self, Entry, Spend, TranscriptError};
 use crate::protocol::found::{self, Found, StandingRecord};
@@ -33,6 +34,11 @@ pub struct Input {
     /// `after` when there is none yet.
     #[serde(default)]
     pub within: u64,
+    /// Only the transcript's entry of this number, whole, in place of
+    /// those after `after` (the page fetches a folded output with it when
+    /// a person opens it).
+    #[serde(default)]
+    pub entry: Option<u64>,
 }
 
 /// One run as a person follows it.
@@ -188,6 +194,12 @@ impl Tool for RunTool {
             return Ok(out);
         }
         call.read("the run's transcript");
+        if let Some(n) = input.entry {
+            out.transcript = one_entry(&dir, n)?;
+            out.last = n;
+            spent(&mut out);
+            return Ok(out);
+        }
         let within = std::time::Duration::from_secs(match out.state.as_str() {
             "running" => input.within,
             _ => 0,
@@ -210,6 +222,21 @@ impl Tool for RunTool {
 
     fn text(o: &Output) -> String {
         text(o)
+    }
+}
+
+/// Entry `n` of the transcript in `dir`, alone; refused, naming `entry`,
+/// when the transcript has none of that number.
+fn one_entry(dir: &std::path::Path, n: u64) -> Result<Vec<Entry>, Stop> {
+    let none = || {
+        Stop::field("entry", format!("the run's transcript has no entry {n}"))
+            .next("give the number of an entry the page shows")
+    };
+    match transcript::read_after(dir, n.saturating_sub(1), 1) {
+        Ok(e) if e.first().is_some_and(|e| e.seq == n) => Ok(e),
+        Ok(_) => Err(none()),
+        Err(TranscriptError::Missing) => Err(none()),
+        Err(e) => Err(Stop::failed(e.to_string())),
     }
 }
 

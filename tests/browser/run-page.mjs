@@ -2,9 +2,11 @@
 // opens the console, sees a record the test writes appear there by itself,
 // follows the run's link to its page, and waits there
 // (never reloading) for the turn the test's post starts to appear, the
-// spend moving with it; once the test stops the run, sees it ended. As a
+// spend moving with it; once the test stops the run, sees it ended, and
+// opens a tool's folded answer, fetched only then, to read it. As a
 // reader (OCX_MODE=reader) opens the run's page and finds no transcript; as
-// the record's sender (OCX_MODE=sender), finds its transcript.
+// the record's sender (OCX_MODE=sender), finds its long transcript, its
+// earlier entries shown when asked for.
 // Tells the test where it is by a line on stdout and waits for its word
 // on stdin; exits non-zero on any failure. Run by tests/it/run_page.rs.
 import { createInterface } from 'node:readline';
@@ -32,9 +34,20 @@ try {
     await page.goto(`${base}/ext/ocx-cgi/run/${record}`);
     check((await page.title()).endsWith('OCX run'), `the page's title is ${await page.title()}`);
     check(!(await page.locator('#ocx-withheld').count()), 'the sender is refused the transcript');
-    const first = await page.locator('#ocx-transcript li').first().innerText();
+    // A long transcript: its last entries sent, the earlier ones shown
+    // when asked for, in their order before them.
+    const entries = page.locator('#ocx-transcript li');
+    const sent = await entries.count();
+    const all = await page.evaluate(async () => (await (await fetch(`${location.pathname}?json`)).json()).result.transcript.length);
+    check(sent < all && (await page.locator('#ocx-earlier').isVisible()), `${sent} of ${all} entries sent, and no way to the rest`);
+    const lastSent = await entries.last().innerText();
+    await page.locator('#ocx-earlier button').click();
+    await page.waitForFunction((n) => document.querySelectorAll('#ocx-transcript li').length === n, all, { timeout: 30000 });
+    check(!(await page.locator('#ocx-earlier').count()), 'the way to the earlier entries stays once they are shown');
+    const first = await entries.first().innerText();
     check(first.includes('Delivered'), `the sender's transcript begins: ${first}`);
-    console.log('ok: the record\'s sender sees its transcript');
+    check((await entries.last().innerText()) === lastSent, 'the earlier entries were not put before the last ones');
+    console.log('ok: the record\'s sender sees its transcript, the earlier entries when asked');
   } else if (mode === 'reader') {
     await page.goto(`${base}/ext/ocx-cgi/run/${record}`);
     check((await page.title()).endsWith('OCX run'), `the page's title is ${await page.title()}`);
@@ -88,6 +101,28 @@ try {
     await page.reload();
     const last = await page.locator('#ocx-transcript li').last().innerText();
     check(last.includes('The run ended stopped'), `the last entry says: ${last}`);
+    // A tool's answer comes folded, its output not sent until opened;
+    // opened, it shows the output the transcript holds.
+    const answered = page.locator('#ocx-transcript li.ocx-tool_result').first();
+    check(await answered.count(), 'no tool result in the transcript');
+    check(!(await answered.locator('pre').count()), 'a folded output was sent with the page');
+    const seq = Number(await answered.locator('details').getAttribute('data-fetch'));
+    check(seq > 0, 'the fold does not say which entry to fetch');
+    await answered.locator('summary').click();
+    const shown = answered.locator('pre');
+    await page.waitForFunction(
+      (li) => { const p = li.querySelector('pre'); return p && !p.textContent.startsWith('Fetching'); },
+      await answered.elementHandle(),
+      { timeout: 30000 },
+    );
+    const held = await page.evaluate(async (n) => {
+      const a = await (await fetch(`${location.pathname}?json`)).json();
+      return a.result.transcript.find((e) => e.seq === n).output;
+    }, seq);
+    const text = await shown.innerText();
+    check(held.includes('2+2') && text.trim() === held.trim(), `the opened output shows "${text}", the transcript holds "${held}"`);
+    check(await shown.isVisible(), 'the opened output is not shown');
+    console.log('ok: a folded output opened shows its text');
     await page.screenshot({ path: need('OCX_SHOT_ENDED'), fullPage: true });
     const body = await page.content();
     check(!body.includes(need('OCX_SECRET')), 'a secret is on the page');

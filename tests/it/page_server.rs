@@ -292,3 +292,58 @@ fn a_malformed_handoff_is_closed_on_and_the_server_goes_on() {
     );
     assert!(server.0.try_wait().unwrap().is_none(), "the server goes on");
 }
+
+/// Waits until `server` has ended, up to `within`; whether it has.
+fn ended_within(server: &mut Server, within: Duration) -> bool {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        if server.0.try_wait().unwrap().is_some() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+#[test]
+fn the_server_ends_once_the_idle_its_node_allows_has_passed_and_waits_a_minute_elsewhere() {
+    let installed = Installed::new();
+    let node = repo();
+    node.json(&["hook", "install", "--url", "http://127.0.0.1:9/"])
+        .ok();
+    let root = ocx::node::root_of(&ocx::fossil::Repository::open(&node.file).unwrap())
+        .unwrap()
+        .expect("a node");
+    let config = ocx::node::config::NodeConfig::file(&root);
+    let mut set: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    set["page_idle_seconds"] = 1.into();
+    std::fs::write(&config, set.to_string()).unwrap();
+    eprintln!(
+        "DEBUG {} {} {:?}",
+        config.display(),
+        std::fs::read_to_string(&config).unwrap(),
+        node.file
+    );
+
+    // A request for the node's repository: the server ends a second
+    // after it (and the moment it gives its memory back), its socket gone.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, socket) = open_server(&installed, dir.path());
+    assert!(client(&socket, &node, "good", None).contains("taken"));
+    assert!(
+        ended_within(&mut server, Duration::from_secs(30)),
+        "the page server still runs 30 s after a request its node allows a second of idle"
+    );
+    assert!(!socket.exists(), "its socket is left behind");
+
+    // A repository that is no node: the server waits the minute.
+    let plain = repo();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, socket) = open_server(&installed, dir.path());
+    assert!(client(&socket, &plain, "good", None).contains("taken"));
+    assert!(
+        !ended_within(&mut server, Duration::from_secs(5)),
+        "the page server ended within 5 s of a request for a repository that is no node"
+    );
+}

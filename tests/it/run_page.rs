@@ -213,12 +213,39 @@ fn a_runs_page_shows_its_record_and_its_transcript_as_it_goes_and_no_secret() {
     assert!(!page.body.contains("It is 4."), "{}", page.body);
     assert!(page.body.contains("id=\"ocx-withheld\""), "{}", page.body);
 
+    // A folded output, as the page fetches it once opened: that entry
+    // alone, its secrets masked, and to the administrator, not the reader.
+    let result = entries.iter().find(|e| e["kind"] == "tool_result").unwrap();
+    let query = format!("json&entry={}", result["seq"]);
+    let fetched = |login: &str| {
+        let page = crate::cgi::cgi(
+            &ext,
+            &site.node.repo,
+            &[
+                ("FOSSIL_USER", login),
+                ("PATH_INFO", &page_path),
+                ("QUERY_STRING", &query),
+            ],
+            b"",
+        );
+        assert_eq!(page.status, 200, "{}", page.body);
+        page.answer()["result"].clone()
+    };
+    let admin = fetched("admin");
+    assert_eq!(admin["transcript"], json!([result]), "{admin:#}");
+    assert!(!admin.to_string().contains(&password), "{admin:#}");
+    let reader = fetched("pat");
+    assert_eq!(reader["transcript"], json!([]), "{reader:#}");
+    assert!(reader["transcript_withheld"].is_string(), "{reader:#}");
+
     // The page's long-poll refuses what is no whole number, or too long a
     // wait, naming the query's key.
     for (query, field) in [
         ("json&after=abc", "after"),
         ("json&after=-1", "after"),
         ("json&within=99", "within"),
+        ("json&entry=x", "entry"),
+        ("json&entry=99999", "entry"),
     ] {
         let asked = crate::cgi::cgi(
             &ext,
@@ -326,6 +353,9 @@ fn in_chromium_a_maintainer_follows_a_live_run_from_the_console_its_sender_sees_
  {
     let model = Model::start(move |r| match delivery(r) {
         Some((line, _)) if line.starts_with("Record ") => Reply::text("Ready to review."),
+        Some((line, hash)) if line.contains("2+2") && answered(r) == 0 => {
+            Reply::tool(&Agent::Claude.tool("ocx", "thread"), json!({"of": hash}))
+        }
         Some((line, _)) if line.contains("2+2") => Reply::text("It is 4."),
         _ => Reply::text("Noted."),
     });
@@ -393,6 +423,14 @@ fn in_chromium_a_maintainer_follows_a_live_run_from_the_console_its_sender_sees_
     ]);
     let own = own.ok_str("record");
     site.said(&own, &site.user_of(&own), "Ready to review.");
+    // Its transcript made longer than a page sends at once, as a long
+    // session's is, while the run waits for its next delivery.
+    let transcript = ocx::node::transcript::Transcript::open(&site.run_dir(&own), []).unwrap();
+    for i in 0..60 {
+        transcript.add(ocx::node::transcript::Said::Words {
+            text: format!("Step {i} of a long session."),
+        });
+    }
     in_chromium(&site, "pat", &own, "sender", &[], |_| {});
     site.json(&["stop", "--record", &own]);
 }

@@ -164,10 +164,19 @@ pub(super) fn console(
     )
 }
 
+/// How many of a transcript's last entries a run's page sends, when its
+/// script can fetch the earlier ones.
+const SHOWN: usize = 40;
+
 /// A run's page: its record as a table, its state and spend, and its
-/// transcript, each tool's result and command's output folded; while it
-/// runs, a script (under Fossil's nonce) asks the page's own JSON for what
-/// comes next and adds it without a reload.
+/// transcript, each tool's result and command's output folded. On a page
+/// given Fossil's nonce, only the last [`SHOWN`] entries are sent, and no
+/// folded output: a script asks the page's own JSON for the earlier
+/// entries when a person asks, and for an output once a person opens it
+/// (a long transcript is most of a page's bytes, mostly outputs no one
+/// opens, and Fossil relays each byte the page writes); while the run
+/// runs, it asks the same JSON for what comes next and adds it without
+/// a reload.
 pub(super) fn run(request: &Request, cx: &Context, answer: Answer<run::Output>) -> String {
     let Some(o) = answer.result.as_ref().filter(|_| answer.stopped.is_none()) else {
         let answer = answer.map_result(|_| Value::Null);
@@ -183,7 +192,17 @@ pub(super) fn run(request: &Request, cx: &Context, answer: Answer<run::Output>) 
         v => serde_json::to_string(v).unwrap_or_default(),
     };
     let running = o.state == "running";
-    let live = running && o.transcript_withheld.is_none() && request.nonce.is_some();
+    let nonce = request
+        .nonce
+        .as_deref()
+        .filter(|_| o.transcript_withheld.is_none());
+    let live = running && nonce.is_some();
+    // With a script to fetch the rest, only the last entries are sent.
+    let shown = match nonce {
+        Some(_) => &o.transcript[o.transcript.len().saturating_sub(SHOWN)..],
+        None => &o.transcript[..],
+    };
+    let earlier = o.transcript.len() - shown.len();
     page(
         "OCX run",
         html! {
@@ -224,33 +243,41 @@ pub(super) fn run(request: &Request, cx: &Context, answer: Answer<run::Output>) 
             @if let Some(why) = &o.transcript_withheld {
                 p.ocx-notice id="ocx-withheld" { "No transcript: " (why) "." }
             }
-            ol.ocx-transcript id="ocx-transcript" data-last=(o.last) {
-                @for e in &o.transcript { (transcript_entry(e)) }
+            @if earlier > 0 {
+                p.ocx-notice id="ocx-earlier" {
+                    (earlier) " earlier entries are not shown. "
+                    button type="button" { "Show them" }
+                }
             }
-            @if let (true, Some(nonce)) = (live, request.nonce.as_deref()) {
-                script nonce=(nonce) { (PreEscaped(LIVE_SCRIPT)) }
+            ol.ocx-transcript id="ocx-transcript" data-last=(o.last) data-first=[(earlier > 0).then(|| shown[0].seq)] data-live[live] {
+                @for e in shown { (transcript_entry(e, nonce.is_some())) }
+            }
+            @if let Some(nonce) = nonce {
+                script nonce=(nonce) { (PreEscaped(RUN_SCRIPT)) }
             }
         },
     )
 }
 
 /// One transcript entry as a list item: words as a quotation, a call with
-/// its arguments, a result or a command's output folded.
-fn transcript_entry(e: &transcript::Entry) -> Markup {
+/// its arguments, a result or a command's output folded; the output left
+/// for [`RUN_SCRIPT`] to fetch when `fetched`, the fold marked with the
+/// entry's number.
+fn transcript_entry(e: &transcript::Entry, fetched: bool) -> Markup {
     html! {
-        li class=(format!("ocx-entry ocx-{}", e.said.kind())) data-seq=(e.seq) {
-            span.ocx-at { (e.at) } " "
+        li class=(format!("ocx-{}", e.said.kind())) {
+            time { (e.at) } " "
             @match &e.said {
                 Said::Delivery { text } => { b { "Delivered" } blockquote { (text) } },
                 Said::Words { text } => { b { "Said" } blockquote { (text) } },
                 Said::ToolCall { name, arguments, .. } => { b { "Called " } code { (name) } " " code { (arguments.to_string()) } },
-                Said::ToolResult { output, error, .. } => details {
+                Said::ToolResult { output, error, .. } => details data-fetch=[fetched.then_some(e.seq)] {
                     summary { b { @if *error { "Failed" } @else { "Answered" } } }
-                    pre { (output) }
+                    @if !fetched { pre { (output) } }
                 },
-                Said::Command { command, output, exit } => details {
+                Said::Command { command, output, exit } => details data-fetch=[fetched.then_some(e.seq)] {
                     summary { b { "Ran " } code { (command) } " (exit " (exit.map_or("unknown".to_string(), |x| x.to_string())) ")" }
-                    pre { (output) }
+                    @if !fetched { pre { (output) } }
                 },
                 Said::Output { text } => code { (text) },
                 Said::Refused { text } => { b { "Refused by its model service: " } (text) },
@@ -290,14 +317,22 @@ function redraw(){return fetch(location.href,{credentials:'same-origin'}).then(f
 function next(){fetch(url+'?after='+last+'&within=50',{credentials:'same-origin'}).then(function(r){if(r.status===429){setTimeout(next,30000);return null;}return r.json();}).then(function(a){if(a===null)return;if(a&&a.last>last){last=a.last;return redraw().then(next);}next();}).catch(function(){setTimeout(next,10000);});}
 next();})();"#;
 
-/// The run page's script: asks the page's JSON for the entries after the
-/// last shown, waiting up to 20 s each time, and adds each as text (never
-/// as HTML), with the spend and the state, until the run has ended.
-const LIVE_SCRIPT: &str = r#"(function(){
-var list=document.getElementById('ocx-transcript'),spend=document.getElementById('ocx-spend'),state=document.getElementById('ocx-state');
+/// The run page's script (the page's markup says what it has to do): a
+/// fold whose output was not sent (marked `data-fetch` with its entry's
+/// number) asks the page's JSON for that entry once opened and shows
+/// the output (a failure said in its place, asked again when opened
+/// again); a press of `#ocx-earlier`'s button asks the page's JSON for
+/// the whole transcript and puts the entries before the first shown in
+/// place; on a list marked `data-live`, it asks for the entries after
+/// the last shown, waiting up to 20 s each time, and adds each, with
+/// the spend and the state, until the run has ended. Every text is set
+/// as text, never as HTML.
+const RUN_SCRIPT: &str = r#"(function(){
+var list=document.getElementById('ocx-transcript'),spend=document.getElementById('ocx-spend'),state=document.getElementById('ocx-state'),earlier=document.getElementById('ocx-earlier');
 function el(t,c,x){var e=document.createElement(t);if(c)e.className=c;if(x!==undefined)e.textContent=x;return e;}
+function json(q){return fetch(location.pathname+'?json'+q,{credentials:'same-origin'}).then(function(r){return r.json();});}
 function fold(head,body){var d=el('details'),s=el('summary',null,head);d.appendChild(s);d.appendChild(el('pre',null,body));return d;}
-function add(e){var li=el('li','ocx-entry ocx-'+e.kind);li.setAttribute('data-seq',e.seq);li.appendChild(el('span','ocx-at',e.at+' '));
+function item(e){var li=el('li','ocx-'+e.kind);li.appendChild(el('time',null,e.at));li.appendChild(document.createTextNode(' '));
 switch(e.kind){case 'delivery':li.appendChild(el('b',null,'Delivered'));li.appendChild(el('blockquote',null,e.text));break;
 case 'words':li.appendChild(el('b',null,'Said'));li.appendChild(el('blockquote',null,e.text));break;
 case 'tool_call':li.appendChild(el('b',null,'Called '));li.appendChild(el('code',null,e.name));li.appendChild(document.createTextNode(' '));li.appendChild(el('code',null,JSON.stringify(e.arguments)));break;
@@ -309,15 +344,26 @@ case 'error':li.appendChild(el('b',null,'Error: '));li.appendChild(document.crea
 case 'turn_ended':li.appendChild(el('i',null,'The turn ended'+(e.ok?'':' in error')+'.'));break;
 case 'ended':li.appendChild(el('b',null,'The run ended '+e.outcome));li.appendChild(document.createTextNode(': '+e.note));break;
 default:li.appendChild(document.createTextNode(e.kind));}
-list.appendChild(li);}
-function next(){var last=list.getAttribute('data-last')||'0';
-fetch(location.pathname+'?json&after='+last+'&within=20',{credentials:'same-origin'}).then(function(r){return r.json();}).then(function(a){
+return li;}
+list.addEventListener('toggle',function(ev){
+var d=ev.target,n=d.open&&d.getAttribute('data-fetch');if(!n)return;d.removeAttribute('data-fetch');
+var pre=d.querySelector('pre')||d.appendChild(el('pre'));pre.textContent='Fetching its output…';
+json('&entry='+n).then(function(a){var o=a.result||{},e=(o.transcript||[])[0];
+if(!a.ok||!e)throw new Error(a.stopped?a.stopped.reason:(o.transcript_withheld||'no such entry'));
+pre.textContent=e.output;}).catch(function(x){pre.textContent='Its output could not be fetched ('+x.message+'): close it and open it again.';d.setAttribute('data-fetch',n);});
+},true);
+if(earlier)earlier.querySelector('button').addEventListener('click',function(){
+var first=Number(list.getAttribute('data-first'));earlier.textContent='Fetching the earlier entries…';
+json('').then(function(a){if(!a.ok||!a.result)throw new Error(a.stopped?a.stopped.reason:'no answer');
+var at=list.firstChild;(a.result.transcript||[]).forEach(function(e){if(e.seq<first)list.insertBefore(item(e),at);});
+list.removeAttribute('data-first');earlier.remove();}).catch(function(x){earlier.textContent='The earlier entries could not be fetched ('+x.message+'): reload the page to try again.';});});
+function next(){json('&after='+(list.getAttribute('data-last')||'0')+'&within=20').then(function(a){
 if(!a.ok||!a.result){setTimeout(next,5000);return;}var o=a.result;
-(o.transcript||[]).forEach(add);list.setAttribute('data-last',o.last);
+(o.transcript||[]).forEach(function(e){list.appendChild(item(e));});list.setAttribute('data-last',o.last);
 if(o.spent)spend.textContent='Spent: '+o.spent;
 if(o.state!=='running'){state.textContent='Ended '+(o.outcome||'')+(o.note?': '+o.note:'');return;}
 next();}).catch(function(){setTimeout(next,5000);});}
-next();})();"#;
+if(list.hasAttribute('data-live'))next();})();"#;
 
 /// A pattern on the console: what it is, who wrote it, the record
 /// `create` would write from it (node, user, runner, objective, what
@@ -805,7 +851,7 @@ const STYLE: &str = "
   width: 100%; box-sizing: border-box; color: inherit; background: transparent;
   border: 1px solid currentColor; border-radius: 3px; padding: 0.2em; font: inherit; }
 .ocx-answer { border-left: 4px solid currentColor; padding: 0.1em 0.8em; margin: 1em 0; }
-.ocx-result { white-space: pre-wrap; }
+.ocx-result, .ocx-transcript pre { white-space: pre-wrap; }
 .ocx-notice, .ocx-noform, .ocx-dry { font-style: italic; }
 .ocx-button { display: inline-block; border: 1px solid currentColor; border-radius: 4px; padding: 0.1em 0.6em; text-decoration: none; color: inherit; }
 ";

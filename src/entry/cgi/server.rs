@@ -1,6 +1,11 @@
 //! `ocx page-server SOCKET`: the page server `ocx-cgi` hands requests to
 //! (`handoff.rs`). It is started by an `ocx-cgi` that found none, as that program's
-//! own account, and lives until nothing has come for [`IDLE`].
+//! own account, and lives until nothing has come for as long as the node
+//! of each repository it served allows since its last request there
+//! (`page_idle_seconds` in the node's configuration, a minute unless set).
+//! Once no request has come for [`SETTLE`], it gives back the memory its
+//! last requests left, so what it holds while it waits is little more
+//! than its program.
 //!
 //! Each request is answered on a thread of its own, as `ocx-cgi` answers
 //! it (`cgi::answer`, the same code), from the handoff alone: the
@@ -24,11 +29,16 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long a server waits for a request before it exits (ten minutes):
-/// one wake then, none before.
-pub const IDLE: Duration = Duration::from_secs(600);
+/// How long a server waits for its first request before it exits, and
+/// after a request for a repository whose node says nothing.
+pub const IDLE: Duration = crate::node::config::PAGE_IDLE;
+
+/// How long a server waits with no request before it gives back the
+/// memory its last requests left (SQLite's cached pages, the heap freed):
+/// past the burst of one page's requests, well before the next click.
+pub const SETTLE: Duration = Duration::from_secs(2);
 
 /// How many requests a server answers at once; `ocx-cgi` answers any
 /// more by starting the whole program.
@@ -44,6 +54,39 @@ const HANDOFF_WAIT: Duration = Duration::from_secs(5);
 /// The requests being answered now.
 static ANSWERING: AtomicUsize = AtomicUsize::new(0);
 
+/// When the server ends unless a request comes: [`IDLE`] after it started
+/// until a request is answered, then the latest of each answered
+/// request's end and the idle its repository's node allows.
+struct Ends(std::sync::Mutex<(Instant, bool)>);
+
+impl Ends {
+    fn new() -> Ends {
+        Ends(std::sync::Mutex::new((Instant::now() + IDLE, false)))
+    }
+
+    /// A request answered: lives on at least `idle` from now.
+    fn at_least(&self, idle: Duration) {
+        let mut at = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now() + idle;
+        *at = match *at {
+            (before, true) => (before.max(now), true),
+            (_, false) => (now, true),
+        };
+    }
+
+    /// The time left; none once it has passed.
+    fn left(&self) -> Duration {
+        let (at, _) = *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        at.saturating_duration_since(Instant::now())
+    }
+}
+
 /// Serves requests on `socket` until [`IDLE`] passes with none; 0 also
 /// when another server holds the socket already.
 pub fn main(socket: &Path) -> i32 {
@@ -58,33 +101,112 @@ pub fn main(socket: &Path) -> i32 {
     let Ok(listener) = UnixListener::bind(socket) else {
         return 1;
     };
+    few_heaps();
     let kept = Kept::new();
+    let ends = Arc::new(Ends::new());
     let workers = Workers::new();
-    let idle = nix::poll::PollTimeout::try_from(IDLE).unwrap_or(nix::poll::PollTimeout::MAX);
+    let mut settled = true;
     loop {
         let mut fds = [nix::poll::PollFd::new(
             std::os::fd::AsFd::as_fd(&listener),
             nix::poll::PollFlags::POLLIN,
         )];
-        match nix::poll::poll(&mut fds, idle) {
-            Ok(0) if ANSWERING.load(Ordering::SeqCst) == 0 => break,
+        // Until what the last requests left is given back, and while a
+        // request is answered (its end moves the server's on), looked at
+        // again every SETTLE.
+        let answering = ANSWERING.load(Ordering::SeqCst) > 0;
+        let wait = if settled && !answering {
+            ends.left()
+        } else {
+            SETTLE
+        };
+        let wait = nix::poll::PollTimeout::try_from(wait).unwrap_or(nix::poll::PollTimeout::MAX);
+        match nix::poll::poll(&mut fds, wait) {
+            Ok(0) if ANSWERING.load(Ordering::SeqCst) > 0 => continue,
+            Ok(0) if !settled => {
+                kept.release_memory();
+                give_back_heap();
+                let_go_of_code();
+                settled = true;
+                continue;
+            }
+            Ok(0) if ends.left().is_zero() => break,
+            Ok(0) => continue,
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(_) => break,
         }
         let Ok((connection, _)) = listener.accept() else {
             continue;
         };
+        settled = false;
         if ANSWERING.fetch_add(1, Ordering::SeqCst) >= AT_ONCE {
             ANSWERING.fetch_sub(1, Ordering::SeqCst);
             continue;
         }
-        workers.give(connection, &kept);
+        workers.give(connection, &kept, &ends);
     }
     if listener_is_ours(socket, &listener) {
         let _ = std::fs::remove_file(socket);
         let _ = std::fs::remove_file(&lock_path);
     }
     0
+}
+
+/// Holds the C library's allocator to two heaps, however many threads
+/// answer at once: each heap keeps what its threads freed, and a page's
+/// requests are few and short, so more heaps would buy no speed.
+fn few_heaps() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: sets one of the allocator's tunables, before any thread of
+    // the server's is started.
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_ARENA_MAX, 2);
+    }
+}
+
+/// Gives the heap's freed memory back to the system.
+fn give_back_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns freed memory; it is safe at any time.
+    unsafe {
+        nix::libc::malloc_trim(0);
+    }
+}
+
+/// Lets go of the pages of the program's code the server has touched:
+/// they stay in the system's page cache, and the next request's first
+/// touch of each maps it back (a minor fault, no read from disk). Only
+/// the mapping of code is let go of, which is never written; the
+/// program's data, relocated as it started, is kept.
+fn let_go_of_code() {
+    let here = let_go_of_code as fn() as usize;
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return;
+    };
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some("r-xp")) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let Some((Ok(start), Ok(end))) = range
+            .split_once('-')
+            .map(|(a, b)| (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)))
+        else {
+            continue;
+        };
+        if (start..end).contains(&here) {
+            // SAFETY: the range is this program's own mapping of its code,
+            // read-only and never written, so the pages given up are read
+            // back from the same file, unchanged, when next touched.
+            unsafe {
+                nix::libc::madvise(
+                    start as *mut nix::libc::c_void,
+                    end - start,
+                    nix::libc::MADV_DONTNEED,
+                );
+            }
+        }
+    }
 }
 
 /// The threads that answer requests: one taken from those waiting when
@@ -108,7 +230,7 @@ impl Workers {
     }
 
     /// Has `connection` answered by a waiting thread, else by a new one.
-    fn give(&self, connection: UnixStream, kept: &Arc<Kept>) {
+    fn give(&self, connection: UnixStream, kept: &Arc<Kept>, ends: &Arc<Ends>) {
         let promised = self
             .waiting
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -119,13 +241,18 @@ impl Workers {
             }
             return;
         }
-        let (waiting, take, kept) = (self.waiting.clone(), self.take.clone(), kept.clone());
+        let (waiting, take) = (self.waiting.clone(), self.take.clone());
+        let (kept, ends) = (kept.clone(), ends.clone());
         let started = std::thread::Builder::new().spawn(move || {
             let mut next = Some(connection);
             while let Some(connection) = next.take() {
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let idle = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     answer(connection, &kept)
                 }));
+                // A connection that handed over no request moves nothing.
+                if let Ok(Some(idle)) = idle {
+                    ends.at_least(idle);
+                }
                 ANSWERING.fetch_sub(1, Ordering::SeqCst);
                 waiting.fetch_add(1, Ordering::SeqCst);
                 let take = take
@@ -150,17 +277,14 @@ fn listener_is_ours(socket: &Path, listener: &UnixListener) -> bool {
 }
 
 /// Answers the request handed over on `connection`, as the page answers
-/// it, when its peer is this account and its handoff is whole.
-fn answer(connection: UnixStream, kept: &Arc<Kept>) {
-    let Ok(peer) = getsockopt(&connection, sockopt::PeerCredentials) else {
-        return;
-    };
+/// it, when its peer is this account and its handoff is whole; how long
+/// its repository's node lets the server live on after it.
+fn answer(connection: UnixStream, kept: &Arc<Kept>) -> Option<Duration> {
+    let peer = getsockopt(&connection, sockopt::PeerCredentials).ok()?;
     if peer.uid() != nix::unistd::geteuid().as_raw() {
-        return;
+        return None;
     }
-    let Some((handoff, [stdin, stdout, stderr])) = receive(&connection) else {
-        return;
-    };
+    let (handoff, [stdin, stdout, stderr]) = receive(&connection)?;
     drop(stderr);
     let request = Request::from_variables(
         |name| {
@@ -173,15 +297,29 @@ fn answer(connection: UnixStream, kept: &Arc<Kept>) {
         handoff.invoked_as.clone(),
         handoff.cwd.clone(),
     );
-    if (&connection).write_all(&[TAKEN]).is_err() {
-        return;
-    }
+    (&connection).write_all(&[TAKEN]).ok()?;
     let mut body = std::fs::File::from(stdin);
     let response = super::answer(&request, &mut body, Some(kept));
     let mut out = std::fs::File::from(stdout);
     let _ = out.write_all(response.to_cgi().as_bytes());
-    drop((out, body));
+    drop((out, body, response));
     let _ = (&connection).write_all(&[0]);
+    Some(idle_after(&request, kept))
+}
+
+/// How long the node of the repository `request` named lets the server
+/// live on after it: its `page_idle_seconds`, else [`IDLE`] (a repository
+/// that is no node, or whose node's configuration this account cannot
+/// read, included). Read once the request is answered, so it costs the
+/// request nothing.
+fn idle_after(request: &Request, kept: &Arc<Kept>) -> Duration {
+    request
+        .repository
+        .as_ref()
+        .and_then(|r| kept.repository(&request.cwd.join(r)).ok())
+        .and_then(|repo| crate::node::root_of(&repo).ok().flatten())
+        .and_then(|root| crate::node::config::NodeConfig::load(&root))
+        .map_or(IDLE, |c| c.page_idle())
 }
 
 /// The handoff on `connection` and the three descriptors passed with it;
