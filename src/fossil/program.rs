@@ -181,6 +181,7 @@ impl Fossil {
                 version
             }
         };
+        settings_made(path, &home);
         Ok(Fossil {
             path: path.to_path_buf(),
             version,
@@ -375,6 +376,62 @@ fn command(path: &Path, home: &Home) -> Command {
         }
     }
     c
+}
+
+/// The file Fossil keeps its per-user settings in when run with `home`
+/// alone in its environment, found as Fossil finds it on Unix:
+/// `FOSSIL_HOME/.fossil`; else `HOME/.fossil` when it holds more than
+/// [`SETTINGS_MADE`]; else `HOME/.config/fossil.db` when `HOME/.config`
+/// is a directory; else `HOME/.fossil`.
+fn settings_file(home: &Home) -> PathBuf {
+    match home {
+        Home::Own(dir) => dir.join(".fossil"),
+        Home::User(dir) => {
+            let dot = dir.join(".fossil");
+            let config = dir.join(".config");
+            if size_of(&dot) > SETTINGS_MADE || !config.is_dir() {
+                dot
+            } else {
+                config.join("fossil.db")
+            }
+        }
+    }
+}
+
+/// The size under which Fossil takes its settings file for not made yet,
+/// and makes it.
+const SETTINGS_MADE: u64 = 3 * 1024;
+
+fn size_of(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Makes Fossil's settings file for `home` when it is not there, once a
+/// process. Fossil makes it the first time one of its processes needs
+/// it, and of two making it at once one fails ("table global_config
+/// already exists"): a fresh host's first requests at once did. It is
+/// made by one `fossil all ls` (which opens it and nothing else) while
+/// its directory is locked, so OCX's processes make it one at a time;
+/// any failure is left for the command that needs the file to say.
+fn settings_made(path: &Path, home: &Home) {
+    static MADE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let file = settings_file(home);
+    let Ok(mut made) = MADE.lock() else { return };
+    if made.contains(&file) {
+        return;
+    }
+    if size_of(&file) <= SETTINGS_MADE {
+        let dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
+        let _ = std::fs::create_dir_all(&dir);
+        let lock = std::fs::File::open(&dir)
+            .ok()
+            .and_then(|d| nix::fcntl::Flock::lock(d, nix::fcntl::FlockArg::LockExclusive).ok());
+        if size_of(&file) <= SETTINGS_MADE {
+            let _ = command(path, home).args(["all", "ls"]).output();
+        }
+        drop(lock);
+    }
+    made.push(file);
 }
 
 /// `e` with any password a URL in its message held taken out.

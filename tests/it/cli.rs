@@ -337,3 +337,39 @@ fn started_in(dir: &std::path::Path) -> Vec<u32> {
         .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir))
         .collect()
 }
+
+/// Fossil makes its settings file the first time one of its processes
+/// needs it, and two making it at once fail one of them; a fresh host's
+/// first commands at once each succeed all the same.
+#[test]
+fn commands_at_once_on_a_host_with_no_fossil_settings_yet_all_succeed() {
+    let r = Repo::new();
+    r.user("helper", "o");
+    for round in 0..8 {
+        let home = tempfile::tempdir().unwrap();
+        let children: Vec<_> = (0..6)
+            .map(|i| {
+                Command::new(ocx_bin())
+                    .args(["send_runs", "--login", "helper"])
+                    .arg(format!("--off={}", i % 2 == 0))
+                    .args(["--json", "--repository"])
+                    .arg(&r.file)
+                    .env("HOME", home.path())
+                    .env_remove("XDG_CACHE_HOME")
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            let answer = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && answer.contains("\"ok\": true"),
+                "round {round}: {answer}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
