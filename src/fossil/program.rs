@@ -150,7 +150,9 @@ impl Fossil {
     fn with_home(path: &Path, home: Home) -> Result<Fossil, FossilError> {
         let cache = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from);
         let kept = versions::file_for(&home, cache);
-        Fossil::asked(path, home, kept.as_deref())
+        let fossil = Fossil::asked(path, home, kept.as_deref())?;
+        settings_made(&fossil.path, &fossil.home);
+        Ok(fossil)
     }
 
     /// The program at `path`, its version the one `kept` holds for its file
@@ -181,7 +183,6 @@ impl Fossil {
                 version
             }
         };
-        settings_made(path, &home);
         Ok(Fossil {
             path: path.to_path_buf(),
             version,

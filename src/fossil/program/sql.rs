@@ -311,12 +311,7 @@ mod remembered {
         let fossil = Fossil::locate().expect("fossil");
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path().join("r.fossil");
-        let made = std::process::Command::new(fossil.path())
-            .args(["new", "--admin-user", "admin"])
-            .arg(&repo)
-            .output()
-            .unwrap();
-        assert!(made.status.success());
+        fossil.new_repository(&repo, "admin").unwrap();
         let none = fossil.remembered_password(&repo).unwrap();
         assert_eq!(none, None);
         for password in ["pw1", "a-longer password, past sixteen bytes"] {

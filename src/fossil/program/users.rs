@@ -185,12 +185,7 @@ mod tests {
         let fossil = Fossil::locate().expect("fossil");
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path().join("r.fossil");
-        let made = std::process::Command::new(fossil.path())
-            .args(["new", "--admin-user", "admin"])
-            .arg(&repo)
-            .output()
-            .unwrap();
-        assert!(made.status.success());
+        fossil.new_repository(&repo, "admin").unwrap();
         fossil
             .give_run_login(&repo, "run-1", "first pw", "gio", Some("made by node-1"))
             .unwrap();
@@ -243,12 +238,7 @@ mod tests {
             assert!(out.status.success(), "{args:?}");
             String::from_utf8_lossy(&out.stdout).trim().to_string()
         };
-        let made = std::process::Command::new(fossil.path())
-            .args(["new", "--admin-user", "admin"])
-            .arg(&repo)
-            .output()
-            .unwrap();
-        assert!(made.status.success());
+        fossil.new_repository(&repo, "admin").unwrap();
         fossil_says(&["user", "new", "run-2", "c", "pw"]);
         Fossil::clone_default_user(&repo, "run-2").unwrap();
         assert_eq!(fossil_says(&["user", "default"]), "run-2");
