@@ -305,6 +305,11 @@ const TICK: Duration = Duration::from_millis(50);
 /// The longest a limit that tells no one goes unread while the run's processes stay as they are.
 const SLOWEST: Duration = Duration::from_secs(10);
 
+/// The longest a run's filesystem goes unread while its use stays as it is, where its writes
+/// cannot wake the supervisor: its size still holds it, and the run is ended this much later
+/// at the most once it is full.
+const DISK_SLOWEST: Duration = Duration::from_secs(1);
+
 /// The least time between two reads of a run's CPU time as it nears its budget.
 const CPU_LEAST: Duration = Duration::from_millis(10);
 
@@ -478,6 +483,8 @@ fn watch(
     let mut again: Option<Instant> = None;
     // How often a limit that tells no one is read, and what the run's processes were then.
     let (mut read_every, mut seen) = (TICK, None);
+    // How often a filesystem whose writes wake no one is read, and its use then.
+    let (mut disk_every, mut disk_seen) = (TICK, None);
     let status = loop {
         match shared.try_reap() {
             Ok(Some(done)) => break done,
@@ -551,6 +558,16 @@ fn watch(
             };
             seen = now_seen;
             next = next.min(read_every);
+        }
+        if let (true, Some(mount)) = (sources.disk_unwatched, plan.disk.as_deref()) {
+            let used = disk::usage(mount).map(|u| u.used);
+            disk_every = if used == disk_seen {
+                (disk_every * 2).min(DISK_SLOWEST)
+            } else {
+                TICK
+            };
+            disk_seen = used;
+            next = next.min(disk_every);
         }
         if let Some(at) = again {
             next = next.min(at - now);

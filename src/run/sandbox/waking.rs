@@ -1,10 +1,13 @@
 //! What wakes a run's supervisor: bubblewrap's end (a pidfd), a [`super::Killer`] (a pipe
 //! it writes), a limit the kernel tells of as it is reached (the cgroup's notices), a write
 //! to the run's own filesystem (fanotify) and the nearest deadline; so a run given nothing
-//! costs nothing. Where the end or the writes cannot be had here, the supervisor also reads
-//! the run's use every [`super::TICK`], as it did before any was there; a cgroup limit that
-//! tells no one (v1's process limit) is read every tick while the run's processes come and
-//! go, and less often, up to [`super::SLOWEST`], while they do not.
+//! costs nothing. Where the end cannot be had here, the supervisor also reads the run's use
+//! every [`super::TICK`], as it did before any was there; where the writes cannot (the host's
+//! fanotify groups, 128 an account by default, all taken by other runs), its filesystem is
+//! read every tick while it changes and less often, up to [`super::DISK_SLOWEST`], while it
+//! does not; a cgroup limit that tells no one (v1's process limit) is read every tick while
+//! the run's processes come and go, and less often, up to [`super::SLOWEST`], while they do
+//! not.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -52,9 +55,11 @@ pub(super) struct Sources {
     woken: File,
     notices: Vec<Notice>,
     disk: Option<File>,
-    /// Whether the run's end or a write to its filesystem cannot wake the supervisor here,
-    /// so it reads them every tick.
+    /// Whether the run's end cannot wake the supervisor here, so it reads it every tick.
     pub tick: bool,
+    /// Whether a write to the run's filesystem cannot wake the supervisor here, so it reads
+    /// the filesystem's use.
+    pub disk_unwatched: bool,
     /// Whether a limit of the run's cgroup tells no one it is reached, so it must be read.
     pub unnoticed: bool,
 }
@@ -71,13 +76,15 @@ impl Sources {
         let ended = pidfd(pid);
         let (notices, every) = cgroup.map(Cgroup::notices).unwrap_or((Vec::new(), true));
         let disk_writes = disk.map(writes_to);
-        let tick = ended.is_none() || disk_writes.as_ref().is_some_and(Option::is_none);
+        let tick = ended.is_none();
+        let disk_unwatched = disk_writes.as_ref().is_some_and(Option::is_none);
         Sources {
             ended,
             woken,
             notices,
             disk: disk_writes.flatten(),
             tick,
+            disk_unwatched,
             unnoticed: !every,
         }
     }
