@@ -510,6 +510,7 @@ fn watch(
             }
             (plan.wall + asks.wall_more, asks.cpu_more, asks.paused)
         };
+        let disk_use = plan.disk.as_deref().and_then(disk::usage);
         if limit.is_none() && !stopped && paused.is_none() {
             if start.elapsed() >= wall {
                 limit = Some(Limit::Wall);
@@ -522,7 +523,7 @@ fn watch(
                 limit = None;
                 continue;
             }
-            if limit.is_none() && disk_full(plan) {
+            if limit.is_none() && disk_use.is_some_and(|u| u.full) {
                 limit = Some(Limit::Disk);
             }
         }
@@ -551,21 +552,13 @@ fn watch(
         }
         if let (true, Some(cg)) = (sources.unnoticed, &shared.cgroup) {
             let now_seen = cg.processes_now();
-            read_every = if now_seen == seen {
-                (read_every * 2).min(SLOWEST)
-            } else {
-                TICK
-            };
+            read_every = slower_while_same(read_every, now_seen == seen, SLOWEST);
             seen = now_seen;
             next = next.min(read_every);
         }
-        if let (true, Some(mount)) = (sources.disk_unwatched, plan.disk.as_deref()) {
-            let used = disk::usage(mount).map(|u| u.used);
-            disk_every = if used == disk_seen {
-                (disk_every * 2).min(DISK_SLOWEST)
-            } else {
-                TICK
-            };
+        if sources.disk_unwatched && plan.disk.is_some() {
+            let used = disk_use.map(|u| u.used);
+            disk_every = slower_while_same(disk_every, used == disk_seen, DISK_SLOWEST);
             disk_seen = used;
             next = next.min(disk_every);
         }
@@ -594,6 +587,12 @@ fn asked(shared: &Shared, at: Limit) -> bool {
 }
 
 /// Whether the run has written its own filesystem full.
+/// The next wait between two reads of something that wakes no one: twice `every`, up to
+/// `slowest`, while it stays the `same`; a [`TICK`] again once it changes.
+fn slower_while_same(every: Duration, same: bool, slowest: Duration) -> Duration {
+    if same { (every * 2).min(slowest) } else { TICK }
+}
+
 fn disk_full(plan: &Plan) -> bool {
     plan.disk
         .as_deref()
