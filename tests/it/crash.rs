@@ -96,14 +96,8 @@ fn a_foreground_node_acts_logs_on_stderr_and_ends_on_a_term_leaving_its_runs() {
         .repo
         .json(&["node", "start", "--foreground", "--runs"]);
     assert_eq!(again.refused(), "runs");
-    assert!(node_free(&s.root()));
+    assert!(support::node_free(&s.root()));
     s.node.repo.json(&["node", "stop", "--runs"]).ok();
-}
-
-fn node_free(root: &Path) -> bool {
-    ocx::node::lock(&root.join("node.lock"), false)
-        .unwrap()
-        .is_some()
 }
 
 #[test]
@@ -278,7 +272,7 @@ fn a_node_killed_mid_wake_answers_every_record_exactly_once_after_start() {
     crate::support::kill_from(&s.root().join("node.pid"));
     let answered = support::logged(&s.root(), refused);
     assert!(answered < records.len(), "killed mid-wake: {answered}");
-    while !node_free(&s.root()) {
+    while !support::node_free(&s.root()) {
         std::thread::sleep(Duration::from_millis(25));
     }
     s.node.repo.json(&["node", "start"]).ok();
@@ -384,10 +378,10 @@ fn killed_making_a_run_user_opens_once(after: bool) {
     let record = s.record(&[]);
     let user = crate::node::user_of(&s, &record);
     let until = Instant::now() + Duration::from_secs(30);
-    while !node_free(&s.root()) && Instant::now() < until {
+    while !support::node_free(&s.root()) && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(25));
     }
-    assert!(node_free(&s.root()), "the node was killed");
+    assert!(support::node_free(&s.root()), "the node was killed");
     assert!(!s.node.repo.dir.path().join("armed").exists());
     let repo = ocx::fossil::Repository::open(&s.node.repo.file).unwrap();
     assert!(repo.is_run_user(&user).unwrap(), "marked before it is made");

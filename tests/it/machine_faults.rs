@@ -382,7 +382,7 @@ fn a_machine_killed_between_its_push_and_its_confirmation_and_a_push_the_server_
         (!site.responses(&second).is_empty() && proxy.holding() > 0 && unconfirmed.exists())
             .then_some(())
     });
-    kill_from(&m.root().join("node.pid"));
+    support::kill_node(&m.root());
     if dir.join("watcher.pid").exists() {
         kill_from(&dir.join("watcher.pid"));
     }

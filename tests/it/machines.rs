@@ -620,7 +620,7 @@ fn three_machines_take_only_their_records_and_a_stop_a_killed_machine_and_a_rest
     // Machine b killed, its node and its run's watcher: lost once it starts again.
     let b = &machines[1];
     let dir = ocx::node::config::NodeConfig::run_dir(&b.root(), &records[1]);
-    kill_from(&b.root().join("node.pid"));
+    crate::support::kill_node(&b.root());
     kill_from(&dir.join("watcher.pid"));
     until("machine b's watcher gone", 30, || {
         (!ocx::node::watcher_alive(&dir)).then_some(())

@@ -1059,6 +1059,32 @@ pub fn handled_all(file: &Path, root: &Path, within: Duration) -> Result<(), i64
     Err(last)
 }
 
+/// Whether no node process holds the node's root `root`: its lock is
+/// free.
+pub fn node_free(root: &Path) -> bool {
+    ocx::node::lock(&root.join("node.lock"), false)
+        .unwrap()
+        .is_some()
+}
+
+/// Kills the node whose root is `root` with SIGKILL, as a crash would,
+/// and waits until its process is gone: a killed process holds its lock
+/// until the kernel has ended it (a thread in the middle of a disk write
+/// first finishes it), and a node started meanwhile finds one running
+/// and leaves it to it.
+pub fn kill_node(root: &Path) {
+    kill_from(&root.join("node.pid"));
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while !node_free(root) {
+        assert!(
+            Instant::now() < until,
+            "the node killed at {} still holds its lock",
+            root.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Kills with SIGKILL the process whose pid the file `pid_file` holds (a
 /// node's `node.pid`, a run's `watcher.pid`), as a crash would.
 pub fn kill_from(pid_file: &Path) {
