@@ -167,6 +167,9 @@ pub fn respond(
         Err(refused) => return refused,
     };
     let response = respond_viewed(&request, body, &cx, json);
+    if let Ok(repo) = cx.repo() {
+        repo.end_reading();
+    }
     count(&request, &cx, &response);
     response
 }
@@ -241,6 +244,9 @@ fn viewed(
         Some(kept) => kept.repository(&path).ok(),
         None => Repository::open(&path).ok().map(Held::from),
     };
+    if let Some(repo) = opened.as_ref().filter(|_| request.reads_at_once()) {
+        let _ = repo.begin_reading();
+    }
     let viewer = opened.as_ref().and_then(|repo| request.prove_viewer(repo));
     let request = Request {
         user: viewer,
@@ -530,11 +536,15 @@ fn run_page(request: &Request, cx: &Context, record: &str, json: bool) -> Respon
     };
     let mut input = serde_json::json!({ "record": record, "after": given("after").unwrap_or(Value::from(0u64)) });
     if json {
-        for key in ["within", "entry"] {
+        for key in ["within", "entry", "last"] {
             if let Some(v) = given(key) {
                 input[key] = v;
             }
         }
+    } else if request.nonce.is_some() {
+        // A page whose script fetches the earlier entries reads only the
+        // last it draws.
+        input["last"] = Value::from(page::SHOWN);
     }
     let answer = registry::call_typed::<crate::tools::run::RunTool>(Ok(input), cx);
     let lacks =

@@ -372,12 +372,36 @@ impl Repository {
     /// shared lock instead of taking and giving back one each (and looking
     /// for a journal each time). A writer waits until `read` ends, so a
     /// caller keeps it to a few milliseconds of reads and never writes,
-    /// nor starts `fossil`, inside it. Ended however `read` ends.
+    /// nor starts `fossil`, inside it. Ended however `read` ends. Inside
+    /// a read already begun ([`Repository::begin_reading`]), `read` is
+    /// part of it.
     pub fn reading<T>(&self, read: impl FnOnce() -> T) -> Result<T, FossilError> {
+        if !self.db.is_autocommit() {
+            return Ok(read());
+        }
         let transaction = self.db.unchecked_transaction()?;
         let out = read();
         transaction.commit()?;
         Ok(out)
+    }
+
+    /// Begins one read transaction that every read after shares until
+    /// [`Repository::end_reading`]: for a whole request that only reads
+    /// and never waits (a page's), as [`Repository::reading`] is for a
+    /// few reads. A connection given back to [`super::kept::Kept`] with
+    /// it still open is closed, never lent again.
+    pub fn begin_reading(&self) -> Result<(), FossilError> {
+        if self.db.is_autocommit() {
+            self.db.execute_batch("BEGIN")?;
+        }
+        Ok(())
+    }
+
+    /// Ends the read [`Repository::begin_reading`] began, if one is open.
+    pub fn end_reading(&self) {
+        if !self.db.is_autocommit() {
+            let _ = self.db.execute_batch("COMMIT");
+        }
     }
 
     /// The query plan SQLite chooses for `sql`, a line per step.

@@ -613,22 +613,27 @@ fn opened(dir: &Path) -> Result<std::fs::File, TranscriptError> {
 }
 
 /// The number of the last entry of the transcript in run directory
-/// `dir` (0 when none reads as one), read from the file's end: a tail
-/// four times longer each time no whole line of it reads as an entry.
+/// `dir` (0 when none reads as one), read from the file's end.
 pub fn last_seq(dir: &Path) -> Result<u64, TranscriptError> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut file = opened(dir)?;
+    Ok(read_last(dir, 1)?.last().map_or(0, |e| e.seq))
+}
+
+/// The last `most` entries of the transcript in run directory `dir`,
+/// read from the file's end: a tail four times longer each time it holds
+/// fewer whole lines that read as entries (a page draws the newest and
+/// never parses the rest of a long transcript).
+pub fn read_last(dir: &Path, most: usize) -> Result<Vec<Entry>, TranscriptError> {
+    use std::os::unix::fs::FileExt;
+    if most == 0 {
+        return Ok(Vec::new());
+    }
+    let file = opened(dir)?;
     let length = file.metadata().map_err(TranscriptError::Unreadable)?.len();
-    let mut tail: u64 = 4096;
+    let mut tail: u64 = 16 * 1024;
     loop {
         let start = length.saturating_sub(tail);
-        let mut bytes = Vec::new();
-        file.seek(SeekFrom::Start(start))
-            .and_then(|_| {
-                Read::by_ref(&mut file)
-                    .take(length - start)
-                    .read_to_end(&mut bytes)
-            })
+        let mut bytes = vec![0u8; usize::try_from(length - start).unwrap_or(0)];
+        file.read_exact_at(&mut bytes, start)
             .map_err(TranscriptError::Unreadable)?;
         // The first line of a tail that begins inside the file may be cut.
         let whole = match start {
@@ -638,11 +643,15 @@ pub fn last_seq(dir: &Path) -> Result<u64, TranscriptError> {
                 .position(|b| *b == b'\n')
                 .map_or(&[][..], |i| &bytes[i + 1..]),
         };
-        if let Some(e) = whole.split(|b| *b == b'\n').rev().find_map(Line::read) {
-            return Ok(e.seq);
-        }
-        if start == 0 {
-            return Ok(0);
+        let mut entries: Vec<Entry> = whole
+            .split(|b| *b == b'\n')
+            .rev()
+            .filter_map(Line::read)
+            .take(most)
+            .collect();
+        if entries.len() >= most || start == 0 {
+            entries.reverse();
+            return Ok(entries);
         }
         tail = tail.saturating_mul(4);
     }
@@ -934,8 +943,9 @@ mod tests {
         }
 
         #[test]
-        fn the_last_number_read_from_the_end_is_the_last_a_whole_read_gives(
+        fn the_last_entries_read_from_the_end_are_the_last_a_whole_read_gives(
             lines in proptest::collection::vec((proptest::bool::ANY, 0usize..12000, "[a-zé\\n]{0,3}"), 0..12),
+            most in 0usize..14,
         ) {
             let dir = tempfile::tempdir().unwrap();
             let mut text = String::new();
@@ -952,8 +962,12 @@ mod tests {
                 text.push('\n');
             }
             std::fs::write(dir.path().join(FILE), &text).unwrap();
-            let whole = read_after(dir.path(), 0, usize::MAX).unwrap().last().map_or(0, |e| e.seq);
-            prop_assert_eq!(last_seq(dir.path()).unwrap(), whole);
+            let all = read_after(dir.path(), 0, usize::MAX).unwrap();
+            prop_assert_eq!(last_seq(dir.path()).unwrap(), all.last().map_or(0, |e| e.seq));
+            prop_assert_eq!(
+                read_last(dir.path(), most).unwrap(),
+                all[all.len().saturating_sub(most)..].to_vec()
+            );
         }
 
         #[test]

@@ -39,6 +39,11 @@ pub struct Input {
     /// a person opens it).
     #[serde(default)]
     pub entry: Option<u64>,
+    /// Only the last this many of the entries after `after`: the newest,
+    /// read from the transcript's end (the page draws the last 40 and
+    /// fetches the earlier ones when a person asks).
+    #[serde(default)]
+    pub last: Option<usize>,
 }
 
 /// One run as a person follows it.
@@ -114,6 +119,12 @@ impl Tool for RunTool {
             return Err(
                 Stop::field("within", format!("waits at most {WITHIN_MAX} seconds"))
                     .next(format!("give {WITHIN_MAX} or less")),
+            );
+        }
+        if input.entry.is_some() && input.last.is_some() {
+            return Err(
+                Stop::field("last", "is for the entries after `after`, not with `entry`")
+                    .next("give either entry or last"),
             );
         }
         let (rid, hash) = call.artifact("record", &input.record)?;
@@ -204,7 +215,19 @@ impl Tool for RunTool {
             "running" => input.within,
             _ => 0,
         });
-        match transcript::wait_after(&dir, input.after, within) {
+        let after = input.after;
+        let read = match input.last {
+            Some(n) if within.is_zero() => transcript::read_last(&dir, n).map(|mut entries| {
+                entries.retain(|e| e.seq > after);
+                entries
+            }),
+            last => transcript::wait_after(&dir, after, within).map(|mut entries| {
+                let over = entries.len().saturating_sub(last.unwrap_or(usize::MAX));
+                entries.drain(..over);
+                entries
+            }),
+        };
+        match read {
             Ok(entries) => {
                 out.last = entries.last().map_or(input.after, |e| e.seq);
                 out.transcript = entries;

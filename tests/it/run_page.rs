@@ -246,6 +246,8 @@ fn a_runs_page_shows_its_record_and_its_transcript_as_it_goes_and_no_secret() {
         ("json&within=99", "within"),
         ("json&entry=x", "entry"),
         ("json&entry=99999", "entry"),
+        ("json&entry=1&last=2", "last"),
+        ("json&last=x", "last"),
     ] {
         let asked = crate::cgi::cgi(
             &ext,
@@ -276,6 +278,35 @@ fn a_runs_page_shows_its_record_and_its_transcript_as_it_goes_and_no_secret() {
         .clone();
     assert_eq!(last["kind"], "ended", "{last:#}");
     assert_eq!(last["outcome"], "stopped");
+    // The last entries alone, as the page draws them, read from the
+    // transcript's end: the whole transcript's last, after `after` too.
+    let whole = ended["transcript"].as_array().unwrap().clone();
+    assert!(whole.len() >= 3, "{whole:#?}");
+    for (query, want) in [
+        ("json&last=2".to_string(), whole[whole.len() - 2..].to_vec()),
+        (
+            format!("json&last=1000&after={}", whole[0]["seq"]),
+            whole[1..].to_vec(),
+        ),
+        ("json&last=0".to_string(), Vec::new()),
+    ] {
+        let asked = crate::cgi::cgi(
+            &ext,
+            &site.node.repo,
+            &[
+                ("FOSSIL_USER", "admin"),
+                ("PATH_INFO", &page_path),
+                ("QUERY_STRING", &query),
+            ],
+            b"",
+        );
+        assert_eq!(asked.status, 200, "{query}: {}", asked.body);
+        assert_eq!(
+            asked.answer()["result"]["transcript"],
+            json!(want),
+            "{query}"
+        );
+    }
 }
 
 /// Waits until the run's spend says more than `seconds` of wall; the

@@ -166,7 +166,7 @@ pub(super) fn console(
 
 /// How many of a transcript's last entries a run's page sends, when its
 /// script can fetch the earlier ones.
-const SHOWN: usize = 40;
+pub(super) const SHOWN: usize = 40;
 
 /// A run's page: its record as a table, its state and spend, and its
 /// transcript, each tool's result and command's output folded. On a page
@@ -202,7 +202,9 @@ pub(super) fn run(request: &Request, cx: &Context, answer: Answer<run::Output>) 
         Some(_) => &o.transcript[o.transcript.len().saturating_sub(SHOWN)..],
         None => &o.transcript[..],
     };
-    let earlier = o.transcript.len() - shown.len();
+    // Entries are numbered from 1, so those before the first shown are
+    // counted without reading them.
+    let earlier = shown.first().map_or(0, |e| e.seq.saturating_sub(1));
     page(
         "OCX run",
         html! {

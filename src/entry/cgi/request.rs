@@ -206,6 +206,18 @@ impl Request {
                 .is_some_and(|a| a.contains("application/json"))
     }
 
+    /// Whether the request only reads and never waits: a GET of a run's
+    /// page not asking to wait for its next entry. Such a request's reads
+    /// share one read transaction, begun once its repository is open.
+    pub(super) fn reads_at_once(&self) -> bool {
+        self.method.eq_ignore_ascii_case("GET")
+            && self.path_info.trim_matches('/').starts_with("run/")
+            && !self
+                .query
+                .split('&')
+                .any(|p| p == "within" || p.starts_with("within="))
+    }
+
     pub(super) fn is_post(&self) -> bool {
         self.method.eq_ignore_ascii_case("POST")
     }
