@@ -42,11 +42,48 @@ pub fn kind(said: &Said, text: &[u8]) -> Option<Kind> {
 }
 
 /// What a post or ticket change holds, read as a message of its kind.
+/// A post's is read once a process: its artifact's hash names its whole
+/// content, so what it holds is kept by that hash ([`KINDS_KEPT`]).
 pub fn read(repo: &Repository, said: &Said) -> Result<Option<Kind>, FossilError> {
     if said.edit {
         return Ok(None);
     }
-    Ok(kind(said, &text(repo, said)?))
+    let by_hash = said.comment.is_none();
+    if by_hash && let Some(kind) = kept_kinds().get(&said.hash) {
+        return Ok(kind.clone());
+    }
+    if !by_hash {
+        return Ok(kind(said, &text(repo, said)?));
+    }
+    // A phantom (its content not yet received) holds nothing yet: never
+    // kept, so once it is filled it is read.
+    let Some(parsed) = repo.parsed(said.rid)? else {
+        return Ok(kind(said, b""));
+    };
+    let kind = kind(said, &parsed.text.unwrap_or_default());
+    {
+        let mut kept = kept_kinds();
+        if kept.len() >= KINDS_KEPT {
+            kept.clear();
+        }
+        kept.insert(said.hash.clone(), kind.clone());
+    }
+    Ok(kind)
+}
+
+/// The most posts whose message is kept at once. A node reads the place
+/// of every open record at each wake: a thread holding 500 records and
+/// their answers is read from here, not inflated, checked and parsed
+/// again each time. Past it, all are forgotten and read again.
+const KINDS_KEPT: usize = 4096;
+
+/// The message each post read holds, by the post's artifact hash.
+fn kept_kinds() -> std::sync::MutexGuard<'static, std::collections::HashMap<String, Option<Kind>>> {
+    static KEPT: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<String, Option<Kind>>>,
+    > = std::sync::LazyLock::new(Default::default);
+    KEPT.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Every message said at `place`, in received order.

@@ -215,18 +215,7 @@ impl Tool for RunTool {
             "running" => input.within,
             _ => 0,
         });
-        let after = input.after;
-        let read = match input.last {
-            Some(n) if within.is_zero() => transcript::read_last(&dir, n).map(|mut entries| {
-                entries.retain(|e| e.seq > after);
-                entries
-            }),
-            last => transcript::wait_after(&dir, after, within).map(|mut entries| {
-                let over = entries.len().saturating_sub(last.unwrap_or(usize::MAX));
-                entries.drain(..over);
-                entries
-            }),
-        };
+        let read = entries(&dir, input.after, input.last, within);
         match read {
             Ok(entries) => {
                 out.last = entries.last().map_or(input.after, |e| e.seq);
@@ -245,6 +234,28 @@ impl Tool for RunTool {
 
     fn text(o: &Output) -> String {
         text(o)
+    }
+}
+
+/// The entries of the transcript in `dir` numbered above `after`, waiting
+/// up to `within` for one; only the `last` so many when given (read from
+/// the file's end when there is no wait).
+fn entries(
+    dir: &std::path::Path,
+    after: u64,
+    last: Option<usize>,
+    within: std::time::Duration,
+) -> Result<Vec<Entry>, TranscriptError> {
+    match last {
+        Some(n) if within.is_zero() => transcript::read_last(dir, n).map(|mut entries| {
+            entries.retain(|e| e.seq > after);
+            entries
+        }),
+        last => transcript::wait_after(dir, after, within).map(|mut entries| {
+            let over = entries.len().saturating_sub(last.unwrap_or(usize::MAX));
+            entries.drain(..over);
+            entries
+        }),
     }
 }
 

@@ -144,21 +144,40 @@ fn the_hot_queries_use_indexes() {
     let r = Repo::new();
     r.json(&["post", "--title", "make the forum table", "--text", "x"])
         .ok();
-    // Without the repository's statistics (a few rows each here), SQLite
-    // plans for tables of any size, as a large repository's are.
-    r.fossil(&["sql", "DELETE FROM sqlite_stat1"]);
-    let repo = ocx::fossil::Repository::open(&r.file).unwrap();
-    for (name, sql) in ocx::fossil::repo::HOT_QUERIES {
-        let plan = repo.query_plan(sql).unwrap();
-        for step in &plan {
+    // First with the statistics `fossil new` left (a row or so in each
+    // table), as a new repository keeps them while it grows past them:
+    // then without any, as SQLite plans for tables of any size. With the
+    // first, SQLite reads a range of row numbers as a scan of a table it
+    // believes holds one row whatever the query says, so the arrivals
+    // (a range of rows) are held to their plan without statistics alone.
+    for stats in ["as fossil new left them", "none"] {
+        if stats == "none" {
+            r.fossil(&["sql", "DELETE FROM sqlite_stat1"]);
+        }
+        let repo = ocx::fossil::Repository::open(&r.file).unwrap();
+        let mut scanning = Vec::new();
+        for (name, sql) in ocx::fossil::repo::HOT_QUERIES {
+            if stats != "none" && name.starts_with("arrivals_") {
+                continue;
+            }
+            let plan = repo.query_plan(sql).unwrap();
             // A table is scanned by its name or by the alias the query
             // gives it (`blob b`), so every scan counts but a list's.
-            let scans = step.starts_with("SCAN ")
-                && !step.starts_with("SCAN json_each")
-                && !step.ends_with("VALUES CLAUSE");
-            assert!(!scans, "{name} scans a table: {plan:?}");
+            if plan.iter().any(|step| {
+                step.starts_with("SCAN ")
+                    && !step.starts_with("SCAN json_each")
+                    && !step.ends_with("VALUES CLAUSE")
+            }) {
+                scanning.push(format!("{name}: {plan:?}"));
+            }
         }
+        assert!(
+            scanning.is_empty(),
+            "with statistics {stats}, these scan a table:\n{}",
+            scanning.join("\n")
+        );
     }
+    let repo = ocx::fossil::Repository::open(&r.file).unwrap();
     let (_, caller) = ocx::fossil::repo::HOT_QUERIES
         .iter()
         .find(|(name, _)| *name == "capabilities")
