@@ -32,8 +32,8 @@ impl Batch {
 
 /// Stores `batch` in `repo` as `sender`; `publish` false keeps it private.
 /// Another writer holding the repository makes Fossil fail at once
-/// ("database is locked"), storing nothing: the import is tried again,
-/// a few times, waiting longer each time.
+/// ("database is locked"), storing nothing: the import is tried again for
+/// up to [`BUSY_FOR`], waiting longer each time ([`busy_pause`]).
 /// Each artifact is parsed first, since Fossil keeps a malformed one
 /// silently, and looked up after, since Fossil may report success before
 /// its commit fails.
@@ -75,12 +75,13 @@ pub fn store_checked(
     let path = dir.path().join("write.bundle");
     let project = repo.project_code()?;
     super::bundle::write(&path, &project, items)?;
-    let mut tries = 0;
+    let until = std::time::Instant::now() + BUSY_FOR;
+    let mut tries = 0u32;
     loop {
         match fossil.import_bundle(repo.path(), &path, sender, publish) {
-            Err(e) if e.is_busy() && tries < 8 => {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(50 << tries.min(5)));
+            Err(e) if e.is_busy() && std::time::Instant::now() < until => {
+                tries = tries.saturating_add(1);
+                std::thread::sleep(busy_pause(tries));
             }
             other => break other?,
         }
@@ -94,6 +95,22 @@ pub fn store_checked(
         }
     }
     Ok(())
+}
+
+/// How long a store goes on trying while another writer holds the
+/// repository: a node serving hundreds of runs has their clones and
+/// syncs each take Fossil's write lock in turn, and an import that tries
+/// only while a few of them pass is refused though the repository is
+/// well. Past it the refusal says another writer holds it.
+const BUSY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The pause before try `tries` + 1 of an import another writer refused:
+/// 100 ms doubled each time up to a second, and a random part as long
+/// again at most, so writers refused together do not try together again.
+fn busy_pause(tries: u32) -> std::time::Duration {
+    use rand::Rng;
+    let base = (50u64 << tries.min(5)).min(1000);
+    std::time::Duration::from_millis(base + rand::rng().random_range(0..=base))
 }
 
 /// Where a batch's bundle is written, removed when dropped: a directory of
@@ -120,6 +137,16 @@ const IN_MEMORY_MAX: usize = 1 << 20;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_import_waits_longer_each_time_up_to_a_second_and_a_random_part() {
+        for (tries, base) in [(1, 100), (2, 200), (4, 800), (5, 1000), (40, 1000)] {
+            for _ in 0..20 {
+                let pause = busy_pause(tries).as_millis() as u64;
+                assert!((base..=2 * base).contains(&pause), "{tries}: {pause}");
+            }
+        }
+    }
 
     #[test]
     fn a_small_batchs_bundle_is_written_in_memory_and_a_large_ones_in_the_temporary_directory() {
