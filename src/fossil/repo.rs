@@ -87,7 +87,8 @@ const SQL_RECEIPT: &str = "SELECT b.rid, b.rcvid, b.size,
 const SQL_CAPABILITIES: &str = "SELECT u.login, coalesce(u.cap,'')
      FROM (VALUES(?1),('nobody'),('anonymous'),('reader'),('developer')) AS w
      CROSS JOIN user u ON u.login=w.column1";
-const SQL_CONTENT: &str = "SELECT b.content, b.size, (SELECT srcid FROM delta WHERE rid=b.rid) FROM blob b WHERE b.rid=?1";
+const SQL_CONTENT: &str = "SELECT b.content, b.size, (SELECT srcid FROM delta WHERE rid=b.rid)
+     FROM blob b WHERE b.rid=?1";
 
 /// Whether a read finding the repository locked by a writer's commit
 /// tries again, after a sleep: a quarter of a millisecond for the first

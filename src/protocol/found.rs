@@ -48,12 +48,12 @@ pub fn read(repo: &Repository, said: &Said) -> Result<Option<Kind>, FossilError>
     if said.edit {
         return Ok(None);
     }
-    let by_hash = said.comment.is_none();
-    if by_hash && let Some(kind) = kept_kinds().get(&said.hash) {
-        return Ok(kind.clone());
-    }
-    if !by_hash {
+    // A ticket change's text is its comment, read with it.
+    if said.comment.is_some() {
         return Ok(kind(said, &text(repo, said)?));
+    }
+    if let Some(kind) = kept_kinds().get(&said.hash) {
+        return Ok(kind.clone());
     }
     // A phantom (its content not yet received) holds nothing yet: never
     // kept, so once it is filled it is read.
@@ -61,13 +61,11 @@ pub fn read(repo: &Repository, said: &Said) -> Result<Option<Kind>, FossilError>
         return Ok(kind(said, b""));
     };
     let kind = kind(said, &parsed.text.unwrap_or_default());
-    {
-        let mut kept = kept_kinds();
-        if kept.len() >= KINDS_KEPT {
-            kept.clear();
-        }
-        kept.insert(said.hash.clone(), kind.clone());
+    let mut kept = kept_kinds();
+    if kept.len() >= KINDS_KEPT {
+        kept.clear();
     }
+    kept.insert(said.hash.clone(), kind.clone());
     Ok(kind)
 }
 

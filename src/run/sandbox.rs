@@ -586,13 +586,13 @@ fn asked(shared: &Shared, at: Limit) -> bool {
     pauses
 }
 
-/// Whether the run has written its own filesystem full.
 /// The next wait between two reads of something that wakes no one: twice `every`, up to
 /// `slowest`, while it stays the `same`; a [`TICK`] again once it changes.
 fn slower_while_same(every: Duration, same: bool, slowest: Duration) -> Duration {
     if same { (every * 2).min(slowest) } else { TICK }
 }
 
+/// Whether the run has written its own filesystem full.
 fn disk_full(plan: &Plan) -> bool {
     plan.disk
         .as_deref()

@@ -215,8 +215,7 @@ impl Tool for RunTool {
             "running" => input.within,
             _ => 0,
         });
-        let read = entries(&dir, input.after, input.last, within);
-        match read {
+        match entries(&dir, input.after, input.last, within) {
             Ok(entries) => {
                 out.last = entries.last().map_or(input.after, |e| e.seq);
                 out.transcript = entries;

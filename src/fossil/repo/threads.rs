@@ -39,17 +39,30 @@ fn said(r: &rusqlite::Row, comment: Option<String>, edit: bool) -> rusqlite::Res
 /// key and the thread by Fossil's index of it, so the plan is the same
 /// whatever the repository's statistics say (those `fossil new` leaves
 /// count a row or so a table, and plan a join as a scan of each).
-pub(super) const SQL_THREAD: &str = "SELECT p.fpid, (SELECT uuid FROM blob WHERE rid=p.fpid), (SELECT rcvid FROM blob WHERE rid=p.fpid), (SELECT login FROM user WHERE uid=(SELECT uid FROM rcvfrom WHERE rcvid=(SELECT rcvid FROM blob WHERE rid=p.fpid))), p.fmtime, EXISTS(SELECT 1 FROM private WHERE rid=p.fpid), p.fprev IS NOT NULL
+pub(super) const SQL_THREAD: &str = "SELECT p.fpid, (SELECT uuid FROM blob WHERE rid=p.fpid),
+       (SELECT rcvid FROM blob WHERE rid=p.fpid),
+       (SELECT login FROM user WHERE uid=
+          (SELECT uid FROM rcvfrom WHERE rcvid=(SELECT rcvid FROM blob WHERE rid=p.fpid))),
+       p.fmtime, EXISTS(SELECT 1 FROM private WHERE rid=p.fpid), p.fprev IS NOT NULL
      FROM forumpost p INDEXED BY forumthread
      WHERE p.froot=?1 ORDER BY 3, 1";
 
-pub(super) const SQL_POST: &str = "SELECT p.fpid, (SELECT uuid FROM blob WHERE rid=p.fpid), (SELECT rcvid FROM blob WHERE rid=p.fpid), (SELECT login FROM user WHERE uid=(SELECT uid FROM rcvfrom WHERE rcvid=(SELECT rcvid FROM blob WHERE rid=p.fpid))), p.fmtime, EXISTS(SELECT 1 FROM private WHERE rid=p.fpid), p.fprev IS NOT NULL
+pub(super) const SQL_POST: &str = "SELECT p.fpid, (SELECT uuid FROM blob WHERE rid=p.fpid),
+       (SELECT rcvid FROM blob WHERE rid=p.fpid),
+       (SELECT login FROM user WHERE uid=
+          (SELECT uid FROM rcvfrom WHERE rcvid=(SELECT rcvid FROM blob WHERE rid=p.fpid))),
+       p.fmtime, EXISTS(SELECT 1 FROM private WHERE rid=p.fpid), p.fprev IS NOT NULL
      FROM forumpost p
      WHERE p.fpid=?1";
 
 pub(super) const SQL_FORUM_ROOT: &str = "SELECT froot FROM forumpost WHERE fpid=?1";
 
-pub(super) const SQL_TICKET_CHANGES: &str = "SELECT c.tkt_rid, (SELECT uuid FROM blob WHERE rid=c.tkt_rid), (SELECT rcvid FROM blob WHERE rid=c.tkt_rid), (SELECT login FROM user WHERE uid=(SELECT uid FROM rcvfrom WHERE rcvid=(SELECT rcvid FROM blob WHERE rid=c.tkt_rid))), c.tkt_mtime, EXISTS(SELECT 1 FROM private WHERE rid=c.tkt_rid), c.icomment
+pub(super) const SQL_TICKET_CHANGES: &str =
+    "SELECT c.tkt_rid, (SELECT uuid FROM blob WHERE rid=c.tkt_rid),
+       (SELECT rcvid FROM blob WHERE rid=c.tkt_rid),
+       (SELECT login FROM user WHERE uid=
+          (SELECT uid FROM rcvfrom WHERE rcvid=(SELECT rcvid FROM blob WHERE rid=c.tkt_rid))),
+       c.tkt_mtime, EXISTS(SELECT 1 FROM private WHERE rid=c.tkt_rid), c.icomment
      FROM ticketchng c
      WHERE c.tkt_id=?1 AND c.icomment IS NOT NULL ORDER BY 3, 1";
 
