@@ -256,8 +256,8 @@ fn epoch_ns(at: &str) -> Option<u128> {
     Some(secs as u128 * 1_000_000_000 + ms as u128 * 1_000_000)
 }
 
-/// The proportional set size, in KiB, of the node's daemon and of every
-/// watcher of `records`.
+/// The proportional set size, in KiB, of the node's daemon, its starter
+/// of watchers and every watcher of `records`.
 fn pss_kb(root: &Path, records: &[String]) -> u64 {
     let pid_in = |file: PathBuf| {
         std::fs::read_to_string(file)
@@ -269,6 +269,7 @@ fn pss_kb(root: &Path, records: &[String]) -> u64 {
         .filter_map(|h| pid_in(run_dir(root, h).join("watcher.pid")))
         .collect();
     pids.extend(pid_in(root.join("node.pid")));
+    pids.extend(starter_of(root));
     pids.iter()
         .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok())
         .filter_map(|text| {
@@ -277,6 +278,20 @@ fn pss_kb(root: &Path, records: &[String]) -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
         .sum()
+}
+
+/// The node's starter of watchers (`ocx watchers --root ROOT`), by its
+/// command line.
+fn starter_of(root: &Path) -> Option<u32> {
+    let root = root.as_os_str().as_encoded_bytes();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|p| {
+        let pid: u32 = p.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(p.path().join("cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let starter = args.get(1) == Some(&ocx::node::spawn::STARTER_COMMAND.as_bytes())
+            && args.windows(2).any(|w| w == [b"--root".as_slice(), root]);
+        starter.then_some(pid)
+    })
 }
 
 /// Stops every run, the node and the server however the benchmark ends.

@@ -1,7 +1,8 @@
 //! The commands the node starts for itself, not tools: `ocx hook-poke
 //! ROOT` (what Fossil's after-receive hook runs), `ocx node-daemon --root
 //! ROOT` (the node's process), `ocx watch --root ROOT --record HASH
-//! [--checkin HASH]` (a run's watcher), `ocx forward PORT=SOCKET... --
+//! [--checkin HASH]` (a run's watcher), `ocx watchers --root ROOT --lock FD
+//! --room ROOM` (the node's starter of watchers, which forks each), `ocx forward PORT=SOCKET... --
 //! PROGRAM...` (a run's ways out, before its program inside the sandbox)
 //! `ocx demo-agent` (the demo runner's program) and `ocx page-server
 //! SOCKET` (the page server `ocx-cgi` hands requests to). They have a clap parser of their own, reached only
@@ -20,6 +21,7 @@ const NAMES: &[&str] = &[
     "hook-poke",
     "node-daemon",
     "watch",
+    crate::node::spawn::STARTER_COMMAND,
     "forward",
     "demo-agent",
     super::cgi::handoff::SERVER_COMMAND,
@@ -75,6 +77,25 @@ pub fn command() -> Command {
                     false,
                     "The check-in the run was started for",
                 )),
+        )
+        .subcommand(
+            Command::new(crate::node::spawn::STARTER_COMMAND)
+                .about("The node's starter of watchers: forks each run's watcher from itself")
+                .arg(root(true))
+                .arg(
+                    Arg::new("lock")
+                        .long("lock")
+                        .value_name("FD")
+                        .value_parser(clap::value_parser!(i32))
+                        .help("The node's lock, held open while the starter runs"),
+                )
+                .arg(
+                    Arg::new("room")
+                        .long("room")
+                        .value_name("ROOM")
+                        .value_parser(StringValueParser::new())
+                        .help("Room in the command line for each watcher's own"),
+                ),
         )
         .subcommand(
             Command::new("forward")
@@ -151,6 +172,9 @@ fn run(word: &str, m: &ArgMatches) -> i32 {
             let record = m.get_one::<String>("record").cloned().unwrap_or_default();
             let checkin = m.get_one::<String>("checkin").map(String::as_str);
             super::watch::main(&path("root"), &record, checkin)
+        }
+        crate::node::spawn::STARTER_COMMAND => {
+            super::watch::starter::main(&path("root"), m.get_one::<i32>("lock").copied())
         }
         "forward" => forward(m),
         "demo-agent" => super::demo::main(),

@@ -37,6 +37,7 @@ mod life;
 mod pause;
 mod report;
 mod spend;
+pub mod starter;
 mod typing;
 mod ways;
 

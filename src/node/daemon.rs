@@ -296,6 +296,7 @@ fn serve(root: &Path) -> Result<(), NodeError> {
     let cfg = NodeConfig::load(root).ok_or(NodeError::NotANode)?;
     let _claim = claim_uids(root, &cfg)?;
     std::fs::write(root.join("node.pid"), std::process::id().to_string())?;
+    let _starter = super::spawn::use_starter(root, &lock)?;
     serve_metrics(root, &cfg);
     let (tx, rx) = mpsc::channel::<Woken>();
     listen_on_socket(root, tx.clone())?;

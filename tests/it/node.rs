@@ -845,3 +845,76 @@ fn a_rescan_reading_more_than_a_batch_between_a_record_and_its_response_acts_on_
     let state = ocx::node::wake::State::load(&root);
     assert_eq!(state.last_rid, opened.last_rid().unwrap());
 }
+
+/// Field `n` (from 1, as proc(5) counts) of process `pid`'s
+/// `/proc/PID/stat`, from the 3rd on.
+fn stat_field(pid: i32, n: usize) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(n - 3)?
+        .parse()
+        .ok()
+}
+
+/// The parent of process `pid`.
+fn parent_of(pid: i32) -> Option<i32> {
+    stat_field(pid, 4)
+}
+
+#[test]
+fn a_runs_watcher_is_forked_by_the_nodes_starter_reads_as_a_watcher_and_nothing_outlives_the_node()
+{
+    let s = EchoNode::new();
+    let record = s.record(&["--checkins", "trunk"]);
+    s.lines(1);
+    let root = s.node.repo.node_root();
+    let daemon: i32 = std::fs::read_to_string(root.join("node.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let seen = crate::support::nodes_and_watchers_under(s.node.repo.dir.path());
+    let of = |command: &str| -> Vec<&crate::support::OcxProcess> {
+        seen.iter().filter(|p| p.command() == command).collect()
+    };
+    let (starter, watcher) = (of("watchers"), of("watch"));
+    assert!(
+        starter.len() == 1 && watcher.len() == 1,
+        "one starter and one watcher: {seen:?}"
+    );
+    let (starter, watcher) = (starter[0], watcher[0]);
+    assert_eq!(
+        parent_of(starter.pid),
+        Some(daemon),
+        "the node started its starter"
+    );
+    assert_eq!(
+        parent_of(watcher.pid),
+        Some(starter.pid),
+        "the starter forked the watcher"
+    );
+    assert_eq!(
+        watcher.args[1..],
+        [
+            "watch",
+            "--root",
+            root.to_str().unwrap(),
+            "--record",
+            &record
+        ],
+        "the watcher's command line is a watcher's, as ps shows it"
+    );
+    s.node
+        .repo
+        .json(&["post", "--to", &record, "--text", "exit-now 0"])
+        .ok();
+    assert!(s.response(&record).is_some(), "answered");
+    let stopped = s.node.repo.json(&["node", "stop"]).ok();
+    assert_eq!(stopped["running"], false, "{stopped:#}");
+    let left = crate::support::nodes_and_watchers_under(s.node.repo.dir.path());
+    assert!(
+        left.is_empty(),
+        "once stopped, no process of the node is left: {left:?}"
+    );
+}
