@@ -83,7 +83,7 @@ fn main() {
         .count();
     let lost = records.len() - started.len();
 
-    let pss = pss_kb(&root, &records);
+    let (pss, parts) = pss_kb(&root, &records);
     let posted = common::now_ns();
     let post = hash_of(&o(&[
         "post",
@@ -123,6 +123,7 @@ fn main() {
         pss as f64 / 1024.0,
         pss as f64 / 1024.0 / runs as f64
     );
+    println!("    ({parts})");
     if delivered.is_empty() {
         println!("  a post heard by every run: delivered to none within 60 s");
     } else {
@@ -257,27 +258,42 @@ fn epoch_ns(at: &str) -> Option<u128> {
 }
 
 /// The proportional set size, in KiB, of the node's daemon, its starter
-/// of watchers and every watcher of `records`.
-fn pss_kb(root: &Path, records: &[String]) -> u64 {
+/// of watchers and every watcher of `records`, and how it parts among them.
+fn pss_kb(root: &Path, records: &[String]) -> (u64, String) {
     let pid_in = |file: PathBuf| {
         std::fs::read_to_string(file)
             .ok()
             .and_then(|p| p.trim().parse::<u32>().ok())
     };
-    let mut pids: Vec<u32> = records
+    let pids: Vec<u32> = records
         .iter()
         .filter_map(|h| pid_in(run_dir(root, h).join("watcher.pid")))
         .collect();
-    pids.extend(pid_in(root.join("node.pid")));
-    pids.extend(starter_of(root));
-    pids.iter()
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok())
-        .filter_map(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("Pss:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .sum()
+    let pss = |p: Option<u32>| -> u64 {
+        p.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok())
+            .and_then(|text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("Pss:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+    };
+    let mut watchers: Vec<f64> = pids.iter().map(|p| pss(Some(*p)) as f64).collect();
+    let (daemon, starter) = (pss(pid_in(root.join("node.pid"))), pss(starter_of(root)));
+    let all = daemon + starter + watchers.iter().sum::<f64>() as u64;
+    let (median, p95) = if watchers.is_empty() {
+        (0.0, 0.0)
+    } else {
+        stat(&mut watchers)
+    };
+    let parts = format!(
+        "the daemon {:.1} MB, its starter {:.1} MB, a watcher {:.2} MB (median; p95 {:.2} MB)",
+        daemon as f64 / 1024.0,
+        starter as f64 / 1024.0,
+        median / 1024.0,
+        p95 / 1024.0
+    );
+    (all, parts)
 }
 
 /// The node's starter of watchers (`ocx watchers --root ROOT`), by its

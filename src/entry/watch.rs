@@ -132,6 +132,7 @@ pub fn main(root: &Path, record: &str, checkin: Option<&str>) -> i32 {
 
 fn watch(root: &Path, hash: &str, checkin: Option<&str>) -> Result<(), WatchError> {
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    node::spawn::weigh_own_session();
     if let Some(c) = checkin {
         crate::stop::full_hash("checkin", c)?;
     }

@@ -297,6 +297,7 @@ fn serve(root: &Path) -> Result<(), NodeError> {
     let _claim = claim_uids(root, &cfg)?;
     std::fs::write(root.join("node.pid"), std::process::id().to_string())?;
     let _starter = super::spawn::use_starter(root, &lock)?;
+    super::spawn::weigh_own_session();
     serve_metrics(root, &cfg);
     let (tx, rx) = mpsc::channel::<Woken>();
     listen_on_socket(root, tx.clone())?;
@@ -346,6 +347,7 @@ fn serve(root: &Path) -> Result<(), NodeError> {
     let started = SystemTime::now();
     loop {
         wake_once(root, &kept, server.as_deref(), reach.as_deref());
+        give_back_freed();
         let _ = disks.send(());
         // A response the server answered but did not take is pushed again
         // after 1, 2, 4... seconds, at most a minute apart, while the
@@ -459,6 +461,17 @@ fn disks_ahead(root: &Path, cfg: &NodeConfig) -> mpsc::Sender<()> {
         }
     });
     tx
+}
+
+/// Gives the memory a wake freed back to the system (HISTORY 419): a
+/// wake over hundreds of open runs reads their records and places, and
+/// the C library's heap keeps what was freed inside it, below what is
+/// still held, as the process's own; a node at 300 runs held 90 MB so.
+fn give_back_freed() {
+    // SAFETY: malloc_trim only returns freed memory; it is safe at any time.
+    unsafe {
+        nix::libc::malloc_trim(0);
+    }
 }
 
 /// One wake of the node, its failure logged; a machine's server found

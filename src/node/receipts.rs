@@ -11,6 +11,7 @@ use super::NodeError;
 use super::config::NodeConfig;
 use super::page::{Page, PageError};
 use super::runner::{self, RunnerPage};
+use super::wake::PlaceKey;
 use crate::fossil::Repository;
 use crate::fossil::caps::Capabilities;
 use crate::fossil::repo::Said;
@@ -480,12 +481,14 @@ impl<'a> Receipts<'a> {
     ) -> Result<Vec<Option<Found>>, NodeError> {
         // Each place is read once, however many of the records asked are
         // in it: a thread holding hundreds of records is not read again
-        // for each.
+        // for each. A record's place names its own post too, so places are
+        // matched by their thread or ticket alone.
         let mut read: Vec<(&Place, Vec<Found>)> = Vec::new();
         let mut places = Vec::with_capacity(asked.len());
         let mut hashes = Vec::new();
         for (place, record, _) in asked {
-            let at = match read.iter().position(|(p, _)| p == place) {
+            let key = PlaceKey::of(place);
+            let at = match read.iter().position(|(p, _)| PlaceKey::of(p) == key) {
                 Some(at) => at,
                 None => {
                     read.push((place, found::at(repo, place)?));

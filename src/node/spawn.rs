@@ -57,6 +57,27 @@ pub fn spawn_watcher(
     Ok(())
 }
 
+/// The nice value of the node's own sessions (its daemon, its starter,
+/// each watcher) as the kernel's autogroups weigh them against each
+/// other: about nine times a run's session.
+const OWN_SESSION_NICE: i32 = -10;
+
+/// Gives this process's session the node's priority (HISTORY 417): where
+/// the kernel groups processes by session to share the processors (its
+/// autogroups), every session weighs the same, so a node with 500 busy
+/// runs, each program in a session of its own, got a 500th of them to
+/// deliver a post or hold a budget. Each of the node's own sessions is
+/// weighed as [`OWN_SESSION_NICE`] says; a run's program, in a session of
+/// its own, keeps the weight of any. Only a process that leads its
+/// session weighs it, so a node run in a person's terminal leaves that
+/// terminal's session as it was; nothing is changed where the kernel has
+/// no autogroups or the node may not raise a priority (not root).
+pub fn weigh_own_session() {
+    if nix::unistd::getsid(None) == Ok(nix::unistd::getpid()) {
+        let _ = std::fs::write("/proc/self/autogroup", OWN_SESSION_NICE.to_string());
+    }
+}
+
 /// The node's starter of watchers, once the node process has asked for
 /// one ([`use_starter`]); a process that never asks (a command that opens
 /// a run without a node) starts each watcher as a program of its own.

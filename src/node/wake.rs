@@ -74,7 +74,8 @@ pub enum PlaceKey {
 }
 
 impl PlaceKey {
-    fn of(p: &Place) -> PlaceKey {
+    /// The thread or ticket of `p`, whichever of its posts it names.
+    pub fn of(p: &Place) -> PlaceKey {
         match p {
             Place::Thread { root_rid, .. } => PlaceKey::Thread(*root_rid),
             Place::Ticket { tkt_id, .. } => PlaceKey::Ticket(*tkt_id),
@@ -158,6 +159,7 @@ pub fn wake_asking(root: &Path, kept: &Arc<Kept>, asks: Asks<'_>) -> Result<Repo
         no_answer: None,
         state: &mut state,
         report: &mut report,
+        starting: Vec::new(),
     };
     let mut logged = logged_first;
     let export = crate::git::Export::of(&repo).ok().flatten();
@@ -378,9 +380,30 @@ struct Node<'a> {
     no_answer: Option<super::page::PageError>,
     state: &'a mut State,
     report: &'a mut Report,
+    /// The runs' directories whose watchers this batch started and that
+    /// may not read their inboxes yet: each waited for before its run is
+    /// given anything or stopped, and all at the batch's end, so a batch
+    /// opening many runs starts their watchers together rather than each
+    /// after the last was ready.
+    starting: Vec<std::path::PathBuf>,
 }
 
 impl Node<'_> {
+    /// Waits until the watcher of the run in `dir`, if this batch started
+    /// it, reads its inbox.
+    fn started(&mut self, dir: &Path) {
+        if let Some(at) = self.starting.iter().position(|d| d == dir) {
+            await_reader(&self.starting.swap_remove(at));
+        }
+    }
+
+    /// Waits until every watcher this batch started reads its inbox.
+    fn all_started(&mut self) {
+        for dir in std::mem::take(&mut self.starting) {
+            await_reader(&dir);
+        }
+    }
+
     fn standing(&self, hash: &str) -> Result<Option<StandingRecord>, NodeError> {
         let Some(r) = self.repo.receipt(hash)? else {
             return Ok(None);
@@ -513,6 +536,7 @@ impl Node<'_> {
                 }
             }
         }
+        self.all_started();
         Ok(())
     }
 
@@ -844,6 +868,7 @@ impl Node<'_> {
 
     fn give(&mut self, record: &str, arrival: &Arrival, line: &str) {
         let dir = NodeConfig::run_dir(self.root, record);
+        self.started(&dir);
         let event = match deliver(&dir, line, arrival.received) {
             Ok(()) => Event::new(Done::Delivered, line.lines().next().unwrap_or("")),
             Err(e) => {
@@ -1083,7 +1108,7 @@ impl Node<'_> {
         self.state.save(self.root)?;
         if session {
             super::spawn::spawn_watcher(self.root, self.cfg, &r.hash, None)?;
-            await_reader(&dir);
+            self.starting.push(dir);
         }
         self.report.push(
             Event::new(
@@ -1101,6 +1126,7 @@ impl Node<'_> {
             return Ok(());
         };
         let dir = NodeConfig::run_dir(self.root, record);
+        self.started(&dir);
         if open.session && watcher_alive(&dir) {
             signal_watcher(&dir);
             self.report.push(

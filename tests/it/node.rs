@@ -862,6 +862,31 @@ fn parent_of(pid: i32) -> Option<i32> {
     stat_field(pid, 4)
 }
 
+/// The nice value of the autogroup (the session, as the kernel weighs
+/// it) of process `pid`, where the kernel keeps autogroups.
+fn session_nice(pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/autogroup")).ok()?;
+    text.split_whitespace().last()?.parse().ok()
+}
+
+/// Every process descending from `pid`, as their parents say now.
+fn descendants(pid: i32) -> Vec<i32> {
+    let all: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|p| Some((p, parent_of(p)?)))
+        .collect();
+    let mut found = vec![pid];
+    let mut at = 0;
+    while at < found.len() {
+        let parent = found[at];
+        found.extend(all.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        at += 1;
+    }
+    found.split_off(1)
+}
+
 #[test]
 fn a_runs_watcher_is_forked_by_the_nodes_starter_reads_as_a_watcher_and_nothing_outlives_the_node()
 {
@@ -905,6 +930,25 @@ fn a_runs_watcher_is_forked_by_the_nodes_starter_reads_as_a_watcher_and_nothing_
         ],
         "the watcher's command line is a watcher's, as ps shows it"
     );
+    // The node's own sessions weigh more than a run's program's, which
+    // keeps a session of its own at the weight of any.
+    if session_nice(watcher.pid).is_some() {
+        for own in [daemon, starter.pid, watcher.pid] {
+            assert_eq!(session_nice(own), Some(-10), "the node's own process {own}");
+        }
+        let session = |p| stat_field(p, 6);
+        let programs: Vec<i32> = descendants(watcher.pid)
+            .into_iter()
+            .filter(|p| session(*p) != session(watcher.pid))
+            .collect();
+        assert!(
+            !programs.is_empty(),
+            "the run's program is in a session of its own"
+        );
+        for p in programs {
+            assert_eq!(session_nice(p), Some(0), "the run's process {p}");
+        }
+    }
     s.node
         .repo
         .json(&["post", "--to", &record, "--text", "exit-now 0"])

@@ -32,6 +32,7 @@ pub fn main(root: &Path, lock: Option<i32>) -> i32 {
         return 1;
     };
     let mut input = std::io::BufReader::new(std::fs::File::from(socket));
+    crate::node::spawn::weigh_own_session();
     loop {
         reap();
         if input.buffer().is_empty() {
