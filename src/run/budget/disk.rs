@@ -84,7 +84,7 @@ impl Disk {
             SandboxError::Disk(format!("could not be made: {what}: {e}"))
         };
         if !pool.is_some_and(|p| p.take(bytes, &disk.image)) {
-            format(&mkfs, &disk.image, bytes)?;
+            format(&mkfs, &disk.image, bytes, Weight::Run)?;
         }
         fs::DirBuilder::new()
             .mode(0o700)
@@ -94,6 +94,7 @@ impl Disk {
             &mount,
             &["-t", "ext4", "-o", "loop,nosuid,nodev,noinit_itable"],
             &[&disk.image, &disk.mount],
+            Weight::Run,
         )?;
         let _ = fs::remove_dir(disk.mount.join("lost+found"));
         fs::set_permissions(&disk.mount, fs::Permissions::from_mode(0o711))
@@ -120,8 +121,18 @@ impl Drop for Disk {
     }
 }
 
+/// How a program this module runs shares the processors.
+#[derive(Clone, Copy)]
+enum Weight {
+    /// As the run it is made for, in its watcher's session.
+    Run,
+    /// In a session of its own weighed least (nice 19, where the kernel
+    /// weighs sessions), so a filesystem made ahead never slows a run.
+    Least,
+}
+
 /// Makes the file `image` (which must not be there yet) of `bytes`, sparse, and formats it.
-fn format(mkfs: &Path, image: &Path, bytes: u64) -> Result<(), SandboxError> {
+fn format(mkfs: &Path, image: &Path, bytes: u64, weight: Weight) -> Result<(), SandboxError> {
     fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -145,6 +156,7 @@ fn format(mkfs: &Path, image: &Path, bytes: u64) -> Result<(), SandboxError> {
             "lazy_itable_init=1,nodiscard",
         ],
         &[image],
+        weight,
     )
 }
 
@@ -226,7 +238,7 @@ impl Pool {
             let name = format!("{bytes}-{}-{n}", std::process::id());
             let part = self.dir.join(format!("{name}.part"));
             let _ = fs::remove_file(&part);
-            let formatted = format(&mkfs, &part, bytes);
+            let formatted = format(&mkfs, &part, bytes, Weight::Least);
             if let Err(e) = formatted.and_then(|()| {
                 fs::rename(&part, self.dir.join(format!("{name}{READY}")))
                     .map_err(|e| SandboxError::Disk(format!("could not be made ahead: {e}")))
@@ -282,17 +294,34 @@ fn unmount(mount: &Path) {
 
 /// Runs `program` with `args`, then `paths`, with nothing of this process's environment;
 /// its words on failure.
-fn run(program: &Path, args: &[&str], paths: &[&Path]) -> Result<(), SandboxError> {
+fn run(program: &Path, args: &[&str], paths: &[&Path], weight: Weight) -> Result<(), SandboxError> {
     let name = program
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let out = Command::new(program)
-        .args(args)
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .args(paths)
         .env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .stdin(Stdio::null())
+        .stdin(Stdio::null());
+    if let Weight::Least = weight {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setsid, open, write and close are async-signal-safe and
+        // allocate nothing; the path and the value are static.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid()?;
+                let fd = nix::libc::open(c"/proc/self/autogroup".as_ptr(), nix::libc::O_WRONLY);
+                if fd >= 0 {
+                    nix::libc::write(fd, b"19".as_ptr().cast(), 2);
+                    nix::libc::close(fd);
+                }
+                Ok(())
+            });
+        }
+    }
+    let out = cmd
         .output()
         .map_err(|e| SandboxError::Disk(format!("could not be made: {name}: {e}")))?;
     if out.status.success() {
