@@ -20,21 +20,6 @@ pub fn spawn_watcher(
 ) -> std::io::Result<()> {
     let dir = NodeConfig::run_dir(root, record);
     make_run_dir(&dir)?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(dir.join("watch.log"))?;
-    let mut args = vec![
-        OsString::from("watch"),
-        "--root".into(),
-        root.into(),
-        "--record".into(),
-        record.into(),
-    ];
-    if let Some(c) = checkin {
-        args.extend(["--checkin".into(), c.into()]);
-    }
     if let Some(starter) = STARTER.get() {
         let mut held = starter
             .lock()
@@ -52,9 +37,30 @@ pub fn spawn_watcher(
             ),
         }
     }
+    let log = own_log(&dir.join("watch.log"))?;
+    let mut args = vec![
+        OsString::from("watch"),
+        "--root".into(),
+        root.into(),
+        "--record".into(),
+        record.into(),
+    ];
+    if let Some(c) = checkin {
+        args.extend(["--checkin".into(), c.into()]);
+    }
     let mut child = spawn_own(&cfg.ocx, &args, log)?;
     std::thread::spawn(move || child.wait());
     Ok(())
+}
+
+/// The log at `path` of one of the node's own processes, opened to append
+/// to, made its owner's alone (0600) where it is not there yet.
+pub fn own_log(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
 }
 
 /// The nice value of the node's own sessions (its daemon, its starter,
@@ -116,10 +122,7 @@ impl Drop for StarterKept {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(running) = held.running.take() {
-            let Forking {
-                mut child, socket, ..
-            } = running;
-            drop(socket);
+            let mut child = running.close();
             let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
             while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < until {
                 std::thread::sleep(std::time::Duration::from_millis(10));
@@ -218,11 +221,7 @@ impl Forking {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
         ours.set_read_timeout(Some(STARTER_ANSWERS))?;
         ours.set_write_timeout(Some(STARTER_ANSWERS))?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(super::log::file(root))?;
+        let log = own_log(&super::log::file(root))?;
         let program = program_id(&cfg.ocx);
         let args = [
             OsString::from(STARTER_COMMAND),
@@ -270,13 +269,15 @@ impl Forking {
         })
     }
 
-    /// Ends the starter: its socket closed, it ends by itself; waited for
-    /// on a thread of its own.
+    /// Closes the node's end of the starter's socket, which ends it; its
+    /// process, to be waited for.
+    fn close(self) -> std::process::Child {
+        self.child
+    }
+
+    /// Ends the starter, waited for on a thread of its own.
     fn end(self) {
-        let Forking {
-            mut child, socket, ..
-        } = self;
-        drop(socket);
+        let mut child = self.close();
         std::thread::spawn(move || child.wait());
     }
 }

@@ -12,7 +12,6 @@ use crate::stop::{Stop, StopKind};
 use crate::tool::{Call, Needs, Tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -395,11 +394,7 @@ fn spawn_node(root: &Path, cfg: &NodeConfig) -> Result<(), Stop> {
             )),
         })?,
     );
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(node::log::file(root))
+    let log = crate::node::spawn::own_log(&node::log::file(root))
         .map_err(|e| Stop::failed(e.to_string()))?;
     let args = [
         "node-daemon".into(),

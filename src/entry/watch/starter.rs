@@ -20,7 +20,6 @@
 
 use std::io::{BufRead, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Runs the starter until its input closes; `lock` is the node's lock,
@@ -112,11 +111,7 @@ fn become_watcher(root: &Path, record: &str, checkin: Option<&str>) -> i32 {
     let set = || -> std::io::Result<()> {
         nix::unistd::setsid()?;
         nix::unistd::dup2_stdin(std::fs::File::open("/dev/null")?)?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(dir.join("watch.log"))?;
+        let log = crate::node::spawn::own_log(&dir.join("watch.log"))?;
         nix::unistd::dup2_stdout(&log)?;
         nix::unistd::dup2_stderr(&log)?;
         Ok(())
