@@ -2,7 +2,9 @@
 //! ROOT` (what Fossil's after-receive hook runs), `ocx node-daemon --root
 //! ROOT` (the node's process), `ocx watch --root ROOT --record HASH
 //! [--checkin HASH]` (a run's watcher), `ocx watchers --root ROOT --lock FD
-//! --room ROOM` (the node's starter of watchers, which forks each), `ocx forward PORT=SOCKET... --
+//! --room ROOM` (the node's starter of watchers, which forks each), `ocx
+//! workspace-ahead --root ROOT --image FILE` (the node's furnisher of
+//! workspaces made ahead), `ocx forward PORT=SOCKET... --
 //! PROGRAM...` (a run's ways out, before its program inside the sandbox)
 //! `ocx demo-agent` (the demo runner's program) and `ocx page-server
 //! SOCKET` (the page server `ocx-cgi` hands requests to). They have a clap parser of their own, reached only
@@ -22,6 +24,7 @@ const NAMES: &[&str] = &[
     "node-daemon",
     "watch",
     crate::node::spawn::STARTER_COMMAND,
+    crate::node::ahead::COMMAND,
     "forward",
     "demo-agent",
     super::cgi::handoff::SERVER_COMMAND,
@@ -95,6 +98,19 @@ pub fn command() -> Command {
                         .value_name("ROOM")
                         .value_parser(StringValueParser::new())
                         .help("Room in the command line for each watcher's own"),
+                ),
+        )
+        .subcommand(
+            Command::new(crate::node::ahead::COMMAND)
+                .about("The node's furnisher: makes a run's workspace ahead in a filesystem made ahead")
+                .arg(root(true))
+                .arg(
+                    Arg::new("image")
+                        .long("image")
+                        .value_name("FILE")
+                        .required(true)
+                        .value_parser(PathBufValueParser::new())
+                        .help("The filesystem made ahead, in the node's pool"),
                 ),
         )
         .subcommand(
@@ -175,6 +191,15 @@ fn run(word: &str, m: &ArgMatches) -> i32 {
         }
         crate::node::spawn::STARTER_COMMAND => {
             super::watch::starter::main(&path("root"), m.get_one::<i32>("lock").copied())
+        }
+        crate::node::ahead::COMMAND => {
+            match crate::node::ahead::furnish(&path("root"), &path("image")) {
+                Ok(()) => 0,
+                Err(why) => {
+                    super::eprint(&format!("ocx {}: {why}\n", crate::node::ahead::COMMAND));
+                    1
+                }
+            }
         }
         "forward" => forward(m),
         "demo-agent" => super::demo::main(),

@@ -19,6 +19,7 @@ pub mod remote;
 pub mod repo;
 pub mod store;
 pub mod wait;
+pub mod workspace;
 
 pub use output::UvFile;
 pub use program::{FLOOR, Fossil, TARGET};

@@ -39,6 +39,18 @@ pub fn with_login(text: &str, login: &str, password: &str) -> String {
     url.into()
 }
 
+/// `text` naming `login` as its user and holding no password, as Fossil
+/// remembers a remote; `text` as it is when it is no URL.
+pub fn naming_login(text: &str, login: &str) -> String {
+    let Ok(mut url) = Url::parse(text) else {
+        return text.to_string();
+    };
+    if url.set_username(login).is_err() || url.set_password(None).is_err() {
+        return text.to_string();
+    }
+    url.into()
+}
+
 /// The page `segments` below the remote `text`, with no login, password,
 /// query or fragment in it.
 pub fn page_of(text: &str, segments: &[&str]) -> Option<String> {

@@ -342,7 +342,7 @@ fn serve(root: &Path) -> Result<(), NodeError> {
             )],
         );
     }
-    let disks = disks_ahead(root, &cfg);
+    let disks = disks_ahead(root, &cfg, std::os::fd::AsRawFd::as_raw_fd(&*lock));
     let mut unconfirmed_tries = 0u32;
     let started = SystemTime::now();
     loop {
@@ -430,13 +430,34 @@ const DISKS_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 /// Keeps [`DISKS_AHEAD`] filesystems of the ceiling's size made ahead for
 /// the node's runs, once [`DISKS_AFTER`] passed with no wake after its
 /// start and after each wake, on a thread of its own and at the lowest
-/// priority: a run's start takes one
-/// in place of running `mkfs.ext4`. A node that cannot make them (not
-/// root) makes none, and its runs make their own as before.
-fn disks_ahead(root: &Path, cfg: &NodeConfig) -> mpsc::Sender<()> {
+/// priority, each holding a workspace made ahead by the node's furnisher
+/// (which holds the node's `lock` while it runs): a run's start takes one
+/// in place of running `mkfs.ext4`, and pulls in place of cloning. A node
+/// that cannot make them (not root) makes none, and its runs make their
+/// own as before; one whose furnisher fails says why in its log, once.
+fn disks_ahead(root: &Path, cfg: &NodeConfig, lock: std::os::fd::RawFd) -> mpsc::Sender<()> {
     let (tx, rx) = mpsc::channel::<()>();
     let pool = crate::run::DiskPool::at(&NodeConfig::disks(root));
     let bytes = cfg.ceiling.disk_bytes;
+    let (root, ocx) = (root.to_path_buf(), cfg.ocx.clone());
+    let said = std::cell::Cell::new(false);
+    let furnish = move |image: &Path| match super::spawn::furnisher(&ocx, &root, image, lock) {
+        Ok(()) => true,
+        Err(why) => {
+            if !said.replace(true) {
+                log::write(
+                    &root,
+                    &[Event::new(
+                        Done::Failed,
+                        format!(
+                            "no workspace could be made ahead, so each run clones its own: {why}"
+                        ),
+                    )],
+                );
+            }
+            false
+        }
+    };
     std::thread::spawn(move || {
         // Linux gives each thread its own priority, and the processes it
         // starts inherit it: `mkfs.ext4` runs at the lowest.
@@ -458,7 +479,7 @@ fn disks_ahead(root: &Path, cfg: &NodeConfig) -> mpsc::Sender<()> {
                     Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 }
             }
-            let _ = pool.fill(bytes, DISKS_AHEAD);
+            let _ = pool.fill(bytes, DISKS_AHEAD, &furnish);
         }
     });
     tx

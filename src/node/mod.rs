@@ -7,6 +7,7 @@
 //! watcher process of its own ([`spawn`], `crate::entry::watch`), given its
 //! deliveries through the run's directory ([`spool`]).
 
+pub mod ahead;
 pub mod asked;
 pub mod attached;
 pub mod config;
@@ -84,6 +85,9 @@ pub enum NodeError {
     /// The node's process stopped: what it stands on is gone, as this says.
     #[error("{0}")]
     Gone(String),
+    /// The node's furnisher made no workspace ahead, as this says.
+    #[error("{0}")]
+    Ahead(String),
 }
 
 /// A node's error stops a tool as its kind says, in its first line; the
@@ -112,7 +116,8 @@ impl NodeError {
             | NodeError::Credentials { .. }
             | NodeError::Panicked(_)
             | NodeError::Away(_)
-            | NodeError::Gone(_) => StopKind::Failed,
+            | NodeError::Gone(_)
+            | NodeError::Ahead(_) => StopKind::Failed,
         }
     }
 

@@ -295,6 +295,61 @@ pub fn spawn_own(
     spawn_own_reading(ocx, args, std::process::Stdio::null(), None, log)
 }
 
+/// Runs the node's furnisher ([`super::ahead`]) on the filesystem made
+/// ahead `image` and waits for it: in a session weighed least, holding
+/// the node's `lock` with the node, and killed when the thread that
+/// started it ends (the node's). What it said, when it failed.
+#[allow(clippy::disallowed_methods)] // the node's own processes, as docs/architecture.md says
+pub(crate) fn furnisher(
+    ocx: &Path,
+    root: &Path,
+    image: &Path,
+    lock: std::os::fd::RawFd,
+) -> Result<(), super::NodeError> {
+    let mut cmd = std::process::Command::new(ocx);
+    cmd.arg(super::ahead::COMMAND)
+        .arg("--root")
+        .arg(root)
+        .arg("--image")
+        .arg(image)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    if let Some(home) = std::env::var_os("HOME") {
+        cmd.env("HOME", home);
+    }
+    let parent = std::process::id() as i32;
+    // SAFETY: prctl, getppid and fcntl are async-signal-safe and allocate
+    // nothing; `lock` is open in the node while it runs.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::libc::prctl(nix::libc::PR_SET_PDEATHSIG, nix::libc::SIGKILL);
+            if nix::libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
+            }
+            let fd = std::os::fd::BorrowedFd::borrow_raw(lock);
+            nix::fcntl::fcntl(
+                fd,
+                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+            )?;
+            Ok(())
+        });
+    }
+    crate::run::weigh_least(&mut cmd);
+    let out = cmd.output()?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    Err(super::NodeError::Ahead(format!(
+        "{}: {}",
+        out.status,
+        said.trim()
+    )))
+}
+
 /// [`spawn_own`], its input `stdin`, and the descriptor `keep` left open
 /// in it.
 #[allow(clippy::disallowed_methods)] // the node's own processes, as docs/architecture.md says

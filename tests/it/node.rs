@@ -962,3 +962,220 @@ fn a_runs_watcher_is_forked_by_the_nodes_starter_reads_as_a_watcher_and_nothing_
         "once stopped, no process of the node is left: {left:?}"
     );
 }
+
+/// A runner that reads its workspace as a person would, notes what it
+/// found, then checks in a file there and ends.
+const WORKSPACE_RUNNER: &str = r#"
+for line in sys.stdin:
+    if not line.startswith("Record "):
+        continue
+    code, info = fossil("info")
+    checkout = [l.split()[1] for l in info.splitlines() if l.startswith("checkout:")]
+    db = sqlite3.connect(".clone.fossil")
+    users = db.execute("SELECT login, cap FROM user ORDER BY login").fetchall()
+    config = dict(db.execute("SELECT name, value FROM config WHERE name IN ('default-user', 'last-sync-url', 'last-sync-pw') OR name GLOB 'ckout:*'").fetchall())
+    db.close()
+    local = sqlite3.connect(".fslckout")
+    repository = local.execute("SELECT value FROM vvar WHERE name='repository'").fetchone()[0]
+    local.close()
+    with open("made-by-the-run.txt", "w") as f:
+        f.write("the run's own\n")
+    fossil("add", "made-by-the-run.txt")
+    committed, said = fossil("commit", "-m", "from a workspace made ahead", "--no-warnings")
+    db = sqlite3.connect(".clone.fossil")
+    tip = [h for (h,) in db.execute("SELECT uuid FROM blob WHERE rid=(SELECT objid FROM event WHERE type='ci' ORDER BY mtime DESC LIMIT 1)")]
+    db.close()
+    note({"checkout": checkout, "users": users, "config": config, "repository": repository,
+          "cwd": os.getcwd(), "committed": committed, "said": said,
+          "tip": tip})
+    sys.exit(0)
+"#;
+
+/// A node whose runner `ws` reads its workspace ([`WORKSPACE_RUNNER`]),
+/// on a repository with one check-in that `prepare` may change first,
+/// once the node has made its filesystems ahead; the runner's `out`.
+fn workspace_node(prepare: impl FnOnce(&Repo)) -> (ServedNode, PathBuf) {
+    let repo = Repo::new();
+    let (runner, out) = crate::support::runner_script(
+        &repo,
+        &format!("{}{WORKSPACE_RUNNER}", crate::support::PY_RUNNER_PRELUDE),
+    );
+    let block = json!({"command": [runner], "input": "lines",
+        "env": {"OCX_TEST_OUT": out, "OCX_TEST_FOSSIL": crate::support::fossil()}});
+    crate::support::runner_page(&repo, "ws", &block);
+    repo.commit_as("admin", "README", "first\n", None);
+    prepare(&repo);
+    let s = Served::on(repo).start();
+    let pool = s.repo.node_root().join("disks");
+    let ready = || {
+        std::fs::read_dir(&pool)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".img"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let until = Instant::now() + Duration::from_secs(60);
+    while ready() < ocx::node::daemon::DISKS_AHEAD && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        ready(),
+        ocx::node::daemon::DISKS_AHEAD,
+        "filesystems made ahead"
+    );
+    (s, out)
+}
+
+/// Checks in on trunk, then runs a record for `ws` as the login `wsrun`;
+/// its watcher's log, once the run has checked in from its workspace as
+/// a person would and found it as a clone of the run's own would be: its
+/// checkout that newest check-in, its login the clone's administrator and
+/// default user, its remote the server as that login, its password
+/// remembered, and its check-in received from that login.
+fn run_in_its_workspace(s: &ServedNode, out: &std::path::Path) -> String {
+    let newest = s.repo.commit_as("admin", "README", "second\n", None);
+    let args = crate::support::create_args(
+        "ws",
+        "Read the workspace",
+        "5m",
+        &["--run-user", "wsrun", "--read-write", out.to_str().unwrap()],
+    );
+    let record = s.repo.json(&args).ok_str("record");
+    let results = out.join("results");
+    let until = Instant::now() + Duration::from_secs(90);
+    while !results.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let noted: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&results).unwrap().trim()).unwrap();
+    let checkout = noted["checkout"][0].as_str().unwrap_or("-");
+    assert!(
+        checkout.len() >= 40 && newest.starts_with(checkout),
+        "the checkout is the newest check-in {newest}: {noted:#}"
+    );
+    assert_eq!(
+        noted["users"],
+        json!([
+            ["anonymous", "hz"],
+            ["developer", "ei"],
+            ["nobody", "gjorz"],
+            ["reader", "kptw"],
+            ["wsrun", "s"]
+        ]),
+        "the run's login is its clone's administrator, and no other is: {noted:#}"
+    );
+    let config = &noted["config"];
+    let cwd = noted["cwd"].as_str().unwrap();
+    assert_eq!(config["default-user"], "wsrun", "{noted:#}");
+    assert_eq!(
+        config["last-sync-url"],
+        format!("http://wsrun@127.0.0.1:{}/", s.port),
+        "{noted:#}"
+    );
+    assert!(
+        config["last-sync-pw"]
+            .as_str()
+            .is_some_and(|p| !p.is_empty()),
+        "its password is remembered: {noted:#}"
+    );
+    let ckouts: Vec<&String> = config
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("ckout:"))
+        .collect();
+    assert_eq!(ckouts, [&format!("ckout:{cwd}/")], "{noted:#}");
+    assert_eq!(
+        noted["repository"],
+        format!("{cwd}/.clone.fossil"),
+        "{noted:#}"
+    );
+    assert_eq!(noted["committed"], 0, "the run checked in: {noted:#}");
+    let tip = noted["tip"][0].as_str().unwrap().to_string();
+    assert!(
+        !newest.starts_with(&tip),
+        "a check-in of its own: {noted:#}"
+    );
+    let until = Instant::now() + Duration::from_secs(30);
+    while s.repo.sender(&tip).is_none() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        s.repo.sender(&tip).as_deref(),
+        Some("wsrun"),
+        "the run's check-in reached the server, sent by its login"
+    );
+    let dir = ocx::node::config::NodeConfig::run_dir(&s.repo.node_root(), &record);
+    std::fs::read_to_string(dir.join("watch.log")).unwrap_or_default()
+}
+
+#[test]
+fn a_run_takes_a_workspace_made_ahead_holding_what_a_clone_of_its_own_would_and_pushes_as_its_login()
+ {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: the node makes filesystems ahead only as root");
+        return;
+    }
+    let (s, out) = workspace_node(|_| {});
+    let log = run_in_its_workspace(&s, &out);
+    assert!(
+        log.contains("took a workspace made ahead, pulled as wsrun"),
+        "the run took a workspace made ahead: {log}"
+    );
+}
+
+#[test]
+fn where_nobody_may_not_clone_no_workspace_is_made_ahead_the_node_says_so_once_and_runs_clone_their_own()
+ {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: the node makes filesystems ahead only as root");
+        return;
+    }
+    let (s, out) = workspace_node(|repo| {
+        repo.fossil(&["user", "capabilities", "nobody", "j"]);
+    });
+    let root = s.repo.node_root();
+    let said = |e: &serde_json::Value| {
+        e["why"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("no workspace could be made ahead"))
+    };
+    assert_eq!(
+        crate::support::logged(&root, said),
+        1,
+        "said once, though each filesystem made ahead tried: {}",
+        crate::support::node_log_text(&root)
+    );
+    let log = run_in_its_workspace(&s, &out);
+    assert!(
+        !log.contains("workspace made ahead"),
+        "the run cloned its own, as before: {log}"
+    );
+}
+
+#[test]
+fn the_nodes_furnisher_refuses_a_file_outside_its_pool_and_changes_nothing() {
+    let s = EchoNode::new();
+    let root = s.node.repo.node_root();
+    let outside = s.node.repo.dir.path().join("not-a-filesystem.img");
+    std::fs::write(&outside, b"a person's file\n").unwrap();
+    let ran = Command::new(env!("CARGO_BIN_EXE_ocx"))
+        .args([
+            "workspace-ahead",
+            "--root",
+            root.to_str().unwrap(),
+            "--image",
+        ])
+        .arg(&outside)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&ran.stderr);
+    assert_eq!(ran.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("is no filesystem made ahead in") && !said.contains("panicked"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read(&outside).unwrap(), b"a person's file\n");
+}

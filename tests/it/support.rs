@@ -1476,7 +1476,12 @@ pub fn nodes_and_watchers_under(dir: &Path) -> Vec<OcxProcess> {
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.into());
     ocx_processes(0)
         .into_iter()
-        .filter(|p| matches!(p.command(), "node-daemon" | "watchers" | "watch"))
+        .filter(|p| {
+            matches!(
+                p.command(),
+                "node-daemon" | "watchers" | "watch" | "workspace-ahead"
+            )
+        })
         .filter(|p| p.root().is_some_and(|r| r.starts_with(&dir)))
         .collect()
 }
@@ -1494,7 +1499,12 @@ pub fn leftovers(since: u64, within: Duration) -> Vec<OcxProcess> {
     loop {
         let left: Vec<OcxProcess> = ocx_processes(since)
             .into_iter()
-            .filter(|p| matches!(p.command(), "node-daemon" | "watchers" | "watch"))
+            .filter(|p| {
+                matches!(
+                    p.command(),
+                    "node-daemon" | "watchers" | "watch" | "workspace-ahead"
+                )
+            })
             .collect();
         if left.is_empty() || Instant::now() >= until {
             return left;

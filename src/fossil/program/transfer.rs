@@ -116,6 +116,50 @@ impl Fossil {
         self.user_default(file, user)
     }
 
+    /// Clones `url` into `workdir`'s clone file as `nobody`, its local
+    /// administrator [`AHEAD_ADMIN`](crate::fossil::workspace::AHEAD_ADMIN),
+    /// and opens a checkout of the newest check-in there: a run's workspace
+    /// made ahead, for a run's login to adopt ([`crate::fossil::workspace`]).
+    pub fn workspace_ahead(&self, url: &str, workdir: &Path) -> Result<(), FossilError> {
+        let file = workdir.join(crate::fossil::workspace::CLONE);
+        self.clone_anonymous(url, &file, crate::fossil::workspace::AHEAD_ADMIN)?;
+        self.run(
+            "open",
+            &[
+                "open".as_ref(),
+                file.as_os_str(),
+                "--workdir".as_ref(),
+                workdir.as_os_str(),
+                "--nosync".as_ref(),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    /// Pulls into `clone` from the remote it remembers, as the login and
+    /// with the password remembered there, and remembers it again.
+    pub fn pull_remembered(&self, clone: &Path) -> Result<(), FossilError> {
+        self.sync(
+            None,
+            "pull",
+            &["pull".as_ref(), "-R".as_ref(), clone.as_os_str()],
+        )
+    }
+
+    /// Checks out `version` in the checkout at `workdir`, which holds no
+    /// change of its own.
+    pub fn check_out(&self, workdir: &Path, version: &str) -> Result<(), FossilError> {
+        self.run_in(
+            Some(workdir),
+            "checkout",
+            &[
+                "checkout".as_ref(),
+                plain("checkout", "the version", version)?,
+            ],
+        )
+        .map(|_| ())
+    }
+
     /// Clones `url` into `file` as nobody in particular, its local
     /// administrator named `user`, opening no checkout: an agent machine's
     /// clone before its login is approved. The URL goes on standard input.

@@ -173,6 +173,9 @@ pub struct Pool {
 /// The suffix of a ready filesystem's file in a [`Pool`].
 const READY: &str = ".img";
 
+/// The suffix of a filesystem's file in a [`Pool`] while it is made.
+const PART: &str = ".part";
+
 impl Pool {
     /// The pool kept in `dir`.
     pub fn at(dir: &Path) -> Pool {
@@ -207,8 +210,14 @@ impl Pool {
     }
 
     /// Makes filesystems of `bytes` until `count` are ready, removing those of any other size
-    /// (made before the ceiling changed); how many it made.
-    pub fn fill(&self, bytes: u64, count: usize) -> Result<usize, SandboxError> {
+    /// (made before the ceiling changed), each given to `furnish` (which may write in it,
+    /// through [`furnish`]) before it is ready; how many it made.
+    pub fn fill(
+        &self,
+        bytes: u64,
+        count: usize,
+        furnish: &dyn Fn(&Path) -> bool,
+    ) -> Result<usize, SandboxError> {
         let (mkfs, _) =
             programs().map_err(|e| SandboxError::Disk(format!("cannot be made: {e}")))?;
         match fs::DirBuilder::new().mode(0o700).create(&self.dir) {
@@ -228,6 +237,12 @@ impl Pool {
                 let name = name.to_string_lossy();
                 if name.ends_with(READY) && !name.starts_with(&prefix) {
                     let _ = fs::remove_file(e.path());
+                } else if name.ends_with(FURNISHING) {
+                    // Where a furnisher that was killed mounted it, in a namespace now gone.
+                    let _ = fs::remove_dir(e.path());
+                } else if name.ends_with(PART) {
+                    // Half made by a node that ended meanwhile: none is being made now.
+                    let _ = fs::remove_file(e.path());
                 }
             }
         }
@@ -236,10 +251,10 @@ impl Pool {
             static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
             let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let name = format!("{bytes}-{}-{n}", std::process::id());
-            let part = self.dir.join(format!("{name}.part"));
+            let part = self.dir.join(format!("{name}{PART}"));
             let _ = fs::remove_file(&part);
             let formatted = format(&mkfs, &part, bytes, Weight::Least);
-            if let Err(e) = formatted.and_then(|()| {
+            if let Err(e) = formatted.map(|()| furnish(&part)).and_then(|_| {
                 fs::rename(&part, self.dir.join(format!("{name}{READY}")))
                     .map_err(|e| SandboxError::Disk(format!("could not be made ahead: {e}")))
             }) {
@@ -249,6 +264,75 @@ impl Pool {
             made += 1;
         }
         Ok(made)
+    }
+}
+
+/// The suffix of the directory beside a filesystem made ahead where [`furnish`] mounts it.
+pub const FURNISHING: &str = ".mnt";
+
+/// Mounts the filesystem made ahead `image` at `image.mnt`, in a mount namespace this process
+/// takes for its own (so no other process sees it, and it goes with this process however it
+/// ends), gives `within` where it is mounted to write in, then unmounts it. Only for a process
+/// of its own, the node's furnisher, which leaves its mount namespace changed.
+pub fn furnish(
+    image: &Path,
+    within: impl FnOnce(&Path) -> Result<(), SandboxError>,
+) -> Result<(), SandboxError> {
+    use nix::mount::{MsFlags, mount};
+    let failed = |what: &str, e: &dyn std::fmt::Display| {
+        SandboxError::Disk(format!("could not be made ahead: {what}: {e}"))
+    };
+    let (_, mount_program) =
+        programs().map_err(|e| SandboxError::Disk(format!("cannot be made: {e}")))?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .map_err(|e| failed("a mount namespace of its own", &e))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| failed("a mount namespace of its own", &e))?;
+    let mut at = image.as_os_str().to_owned();
+    at.push(FURNISHING);
+    let at = PathBuf::from(at);
+    let _ = fs::remove_dir(&at);
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&at)
+        .map_err(|e| failed(&at.display().to_string(), &e))?;
+    let done = run(
+        &mount_program,
+        &["-t", "ext4", "-o", "loop,nosuid,nodev,noinit_itable"],
+        &[image, &at],
+        Weight::Run,
+    )
+    .and_then(|()| {
+        let _ = fs::remove_dir(at.join("lost+found"));
+        within(&at)
+    });
+    unmount(&at);
+    let _ = fs::remove_dir(&at);
+    done
+}
+
+/// Has `cmd` start in a session of its own weighed least (nice 19, where the kernel weighs
+/// sessions), as a filesystem made ahead is made, so it never slows a run.
+pub fn weigh_least(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setsid, open, write and close are async-signal-safe and
+    // allocate nothing; the path and the value are static.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()?;
+            let fd = nix::libc::open(c"/proc/self/autogroup".as_ptr(), nix::libc::O_WRONLY);
+            if fd >= 0 {
+                nix::libc::write(fd, b"19".as_ptr().cast(), 2);
+                nix::libc::close(fd);
+            }
+            Ok(())
+        });
     }
 }
 
@@ -306,20 +390,7 @@ fn run(program: &Path, args: &[&str], paths: &[&Path], weight: Weight) -> Result
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .stdin(Stdio::null());
     if let Weight::Least = weight {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setsid, open, write and close are async-signal-safe and
-        // allocate nothing; the path and the value are static.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setsid()?;
-                let fd = nix::libc::open(c"/proc/self/autogroup".as_ptr(), nix::libc::O_WRONLY);
-                if fd >= 0 {
-                    nix::libc::write(fd, b"19".as_ptr().cast(), 2);
-                    nix::libc::close(fd);
-                }
-                Ok(())
-            });
-        }
+        weigh_least(&mut cmd);
     }
     let out = cmd
         .output()
