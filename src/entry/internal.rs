@@ -3,7 +3,7 @@
 //! ROOT` (the node's process), `ocx watch --root ROOT --record HASH
 //! [--checkin HASH]` (a run's watcher), `ocx watchers --root ROOT --lock FD
 //! --room ROOM` (the node's starter of watchers, which forks each), `ocx
-//! workspace-ahead --root ROOT --image FILE` (the node's furnisher of
+//! workspace-ahead --root ROOT --into DIR` (the node's furnisher of
 //! workspaces made ahead), `ocx forward PORT=SOCKET... --
 //! PROGRAM...` (a run's ways out, before its program inside the sandbox)
 //! `ocx demo-agent` (the demo runner's program) and `ocx page-server
@@ -102,15 +102,15 @@ pub fn command() -> Command {
         )
         .subcommand(
             Command::new(crate::node::ahead::COMMAND)
-                .about("The node's furnisher: makes a run's workspace ahead in a filesystem made ahead")
+                .about("The node's furnisher: makes a run's workspace ahead, for a filesystem made ahead")
                 .arg(root(true))
                 .arg(
-                    Arg::new("image")
-                        .long("image")
-                        .value_name("FILE")
+                    Arg::new("into")
+                        .long("into")
+                        .value_name("DIR")
                         .required(true)
                         .value_parser(PathBufValueParser::new())
-                        .help("The filesystem made ahead, in the node's pool"),
+                        .help("An empty directory of the node's pool"),
                 ),
         )
         .subcommand(
@@ -193,7 +193,7 @@ fn run(word: &str, m: &ArgMatches) -> i32 {
             super::watch::starter::main(&path("root"), m.get_one::<i32>("lock").copied())
         }
         crate::node::ahead::COMMAND => {
-            match crate::node::ahead::furnish(&path("root"), &path("image")) {
+            match crate::node::ahead::furnish(&path("root"), &path("into")) {
                 Ok(()) => 0,
                 Err(why) => {
                     super::eprint(&format!("ocx {}: {why}\n", crate::node::ahead::COMMAND));

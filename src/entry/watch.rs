@@ -436,7 +436,7 @@ fn current_ahead(
     let remote = crate::fossil::remote::naming_login(&cfg.url, user);
     let before = workspace::adopt(ws, user, password, &remote)?;
     let clone = ws.join(workspace::CLONE);
-    fossil.pull_remembered(&clone)?;
+    fossil.pull(&clone)?;
     let to = match version {
         Some(v) => Some(v.to_string()),
         None if workspace::checkins_seen(&clone)? != before => {

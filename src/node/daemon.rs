@@ -441,7 +441,7 @@ fn disks_ahead(root: &Path, cfg: &NodeConfig, lock: std::os::fd::RawFd) -> mpsc:
     let bytes = cfg.ceiling.disk_bytes;
     let (root, ocx) = (root.to_path_buf(), cfg.ocx.clone());
     let said = std::cell::Cell::new(false);
-    let furnish = move |image: &Path| match super::spawn::furnisher(&ocx, &root, image, lock) {
+    let furnish = move |into: &Path| match super::spawn::furnisher(&ocx, &root, into, lock) {
         Ok(()) => true,
         Err(why) => {
             if !said.replace(true) {

@@ -295,23 +295,23 @@ pub fn spawn_own(
     spawn_own_reading(ocx, args, std::process::Stdio::null(), None, log)
 }
 
-/// Runs the node's furnisher ([`super::ahead`]) on the filesystem made
-/// ahead `image` and waits for it: in a session weighed least, holding
+/// Runs the node's furnisher ([`super::ahead`]) into the pool's empty
+/// directory `into` and waits for it: in a session weighed least, holding
 /// the node's `lock` with the node, and killed when the thread that
 /// started it ends (the node's). What it said, when it failed.
 #[allow(clippy::disallowed_methods)] // the node's own processes, as docs/architecture.md says
 pub(crate) fn furnisher(
     ocx: &Path,
     root: &Path,
-    image: &Path,
+    into: &Path,
     lock: std::os::fd::RawFd,
 ) -> Result<(), super::NodeError> {
     let mut cmd = std::process::Command::new(ocx);
     cmd.arg(super::ahead::COMMAND)
         .arg("--root")
         .arg(root)
-        .arg("--image")
-        .arg(image)
+        .arg("--into")
+        .arg(into)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .stdin(std::process::Stdio::null())

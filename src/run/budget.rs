@@ -16,7 +16,7 @@ pub(crate) use cgroup::{
     probe_kept, roots as cgroup_roots,
 };
 pub use cgroup::{CgroupPlan, CgroupSlot, CgroupVersion};
-pub use disk::{Disk, DiskUse, Pool as DiskPool, furnish as furnish_ahead, weigh_least};
+pub use disk::{Disk, DiskUse, Pool as DiskPool, weigh_least};
 
 /// The name of the cgroup, in each hierarchy, under which every run's cgroup lives.
 pub const PARENT: &str = "ocx";

@@ -19,7 +19,7 @@ use serde::Serializer;
 pub use account::RunAccount;
 pub use budget::{
     BudgetLimits, Ceiling, CgroupPlan, CgroupSlot, CgroupVersion, Disk, DiskPool, DiskUse, Limit,
-    furnish_ahead, weigh_least,
+    weigh_least,
 };
 pub use preflight::{Capability, Preflight, Unenforceable, preflight, preflight_recent};
 pub use sandbox::{

@@ -1156,26 +1156,34 @@ fn where_nobody_may_not_clone_no_workspace_is_made_ahead_the_node_says_so_once_a
 }
 
 #[test]
-fn the_nodes_furnisher_refuses_a_file_outside_its_pool_and_changes_nothing() {
+fn the_nodes_furnisher_refuses_a_directory_outside_its_pool_and_changes_nothing() {
     let s = EchoNode::new();
     let root = s.node.repo.node_root();
-    let outside = s.node.repo.dir.path().join("not-a-filesystem.img");
-    std::fs::write(&outside, b"a person's file\n").unwrap();
-    let ran = Command::new(env!("CARGO_BIN_EXE_ocx"))
-        .args([
-            "workspace-ahead",
-            "--root",
-            root.to_str().unwrap(),
-            "--image",
-        ])
-        .arg(&outside)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&ran.stderr);
-    assert_eq!(ran.status.code(), Some(1), "{said}");
-    assert!(
-        said.contains("is no filesystem made ahead in") && !said.contains("panicked"),
-        "{said}"
-    );
-    assert_eq!(std::fs::read(&outside).unwrap(), b"a person's file\n");
+    let outside = s.node.repo.dir.path().join("a-persons-directory");
+    std::fs::create_dir(&outside).unwrap();
+    let pool = root.join("disks");
+    std::fs::create_dir_all(&pool).unwrap();
+    let full = pool.join("not-empty.tree");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("kept"), b"kept\n").unwrap();
+    for into in [&outside, &full] {
+        let ran = Command::new(env!("CARGO_BIN_EXE_ocx"))
+            .args([
+                "workspace-ahead",
+                "--root",
+                root.to_str().unwrap(),
+                "--into",
+            ])
+            .arg(into)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&ran.stderr);
+        assert_eq!(ran.status.code(), Some(1), "{said}");
+        assert!(
+            said.contains("is no empty directory of the node's pool") && !said.contains("panicked"),
+            "{said}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    assert_eq!(std::fs::read(full.join("kept")).unwrap(), b"kept\n");
 }

@@ -103,16 +103,7 @@ impl Fossil {
         user: &str,
     ) -> Result<(), FossilError> {
         self.clone_anonymous(url, file, user)?;
-        self.run(
-            "open",
-            &[
-                "open".as_ref(),
-                file.as_os_str(),
-                "--workdir".as_ref(),
-                workdir.as_os_str(),
-                "--nosync".as_ref(),
-            ],
-        )?;
+        self.open_newest(file, workdir)?;
         self.user_default(file, user)
     }
 
@@ -123,6 +114,12 @@ impl Fossil {
     pub fn workspace_ahead(&self, url: &str, workdir: &Path) -> Result<(), FossilError> {
         let file = workdir.join(crate::fossil::workspace::CLONE);
         self.clone_anonymous(url, &file, crate::fossil::workspace::AHEAD_ADMIN)?;
+        self.open_newest(&file, workdir)
+    }
+
+    /// Opens a checkout of the clone `file`'s newest check-in on its main
+    /// branch in `workdir`, pulling nothing first.
+    fn open_newest(&self, file: &Path, workdir: &Path) -> Result<(), FossilError> {
         self.run(
             "open",
             &[
@@ -134,16 +131,6 @@ impl Fossil {
             ],
         )
         .map(|_| ())
-    }
-
-    /// Pulls into `clone` from the remote it remembers, as the login and
-    /// with the password remembered there, and remembers it again.
-    pub fn pull_remembered(&self, clone: &Path) -> Result<(), FossilError> {
-        self.sync(
-            None,
-            "pull",
-            &["pull".as_ref(), "-R".as_ref(), clone.as_os_str()],
-        )
     }
 
     /// Checks out `version` in the checkout at `workdir`, which holds no

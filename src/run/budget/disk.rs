@@ -133,6 +133,18 @@ enum Weight {
 
 /// Makes the file `image` (which must not be there yet) of `bytes`, sparse, and formats it.
 fn format(mkfs: &Path, image: &Path, bytes: u64, weight: Weight) -> Result<(), SandboxError> {
+    format_holding(mkfs, image, bytes, weight, None)
+}
+
+/// [`format`], the filesystem made holding a copy of what the directory `tree` holds
+/// (`mkfs.ext4 -d`), owners and modes as they are there, when it is given.
+fn format_holding(
+    mkfs: &Path,
+    image: &Path,
+    bytes: u64,
+    weight: Weight,
+    tree: Option<&Path>,
+) -> Result<(), SandboxError> {
     fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -141,6 +153,11 @@ fn format(mkfs: &Path, image: &Path, bytes: u64, weight: Weight) -> Result<(), S
         .open(image)
         .and_then(|f| f.set_len(bytes))
         .map_err(|e| SandboxError::Disk(format!("could not be made: {}: {e}", image.display())))?;
+    let mut paths: Vec<&Path> = Vec::new();
+    if let Some(tree) = tree {
+        paths.extend([Path::new("-d"), tree]);
+    }
+    paths.push(image);
     run(
         mkfs,
         &[
@@ -155,7 +172,7 @@ fn format(mkfs: &Path, image: &Path, bytes: u64, weight: Weight) -> Result<(), S
             "-E",
             "lazy_itable_init=1,nodiscard",
         ],
-        &[image],
+        &paths,
         weight,
     )
 }
@@ -175,6 +192,9 @@ const READY: &str = ".img";
 
 /// The suffix of a filesystem's file in a [`Pool`] while it is made.
 const PART: &str = ".part";
+
+/// The suffix of the directory in a [`Pool`] whose copy a filesystem made there holds.
+const TREE: &str = ".tree";
 
 impl Pool {
     /// The pool kept in `dir`.
@@ -202,6 +222,22 @@ impl Pool {
             .collect()
     }
 
+    /// Has `format` make the filesystem `name` holding what `furnish` wrote in a directory
+    /// of its own, or, when it wrote nothing or what it wrote cannot be held, holding nothing.
+    fn furnished(
+        &self,
+        name: &str,
+        furnish: &dyn Fn(&Path) -> bool,
+        format: impl Fn(Option<&Path>) -> Result<(), SandboxError>,
+    ) -> Result<(), SandboxError> {
+        let tree = self.dir.join(format!("{name}{TREE}"));
+        let _ = fs::remove_dir_all(&tree);
+        let made = fs::DirBuilder::new().mode(0o700).create(&tree).is_ok();
+        let held = made && furnish(&tree) && format(Some(&tree)).is_ok();
+        let _ = fs::remove_dir_all(&tree);
+        if held { Ok(()) } else { format(None) }
+    }
+
     /// Moves a ready filesystem of `bytes` to `to`; false when none could be had.
     fn take(&self, bytes: u64, to: &Path) -> bool {
         self.ready(bytes)
@@ -210,8 +246,8 @@ impl Pool {
     }
 
     /// Makes filesystems of `bytes` until `count` are ready, removing those of any other size
-    /// (made before the ceiling changed), each given to `furnish` (which may write in it,
-    /// through [`furnish`]) before it is ready; how many it made.
+    /// (made before the ceiling changed); each holds what `furnish`, given an empty directory
+    /// of root's alone beside it, wrote there when it answers true. How many it made.
     pub fn fill(
         &self,
         bytes: u64,
@@ -237,9 +273,9 @@ impl Pool {
                 let name = name.to_string_lossy();
                 if name.ends_with(READY) && !name.starts_with(&prefix) {
                     let _ = fs::remove_file(e.path());
-                } else if name.ends_with(FURNISHING) {
-                    // Where a furnisher that was killed mounted it, in a namespace now gone.
-                    let _ = fs::remove_dir(e.path());
+                } else if name.ends_with(TREE) {
+                    // What a furnisher left when the node ended meanwhile.
+                    let _ = fs::remove_dir_all(e.path());
                 } else if name.ends_with(PART) {
                     // Half made by a node that ended meanwhile: none is being made now.
                     let _ = fs::remove_file(e.path());
@@ -253,8 +289,11 @@ impl Pool {
             let name = format!("{bytes}-{}-{n}", std::process::id());
             let part = self.dir.join(format!("{name}{PART}"));
             let _ = fs::remove_file(&part);
-            let formatted = format(&mkfs, &part, bytes, Weight::Least);
-            if let Err(e) = formatted.map(|()| furnish(&part)).and_then(|_| {
+            let formatted = self.furnished(&name, furnish, |tree| {
+                let _ = fs::remove_file(&part);
+                format_holding(&mkfs, &part, bytes, Weight::Least, tree)
+            });
+            if let Err(e) = formatted.and_then(|()| {
                 fs::rename(&part, self.dir.join(format!("{name}{READY}")))
                     .map_err(|e| SandboxError::Disk(format!("could not be made ahead: {e}")))
             }) {
@@ -265,56 +304,6 @@ impl Pool {
         }
         Ok(made)
     }
-}
-
-/// The suffix of the directory beside a filesystem made ahead where [`furnish`] mounts it.
-pub const FURNISHING: &str = ".mnt";
-
-/// Mounts the filesystem made ahead `image` at `image.mnt`, in a mount namespace this process
-/// takes for its own (so no other process sees it, and it goes with this process however it
-/// ends), gives `within` where it is mounted to write in, then unmounts it. Only for a process
-/// of its own, the node's furnisher, which leaves its mount namespace changed.
-pub fn furnish(
-    image: &Path,
-    within: impl FnOnce(&Path) -> Result<(), SandboxError>,
-) -> Result<(), SandboxError> {
-    use nix::mount::{MsFlags, mount};
-    let failed = |what: &str, e: &dyn std::fmt::Display| {
-        SandboxError::Disk(format!("could not be made ahead: {what}: {e}"))
-    };
-    let (_, mount_program) =
-        programs().map_err(|e| SandboxError::Disk(format!("cannot be made: {e}")))?;
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
-        .map_err(|e| failed("a mount namespace of its own", &e))?;
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(|e| failed("a mount namespace of its own", &e))?;
-    let mut at = image.as_os_str().to_owned();
-    at.push(FURNISHING);
-    let at = PathBuf::from(at);
-    let _ = fs::remove_dir(&at);
-    fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&at)
-        .map_err(|e| failed(&at.display().to_string(), &e))?;
-    let done = run(
-        &mount_program,
-        &["-t", "ext4", "-o", "loop,nosuid,nodev,noinit_itable"],
-        &[image, &at],
-        Weight::Run,
-    )
-    .and_then(|()| {
-        let _ = fs::remove_dir(at.join("lost+found"));
-        within(&at)
-    });
-    unmount(&at);
-    let _ = fs::remove_dir(&at);
-    done
 }
 
 /// Has `cmd` start in a session of its own weighed least (nice 19, where the kernel weighs
