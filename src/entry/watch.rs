@@ -379,8 +379,9 @@ fn workspace(
 ) -> Result<(), WatchError> {
     let password =
         std::fs::read_to_string(dir.join("password")).map_err(file("the run's password"))?;
-    if made_ahead(ws) {
-        match current_ahead(fossil, cfg, ws, user, password.trim(), version) {
+    // A command run's workspace is named for its check-in, not where one is made ahead.
+    if version.is_none() && made_ahead(ws) {
+        match current_ahead(fossil, cfg, ws, user, password.trim()) {
             Ok(()) => {
                 say(&format!("took a workspace made ahead, pulled as {user}"));
                 return set_mode(&ws.join(crate::fossil::workspace::CLONE), 0o600);
@@ -393,7 +394,7 @@ fn workspace(
     let _ = std::fs::remove_dir_all(ws);
     std::fs::create_dir_all(ws).map_err(file(ws.display()))?;
     set_mode(ws, 0o700)?;
-    let clone = ws.join(".clone.fossil");
+    let clone = ws.join(crate::fossil::workspace::CLONE);
     fossil.clone_open(
         &url_with(cfg, user, password.trim()),
         &clone,
@@ -413,39 +414,29 @@ const AHEAD_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
 /// Whether `ws` holds a workspace made ahead ([`crate::node::ahead`]) young
 /// enough to be taken.
 fn made_ahead(ws: &Path) -> bool {
-    let made = std::fs::metadata(ws.join(crate::fossil::workspace::CLONE))
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.elapsed().ok());
-    crate::fossil::workspace::made_ahead(ws) && made.is_some_and(|age| age < AHEAD_KEPT)
+    crate::fossil::workspace::made_ahead(ws)
+        .and_then(|made| made.elapsed().ok())
+        .is_some_and(|age| age < AHEAD_KEPT)
 }
 
 /// Gives the workspace made ahead at `ws` to the run's login `user`, then
-/// pulls as that login, and checks out `version`, or the newest check-in
-/// again when the pull brought check-ins: the workspace as a clone and
-/// checkout of its own would be (HISTORY 476).
+/// pulls as that login, and checks out the newest check-in again when the
+/// pull brought check-ins: the workspace as a clone and checkout of its
+/// own would be (HISTORY 476).
 fn current_ahead(
     fossil: &crate::fossil::Fossil,
     cfg: &NodeConfig,
     ws: &Path,
     user: &str,
     password: &str,
-    version: Option<&str>,
 ) -> Result<(), WatchError> {
     use crate::fossil::workspace;
     let remote = crate::fossil::remote::naming_login(&cfg.url, user);
     let before = workspace::adopt(ws, user, password, &remote)?;
     let clone = ws.join(workspace::CLONE);
     fossil.pull(&clone)?;
-    let to = match version {
-        Some(v) => Some(v.to_string()),
-        None if workspace::checkins_seen(&clone)? != before => {
-            Some(workspace::main_branch(&clone)?)
-        }
-        None => None,
-    };
-    if let Some(v) = to {
-        fossil.check_out(ws, &v)?;
+    if workspace::checkins_seen(&clone)? != before {
+        fossil.check_out(ws, &workspace::main_branch(&clone)?)?;
     }
     Ok(())
 }
@@ -629,7 +620,7 @@ fn prepare_without_password(
 ) -> Result<(), WatchError> {
     let _ = std::fs::remove_dir_all(ws);
     std::fs::create_dir_all(ws.join(".ocx")).map_err(file(ws.display()))?;
-    let clone = ws.join(".clone.fossil");
+    let clone = ws.join(crate::fossil::workspace::CLONE);
     fossil.clone_open_anonymous(&cfg.url, &clone, ws, user)?;
     Ok(fossil.autosync_off(&clone)?)
 }

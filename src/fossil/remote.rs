@@ -30,22 +30,20 @@ pub fn login_of(text: &str) -> Option<String> {
 /// `text` with `login` and `password` put in as its user; `text` as it is
 /// when it is no URL.
 pub fn with_login(text: &str, login: &str, password: &str) -> String {
-    let Ok(mut url) = Url::parse(text) else {
-        return text.to_string();
-    };
-    if url.set_username(login).is_err() || url.set_password(Some(password)).is_err() {
-        return text.to_string();
-    }
-    url.into()
+    with_user(text, login, Some(password))
 }
 
 /// `text` naming `login` as its user and holding no password, as Fossil
 /// remembers a remote; `text` as it is when it is no URL.
 pub fn naming_login(text: &str, login: &str) -> String {
+    with_user(text, login, None)
+}
+
+fn with_user(text: &str, login: &str, password: Option<&str>) -> String {
     let Ok(mut url) = Url::parse(text) else {
         return text.to_string();
     };
-    if url.set_username(login).is_err() || url.set_password(None).is_err() {
+    if url.set_username(login).is_err() || url.set_password(password).is_err() {
         return text.to_string();
     }
     url.into()

@@ -40,12 +40,16 @@ pub struct CheckinsSeen {
     newest_tag: Option<f64>,
 }
 
-/// Whether `ws` holds a workspace made ahead: the clone and its checkout.
-pub fn made_ahead(ws: &Path) -> bool {
+/// When the workspace made ahead that `ws` holds (the clone and its
+/// checkout) was last written, its clone's time; `None` when it holds none.
+pub fn made_ahead(ws: &Path) -> Option<std::time::SystemTime> {
     let file = |name: &str| {
-        std::fs::symlink_metadata(ws.join(name)).is_ok_and(|m| m.file_type().is_file())
+        std::fs::symlink_metadata(ws.join(name))
+            .ok()
+            .filter(|m| m.file_type().is_file())
     };
-    file(CLONE) && file(CHECKOUT)
+    file(CHECKOUT)?;
+    file(CLONE)?.modified().ok()
 }
 
 /// Gives the workspace made ahead at `ws` to `login`, whose remote is

@@ -306,20 +306,15 @@ pub(crate) fn furnisher(
     into: &Path,
     lock: std::os::fd::RawFd,
 ) -> Result<(), super::NodeError> {
-    let mut cmd = std::process::Command::new(ocx);
+    let mut cmd = own_command(ocx);
     cmd.arg(super::ahead::COMMAND)
         .arg("--root")
         .arg(root)
         .arg("--into")
         .arg(into)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
-    if let Some(home) = std::env::var_os("HOME") {
-        cmd.env("HOME", home);
-    }
     let parent = std::process::id() as i32;
     // SAFETY: prctl, getppid and fcntl are async-signal-safe and allocate
     // nothing; `lock` is open in the node while it runs.
@@ -329,12 +324,7 @@ pub(crate) fn furnisher(
             if nix::libc::getppid() != parent {
                 return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
             }
-            let fd = std::os::fd::BorrowedFd::borrow_raw(lock);
-            nix::fcntl::fcntl(
-                fd,
-                nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-            )?;
-            Ok(())
+            kept_across_exec(lock)
         });
     }
     crate::run::weigh_least(&mut cmd);
@@ -360,30 +350,45 @@ fn spawn_own_reading(
     keep: Option<std::os::fd::RawFd>,
     log: std::fs::File,
 ) -> std::io::Result<std::process::Child> {
-    let mut cmd = std::process::Command::new(ocx);
+    let mut cmd = own_command(ocx);
     cmd.args(args)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .stdin(stdin)
         .stdout(log.try_clone()?)
         .stderr(log);
-    if let Some(home) = std::env::var_os("HOME") {
-        cmd.env("HOME", home);
-    }
     // SAFETY: setsid and fcntl are async-signal-safe and allocate
     // nothing; `keep` is open in the starter until it has started.
     unsafe {
         cmd.pre_exec(move || {
             nix::unistd::setsid()?;
-            if let Some(fd) = keep {
-                let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
-                nix::fcntl::fcntl(
-                    fd,
-                    nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-                )?;
+            match keep {
+                Some(fd) => kept_across_exec(fd),
+                None => Ok(()),
             }
-            Ok(())
         });
     }
     cmd.spawn()
+}
+
+/// `ocx` as the node starts its own processes: nothing of the node's
+/// environment but a fixed `PATH` and its `HOME`.
+#[allow(clippy::disallowed_methods)] // the node's own processes, as docs/architecture.md says
+fn own_command(ocx: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(ocx);
+    cmd.env_clear().env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    if let Some(home) = std::env::var_os("HOME") {
+        cmd.env("HOME", home);
+    }
+    cmd
+}
+
+/// Leaves the descriptor `fd` open across the exec that follows, in a
+/// child between fork and exec: one `fcntl`, async-signal-safe.
+fn kept_across_exec(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: the caller's `fd` is open until the child has started.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    nix::fcntl::fcntl(
+        fd,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )?;
+    Ok(())
 }

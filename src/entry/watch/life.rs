@@ -217,7 +217,7 @@ impl Watch<'_> {
         let (mut sandbox, budget) = node::limits(&self.r.record);
         let budget = held(self.root, self.cfg, &budget).map_err(unenforced)?;
         let disk = on_disk(self.root, self.dir, &budget).map_err(unenforced)?;
-        let ws = disk.path().join("ws");
+        let ws = disk.path().join(crate::node::ahead::WORKSPACE);
         let socket = self.workspace(&ws)?;
         let relay = self.relay(&page, &ws)?;
         let home = FreshHome(disk.path().join("home"));

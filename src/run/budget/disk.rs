@@ -288,7 +288,6 @@ impl Pool {
             let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let name = format!("{bytes}-{}-{n}", std::process::id());
             let part = self.dir.join(format!("{name}{PART}"));
-            let _ = fs::remove_file(&part);
             let formatted = self.furnished(&name, furnish, |tree| {
                 let _ = fs::remove_file(&part);
                 format_holding(&mkfs, &part, bytes, Weight::Least, tree)
