@@ -90,6 +90,23 @@ const SQL_CAPABILITIES: &str = "SELECT u.login, coalesce(u.cap,'')
 const SQL_CONTENT: &str = "SELECT b.content, b.size, (SELECT srcid FROM delta WHERE rid=b.rid)
      FROM blob b WHERE b.rid=?1";
 
+/// A read transaction [`Repository::reading`] began, rolled back when
+/// dropped still open (its `read` panicked, or its commit failed). Its
+/// statements, as every one of a kept connection, stay prepared: a
+/// `BEGIN` parsed anew cost a page request more than its lock.
+struct OpenRead<'a>(&'a Connection);
+
+impl Drop for OpenRead<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            let _ = self
+                .0
+                .prepare_cached("ROLLBACK")
+                .and_then(|mut s| s.execute([]));
+        }
+    }
+}
+
 /// Whether a read finding the repository locked by a writer's commit
 /// tries again, after a sleep: a quarter of a millisecond for the first
 /// 40 tries (a commit's sync), then 10 ms, for about 15 s in all. SQLite's
@@ -151,6 +168,19 @@ impl Repository {
             other => other,
         })?;
         Ok(repo)
+    }
+
+    /// The one row `sql` finds, read by `f`, its statement kept prepared
+    /// on the connection: rusqlite's own `query_row` parses its statement
+    /// anew each call, which a kept connection (the page server, the node)
+    /// paid on every request.
+    pub(in crate::fossil) fn row<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        self.db.prepare_cached(sql)?.query_row(params, f)
     }
 
     /// The repository file, absolute.
@@ -245,7 +275,7 @@ impl Repository {
     pub fn users(&self) -> Result<Vec<(String, String)>, FossilError> {
         let mut st = self
             .db
-            .prepare("SELECT login, coalesce(cap,'') FROM user ORDER BY login")?;
+            .prepare_cached("SELECT login, coalesce(cap,'') FROM user ORDER BY login")?;
         let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -381,9 +411,11 @@ impl Repository {
         if !self.db.is_autocommit() {
             return Ok(read());
         }
-        let transaction = self.db.unchecked_transaction()?;
+        self.db.prepare_cached("BEGIN")?.execute([])?;
+        let open = OpenRead(&self.db);
         let out = read();
-        transaction.commit()?;
+        self.db.prepare_cached("COMMIT")?.execute([])?;
+        drop(open);
         Ok(out)
     }
 
@@ -394,7 +426,7 @@ impl Repository {
     /// it still open is closed, never lent again.
     pub fn begin_reading(&self) -> Result<(), FossilError> {
         if self.db.is_autocommit() {
-            self.db.execute_batch("BEGIN")?;
+            self.db.prepare_cached("BEGIN")?.execute([])?;
         }
         Ok(())
     }
@@ -402,7 +434,10 @@ impl Repository {
     /// Ends the read [`Repository::begin_reading`] began, if one is open.
     pub fn end_reading(&self) {
         if !self.db.is_autocommit() {
-            let _ = self.db.execute_batch("COMMIT");
+            let _ = self
+                .db
+                .prepare_cached("COMMIT")
+                .and_then(|mut s| s.execute([]));
         }
     }
 
@@ -445,7 +480,9 @@ impl Repository {
     /// Every artifact hash held here, for tests and benchmarks that compare
     /// a repository before and after.
     pub fn all_hashes(&self) -> Result<Vec<String>, FossilError> {
-        let mut st = self.db.prepare("SELECT uuid FROM blob ORDER BY uuid")?;
+        let mut st = self
+            .db
+            .prepare_cached("SELECT uuid FROM blob ORDER BY uuid")?;
         let rows = st.query_map([], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -459,7 +496,7 @@ impl Repository {
 
     /// Whether this repository (a clone) remembers a password for syncing.
     pub fn remembers_password(&self) -> Result<bool, FossilError> {
-        Ok(self.db.query_row(
+        Ok(self.row(
             "SELECT count(*) FROM config WHERE name='last-sync-pw' OR name GLOB 'sync-pw:*' OR name GLOB 'peer-*'",
             [],
             |r| r.get::<_, i64>(0),
@@ -470,7 +507,7 @@ impl Repository {
     /// never sent, each its full hash and bytes: what a run's `push` offers
     /// the node, which judges each one itself.
     pub fn unsent(&self) -> Result<Vec<(String, Vec<u8>)>, FossilError> {
-        let mut st = self.db.prepare(
+        let mut st = self.db.prepare_cached(
             "SELECT u.rid, b.uuid FROM unsent u JOIN blob b ON b.rid=u.rid
              WHERE NOT EXISTS(SELECT 1 FROM private p WHERE p.rid=u.rid) ORDER BY u.rid",
         )?;

@@ -22,11 +22,11 @@ impl Repository {
     /// The number of the newest receipt (`rcvid`) the repository holds; 0
     /// when it holds none.
     pub fn last_receipt(&self) -> Result<i64, FossilError> {
-        Ok(self
-            .db
-            .query_row("SELECT coalesce(max(rcvid),0) FROM rcvfrom", [], |r| {
+        Ok(
+            self.row("SELECT coalesce(max(rcvid),0) FROM rcvfrom", [], |r| {
                 r.get(0)
-            })?)
+            })?,
+        )
     }
 
     /// The hashes of the artifacts received after receipt `after` among
@@ -81,9 +81,7 @@ impl Repository {
     ) -> Result<Option<super::store::Artifacts>, FossilError> {
         let snapshot = self.db.unchecked_transaction()?;
         let floor = self.last_rid()? - most as i64;
-        let below: Option<(i64, i64, bool)> = self
-            .db
-            .query_row(
+        let below: Option<(i64, i64, bool)> = self.row(
                 "SELECT rcvid, size, rid IN private FROM blob WHERE rid<=?1 ORDER BY rid DESC LIMIT 1",
                 [floor],
                 |r| Ok((r.get::<_, Option<i64>>(0)?.unwrap_or(0), r.get(1)?, r.get(2)?)),

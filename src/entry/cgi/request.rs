@@ -206,12 +206,23 @@ impl Request {
                 .is_some_and(|a| a.contains("application/json"))
     }
 
-    /// Whether the request only reads and never waits: a GET of a run's
-    /// page not asking to wait for its next entry. Such a request's reads
-    /// share one read transaction, begun once its repository is open.
+    /// Whether the request only reads and never waits: a GET of a page OCX
+    /// draws (the console, the list of tools, a run's page) or of a tool
+    /// that writes nothing, neither the long-poll `wait` nor asking to wait
+    /// for a run's next entry (`within`). Such a request's reads share one
+    /// read transaction, begun once its repository is open (HISTORY 412,
+    /// 478); a GET of a tool that writes is its dry run, but may fetch a
+    /// pattern for seconds, and is left out.
     pub(super) fn reads_at_once(&self) -> bool {
+        let path = self.path_info.trim_matches('/');
+        let reads = match path {
+            "" | "console" | super::TOOL_LIST => true,
+            "wait" => false,
+            p if p.starts_with("run/") => true,
+            p => crate::registry::find(p).is_some_and(|tool| !tool.writes()),
+        };
         self.method.eq_ignore_ascii_case("GET")
-            && self.path_info.trim_matches('/').starts_with("run/")
+            && reads
             && !self
                 .query
                 .split('&')
@@ -450,6 +461,41 @@ mod tests {
         assert!(next("http://example.org/repo/ext/ocx-cgi-next/post").from_own_page());
         assert!(!next("http://example.org/repo/ext/ocx-cgi/post").from_own_page());
         assert_eq!(next("").link(Some("post")), "/repo/ext/ocx-cgi-next/post");
+    }
+
+    #[test]
+    fn only_a_get_that_neither_writes_nor_waits_reads_at_once() {
+        let asked = |method: &str, path: &str, query: &str| Request {
+            method: method.into(),
+            path_info: path.into(),
+            query: query.into(),
+            ..Request::default()
+        };
+        for (path, query) in [
+            ("", ""),
+            ("/", "json"),
+            ("/console", ""),
+            ("/tools", ""),
+            ("/thread", "of=abc"),
+            ("/run/abc", "json&after=3"),
+        ] {
+            assert!(asked("GET", path, query).reads_at_once(), "{path}?{query}");
+        }
+        for (method, path, query) in [
+            ("POST", "/console", ""),
+            ("POST", "/thread", ""),
+            ("GET", "/wait", ""),
+            ("GET", "/run/abc", "json&within=25"),
+            ("GET", "/run", "record=abc&within"),
+            ("GET", "/create", "pattern=https://example.org/p"),
+            ("GET", "/post", ""),
+            ("GET", "/no-such-tool", ""),
+        ] {
+            assert!(
+                !asked(method, path, query).reads_at_once(),
+                "{method} {path}?{query}"
+            );
+        }
     }
 
     #[test]

@@ -140,7 +140,7 @@ impl Repository {
     /// get new, higher rows, but for a phantom filled later
     /// ([`Repository::filled_phantoms`]).
     pub fn arrivals_after(&self, after: i64) -> Result<Arrivals, FossilError> {
-        let (upto, first_receipt) = self.db.query_row(
+        let (upto, first_receipt) = self.row(
             "SELECT (SELECT coalesce(max(rid),0) FROM blob),
                     (SELECT min(+b.rcvid) FROM blob b WHERE b.rid>?1 AND b.size>=0)",
             [after],
@@ -187,9 +187,7 @@ impl Repository {
     /// Whether the repository holds a phantom: an artifact it has heard
     /// of and lacks.
     pub fn has_phantoms(&self) -> Result<bool, FossilError> {
-        Ok(self
-            .db
-            .query_row("SELECT EXISTS(SELECT 1 FROM phantom)", [], |r| r.get(0))?)
+        Ok(self.row("SELECT EXISTS(SELECT 1 FROM phantom)", [], |r| r.get(0))?)
     }
 
     /// The phantoms among the rows above `after` up to `upto`.
@@ -237,9 +235,7 @@ impl Repository {
 
     /// The newest row in the repository.
     pub fn last_rid(&self) -> Result<i64, FossilError> {
-        Ok(self
-            .db
-            .query_row("SELECT coalesce(max(rid),0) FROM blob", [], |r| r.get(0))?)
+        Ok(self.row("SELECT coalesce(max(rid),0) FROM blob", [], |r| r.get(0))?)
     }
 }
 

@@ -108,7 +108,7 @@ impl Repository {
         let sql = SQL_CHECKINS.replace("AND EXISTS(SELECT 1 FROM mlink m WHERE m.mid=e.objid)", "");
         let mut st = self
             .db
-            .prepare(&format!("SELECT * FROM ({sql}) ORDER BY rcvid, rid"))?;
+            .prepare_cached(&format!("SELECT * FROM ({sql}) ORDER BY rcvid, rid"))?;
         let rows = st.query_map([], checkin_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }

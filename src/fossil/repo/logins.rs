@@ -109,7 +109,7 @@ impl Repository {
     /// it (`pw`), so `approve` and `collect` still tell a password changed
     /// by hand; a remote run's row keeps nothing of it.
     pub fn kept_passwords(&self) -> Result<Vec<(String, String, String)>, FossilError> {
-        let mut st = self.db.prepare(
+        let mut st = self.db.prepare_cached(
             "SELECT name, value FROM config
              WHERE (name GLOB 'ocx-node-key-*' OR name GLOB 'ocx-remote-run-*')
              AND json_valid(value) AND json_type(value,'$.password') IS NOT NULL",

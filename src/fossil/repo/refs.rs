@@ -43,7 +43,7 @@ impl Repository {
             0 => Lookup::None,
             1 => {
                 let (_, id) = rows.into_iter().next().expect("one row");
-                let rid = self.db.query_row(
+                let rid = self.row(
                     "SELECT e.objid FROM tag t JOIN event e ON e.tagid=t.tagid
                      WHERE t.tagname=('event-' || ?1) ORDER BY e.mtime DESC LIMIT 1",
                     [&id],
@@ -88,8 +88,7 @@ impl Repository {
     /// Whether `rid` is a check-in.
     pub fn is_checkin(&self, rid: i64) -> Result<bool, FossilError> {
         Ok(self
-            .db
-            .query_row(
+            .row(
                 "SELECT 1 FROM event WHERE objid=?1 AND type='ci'",
                 [rid],
                 |_| Ok(()),
@@ -127,9 +126,7 @@ impl Repository {
     /// Ticket `tkt_id` read as a thing: its title and comment, its first
     /// change's sender.
     pub fn ticket_thing(&self, tkt_id: i64) -> Result<Option<Thing>, FossilError> {
-        let row = self
-            .db
-            .query_row(
+        let row = self.row(
                 "SELECT coalesce(title, ''), coalesce(comment, ''), tkt_ctime FROM ticket WHERE tkt_id=?1",
                 [tkt_id],
                 |r| {
@@ -145,8 +142,7 @@ impl Repository {
             return Ok(None);
         };
         let first: Option<(Option<String>, bool)> = self
-            .db
-            .query_row(
+            .row(
                 "SELECT u.login, EXISTS(SELECT 1 FROM private WHERE rid=c.tkt_rid)
                  FROM ticketchng c JOIN blob b ON b.rid=c.tkt_rid
                  LEFT JOIN rcvfrom r ON r.rcvid=b.rcvid LEFT JOIN user u ON u.uid=r.uid
@@ -252,8 +248,7 @@ impl Repository {
             return Ok(None);
         };
         let at: Option<f64> = self
-            .db
-            .query_row(
+            .row(
                 "SELECT e.mtime FROM event e JOIN blob b ON b.rid=e.objid WHERE b.uuid=?1",
                 [&page.hash],
                 |r| r.get(0),
@@ -278,8 +273,7 @@ impl Repository {
             return Ok(None);
         }
         Ok(self
-            .db
-            .query_row(
+            .row(
                 "SELECT b.uuid FROM forumpost p JOIN blob b ON b.rid=p.firt WHERE p.fpid=?1",
                 [rid],
                 |r| r.get(0),

@@ -141,8 +141,7 @@ impl Repository {
     /// Whether the ticket table holds `tkt_id` (its full id).
     pub fn ticket_id(&self, tkt_id: i64) -> Result<Option<String>, FossilError> {
         Ok(self
-            .db
-            .query_row(
+            .row(
                 "SELECT tkt_uuid FROM ticket WHERE tkt_id=?1",
                 params![tkt_id],
                 |r| r.get(0),

@@ -26,8 +26,7 @@ impl Repository {
     /// The newest version of wiki page `name`, or `None` when there is none.
     pub fn wiki_page(&self, name: &str) -> Result<Option<WikiVersion>, FossilError> {
         let row: Option<(i64, String)> = self
-            .db
-            .query_row(SQL_WIKI_NEWEST, [format!("wiki-{name}")], |r| {
+            .row(SQL_WIKI_NEWEST, [format!("wiki-{name}")], |r| {
                 Ok((r.get(0)?, r.get(1)?))
             })
             .optional()?;
