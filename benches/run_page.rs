@@ -151,7 +151,9 @@ impl Drop for Stopped {
 /// the extroot of `ext_dir`: one that answers nothing, and one that
 /// answers the very bytes OCX gave for the run page (`served`, the page
 /// as Fossil sent it, its skin taken off): what Fossil's `/ext` costs a
-/// page of that size with no work of OCX's at all.
+/// page of that size with no work of OCX's at all. Both print with the
+/// shell's own `printf`, one process each: a `cat` would add a second
+/// program's start, which cost as much as the bytes.
 fn static_pages(ext_dir: &std::path::Path, served: &str) {
     use std::os::unix::fs::PermissionsExt;
     let start = served
@@ -160,7 +162,6 @@ fn static_pages(ext_dir: &std::path::Path, served: &str) {
     let list_end = served[start..].find("</ol>").expect("the transcript") + start;
     let end = served[list_end..].find("</div>").expect("the page's end") + list_end + 6;
     let ext = ext_dir.join("ext");
-    std::fs::write(ext.join("run.html"), &served[start..end]).unwrap();
     let head = r"printf 'Status: 200 OK\r\nContent-Type: text/html\r\n\r\n'";
     for (name, body) in [
         (
@@ -169,7 +170,10 @@ fn static_pages(ext_dir: &std::path::Path, served: &str) {
         ),
         (
             "static-run",
-            format!("{head}\nexec cat '{}'\n", ext.join("run.html").display()),
+            format!(
+                "{head}\nprintf '%s' '{}'\n",
+                served[start..end].replace('\'', r"'\''")
+            ),
         ),
     ] {
         let script = ext.join(name);
