@@ -981,12 +981,45 @@ impl<R: Borrow<Repo>> ServedNode<R> {
 }
 
 impl<R: Borrow<Repo>> Drop for ServedNode<R> {
+    /// Stops the node, then the server and every process forked from it:
+    /// those answering requests still under way (a long-poll's lasts up
+    /// to its wait) and Fossil's backoffice, which Fossil forks into a
+    /// session of its own to outlive the server by up to a minute. The
+    /// server is held stopped while they are found, so it forks no more.
+    /// A program started for a request (`ocx-cgi`) ends with its request.
     fn drop(&mut self) {
         if self.node {
             let _ = self.repo.borrow().json(&["node", "stop", "--runs"]);
         }
+        if let Some(server) = &self.server {
+            let pid = nix::unistd::Pid::from_raw(server.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP);
+            for forked in forks_of(pid.as_raw()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(forked),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
         self.halt();
     }
+}
+
+/// The other processes running `pid`'s very command line: what it forked
+/// without starting another program (Fossil's request handlers and its
+/// backoffice), wherever they were moved since. A test's server is told
+/// a port and directories of its own, so no other process runs the same.
+pub fn forks_of(pid: i32) -> Vec<i32> {
+    let command = |p: i32| std::fs::read(format!("/proc/{p}/cmdline")).ok();
+    let Some(own) = command(pid).filter(|c| !c.is_empty()) else {
+        return Vec::new();
+    };
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| *p != pid && command(*p).as_ref() == Some(&own))
+        .collect()
 }
 
 /// A directory Fossil serves as its extroot: `ocx-cgi` linked to the
@@ -1662,4 +1695,29 @@ fn a_tests_write_waits_out_a_sync_holding_the_served_repositorys_lock() {
     letting_go.join().unwrap();
     assert_eq!(repo.fossil(&["wiki", "export", "waited"]), "a page\n");
     assert!(!repo.fossil(&["wiki", "list"]).contains("refused"));
+}
+
+/// A served repository's server leaves nothing behind once dropped: not
+/// the backoffice Fossil forked into a session of its own after a
+/// request, which outlived the server by up to a minute.
+#[test]
+fn a_dropped_server_leaves_no_process_it_forked() {
+    use crate::machines::until;
+    use std::io::{Read, Write};
+    let s = Served::on(Repo::new()).start();
+    let server = s.server.as_ref().unwrap().id() as i32;
+    let mut http = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    http.write_all(b"GET /timeline HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    http.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
+    let forks = until("Fossil's backoffice forked", 10, || {
+        Some(forks_of(server)).filter(|f| !f.is_empty())
+    });
+    drop(s);
+    let alive = |p: &i32| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| !c.is_empty());
+    until("every fork of the server ended", 5, || {
+        (!forks.iter().any(alive)).then_some(())
+    });
 }
