@@ -90,19 +90,22 @@ const SQL_CAPABILITIES: &str = "SELECT u.login, coalesce(u.cap,'')
 const SQL_CONTENT: &str = "SELECT b.content, b.size, (SELECT srcid FROM delta WHERE rid=b.rid)
      FROM blob b WHERE b.rid=?1";
 
+/// Runs `sql`, a statement of no row and no parameter (`BEGIN`, `COMMIT`,
+/// `ROLLBACK`), kept prepared on `db` as every statement of a kept
+/// connection is: parsed anew, a `BEGIN` cost a page request more than its
+/// lock.
+fn kept_statement(db: &Connection, sql: &str) -> rusqlite::Result<usize> {
+    db.prepare_cached(sql)?.execute([])
+}
+
 /// A read transaction [`Repository::reading`] began, rolled back when
-/// dropped still open (its `read` panicked, or its commit failed). Its
-/// statements, as every one of a kept connection, stay prepared: a
-/// `BEGIN` parsed anew cost a page request more than its lock.
+/// dropped still open (its `read` panicked, or its commit failed).
 struct OpenRead<'a>(&'a Connection);
 
 impl Drop for OpenRead<'_> {
     fn drop(&mut self) {
         if !self.0.is_autocommit() {
-            let _ = self
-                .0
-                .prepare_cached("ROLLBACK")
-                .and_then(|mut s| s.execute([]));
+            let _ = kept_statement(self.0, "ROLLBACK");
         }
     }
 }
@@ -411,10 +414,10 @@ impl Repository {
         if !self.db.is_autocommit() {
             return Ok(read());
         }
-        self.db.prepare_cached("BEGIN")?.execute([])?;
+        kept_statement(&self.db, "BEGIN")?;
         let open = OpenRead(&self.db);
         let out = read();
-        self.db.prepare_cached("COMMIT")?.execute([])?;
+        kept_statement(&self.db, "COMMIT")?;
         drop(open);
         Ok(out)
     }
@@ -426,7 +429,7 @@ impl Repository {
     /// it still open is closed, never lent again.
     pub fn begin_reading(&self) -> Result<(), FossilError> {
         if self.db.is_autocommit() {
-            self.db.prepare_cached("BEGIN")?.execute([])?;
+            kept_statement(&self.db, "BEGIN")?;
         }
         Ok(())
     }
@@ -434,10 +437,7 @@ impl Repository {
     /// Ends the read [`Repository::begin_reading`] began, if one is open.
     pub fn end_reading(&self) {
         if !self.db.is_autocommit() {
-            let _ = self
-                .db
-                .prepare_cached("COMMIT")
-                .and_then(|mut s| s.execute([]));
+            let _ = kept_statement(&self.db, "COMMIT");
         }
     }
 

@@ -79,37 +79,39 @@ impl Repository {
         most: usize,
         bytes: usize,
     ) -> Result<Option<super::store::Artifacts>, FossilError> {
-        let snapshot = self.db.unchecked_transaction()?;
-        let floor = self.last_rid()? - most as i64;
-        let below: Option<(i64, i64, bool)> = self.row(
-                "SELECT rcvid, size, rid IN private FROM blob WHERE rid<=?1 ORDER BY rid DESC LIMIT 1",
-                [floor],
-                |r| Ok((r.get::<_, Option<i64>>(0)?.unwrap_or(0), r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
-        if below
-            .is_some_and(|(rcvid, size, private)| rcvid < 1 || rcvid > after || size < 0 || private)
-        {
-            return Ok(None);
-        }
-        let rows: Vec<_> = self
-            .received_above(after, floor)?
-            .into_iter()
-            .filter(|r| !r.3)
-            .collect();
-        let total: i64 = rows.iter().map(|r| r.2).sum();
-        if total > bytes as i64 {
-            return Ok(None);
-        }
-        let mut out = Vec::with_capacity(rows.len());
-        for (rid, hash, _, _) in rows {
-            match self.content(rid)? {
-                Some(content) => out.push((hash, content)),
-                None => return Ok(None),
+        // One read: the rows and their contents as one snapshot.
+        self.reading(|| {
+            let floor = self.last_rid()? - most as i64;
+            let below: Option<(i64, i64, bool)> = self
+                .row(
+                    "SELECT rcvid, size, rid IN private FROM blob WHERE rid<=?1 ORDER BY rid DESC LIMIT 1",
+                    [floor],
+                    |r| Ok((r.get::<_, Option<i64>>(0)?.unwrap_or(0), r.get(1)?, r.get(2)?)),
+                )
+                .optional()?;
+            if below
+                .is_some_and(|(rcvid, size, private)| rcvid < 1 || rcvid > after || size < 0 || private)
+            {
+                return Ok(None);
             }
-        }
-        snapshot.commit()?;
-        Ok(Some(out))
+            let rows: Vec<_> = self
+                .received_above(after, floor)?
+                .into_iter()
+                .filter(|r| !r.3)
+                .collect();
+            let total: i64 = rows.iter().map(|r| r.2).sum();
+            if total > bytes as i64 {
+                return Ok(None);
+            }
+            let mut out = Vec::with_capacity(rows.len());
+            for (rid, hash, _, _) in rows {
+                match self.content(rid)? {
+                    Some(content) => out.push((hash, content)),
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some(out))
+        })?
     }
 
     /// Waits until the repository holds a receipt numbered above `after`,

@@ -126,7 +126,8 @@ impl Repository {
     /// Ticket `tkt_id` read as a thing: its title and comment, its first
     /// change's sender.
     pub fn ticket_thing(&self, tkt_id: i64) -> Result<Option<Thing>, FossilError> {
-        let row = self.row(
+        let row = self
+            .row(
                 "SELECT coalesce(title, ''), coalesce(comment, ''), tkt_ctime FROM ticket WHERE tkt_id=?1",
                 [tkt_id],
                 |r| {
