@@ -60,13 +60,16 @@ pub struct Response {
 }
 
 impl Response {
-    /// The response as CGI output: headers, a blank line, the body.
+    /// The response as CGI output: headers, a blank line, the body. Its
+    /// length is among the headers, so Fossil takes the page once the
+    /// body has come, without waiting for every holder of its pipe to let
+    /// go (the page server's thread, and `ocx-cgi`, which must be given a
+    /// turn to let go of its copy; HISTORY 481).
     pub fn to_cgi(&self) -> String {
-        let more = if self.status == 429 {
-            format!("Retry-After: {RETRY_AFTER}\r\n")
-        } else {
-            String::new()
-        };
+        let mut more = format!("Content-Length: {}\r\n", self.body.len());
+        if self.status == 429 {
+            more += &format!("Retry-After: {RETRY_AFTER}\r\n");
+        }
         head(self.status, self.content_type, &more) + &self.body
     }
 }

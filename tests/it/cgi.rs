@@ -113,6 +113,13 @@ pub fn cgi_raw(ext: &Ext, repo: &Repo, env: &[(&str, &str)], body: &[u8]) -> Pag
             .find_map(|l| l.strip_prefix(name).map(str::trim).map(str::to_string))
             .unwrap_or_default()
     };
+    // Every answer states its body's length, so Fossil takes the page as
+    // soon as the body has come (HISTORY 481).
+    assert_eq!(
+        header("Content-Length:").parse::<usize>().ok(),
+        Some(body.len()),
+        "{head}"
+    );
     Page {
         status: header("Status:")
             .split(' ')

@@ -160,6 +160,28 @@ fn without_a_server_or_a_program_the_page_says_what_to_do() {
     );
 }
 
+#[test]
+fn the_hand_off_program_fossil_starts_for_each_request_loads_no_shared_library() {
+    let program = std::fs::read(env!("CARGO_BIN_EXE_ocx-cgi")).unwrap();
+    let field = |at: usize, n: usize| {
+        program[at..at + n]
+            .iter()
+            .rev()
+            .fold(0usize, |v, b| v << 8 | usize::from(*b))
+    };
+    assert_eq!(&program[..5], b"\x7fELF\x02", "not a 64-bit ELF program");
+    let (table, size, count) = (field(0x20, 8), field(0x36, 2), field(0x38, 2));
+    // PT_INTERP: the dynamic loader the kernel would start first, to find
+    // and relocate the C library before the program's first instruction.
+    const INTERP: usize = 3;
+    let kinds: Vec<usize> = (0..count).map(|i| field(table + i * size, 4)).collect();
+    assert!(!kinds.is_empty(), "no program headers");
+    assert!(
+        !kinds.contains(&INTERP),
+        "ocx-cgi names a dynamic loader (HISTORY 480): {kinds:?}"
+    );
+}
+
 /// A handoff as `ocx-cgi` writes it, by Python: `parts` after the magic.
 const CLIENT: &str = r#"
 import os, socket, struct, sys
@@ -290,6 +312,101 @@ fn a_malformed_handoff_is_closed_on_and_the_server_goes_on() {
         after.contains("\"ok\": true") && after.contains("taken"),
         "{after}"
     );
+    assert!(server.0.try_wait().unwrap().is_none(), "the server goes on");
+}
+
+/// Python holding `n` requests at once in the server: each a POST whose
+/// body has not come, then what the server does with one more, with one
+/// let go, and with one more after.
+const HOLDING: &str = r#"
+import os, socket, struct, sys
+sock, repo, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def frame(parts):
+    body = struct.pack("<I", len(parts)) + b"".join(struct.pack("<I", len(p)) + p for p in parts)
+    return b"OCXPAGE1" + struct.pack("<I", len(body)) + body
+def hand(env, stdin, stdout):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sock)
+    s.settimeout(30)
+    # A declined request may be closed on before its handoff is sent.
+    try:
+        socket.send_fds(s, [frame([b"/nowhere/ocx-cgi", b"/"] + env)], [stdin, stdout, 2])
+        return s, s.recv(1) == b"T"
+    except (BrokenPipeError, ConnectionResetError):
+        return s, False
+def read_all(fd):
+    out = b""
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            return out
+        out += b
+base = [b"FOSSIL_REPOSITORY=" + repo.encode(), b"FOSSIL_USER=alice", b"HTTP_HOST=example.org",
+        b"QUERY_STRING=json"]
+post = base + [b"REQUEST_METHOD=POST", b"PATH_INFO=/status", b"CONTENT_LENGTH=2",
+               b"CONTENT_TYPE=application/json"]
+get = base + [b"REQUEST_METHOD=GET"]
+def get_list():
+    null = os.open(os.devnull, os.O_RDONLY)
+    r, w = os.pipe()
+    s, taken = hand(get, null, w)
+    os.close(w)
+    os.close(null)
+    answer = read_all(r) if taken else b""
+    return taken, answer
+held = []
+for i in range(n):
+    body_r, body_w = os.pipe()
+    out_r, out_w = os.pipe()
+    s, taken = hand(post, body_r, out_w)
+    os.close(body_r)
+    os.close(out_w)
+    held.append((s, body_w, out_r, taken))
+print("held", sum(1 for h in held if h[3]), flush=True)
+taken, _ = get_list()
+print("one more", "taken" if taken else "declined", flush=True)
+s0, w0, r0, _ = held[0]
+os.write(w0, b"{}")
+os.close(w0)
+first = read_all(r0)
+s0.settimeout(30)
+while s0.recv(1):
+    pass
+print("the first answered", b'"tool": "status"' in first, flush=True)
+taken, answer = get_list()
+print("then", "taken" if taken else "declined", b'"tool": "list"' in answer, flush=True)
+for s, w, r, _ in held[1:]:
+    os.close(w)
+    read_all(r)
+print("all answered", flush=True)
+"#;
+
+#[test]
+fn requests_are_answered_at_once_up_to_the_limit_and_past_it_declined() {
+    let repo = repo();
+    let installed = Installed::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, socket) = open_server(&installed, dir.path());
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(HOLDING)
+        .arg(&socket)
+        .arg(&repo.file)
+        .arg(ocx::entry::cgi::server::AT_ONCE.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let at_once = ocx::entry::cgi::server::AT_ONCE;
+    assert!(
+        said.contains(&format!("held {at_once}\n")),
+        "each request was taken while the others waited for their bodies: {said}"
+    );
+    assert!(said.contains("one more declined\n"), "{said}");
+    assert!(said.contains("the first answered True\n"), "{said}");
+    assert!(said.contains("then taken True\n"), "{said}");
+    assert!(said.contains("all answered\n"), "{said}");
     assert!(server.0.try_wait().unwrap().is_none(), "the server goes on");
 }
 

@@ -341,7 +341,12 @@ fn cannot_start(why: &str) -> i32 {
     );
     // Flushed here: with the C library's `main`, nothing flushes it at exit.
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all((super::head(500, "text/plain; charset=utf-8", "") + &body).as_bytes());
+    let page = super::Response {
+        status: 500,
+        content_type: "text/plain; charset=utf-8",
+        body,
+    };
+    let _ = out.write_all(page.to_cgi().as_bytes());
     let _ = out.flush();
     1
 }

@@ -7,16 +7,18 @@
 //! last requests left, so what it holds while it waits is little more
 //! than its program.
 //!
-//! Each request is answered on a thread of its own, as `ocx-cgi` answers
-//! it (`cgi::answer`, the same code), from the handoff alone: the
-//! request's variables, its working directory and the name it was started
-//! under, and Fossil's own pipes, passed as descriptors, which it reads the
-//! body from and writes the answer to. What it keeps between requests is
-//! read connections to the repositories (`fossil::kept`); no viewer is
-//! kept, and each request proves its viewer anew. A request is read as hostile: its
-//! peer must be this very account, its handoff is refused unless whole
-//! and well formed, a panic inside is answered as an internal error, and
-//! past [`AT_ONCE`] requests at once the rest are declined, so `ocx-cgi`
+//! Each request is answered, as `ocx-cgi` answers it (`cgi::answer`, the
+//! same code), by the thread that woke for it, which first hands the
+//! waiting for the next to another (`serve`). It is answered from the
+//! handoff alone: the request's variables, its working directory and the
+//! name it was started under, and Fossil's own pipes, passed as
+//! descriptors, which it reads the body from and writes the answer to.
+//! What it keeps between requests is read connections to the
+//! repositories (`fossil::kept`); no viewer is kept, and each request
+//! proves its viewer anew. A request is read as hostile: its peer must be
+//! this very account, its handoff is refused unless whole and well
+//! formed, a panic inside is answered as an internal error, and past
+//! [`AT_ONCE`] requests at once the rest are declined, so `ocx-cgi`
 //! starts the whole program for them as before.
 
 use super::Request;
@@ -26,7 +28,7 @@ use nix::sys::socket::{ControlMessageOwned, MsgFlags, getsockopt, recvmsg, socko
 use std::io::{IoSliceMut, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -55,34 +57,50 @@ const HANDOFF_WAIT: Duration = Duration::from_secs(5);
 static ANSWERING: AtomicUsize = AtomicUsize::new(0);
 
 /// When the server ends unless a request comes: [`IDLE`] after it started
-/// until a request is answered, then the latest of each answered
-/// request's end and the idle its repository's node allows.
-struct Ends(std::sync::Mutex<(Instant, bool)>);
+/// until a request is answered, then the latest of each repository's last
+/// answered request and the idle its node allows. What a node allows is
+/// read only when the server looks at its end, once its requests have
+/// stopped, never on a request's way (HISTORY 482).
+struct Ends(std::sync::Mutex<Answered>);
+
+/// When the server started, and when a request was last answered for
+/// each repository (none: a request that named no repository).
+struct Answered {
+    started: Instant,
+    last: std::collections::HashMap<Option<PathBuf>, Instant>,
+}
 
 impl Ends {
     fn new() -> Ends {
-        Ends(std::sync::Mutex::new((Instant::now() + IDLE, false)))
+        Ends(std::sync::Mutex::new(Answered {
+            started: Instant::now(),
+            last: std::collections::HashMap::new(),
+        }))
     }
 
-    /// A request answered: lives on at least `idle` from now.
-    fn at_least(&self, idle: Duration) {
-        let mut at = self
-            .0
+    fn answered(&self) -> std::sync::MutexGuard<'_, Answered> {
+        self.0
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now() + idle;
-        *at = match *at {
-            (before, true) => (before.max(now), true),
-            (_, false) => (now, true),
-        };
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A request for `repository` answered now.
+    fn answered_for(&self, repository: Option<PathBuf>) {
+        self.answered().last.insert(repository, Instant::now());
     }
 
     /// The time left; none once it has passed.
-    fn left(&self) -> Duration {
-        let (at, _) = *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    fn left(&self, kept: &Arc<Kept>) -> Duration {
+        let (started, last): (Instant, Vec<(Option<PathBuf>, Instant)>) = {
+            let answered = self.answered();
+            let last = answered.last.iter().map(|(r, at)| (r.clone(), *at));
+            (answered.started, last.collect())
+        };
+        let at = last
+            .iter()
+            .map(|(repository, at)| *at + idle_for(repository.as_deref(), kept))
+            .max()
+            .unwrap_or(started + IDLE);
         at.saturating_duration_since(Instant::now())
     }
 }
@@ -102,54 +120,147 @@ pub fn main(socket: &Path) -> i32 {
         return 1;
     };
     few_heaps();
-    let kept = Kept::new();
-    let ends = Arc::new(Ends::new());
-    let workers = Workers::new();
-    let mut settled = true;
+    let server = Arc::new(Server {
+        listener,
+        kept: Kept::new(),
+        ends: Ends::new(),
+        leading: std::sync::Mutex::new(Leading {
+            settled: true,
+            ended: false,
+            until: None,
+        }),
+        waiting: AtomicUsize::new(0),
+    });
+    serve(&server);
+    if listener_is_ours(socket, &server.listener) {
+        let _ = std::fs::remove_file(socket);
+        let _ = std::fs::remove_file(&lock_path);
+    }
+    0
+}
+
+/// What the server's threads share.
+struct Server {
+    listener: UnixListener,
+    kept: Arc<Kept>,
+    ends: Ends,
+    /// Held by the one thread waiting for the next request, the leader;
+    /// the others wait for it here.
+    leading: std::sync::Mutex<Leading>,
+    /// Threads waiting to lead.
+    waiting: AtomicUsize,
+}
+
+/// What the leader knows of the server.
+struct Leading {
+    /// Whether what the last requests left has been given back.
+    settled: bool,
+    /// Whether the server has ended: each thread that leads next returns.
+    ended: bool,
+    /// When the server ends, as read once it settled.
+    until: Option<Instant>,
+}
+
+/// A thread of the server, the first of which is the program's own: it
+/// waits to lead, takes the next request as leader, hands the leading to
+/// a thread waiting for it (starting one when none is), and answers the
+/// request itself; then waits to lead again. The request is answered by
+/// the thread that woke for it, with no second thread to wake on its way
+/// (HISTORY 482). Returns once the server has ended.
+fn serve(server: &Arc<Server>) {
     loop {
+        server.waiting.fetch_add(1, Ordering::SeqCst);
+        let mut leading = server
+            .leading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        server.waiting.fetch_sub(1, Ordering::SeqCst);
+        let Some(connection) = next_request(server, &mut leading) else {
+            return;
+        };
+        if server.waiting.load(Ordering::SeqCst) == 0 {
+            let next = server.clone();
+            // Should no thread start, this one leads again once it has answered.
+            let _ = std::thread::Builder::new().spawn(move || serve(&next));
+        }
+        drop(leading);
+        let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            answer(&connection, &server.kept)
+        }));
+        // A connection that handed over no request moves nothing.
+        if let Ok(Some(repository)) = answered {
+            server.ends.answered_for(repository);
+        }
+        ANSWERING.fetch_sub(1, Ordering::SeqCst);
+        // Closed once the request no longer counts, so a client that sees
+        // it close finds room for the next.
+        drop(connection);
+    }
+}
+
+/// The next request to answer, as the leader waits for it; `None` once
+/// the server has ended. Past [`AT_ONCE`] requests at once, a request is
+/// declined (closed on), and `ocx-cgi` answers it by the whole program.
+fn next_request(server: &Server, leading: &mut Leading) -> Option<UnixStream> {
+    loop {
+        if leading.ended {
+            return None;
+        }
         let mut fds = [nix::poll::PollFd::new(
-            std::os::fd::AsFd::as_fd(&listener),
+            std::os::fd::AsFd::as_fd(&server.listener),
             nix::poll::PollFlags::POLLIN,
         )];
         // Until what the last requests left is given back, and while a
         // request is answered (its end moves the server's on), looked at
         // again every SETTLE.
         let answering = ANSWERING.load(Ordering::SeqCst) > 0;
-        let wait = if settled && !answering {
-            ends.left()
+        let wait = if leading.settled && !answering {
+            let until = *leading
+                .until
+                .get_or_insert_with(|| Instant::now() + server.ends.left(&server.kept));
+            until.saturating_duration_since(Instant::now())
         } else {
             SETTLE
         };
         let wait = nix::poll::PollTimeout::try_from(wait).unwrap_or(nix::poll::PollTimeout::MAX);
         match nix::poll::poll(&mut fds, wait) {
             Ok(0) if ANSWERING.load(Ordering::SeqCst) > 0 => continue,
-            Ok(0) if !settled => {
-                kept.release_memory();
+            Ok(0) if !leading.settled => {
+                // Read before the code is let go of, which reading the
+                // nodes' configurations would take back.
+                leading.until = Some(Instant::now() + server.ends.left(&server.kept));
+                server.kept.release_memory();
                 give_back_heap();
                 let_go_of_code();
-                settled = true;
+                leading.settled = true;
                 continue;
             }
-            Ok(0) if ends.left().is_zero() => break,
-            Ok(0) => continue,
+            Ok(0) if server.ends.left(&server.kept).is_zero() => {
+                leading.ended = true;
+                return None;
+            }
+            Ok(0) => {
+                // A node that now allows longer: read again.
+                leading.until = None;
+                continue;
+            }
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(_) => break,
+            Err(_) => {
+                leading.ended = true;
+                return None;
+            }
         }
-        let Ok((connection, _)) = listener.accept() else {
+        let Ok((connection, _)) = server.listener.accept() else {
             continue;
         };
-        settled = false;
+        leading.settled = false;
+        leading.until = None;
         if ANSWERING.fetch_add(1, Ordering::SeqCst) >= AT_ONCE {
             ANSWERING.fetch_sub(1, Ordering::SeqCst);
             continue;
         }
-        workers.give(connection, &kept, &ends);
+        return Some(connection);
     }
-    if listener_is_ours(socket, &listener) {
-        let _ = std::fs::remove_file(socket);
-        let _ = std::fs::remove_file(&lock_path);
-    }
-    0
 }
 
 /// Holds the C library's allocator to two heaps, however many threads
@@ -209,64 +320,6 @@ fn let_go_of_code() {
     }
 }
 
-/// The threads that answer requests: one taken from those waiting when
-/// there is one, else a new one, which waits for the next request once
-/// done (blocked, costing nothing) rather than ending.
-struct Workers {
-    /// Threads waiting for a request and not yet promised one.
-    waiting: Arc<AtomicUsize>,
-    give: std::sync::mpsc::Sender<UnixStream>,
-    take: Arc<std::sync::Mutex<std::sync::mpsc::Receiver<UnixStream>>>,
-}
-
-impl Workers {
-    fn new() -> Workers {
-        let (give, take) = std::sync::mpsc::channel();
-        Workers {
-            waiting: Arc::new(AtomicUsize::new(0)),
-            give,
-            take: Arc::new(std::sync::Mutex::new(take)),
-        }
-    }
-
-    /// Has `connection` answered by a waiting thread, else by a new one.
-    fn give(&self, connection: UnixStream, kept: &Arc<Kept>, ends: &Arc<Ends>) {
-        let promised = self
-            .waiting
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if promised {
-            if self.give.send(connection).is_err() {
-                ANSWERING.fetch_sub(1, Ordering::SeqCst);
-            }
-            return;
-        }
-        let (waiting, take) = (self.waiting.clone(), self.take.clone());
-        let (kept, ends) = (kept.clone(), ends.clone());
-        let started = std::thread::Builder::new().spawn(move || {
-            let mut next = Some(connection);
-            while let Some(connection) = next.take() {
-                let idle = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    answer(connection, &kept)
-                }));
-                // A connection that handed over no request moves nothing.
-                if let Ok(Some(idle)) = idle {
-                    ends.at_least(idle);
-                }
-                ANSWERING.fetch_sub(1, Ordering::SeqCst);
-                waiting.fetch_add(1, Ordering::SeqCst);
-                let take = take
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                next = take.recv().ok();
-            }
-        });
-        if started.is_err() {
-            ANSWERING.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-}
-
 /// Whether the socket file is still the one `listener` is bound to.
 fn listener_is_ours(socket: &Path, listener: &UnixListener) -> bool {
     listener
@@ -277,14 +330,14 @@ fn listener_is_ours(socket: &Path, listener: &UnixListener) -> bool {
 }
 
 /// Answers the request handed over on `connection`, as the page answers
-/// it, when its peer is this account and its handoff is whole; how long
-/// its repository's node lets the server live on after it.
-fn answer(connection: UnixStream, kept: &Arc<Kept>) -> Option<Duration> {
-    let peer = getsockopt(&connection, sockopt::PeerCredentials).ok()?;
+/// it, when its peer is this account and its handoff is whole; the
+/// repository it named, if any.
+fn answer(connection: &UnixStream, kept: &Arc<Kept>) -> Option<Option<PathBuf>> {
+    let peer = getsockopt(connection, sockopt::PeerCredentials).ok()?;
     if peer.uid() != nix::unistd::geteuid().as_raw() {
         return None;
     }
-    let (handoff, [stdin, stdout, stderr]) = receive(&connection)?;
+    let (handoff, [stdin, stdout, stderr]) = receive(connection)?;
     drop(stderr);
     let request = Request::from_variables(
         |name| {
@@ -297,26 +350,23 @@ fn answer(connection: UnixStream, kept: &Arc<Kept>) -> Option<Duration> {
         handoff.invoked_as.clone(),
         handoff.cwd.clone(),
     );
-    (&connection).write_all(&[TAKEN]).ok()?;
+    (&*connection).write_all(&[TAKEN]).ok()?;
     let mut body = std::fs::File::from(stdin);
     let response = super::answer(&request, &mut body, Some(kept));
     let mut out = std::fs::File::from(stdout);
     let _ = out.write_all(response.to_cgi().as_bytes());
     drop((out, body, response));
-    let _ = (&connection).write_all(&[0]);
-    Some(idle_after(&request, kept))
+    let _ = (&*connection).write_all(&[0]);
+    Some(request.repository.as_ref().map(|r| request.cwd.join(r)))
 }
 
-/// How long the node of the repository `request` named lets the server
-/// live on after it: its `page_idle_seconds`, else [`IDLE`] (a repository
-/// that is no node, or whose node's configuration this account cannot
-/// read, included). Read once the request is answered, so it costs the
-/// request nothing.
-fn idle_after(request: &Request, kept: &Arc<Kept>) -> Duration {
-    request
-        .repository
-        .as_ref()
-        .and_then(|r| kept.repository(&request.cwd.join(r)).ok())
+/// How long the node of `repository` lets the server live on after its
+/// last request: its `page_idle_seconds`, else [`IDLE`] (no repository, a
+/// repository that is no node, or whose node's configuration this
+/// account cannot read, included).
+fn idle_for(repository: Option<&Path>, kept: &Arc<Kept>) -> Duration {
+    repository
+        .and_then(|r| kept.repository(r).ok())
         .and_then(|repo| crate::node::root_of(&repo).ok().flatten())
         .and_then(|root| crate::node::config::NodeConfig::load(&root))
         .map_or(IDLE, |c| c.page_idle())
