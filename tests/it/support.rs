@@ -856,10 +856,34 @@ impl<R: Borrow<Repo>> ServedNode<R> {
         format!("http://{login}:{login}-pw@127.0.0.1:{}/", self.port)
     }
 
-    /// Stops `fossil server` (a node goes on): SIGKILL, to its whole
-    /// group when it has one of its own ([`Served::own_group`]).
+    /// Stops `fossil server` (a node goes on) and every process forked
+    /// from it: those answering requests still under way (a long-poll's
+    /// lasts up to its wait) and Fossil's backoffice, which Fossil forks
+    /// into a session of its own to outlive the server by up to a minute.
+    /// The server is held stopped while they are found, so it forks no
+    /// more; then SIGKILL, to its whole group when it has one of its own
+    /// ([`Served::own_group`]). A program started for a request
+    /// (`ocx-cgi`) ends with its request.
     pub fn halt(&mut self) {
         if let Some(mut c) = self.server.take() {
+            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP);
+            // Looked for again until none is alive: a request's handler
+            // killed while it forked the backoffice leaves the child, and
+            // a killed process shows no command line once it is dead.
+            for _ in 0..200 {
+                let alive = forks_of(pid.as_raw());
+                if alive.is_empty() {
+                    break;
+                }
+                for forked in alive {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(forked),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
             if self.launch.group {
                 let _ = nix::sys::signal::killpg(
                     nix::unistd::Pid::from_raw(c.id() as i32),
@@ -981,25 +1005,11 @@ impl<R: Borrow<Repo>> ServedNode<R> {
 }
 
 impl<R: Borrow<Repo>> Drop for ServedNode<R> {
-    /// Stops the node, then the server and every process forked from it:
-    /// those answering requests still under way (a long-poll's lasts up
-    /// to its wait) and Fossil's backoffice, which Fossil forks into a
-    /// session of its own to outlive the server by up to a minute. The
-    /// server is held stopped while they are found, so it forks no more.
-    /// A program started for a request (`ocx-cgi`) ends with its request.
+    /// Stops the node, then the server and every process forked from it
+    /// ([`ServedNode::halt`]).
     fn drop(&mut self) {
         if self.node {
             let _ = self.repo.borrow().json(&["node", "stop", "--runs"]);
-        }
-        if let Some(server) = &self.server {
-            let pid = nix::unistd::Pid::from_raw(server.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP);
-            for forked in forks_of(pid.as_raw()) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(forked),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
         }
         self.halt();
     }
@@ -1701,10 +1711,10 @@ fn a_tests_write_waits_out_a_sync_holding_the_served_repositorys_lock() {
 /// the backoffice Fossil forked into a session of its own after a
 /// request, which outlived the server by up to a minute.
 #[test]
-fn a_dropped_server_leaves_no_process_it_forked() {
+fn a_halted_server_leaves_no_process_it_forked() {
     use crate::machines::until;
     use std::io::{Read, Write};
-    let s = Served::on(Repo::new()).start();
+    let mut s = Served::on(Repo::new()).start();
     let server = s.server.as_ref().unwrap().id() as i32;
     let mut http = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     http.write_all(b"GET /timeline HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
@@ -1715,7 +1725,9 @@ fn a_dropped_server_leaves_no_process_it_forked() {
     let forks = until("Fossil's backoffice forked", 10, || {
         Some(forks_of(server)).filter(|f| !f.is_empty())
     });
-    drop(s);
+    // Halted, as a test that stops its server midway does (and as
+    // dropping it does): its forks end with it.
+    s.halt();
     let alive = |p: &i32| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| !c.is_empty());
     until("every fork of the server ended", 5, || {
         (!forks.iter().any(alive)).then_some(())
