@@ -182,13 +182,18 @@ fn the_hand_off_program_fossil_starts_for_each_request_loads_no_shared_library()
     );
 }
 
-/// A handoff as `ocx-cgi` writes it, by Python: `parts` after the magic.
-const CLIENT: &str = r#"
+/// What each Python client below begins with: a handoff as `ocx-cgi`
+/// writes it, `parts` after the magic.
+const FRAME: &str = r#"
 import os, socket, struct, sys
-sock, repo, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 def frame(parts):
     body = struct.pack("<I", len(parts)) + b"".join(struct.pack("<I", len(p)) + p for p in parts)
     return b"OCXPAGE1" + struct.pack("<I", len(body)) + body
+"#;
+
+/// One request handed over in `mode`: well formed, or each way it may not be.
+const CLIENT: &str = r#"
+sock, repo, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 env = [b"FOSSIL_REPOSITORY=" + repo.encode(), b"QUERY_STRING=json", b"REQUEST_METHOD=GET",
        b"FOSSIL_USER=alice", b"HTTP_HOST=example.org"]
 good = frame([b"/nowhere/ocx-cgi", b"/"] + env)
@@ -225,12 +230,18 @@ if got == b"T":
 /// The Python client above, as `uid` (none: this account), against
 /// `socket`; what it printed.
 fn client(socket: &Path, repo: &Repo, mode: &str, uid: Option<u32>) -> String {
+    python(CLIENT, socket, repo, mode, uid)
+}
+
+/// `script` after [`FRAME`], given `socket`, `repo` and `arg`, as `uid`
+/// (none: this account); what it printed.
+fn python(script: &str, socket: &Path, repo: &Repo, arg: &str, uid: Option<u32>) -> String {
     let mut c = Command::new("python3");
     c.arg("-c")
-        .arg(CLIENT)
+        .arg(format!("{FRAME}{script}"))
         .arg(socket)
         .arg(&repo.file)
-        .arg(mode)
+        .arg(arg)
         .stdin(Stdio::null())
         .stderr(Stdio::piped());
     if let Some(uid) = uid {
@@ -319,11 +330,7 @@ fn a_malformed_handoff_is_closed_on_and_the_server_goes_on() {
 /// body has not come, then what the server does with one more, with one
 /// let go, and with one more after.
 const HOLDING: &str = r#"
-import os, socket, struct, sys
 sock, repo, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def frame(parts):
-    body = struct.pack("<I", len(parts)) + b"".join(struct.pack("<I", len(p)) + p for p in parts)
-    return b"OCXPAGE1" + struct.pack("<I", len(body)) + body
 def hand(env, stdin, stdout):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(sock)
@@ -387,18 +394,8 @@ fn requests_are_answered_at_once_up_to_the_limit_and_past_it_declined() {
     let installed = Installed::new();
     let dir = tempfile::tempdir().unwrap();
     let (mut server, socket) = open_server(&installed, dir.path());
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(HOLDING)
-        .arg(&socket)
-        .arg(&repo.file)
-        .arg(ocx::entry::cgi::server::AT_ONCE.to_string())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let said =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     let at_once = ocx::entry::cgi::server::AT_ONCE;
+    let said = python(HOLDING, &socket, &repo, &at_once.to_string(), None);
     assert!(
         said.contains(&format!("held {at_once}\n")),
         "each request was taken while the others waited for their bodies: {said}"
