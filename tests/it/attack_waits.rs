@@ -12,24 +12,35 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// One GET of `path` with `cookie`; the status and the whole answer. A
-/// connection the server closed before a byte of answer is tried again, a
-/// few times: `fossil server` listens with a backlog of ten, so under a
-/// burst of hundreds some connections are dropped before it accepts them,
-/// which is Fossil's queue, not OCX's answer.
+/// connection the server closed before a byte of answer, or never took, is
+/// tried again until [`TAKEN_WITHIN`]: `fossil server` listens with a
+/// backlog of ten, so under a burst of hundreds most connections are
+/// dropped before it accepts them, which is Fossil's queue, not OCX's
+/// answer. Each try waits at most [`CONNECT_WAIT`] to connect: left to
+/// the system, a dropped connection is tried again after 1, 3, 7, 15, 31
+/// and 63 s, hundreds of them at the same moments, and on a busy host
+/// some were still waiting to be taken after the test's 150 s.
 fn get(port: u16, path: &str, cookie: &str) -> (u16, String) {
-    let mut answer = get_once(port, path, cookie);
-    for _ in 0..5 {
-        if answer.0 != 0 {
-            break;
+    let until = Instant::now() + TAKEN_WITHIN;
+    loop {
+        let answer = get_once(port, path, cookie);
+        if answer.0 != 0 || Instant::now() >= until {
+            return answer;
         }
-        std::thread::sleep(Duration::from_millis(200));
-        answer = get_once(port, path, cookie);
+        std::thread::sleep(Duration::from_millis(50));
     }
-    answer
 }
 
+/// How long a request is tried again while `fossil server` takes no
+/// connection.
+const TAKEN_WITHIN: Duration = Duration::from_secs(90);
+
+/// How long one try waits for `fossil server` to take its connection.
+const CONNECT_WAIT: Duration = Duration::from_secs(1);
+
 fn get_once(port: u16, path: &str, cookie: &str) -> (u16, String) {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut s) = TcpStream::connect_timeout(&address, CONNECT_WAIT) else {
         return (0, "no connection".into());
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(120)));
