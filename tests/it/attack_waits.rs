@@ -11,43 +11,55 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// One GET of `path` with `cookie`; the status and the whole answer. A
-/// connection the server closed before a byte of answer, or never took, is
-/// tried again until [`TAKEN_WITHIN`]: `fossil server` listens with a
-/// backlog of ten, so under a burst of hundreds most connections are
-/// dropped before it accepts them, which is Fossil's queue, not OCX's
-/// answer. Each try waits at most [`CONNECT_WAIT`] to connect: left to
-/// the system, a dropped connection is tried again after 1, 3, 7, 15, 31
-/// and 63 s, hundreds of them at the same moments, and on a busy host
-/// some were still waiting to be taken after the test's 150 s.
+/// One GET of `path` with `cookie`; the status and the whole answer.
+/// `fossil server` listens with a backlog of ten, so under a burst of
+/// hundreds most connections are dropped before it accepts them, which is
+/// Fossil's queue, not OCX's answer: a connection not taken within
+/// [`CONNECT_WAIT`] is made again at once, until [`TAKEN_WITHIN`]. Left
+/// to the system, a dropped connection is tried again after 1, 3, 7, 15,
+/// 31 and 63 s, hundreds of them at the same moments, and on a busy host
+/// some were still waiting to be taken after the test's 150 s. Any other
+/// failure before a byte of answer (refused: no server any more; closed
+/// unanswered) is tried again a few times, as before.
 fn get(port: u16, path: &str, cookie: &str) -> (u16, String) {
     let until = Instant::now() + TAKEN_WITHIN;
+    let mut failed = 0;
     loop {
         let answer = get_once(port, path, cookie);
-        if answer.0 != 0 || Instant::now() >= until {
-            return answer;
+        let out_of_tries = Instant::now() >= until || failed == 5;
+        match answer {
+            Some(answer) if answer.0 != 0 || out_of_tries => return answer,
+            Some(_) => {
+                failed += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            None if out_of_tries => return (0, "not taken".into()),
+            None => {}
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
-/// How long a request is tried again while `fossil server` takes no
-/// connection.
+/// How long a request is made again while `fossil server` takes none of
+/// its connections.
 const TAKEN_WITHIN: Duration = Duration::from_secs(90);
 
-/// How long one try waits for `fossil server` to take its connection.
+/// How long one connection waits for `fossil server` to take it.
 const CONNECT_WAIT: Duration = Duration::from_secs(1);
 
-fn get_once(port: u16, path: &str, cookie: &str) -> (u16, String) {
+/// One try: `None` when the server took no connection within
+/// [`CONNECT_WAIT`].
+fn get_once(port: u16, path: &str, cookie: &str) -> Option<(u16, String)> {
     let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let Ok(mut s) = TcpStream::connect_timeout(&address, CONNECT_WAIT) else {
-        return (0, "no connection".into());
+    let mut s = match TcpStream::connect_timeout(&address, CONNECT_WAIT) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return None,
+        Err(_) => return Some((0, "no connection".into())),
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(120)));
     let request =
         format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nCookie: {cookie}\r\n\r\n");
     if s.write_all(request.as_bytes()).is_err() {
-        return (0, "not sent".into());
+        return Some((0, "not sent".into()));
     }
     let mut answer = String::new();
     let _ = s.read_to_string(&mut answer);
@@ -56,7 +68,7 @@ fn get_once(port: u16, path: &str, cookie: &str) -> (u16, String) {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    (status, answer)
+    Some((status, answer))
 }
 
 /// The newest receipt the page's `wait` says the repository holds.
